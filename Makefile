@@ -1,0 +1,72 @@
+# kvsim's developer entry points. Plain `make` lists the targets.
+GO        ?= go
+PKGS      ?= ./...
+FUZZTIME  ?= 10s
+PROPCHECKS ?= 2000
+BENCHCOUNT ?= 1
+BIN       := bin/kvsim
+VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## build bin/kvsim
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/kvsim
+
+.PHONY: run
+run: build ## run kvsim's main job on the bundled defaults
+	./$(BIN) plan-bench --candidates 2000 --deficit 7877 --cp 8 --seed 1
+
+.PHONY: test
+test: ## run the unit, property, golden and CLI tests
+	$(GO) test $(PKGS)
+
+.PHONY: invariants
+invariants: ## run the tests with the O(n) self-checks on (-tags invariants)
+	$(GO) test -tags invariants $(PKGS)
+
+.PHONY: race
+race: ## run the tests under the race detector
+	$(GO) test -race $(PKGS)
+
+.PHONY: prop
+prop: ## run the rapid properties with $(PROPCHECKS) cases each
+	$(GO) test -run 'Prop|StateMachine' $(PKGS) -args -rapid.checks=$(PROPCHECKS)
+
+.PHONY: fuzz
+fuzz: ## run every fuzz target for $(FUZZTIME)
+	@set -e; for pkg in $$($(GO) list $(PKGS)); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+.PHONY: bench
+bench: ## run the Go benchmarks (BENCHCOUNT=10 for benchstat)
+	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) $(PKGS)
+
+.PHONY: golden
+golden: ## rewrite golden files (review the diff before committing)
+	$(GO) test $(PKGS) -args -update
+
+.PHONY: lint
+lint: ## gofmt, go vet and the repository lint tests
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+	$(GO) test ./internal/lint
+
+.PHONY: tidy-check
+tidy-check: ## fail if go mod tidy changes go.mod or go.sum
+	$(GO) mod tidy
+	@git diff --exit-code -- go.mod go.sum || { echo "go mod tidy changed go.mod/go.sum"; exit 1; }
+
+.PHONY: ci
+ci: lint tidy-check test invariants ## what .ci/run runs
+
+.PHONY: clean
+clean: ## remove build outputs
+	rm -rf bin out

@@ -1,0 +1,9 @@
+// Command kvsim simulates and replays the hierarchical KV cache of an LLM
+// inference server. See the README and docs/ for the subcommands.
+package main
+
+import "os"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}

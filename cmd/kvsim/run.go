@@ -1,0 +1,77 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+// Exit codes shared by every subcommand.
+const (
+	exitOK    = 0
+	exitFail  = 1 // the run itself failed (bad trace contents, I/O, check failed)
+	exitUsage = 2 // bad flags, bad config, unknown subcommand
+)
+
+// command is one kvsim subcommand. Each subcommand lives in its own file and
+// registers itself from an init function, so that independent subcommands do
+// not edit a shared table.
+type command struct {
+	name    string // "plan", "trace", ...
+	summary string // one line for the usage listing
+	run     func(args []string, stdout, stderr io.Writer) int
+}
+
+var commands = map[string]*command{}
+
+func register(c *command) {
+	if _, dup := commands[c.name]; dup {
+		panic("kvsim: command registered twice: " + c.name)
+	}
+	commands[c.name] = c
+}
+
+// version is set at build time with -ldflags "-X main.version=..."; it is
+// written into machine-readable results.
+var version = "dev"
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		usage(stdout)
+		return exitOK
+	case "version", "-version", "--version":
+		fmt.Fprintf(stdout, "kvsim %s\n", version)
+		return exitOK
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "kvsim: unknown command %q\n\n", args[0])
+		usage(stderr)
+		return exitUsage
+	}
+	return c.run(args[1:], stdout, stderr)
+}
+
+func usage(w io.Writer) {
+	names := make([]string, 0, len(commands))
+	width := 0
+	for n := range commands {
+		names = append(names, n)
+		width = max(width, len(n))
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	b.WriteString("kvsim: a deterministic simulator of an LLM server's hierarchical KV cache\n\n")
+	b.WriteString("usage: kvsim <command> [flags]\n\ncommands:\n")
+	for _, n := range names {
+		fmt.Fprintf(&b, "  %-*s  %s\n", width, n, commands[n].summary)
+	}
+	b.WriteString("\nRun 'kvsim <command> -h' for the flags of one command.\n")
+	io.WriteString(w, b.String())
+}

@@ -1,0 +1,3 @@
+module github.com/kvsim/kvsim
+
+go 1.26
