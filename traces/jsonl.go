@@ -1,0 +1,96 @@
+package traces
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+)
+
+// badField builds the ParseError for a problem with one field of a JSON
+// line. The column is where the field's key starts (1 if the field is
+// absent).
+func badField(path string, line int, data []byte, field, format string, args ...any) *ParseError {
+	return &ParseError{
+		Path:  path,
+		Line:  line,
+		Col:   fieldCol(data, field),
+		Field: field,
+		Err:   fmt.Errorf(format, args...),
+	}
+}
+
+// fieldCol returns the 1-based byte column of `"field"` in data, or 1.
+func fieldCol(data []byte, field string) int {
+	if i := bytes.Index(data, []byte(strconv.Quote(field))); i >= 0 {
+		return i + 1
+	}
+	return 1
+}
+
+// scalarString renders a JSON string or number as a Go string.
+func scalarString(raw json.RawMessage) (string, bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return "", false
+	}
+	if raw[0] == '"' {
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return "", false
+		}
+		return s, true
+	}
+	var n json.Number
+	if json.Unmarshal(raw, &n) != nil {
+		return "", false
+	}
+	return n.String(), true
+}
+
+// jsonKind names the kind of a JSON value for error messages.
+func jsonKind(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return "nothing"
+	}
+	switch raw[0] {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "the number " + string(raw)
+}
+
+// fmtMs prints nanoseconds as milliseconds without trailing zeros.
+func fmtMs(ns int64) string {
+	return strconv.FormatFloat(float64(ns)/1e6, 'f', -1, 64)
+}
+
+// sessionChain numbers the turns of each session and links each request to
+// the previous one of its session. Memory is one entry per session.
+type sessionChain struct {
+	last map[string]chainEntry
+}
+
+type chainEntry struct {
+	id   string
+	turn int
+}
+
+func newSessionChain() *sessionChain { return &sessionChain{last: map[string]chainEntry{}} }
+
+// add records id as the next turn of session and returns its 1-based turn
+// and the previous request's ID ("" for the first turn).
+func (c *sessionChain) add(session, id string) (turn int, parent string) {
+	prev := c.last[session]
+	c.last[session] = chainEntry{id: id, turn: prev.turn + 1}
+	return prev.turn + 1, prev.id
+}

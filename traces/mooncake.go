@@ -1,0 +1,109 @@
+package traces
+
+import (
+	"bufio"
+	"encoding/json"
+	"strconv"
+)
+
+// MooncakeBlockSize is the number of tokens behind each Mooncake hash id
+// (FAST'25 traces: 512).
+const MooncakeBlockSize = 512
+
+// mooncakeLine is one line of a Mooncake trace:
+//
+//	{"timestamp": ms, "input_length": n, "output_length": n, "hash_ids": [...],
+//	 "session_id": id, "delay": ms}
+//
+// session_id and delay are optional (multi-turn variants of the format).
+type mooncakeLine struct {
+	Timestamp    *json.Number    `json:"timestamp"`
+	InputLength  *int            `json:"input_length"`
+	OutputLength *int            `json:"output_length"`
+	HashIDs      []uint64        `json:"hash_ids"`
+	SessionID    json.RawMessage `json:"session_id"`
+	Delay        *json.Number    `json:"delay"`
+}
+
+var mooncakeNames = map[string]string{
+	"input_len":  "input_length",
+	"output_len": "output_length",
+	"arrival":    "timestamp",
+	"think_time": "delay",
+	"blocks":     "hash_ids",
+}
+
+type mooncakeDecoder struct {
+	path     string
+	lines    lineReader
+	n        int   // records returned so far
+	last     int64 // previous arrival (ns)
+	sessions *sessionChain
+}
+
+func newMooncake(br *bufio.Reader, path string) *mooncakeDecoder {
+	return &mooncakeDecoder{path: path, lines: lineReader{br: br}, sessions: newSessionChain()}
+}
+
+func (d *mooncakeDecoder) next() (Record, error) {
+	data, err := d.lines.next()
+	if err != nil {
+		return Record{}, err
+	}
+	line := d.lines.line
+	var m mooncakeLine
+	if err := json.Unmarshal(data, &m); err != nil {
+		return Record{}, jsonError(d.path, line, data, err)
+	}
+	bad := func(field, format string, args ...any) error {
+		return badField(d.path, line, data, field, format, args...)
+	}
+	switch {
+	case m.Timestamp == nil:
+		return Record{}, bad("timestamp", "expected milliseconds since the trace start, found nothing (field missing)")
+	case m.InputLength == nil:
+		return Record{}, bad("input_length", "expected a token count, found nothing (field missing)")
+	case m.OutputLength == nil:
+		return Record{}, bad("output_length", "expected a token count, found nothing (field missing)")
+	case m.HashIDs == nil:
+		return Record{}, bad("hash_ids", "expected an array of block hash ids, found nothing (field missing)")
+	}
+	at, err := numberToNs(*m.Timestamp, 1e6)
+	if err != nil {
+		return Record{}, bad("timestamp", "expected milliseconds since the trace start, found %s", m.Timestamp.String())
+	}
+	rec := Record{
+		ID:        strconv.Itoa(d.n),
+		Arrival:   at,
+		InputLen:  *m.InputLength,
+		OutputLen: *m.OutputLength,
+		Blocks:    m.HashIDs,
+		BlockSize: MooncakeBlockSize,
+	}
+	if m.Delay != nil {
+		ns, err := numberToNs(*m.Delay, 1e6)
+		if err != nil {
+			return Record{}, bad("delay", "expected milliseconds, found %s", m.Delay.String())
+		}
+		rec.ThinkTime = ns
+	}
+	if len(m.SessionID) > 0 && string(m.SessionID) != "null" {
+		s, ok := scalarString(m.SessionID)
+		if !ok {
+			return Record{}, bad("session_id", "expected a string or integer, found %s", jsonKind(m.SessionID))
+		}
+		rec.Session = s
+	}
+	if fe := rec.check(mooncakeNames); fe != nil {
+		return Record{}, bad(fe.field, "%s", fe.msg)
+	}
+	if rec.Arrival < d.last {
+		return Record{}, bad("timestamp", "expected a time >= the previous record's (%s ms), found %s ms", fmtMs(d.last), m.Timestamp.String())
+	}
+	d.last = rec.Arrival
+	if rec.Session != "" {
+		rec.Turn, rec.Parent = d.sessions.add(rec.Session, rec.ID)
+	}
+	d.n++
+	return rec, nil
+}
