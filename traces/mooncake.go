@@ -94,6 +94,7 @@ func (d *mooncakeDecoder) next() (Record, error) {
 		}
 		rec.Session = s
 	}
+	rec.normalize()
 	if fe := rec.check(mooncakeNames); fe != nil {
 		return Record{}, bad(fe.field, "%s", fe.msg)
 	}

@@ -117,6 +117,24 @@ func newReader(r io.Reader, name string, f Format) (*Reader, error) {
 	case FormatMooncake:
 		rd.dec = newMooncake(br, name)
 		rd.hdr.BlockSize = MooncakeBlockSize
+	case FormatBailian:
+		rd.dec = newBailian(br, name)
+		rd.hdr.BlockSize = BailianBlockSize
+	case FormatTokens:
+		rd.dec = newTokens(br, name)
+	case FormatAzure:
+		d, err := newAzure(br, name)
+		if err != nil {
+			return nil, err
+		}
+		rd.dec = d
+	case FormatKVSim:
+		d, err := newKVSim(br, name)
+		if err != nil {
+			return nil, err
+		}
+		rd.dec = d
+		rd.hdr = d.hdr
 	default:
 		return nil, fmt.Errorf("%s: %w %q", name, ErrUnknownFormat, f.String())
 	}

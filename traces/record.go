@@ -149,3 +149,23 @@ func (r *Record) check1() *fieldError {
 	}
 	return nil
 }
+
+// normalize replaces empty slices by nil, so that a record reads back
+// identical after a round trip through JSON (which omits empty arrays).
+func (r *Record) normalize() {
+	if len(r.Tokens) == 0 {
+		r.Tokens = nil
+	}
+	if len(r.Blocks) == 0 {
+		r.Blocks = nil
+	}
+	if len(r.OutputTokens) == 0 {
+		r.OutputTokens = nil
+	}
+	if len(r.WaitFor) == 0 {
+		r.WaitFor = nil
+	}
+	if r.Observed != nil && len(r.Observed.ITL) == 0 {
+		r.Observed.ITL = nil
+	}
+}

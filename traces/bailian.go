@@ -1,0 +1,129 @@
+package traces
+
+import (
+	"bufio"
+	"encoding/json"
+	"strconv"
+)
+
+// BailianBlockSize is the number of tokens behind each Qwen-Bailian hash id.
+const BailianBlockSize = 16
+
+// bailianLine is one line of an Alibaba Qwen-Bailian usage trace:
+//
+//	{"chat_id": int, "parent_chat_id": int (-1: none), "timestamp": s,
+//	 "input_length": n, "output_length": n, "type": str, "turn": n,
+//	 "hash_ids": [...]}
+type bailianLine struct {
+	ChatID       *json.Number `json:"chat_id"`
+	ParentChatID *json.Number `json:"parent_chat_id"`
+	Timestamp    *json.Number `json:"timestamp"`
+	InputLength  *int         `json:"input_length"`
+	OutputLength *int         `json:"output_length"`
+	Type         string       `json:"type"`
+	Turn         int          `json:"turn"`
+	HashIDs      []uint64     `json:"hash_ids"`
+}
+
+var bailianNames = map[string]string{
+	"input_len":  "input_length",
+	"output_len": "output_length",
+	"arrival":    "timestamp",
+	"blocks":     "hash_ids",
+}
+
+type bailianDecoder struct {
+	path  string
+	lines lineReader
+	last  int64
+	// root maps a chat id to the first chat of its conversation, which
+	// names the session. One entry per request (two int64s).
+	root map[int64]int64
+}
+
+func newBailian(br *bufio.Reader, path string) *bailianDecoder {
+	return &bailianDecoder{path: path, lines: lineReader{br: br}, root: map[int64]int64{}}
+}
+
+func (d *bailianDecoder) next() (Record, error) {
+	data, err := d.lines.next()
+	if err != nil {
+		return Record{}, err
+	}
+	line := d.lines.line
+	var m bailianLine
+	if err := json.Unmarshal(data, &m); err != nil {
+		return Record{}, jsonError(d.path, line, data, err)
+	}
+	bad := func(field, format string, args ...any) error {
+		return badField(d.path, line, data, field, format, args...)
+	}
+	switch {
+	case m.ChatID == nil:
+		return Record{}, bad("chat_id", "expected an integer request id, found nothing (field missing)")
+	case m.Timestamp == nil:
+		return Record{}, bad("timestamp", "expected seconds since the trace start, found nothing (field missing)")
+	case m.InputLength == nil:
+		return Record{}, bad("input_length", "expected a token count, found nothing (field missing)")
+	case m.OutputLength == nil:
+		return Record{}, bad("output_length", "expected a token count, found nothing (field missing)")
+	case m.HashIDs == nil:
+		return Record{}, bad("hash_ids", "expected an array of block hash ids, found nothing (field missing)")
+	}
+	chat, err := m.ChatID.Int64()
+	if err != nil || chat < 0 {
+		return Record{}, bad("chat_id", "expected a non-negative integer, found %s", m.ChatID.String())
+	}
+	parent := int64(-1)
+	if m.ParentChatID != nil {
+		parent, err = m.ParentChatID.Int64()
+		if err != nil {
+			return Record{}, bad("parent_chat_id", "expected an integer (-1 for none), found %s", m.ParentChatID.String())
+		}
+	}
+	at, err := numberToNs(*m.Timestamp, 1e9)
+	if err != nil {
+		return Record{}, bad("timestamp", "expected seconds since the trace start, found %s", m.Timestamp.String())
+	}
+	if m.Turn < 0 {
+		return Record{}, bad("turn", "expected a non-negative turn number, found %d", m.Turn)
+	}
+	rec := Record{
+		ID:        strconv.FormatInt(chat, 10),
+		Arrival:   at,
+		Turn:      m.Turn,
+		InputLen:  *m.InputLength,
+		OutputLen: *m.OutputLength,
+		Blocks:    m.HashIDs,
+		BlockSize: BailianBlockSize,
+		Kind:      m.Type,
+	}
+	rec.normalize()
+	if fe := rec.check(bailianNames); fe != nil {
+		return Record{}, bad(fe.field, "%s", fe.msg)
+	}
+	if rec.Arrival < d.last {
+		return Record{}, bad("timestamp", "expected a time >= the previous record's (%s s), found %s s", fmtSec(d.last), m.Timestamp.String())
+	}
+	if _, dup := d.root[chat]; dup {
+		return Record{}, bad("chat_id", "expected a unique request id, found %d again", chat)
+	}
+	root := chat
+	if parent >= 0 {
+		rec.Parent = strconv.FormatInt(parent, 10)
+		if r, ok := d.root[parent]; ok {
+			root = r
+		} else {
+			root = parent // the parent is outside this file (a cut trace)
+		}
+	}
+	d.root[chat] = root
+	d.last = rec.Arrival
+	rec.Session = strconv.FormatInt(root, 10)
+	return rec, nil
+}
+
+// fmtSec prints nanoseconds as seconds without trailing zeros.
+func fmtSec(ns int64) string {
+	return strconv.FormatFloat(float64(ns)/1e9, 'f', -1, 64)
+}

@@ -1,0 +1,199 @@
+package traces
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// The kvsim trace format is JSON Lines: a header object on the first
+// non-blank line, then one request object per line in arrival order.
+// docs/trace-formats.md gives the grammar; the field names are the JSON
+// tags of Header and Record.
+//
+// A record's block_size may be omitted when it equals the header's.
+
+// wireRecord is Record as written: block_size is a pointer so that "same as
+// the header" (absent) and an explicit 0 can be told apart.
+type wireRecord struct {
+	*recordAlias
+	BlockSize *int `json:"block_size,omitempty"`
+}
+
+type recordAlias Record
+
+// Writer writes a trace in the kvsim format. It checks every record, so a
+// file it wrote always reads back.
+type Writer struct {
+	w    *bufio.Writer
+	hdr  Header
+	last int64
+	n    int
+	err  error
+}
+
+// NewWriter writes the header line (with Version set to KVSimVersion) and
+// returns a Writer for the records. Call Flush at the end.
+func NewWriter(w io.Writer, h Header) (*Writer, error) {
+	h.Version = KVSimVersion
+	if h.BlockSize < 0 {
+		return nil, fmt.Errorf("write kvsim trace: header block_size: expected >= 0, found %d", h.BlockSize)
+	}
+	bw := bufio.NewWriterSize(w, 1<<16)
+	line, err := json.Marshal(h)
+	if err != nil {
+		return nil, fmt.Errorf("write kvsim trace header: %w", err)
+	}
+	bw.Write(line)
+	if err := bw.WriteByte('\n'); err != nil {
+		return nil, fmt.Errorf("write kvsim trace header: %w", err)
+	}
+	return &Writer{w: bw, hdr: h}, nil
+}
+
+// Write appends one record. Records must come in non-decreasing Arrival
+// order and be consistent (see Record); otherwise Write returns an error
+// and writes nothing.
+func (w *Writer) Write(r Record) error {
+	if w.err != nil {
+		return w.err
+	}
+	if r.ID == "" {
+		return fmt.Errorf("write record %d: id: expected a non-empty id, found none", w.n)
+	}
+	if fe := r.check(nil); fe != nil {
+		return fmt.Errorf("write record %q: %w", r.ID, fe)
+	}
+	if r.Arrival < w.last {
+		return fmt.Errorf("write record %q: arrival_ns: expected >= the previous record's %d, found %d", r.ID, w.last, r.Arrival)
+	}
+	wr := wireRecord{recordAlias: (*recordAlias)(&r)}
+	if r.BlockSize != w.hdr.BlockSize {
+		bs := r.BlockSize
+		wr.BlockSize = &bs
+	}
+	line, err := json.Marshal(wr)
+	if err != nil {
+		return fmt.Errorf("write record %q: %w", r.ID, err)
+	}
+	w.w.Write(line)
+	if err := w.w.WriteByte('\n'); err != nil {
+		w.err = fmt.Errorf("write kvsim trace: %w", err)
+		return w.err
+	}
+	w.last = r.Arrival
+	w.n++
+	return nil
+}
+
+// Flush writes any buffered data to the underlying writer.
+func (w *Writer) Flush() error {
+	if w.err != nil {
+		return w.err
+	}
+	if err := w.w.Flush(); err != nil {
+		w.err = fmt.Errorf("write kvsim trace: %w", err)
+	}
+	return w.err
+}
+
+var kvsimNames = map[string]string{
+	"input_len":  "input_len",
+	"output_len": "output_len",
+	"arrival":    "arrival_ns",
+	"think_time": "think_ns",
+	"blocks":     "blocks",
+	"tokens":     "tokens",
+	"block_size": "block_size",
+}
+
+type kvsimDecoder struct {
+	path  string
+	lines lineReader
+	hdr   Header
+	last  int64
+}
+
+func newKVSim(br *bufio.Reader, path string) (*kvsimDecoder, error) {
+	d := &kvsimDecoder{path: path, lines: lineReader{br: br}}
+	data, err := d.lines.next()
+	if err == io.EOF {
+		return nil, &ParseError{Path: path, Line: 1, Col: 1, Field: "kvsim_trace", Err: errors.New("expected a header line, found an empty file")}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	line := d.lines.line
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var raw struct {
+		Header
+		Version *int `json:"kvsim_trace"`
+	}
+	if err := dec.Decode(&raw); err != nil {
+		return nil, strictJSONError(path, line, data, err)
+	}
+	switch {
+	case raw.Version == nil:
+		return nil, badField(path, line, data, "kvsim_trace", "expected the header's format version (%d), found nothing (field missing)", KVSimVersion)
+	case *raw.Version != KVSimVersion:
+		return nil, badField(path, line, data, "kvsim_trace", "expected format version %d, found %d", KVSimVersion, *raw.Version)
+	case raw.BlockSize < 0:
+		return nil, badField(path, line, data, "block_size", "expected a non-negative block size, found %d", raw.BlockSize)
+	}
+	d.hdr = raw.Header
+	d.hdr.Version = *raw.Version
+	return d, nil
+}
+
+// strictJSONError maps an unknown-field error of a strict decoder, and
+// otherwise defers to jsonError.
+func strictJSONError(path string, line int, data []byte, err error) *ParseError {
+	if msg := err.Error(); strings.HasPrefix(msg, "json: unknown field ") {
+		field := strings.Trim(strings.TrimPrefix(msg, "json: unknown field "), `"`)
+		return badField(path, line, data, field, "expected one of the kvsim fields (see docs/trace-formats.md), found an unknown field")
+	}
+	return jsonError(path, line, data, err)
+}
+
+func (d *kvsimDecoder) next() (Record, error) {
+	data, err := d.lines.next()
+	if err != nil {
+		return Record{}, err
+	}
+	line := d.lines.line
+	var rec Record
+	wr := wireRecord{recordAlias: (*recordAlias)(&rec)}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&wr); err != nil {
+		return Record{}, strictJSONError(d.path, line, data, err)
+	}
+	if dec.More() {
+		return Record{}, &ParseError{Path: d.path, Line: line, Col: int(dec.InputOffset()) + 1, Err: errors.New("expected one JSON object per line, found more")}
+	}
+	bad := func(field, format string, args ...any) error {
+		return badField(d.path, line, data, field, format, args...)
+	}
+	if wr.BlockSize != nil {
+		rec.BlockSize = *wr.BlockSize
+	} else {
+		rec.BlockSize = d.hdr.BlockSize
+	}
+	rec.normalize()
+	if rec.ID == "" {
+		return Record{}, bad("id", "expected a non-empty request id, found none")
+	}
+	if fe := rec.check(kvsimNames); fe != nil {
+		return Record{}, bad(fe.field, "%s", fe.msg)
+	}
+	if rec.Arrival < d.last {
+		return Record{}, bad("arrival_ns", "expected a time >= the previous record's (%d ns), found %d ns", d.last, rec.Arrival)
+	}
+	d.last = rec.Arrival
+	return rec, nil
+}

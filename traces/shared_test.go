@@ -1,0 +1,57 @@
+package traces
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// sharedDir is the public traces directory beside the repository (see its
+// README for sources and licences).
+const sharedDir = "../../shared/data/traces"
+
+// sharedTrace returns the path of a file in the shared traces directory, or
+// skips the test when the directory is absent.
+func sharedTrace(t testing.TB, rel string) string {
+	t.Helper()
+	p := filepath.Join(sharedDir, rel)
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("shared trace %s not available (%v): these golden tests need the shared/data/traces directory beside the repository", p, err)
+	}
+	return p
+}
+
+func TestSharedTraceCounts(t *testing.T) {
+	cases := []struct {
+		rel    string
+		format Format
+		n      int
+	}{
+		{"mooncake_fast25/conversation_trace.jsonl", FormatMooncake, 12031},
+		{"mooncake_fast25/synthetic_trace.jsonl", FormatMooncake, 3993},
+		{"azure_llm_2023/AzureLLMInferenceTrace_code.csv", FormatAzure, 8819},
+		{"azure_llm_2023/AzureLLMInferenceTrace_conv.csv", FormatAzure, 19366},
+		{"llmservingsim/sharegpt-llama-3.1-8b-300-sps10.jsonl", FormatTokens, 300},
+		{"llmservingsim/example_trace.jsonl", FormatTokens, 10},
+	}
+	for _, c := range cases {
+		t.Run(filepath.Base(c.rel), func(t *testing.T) {
+			p := sharedTrace(t, c.rel)
+			r, err := Open(p, FormatAuto)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			if r.Format() != c.format {
+				t.Fatalf("detected %v, want %v", r.Format(), c.format)
+			}
+			recs, errs := readAll(t, r)
+			if len(errs) > 0 {
+				t.Fatalf("%d errors, first: %v", len(errs), errs[0])
+			}
+			if len(recs) != c.n {
+				t.Fatalf("%d records, want %d", len(recs), c.n)
+			}
+		})
+	}
+}

@@ -1,0 +1,92 @@
+package traces
+
+import (
+	"bufio"
+	"encoding/json"
+	"strconv"
+)
+
+// tokensLine is one line of a token-id trace (LLMServingSim workloads):
+//
+//	{"input_toks": n, "output_toks": n, "arrival_time_ns": ns,
+//	 "input_tok_ids": [...], "output_tok_ids": [...]}
+//
+// The id arrays are optional; without input_tok_ids the record carries
+// lengths only.
+type tokensLine struct {
+	InputToks    *int    `json:"input_toks"`
+	OutputToks   *int    `json:"output_toks"`
+	ArrivalNs    *int64  `json:"arrival_time_ns"`
+	InputTokIDs  []int32 `json:"input_tok_ids"`
+	OutputTokIDs []int32 `json:"output_tok_ids"`
+}
+
+var tokensNames = map[string]string{
+	"input_len":  "input_toks",
+	"output_len": "output_toks",
+	"arrival":    "arrival_time_ns",
+	"tokens":     "input_tok_ids",
+}
+
+type tokensDecoder struct {
+	path  string
+	lines lineReader
+	n     int
+	last  int64
+}
+
+func newTokens(br *bufio.Reader, path string) *tokensDecoder {
+	return &tokensDecoder{path: path, lines: lineReader{br: br}}
+}
+
+func (d *tokensDecoder) next() (Record, error) {
+	data, err := d.lines.next()
+	if err != nil {
+		return Record{}, err
+	}
+	line := d.lines.line
+	var m tokensLine
+	if err := json.Unmarshal(data, &m); err != nil {
+		return Record{}, jsonError(d.path, line, data, err)
+	}
+	bad := func(field, format string, args ...any) error {
+		return badField(d.path, line, data, field, format, args...)
+	}
+	switch {
+	case m.ArrivalNs == nil:
+		return Record{}, bad("arrival_time_ns", "expected nanoseconds since the trace start, found nothing (field missing)")
+	case m.InputToks == nil && m.InputTokIDs == nil:
+		return Record{}, bad("input_toks", "expected a token count, found nothing (field missing)")
+	case m.OutputToks == nil && m.OutputTokIDs == nil:
+		return Record{}, bad("output_toks", "expected a token count, found nothing (field missing)")
+	}
+	rec := Record{
+		ID:           strconv.Itoa(d.n),
+		Arrival:      *m.ArrivalNs,
+		Tokens:       m.InputTokIDs,
+		OutputTokens: m.OutputTokIDs,
+	}
+	if m.InputToks != nil {
+		rec.InputLen = *m.InputToks
+	} else {
+		rec.InputLen = len(m.InputTokIDs)
+	}
+	if m.OutputToks != nil {
+		rec.OutputLen = *m.OutputToks
+	} else {
+		rec.OutputLen = len(m.OutputTokIDs)
+	}
+	rec.normalize()
+	if fe := rec.check(tokensNames); fe != nil {
+		return Record{}, bad(fe.field, "%s", fe.msg)
+	}
+	if rec.OutputTokens != nil && len(rec.OutputTokens) != rec.OutputLen {
+		return Record{}, bad("output_tok_ids", "expected %d token ids (output_toks), found %d", rec.OutputLen, len(rec.OutputTokens))
+	}
+	if rec.Arrival < d.last {
+		return Record{}, bad("arrival_time_ns", "expected a time >= the previous record's (%d ns), found %d ns", d.last, rec.Arrival)
+	}
+	d.last = rec.Arrival
+	d.n++
+	return rec, nil
+}
