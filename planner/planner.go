@@ -1,0 +1,164 @@
+package planner
+
+import (
+	"fmt"
+
+	"github.com/kvsim/kvsim/internal/invariants"
+)
+
+// Config configures a [Planner].
+type Config struct {
+	// Lanes is the number of context-parallel owner lanes (cp): the length
+	// of every deficit vector and every node's Counts. Default 1; valid
+	// range [1, ∞).
+	Lanes int
+}
+
+// Default returns the configuration of a planner without context
+// parallelism (one lane).
+func Default() Config { return Config{Lanes: 1} }
+
+// Validate reports whether the configuration is usable.
+func (c Config) Validate() error {
+	if c.Lanes < 1 {
+		return fmt.Errorf("planner.lanes: must be >= 1 (got %d)", c.Lanes)
+	}
+	return nil
+}
+
+// Planner plans owner-lane evictions with the lazy re-evaluation min-heap
+// described in the package documentation. Its output is identical to
+// [Reference]'s. A Planner keeps its scratch space (heap, indices, working
+// copies) between calls, so a simulator that plans every scheduler tick
+// allocates only the returned [Plan]. A Planner is not safe for concurrent
+// use.
+type Planner struct {
+	cfg  Config
+	s    snapshot
+	h    scoreHeap
+	stat Stats
+}
+
+// Stats counts the work done by the last [Planner.Plan] call.
+type Stats struct {
+	// Candidates is the number of nodes eligible at the start.
+	Candidates int
+	// Evaluations is the number of scores computed, including the initial
+	// ones: Candidates + parent pushes + sibling refreshes + stale pops.
+	Evaluations int
+	// Stale is the number of popped entries whose stored score was out of
+	// date and were re-keyed instead of consumed.
+	Stale int
+}
+
+// New returns a planner for cfg.Lanes owner lanes.
+func New(cfg Config) (*Planner, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Planner{cfg: cfg}, nil
+}
+
+// Stats reports the work done by the last call to Plan.
+func (p *Planner) Stats() Stats { return p.stat }
+
+// Plan chooses the victims for a snapshot (nodes, with the root as ID 0 not
+// listed and parents listed before their children) and per-lane deficits,
+// which must have Config.Lanes entries. It returns the same plan as
+// [Reference], or an [*InputError] for malformed input. nodes and deficits
+// are only read; the returned slices belong to the caller.
+func (p *Planner) Plan(nodes []Node, deficits []int64) (Plan, error) {
+	if len(deficits) != p.cfg.Lanes {
+		return Plan{}, deficitErr("deficits", "want %d lanes, got %d", p.cfg.Lanes, len(deficits))
+	}
+	s, h := &p.s, &p.h
+	if err := s.load(nodes, deficits); err != nil {
+		return Plan{}, err
+	}
+	p.stat = Stats{}
+	h.reset(s.n)
+	if s.positive > 0 {
+		for i := int32(1); i < int32(s.n); i++ {
+			if s.eligible(i) {
+				h.add(p.evaluate(i))
+			}
+		}
+		h.init()
+		p.stat.Candidates = len(h.e)
+	}
+	for s.positive > 0 && len(h.e) > 0 {
+		top := &h.e[0]
+		i := top.node
+		c, u := s.contribution(i), s.unlock(i)
+		if c != top.contrib || u != top.unlock {
+			// Stale: re-key in place and look again. See doc.go for why the
+			// first up-to-date minimum is the rescan's choice.
+			top.contrib, top.unlock = c, u
+			h.down(0)
+			p.stat.Stale++
+			p.stat.Evaluations++
+			continue
+		}
+		if c == 0 && u == 0 {
+			break // every eligible node scores (0, 0): nothing left helps
+		}
+		h.pop()
+		par := s.choose(i)
+		if par != root && s.device[par] && !s.locked[par] {
+			switch s.children[par] {
+			case 0:
+				// parent-push: the parent just became eligible.
+				h.push(p.evaluate(par))
+			case 1:
+				// The last remaining sibling's unlock may have grown from 0
+				// to the parent's contribution: its entry would no longer be
+				// optimistic, so refresh it now.
+				if sib := s.lastKid[par]; h.pos[sib] >= 0 {
+					e := &h.e[h.pos[sib]]
+					e.contrib, e.unlock = s.contribution(sib), s.unlock(sib)
+					h.fix(int(h.pos[sib]))
+					p.stat.Evaluations++
+				}
+			}
+		}
+		if invariants.Enabled {
+			p.checkInvariants()
+		}
+	}
+	return s.result(), nil
+}
+
+// evaluate returns a fresh heap entry for node i.
+func (p *Planner) evaluate(i int32) entry {
+	p.stat.Evaluations++
+	s := &p.s
+	return entry{contrib: s.contribution(i), unlock: s.unlock(i), slru: s.slru[i], id: s.id[i], node: i}
+}
+
+// checkInvariants panics unless the heap is ordered, its index is
+// consistent, it holds exactly the eligible nodes, and every stored score is
+// optimistic (no larger than the node's current score). O(n * cp).
+func (p *Planner) checkInvariants() {
+	s, h := &p.s, &p.h
+	for k := range h.e {
+		if h.pos[h.e[k].node] != int32(k) {
+			panic(fmt.Sprintf("planner: heap index of node %d is %d, want %d", h.e[k].node, h.pos[h.e[k].node], k))
+		}
+		if k > 0 && less(&h.e[k], &h.e[(k-1)/2]) {
+			panic(fmt.Sprintf("planner: heap order broken at slot %d", k))
+		}
+	}
+	for i := int32(1); i < int32(s.n); i++ {
+		if s.eligible(i) != (h.pos[i] >= 0) {
+			panic(fmt.Sprintf("planner: node %d eligible=%v but in heap=%v", s.id[i], s.eligible(i), h.pos[i] >= 0))
+		}
+		if h.pos[i] < 0 {
+			continue
+		}
+		cur := p.evaluate(i)
+		p.stat.Evaluations--
+		if less(&cur, &h.e[h.pos[i]]) {
+			panic(fmt.Sprintf("planner: stored score of node %d is pessimistic", s.id[i]))
+		}
+	}
+}
