@@ -15,9 +15,9 @@ const BailianBlockSize = 16
 //	 "input_length": n, "output_length": n, "type": str, "turn": n,
 //	 "hash_ids": [...]}
 type bailianLine struct {
-	ChatID       *json.Number `json:"chat_id"`
-	ParentChatID *json.Number `json:"parent_chat_id"`
-	Timestamp    *json.Number `json:"timestamp"`
+	ChatID       json.RawMessage `json:"chat_id"`
+	ParentChatID json.RawMessage `json:"parent_chat_id"`
+	Timestamp    json.RawMessage `json:"timestamp"`
 	InputLength  *int         `json:"input_length"`
 	OutputLength *int         `json:"output_length"`
 	Type         string       `json:"type"`
@@ -59,9 +59,9 @@ func (d *bailianDecoder) next() (Record, error) {
 		return badField(d.path, line, data, field, format, args...)
 	}
 	switch {
-	case m.ChatID == nil:
+	case isNull(m.ChatID):
 		return Record{}, bad("chat_id", "expected an integer request id, found nothing (field missing)")
-	case m.Timestamp == nil:
+	case isNull(m.Timestamp):
 		return Record{}, bad("timestamp", "expected seconds since the trace start, found nothing (field missing)")
 	case m.InputLength == nil:
 		return Record{}, bad("input_length", "expected a token count, found nothing (field missing)")
@@ -70,20 +70,20 @@ func (d *bailianDecoder) next() (Record, error) {
 	case m.HashIDs == nil:
 		return Record{}, bad("hash_ids", "expected an array of block hash ids, found nothing (field missing)")
 	}
-	chat, err := m.ChatID.Int64()
+	chat, err := rawInt(m.ChatID)
 	if err != nil || chat < 0 {
-		return Record{}, bad("chat_id", "expected a non-negative integer, found %s", m.ChatID.String())
+		return Record{}, bad("chat_id", "expected a non-negative integer, found %s", string(m.ChatID))
 	}
 	parent := int64(-1)
-	if m.ParentChatID != nil {
-		parent, err = m.ParentChatID.Int64()
+	if !isNull(m.ParentChatID) {
+		parent, err = rawInt(m.ParentChatID)
 		if err != nil {
-			return Record{}, bad("parent_chat_id", "expected an integer (-1 for none), found %s", m.ParentChatID.String())
+			return Record{}, bad("parent_chat_id", "expected an integer (-1 for none), found %s", string(m.ParentChatID))
 		}
 	}
-	at, err := numberToNs(*m.Timestamp, 1e9)
+	at, err := numberToNs(m.Timestamp, 1e9)
 	if err != nil {
-		return Record{}, bad("timestamp", "expected seconds since the trace start, found %s", m.Timestamp.String())
+		return Record{}, bad("timestamp", "expected seconds since the trace start, found %s", string(m.Timestamp))
 	}
 	if m.Turn < 0 {
 		return Record{}, bad("turn", "expected a non-negative turn number, found %d", m.Turn)
@@ -103,7 +103,7 @@ func (d *bailianDecoder) next() (Record, error) {
 		return Record{}, bad(fe.field, "%s", fe.msg)
 	}
 	if rec.Arrival < d.last {
-		return Record{}, bad("timestamp", "expected a time >= the previous record's (%s s), found %s s", fmtSec(d.last), m.Timestamp.String())
+		return Record{}, bad("timestamp", "expected a time >= the previous record's (%s s), found %s s", fmtSec(d.last), string(m.Timestamp))
 	}
 	if _, dup := d.root[chat]; dup {
 		return Record{}, bad("chat_id", "expected a unique request id, found %d again", chat)

@@ -17,12 +17,12 @@ const MooncakeBlockSize = 512
 //
 // session_id and delay are optional (multi-turn variants of the format).
 type mooncakeLine struct {
-	Timestamp    *json.Number    `json:"timestamp"`
+	Timestamp    json.RawMessage `json:"timestamp"`
 	InputLength  *int            `json:"input_length"`
 	OutputLength *int            `json:"output_length"`
 	HashIDs      []uint64        `json:"hash_ids"`
 	SessionID    json.RawMessage `json:"session_id"`
-	Delay        *json.Number    `json:"delay"`
+	Delay        json.RawMessage `json:"delay"`
 }
 
 var mooncakeNames = map[string]string{
@@ -59,7 +59,7 @@ func (d *mooncakeDecoder) next() (Record, error) {
 		return badField(d.path, line, data, field, format, args...)
 	}
 	switch {
-	case m.Timestamp == nil:
+	case isNull(m.Timestamp):
 		return Record{}, bad("timestamp", "expected milliseconds since the trace start, found nothing (field missing)")
 	case m.InputLength == nil:
 		return Record{}, bad("input_length", "expected a token count, found nothing (field missing)")
@@ -68,9 +68,9 @@ func (d *mooncakeDecoder) next() (Record, error) {
 	case m.HashIDs == nil:
 		return Record{}, bad("hash_ids", "expected an array of block hash ids, found nothing (field missing)")
 	}
-	at, err := numberToNs(*m.Timestamp, 1e6)
+	at, err := numberToNs(m.Timestamp, 1e6)
 	if err != nil {
-		return Record{}, bad("timestamp", "expected milliseconds since the trace start, found %s", m.Timestamp.String())
+		return Record{}, bad("timestamp", "expected milliseconds since the trace start, found %s", string(m.Timestamp))
 	}
 	rec := Record{
 		ID:        strconv.Itoa(d.n),
@@ -80,10 +80,10 @@ func (d *mooncakeDecoder) next() (Record, error) {
 		Blocks:    m.HashIDs,
 		BlockSize: MooncakeBlockSize,
 	}
-	if m.Delay != nil {
-		ns, err := numberToNs(*m.Delay, 1e6)
+	if !isNull(m.Delay) {
+		ns, err := numberToNs(m.Delay, 1e6)
 		if err != nil {
-			return Record{}, bad("delay", "expected milliseconds, found %s", m.Delay.String())
+			return Record{}, bad("delay", "expected milliseconds, found %s", string(m.Delay))
 		}
 		rec.ThinkTime = ns
 	}
@@ -99,7 +99,7 @@ func (d *mooncakeDecoder) next() (Record, error) {
 		return Record{}, bad(fe.field, "%s", fe.msg)
 	}
 	if rec.Arrival < d.last {
-		return Record{}, bad("timestamp", "expected a time >= the previous record's (%s ms), found %s ms", fmtMs(d.last), m.Timestamp.String())
+		return Record{}, bad("timestamp", "expected a time >= the previous record's (%s ms), found %s ms", fmtMs(d.last), string(m.Timestamp))
 	}
 	d.last = rec.Arrival
 	if rec.Session != "" {

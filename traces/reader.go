@@ -49,8 +49,8 @@ type decoder interface {
 }
 
 // Reader streams the records of a trace, whatever its format. It holds at
-// most one record (or, for WEKA, the current batch of conversations) in
-// memory, never the whole file.
+// most one record in memory, never the whole file, except for WEKA
+// conversations (see OpenFiles), which are merged by arrival.
 type Reader struct {
 	path    string
 	format  Format
@@ -69,7 +69,7 @@ func Open(path string, f Format) (*Reader, error) {
 		return nil, fmt.Errorf("open trace: %w", err)
 	}
 	if st.IsDir() {
-		return nil, fmt.Errorf("open trace %s: is a directory", path)
+		return OpenFiles([]string{path}, f)
 	}
 	file, err := os.Open(path)
 	if err != nil {
@@ -128,6 +128,17 @@ func newReader(r io.Reader, name string, f Format) (*Reader, error) {
 			return nil, err
 		}
 		rd.dec = d
+	case FormatWEKA:
+		data, err := io.ReadAll(br)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", name, err)
+		}
+		d, bs, err := readWEKA([]string{name}, func(string) ([]byte, error) { return data, nil })
+		if err != nil {
+			return nil, err
+		}
+		rd.dec = d
+		rd.hdr.BlockSize = bs
 	case FormatKVSim:
 		d, err := newKVSim(br, name)
 		if err != nil {
@@ -298,7 +309,11 @@ func describeType(t reflect.Type) string {
 
 // numberToNs converts a JSON number in units of unit nanoseconds (integer
 // or decimal) to nanoseconds, rounding to the nearest nanosecond.
-func numberToNs(n json.Number, unit float64) (int64, error) {
+func numberToNs(raw json.RawMessage, unit float64) (int64, error) {
+	n, err := rawNumber(raw)
+	if err != nil {
+		return 0, err
+	}
 	if i, err := n.Int64(); err == nil {
 		v := float64(i) * unit
 		if v > 9e18 || v < -9e18 {
@@ -318,4 +333,32 @@ func numberToNs(n json.Number, unit float64) (int64, error) {
 		return int64(v - 0.5), nil
 	}
 	return int64(v + 0.5), nil
+}
+
+// isNull reports whether a raw JSON field is absent or null.
+func isNull(raw json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) == 0 || string(t) == "null"
+}
+
+// rawNumber accepts a JSON number literal (not a quoted string).
+func rawNumber(raw json.RawMessage) (json.Number, error) {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || !(t[0] == '-' || (t[0] >= '0' && t[0] <= '9')) {
+		return "", fmt.Errorf("not a number")
+	}
+	var n json.Number
+	if err := json.Unmarshal(t, &n); err != nil {
+		return "", err
+	}
+	return n, nil
+}
+
+// rawInt parses a JSON integer literal.
+func rawInt(raw json.RawMessage) (int64, error) {
+	n, err := rawNumber(raw)
+	if err != nil {
+		return 0, err
+	}
+	return n.Int64()
 }

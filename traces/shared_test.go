@@ -55,3 +55,29 @@ func TestSharedTraceCounts(t *testing.T) {
 		})
 	}
 }
+
+func TestSharedWEKA(t *testing.T) {
+	dir := sharedTrace(t, "weka_kv_cache_tester")
+	r, err := Open(dir, FormatAuto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	recs, errs := readAll(t, r)
+	if len(errs) > 0 {
+		t.Fatalf("%d errors, first: %v", len(errs), errs[0])
+	}
+	if len(recs) != 302 {
+		t.Fatalf("%d records, want 302", len(recs))
+	}
+	sessions := map[string]bool{}
+	for i, rec := range recs {
+		sessions[rec.Session] = true
+		if i > 0 && rec.Arrival < recs[i-1].Arrival {
+			t.Fatalf("record %d arrives before record %d", i, i-1)
+		}
+	}
+	if len(sessions) != 10 {
+		t.Fatalf("%d sessions, want 10", len(sessions))
+	}
+}

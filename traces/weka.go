@@ -1,0 +1,508 @@
+package traces
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// WEKA kv-cache-tester traces (callanjfox/kv-cache-tester) hold one
+// conversation per JSON document:
+//
+//	{"id": str, "models": [...], "block_size": 64, "hash_id_scope": "local"|"global",
+//	 "tool_tokens": n, "system_tokens": n, "totals": {...},
+//	 "requests": [request | subagent, ...]}
+//
+// A request is {"t": s from conversation start, "type": "s"|"n", "model",
+// "in", "out", "hash_ids", "input_types", "output_types", "stop",
+// "api_time": s, "ttft": s, "think_time": s}. A sub-agent entry has
+// "type": "subagent" and its own nested "requests"; consecutive sub-agents
+// run concurrently, and the parent's next request waits for all of them.
+//
+// The reader flattens every conversation into records:
+//   - Session is the conversation id, or "<id>/sa<k>" for its k-th
+//     sub-agent; Turn counts requests within the session; Parent is the
+//     session's previous request (for a sub-agent's first request, the
+//     parent request that spawned it); WaitFor lists the last request of
+//     each sub-agent the request waited for.
+//   - Arrival is `t`. Conversations all start at time 0. Nested `t` values
+//     are on the conversation's clock, unless the first one is smaller than
+//     the sub-agent entry's own `t`, in which case they are offsets from it.
+//   - Local hash ids (hash_id_scope "local" or absent) are interned per
+//     (file, conversation, id) into fresh sequential ids, so ids of
+//     different conversations never collide; global ids are interned by
+//     value, so equal global ids stay equal across files.
+//   - api_time, ttft and stop go to Observed (E2E, TTFT, Status).
+//
+// Records are sorted by arrival across all conversations (ties keep file
+// and request order), so the reader holds every conversation's records in
+// memory at once: about 8 bytes per block plus the record headers.
+
+type wekaRequest struct {
+	T         json.RawMessage `json:"t"`
+	Type      string          `json:"type"`
+	Model     string          `json:"model"`
+	In        *int            `json:"in"`
+	Out       *int            `json:"out"`
+	HashIDs   []uint64        `json:"hash_ids"`
+	Stop      string          `json:"stop"`
+	APITime   *float64        `json:"api_time"`
+	TTFT      *float64        `json:"ttft"`
+	ThinkTime *float64        `json:"think_time"`
+	Requests  json.RawMessage `json:"requests"`
+}
+
+type wekaDoc struct {
+	ID          string          `json:"id"`
+	BlockSize   *int            `json:"block_size"`
+	HashIDScope string          `json:"hash_id_scope"`
+	Requests    json.RawMessage `json:"requests"`
+}
+
+// WEKABlockSize is the default block size of WEKA traces, in tokens.
+const WEKABlockSize = 64
+
+var wekaNames = map[string]string{
+	"input_len":  "in",
+	"output_len": "out",
+	"arrival":    "t",
+	"think_time": "think_time",
+	"blocks":     "hash_ids",
+	"block_size": "block_size",
+}
+
+type internKey struct {
+	conv int // -1 for global ids
+	id   uint64
+}
+
+type wekaBuilder struct {
+	intern    map[internKey]uint64
+	recs      []wekaRec
+	blockSize int
+	seq       int
+}
+
+type wekaRec struct {
+	rec Record
+	seq int
+}
+
+// wekaFile is one conversation document being flattened.
+type wekaFile struct {
+	b      *wekaBuilder
+	path   string
+	data   []byte
+	lines  []int // byte offset of each line start
+	conv   int
+	local  bool
+	bs     int
+	convID string
+	nSub   int
+}
+
+type wekaSession struct {
+	name string
+	turn int
+	last string
+}
+
+func (f *wekaFile) pos(off int64) (line, col int) {
+	i := sort.Search(len(f.lines), func(i int) bool { return int64(f.lines[i]) > off }) - 1
+	if i < 0 {
+		return 1, int(off) + 1
+	}
+	return i + 1, int(off) - f.lines[i] + 1
+}
+
+func (f *wekaFile) errAt(off int64, field, format string, args ...any) *ParseError {
+	line, col := f.pos(off)
+	return &ParseError{Path: f.path, Line: line, Col: col, Field: field, Err: fmt.Errorf(format, args...)}
+}
+
+// jsonErrAt maps an encoding/json error inside the value starting at off.
+func (f *wekaFile) jsonErrAt(off int64, prefix string, err error) *ParseError {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return f.errAt(off+se.Offset-1, prefix, "expected valid JSON, found %s", se.Error())
+	case errors.As(err, &te):
+		field := te.Field
+		if prefix != "" {
+			field = prefix + "." + field
+		}
+		return f.errAt(off+te.Offset-int64(len(te.Value)), field, "expected %s, found %s", describeType(te.Type), te.Value)
+	}
+	return f.errAt(off, prefix, "expected a JSON object, found %v", err)
+}
+
+// arrayElems splits a JSON array into its elements and their offsets
+// (relative to the array's start).
+func arrayElems(raw []byte) ([]json.RawMessage, []int64, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	t, err := dec.Token()
+	if err != nil {
+		return nil, nil, err
+	}
+	if t != json.Delim('[') {
+		return nil, nil, fmt.Errorf("not an array")
+	}
+	var elems []json.RawMessage
+	var offs []int64
+	for dec.More() {
+		off := dec.InputOffset()
+		var e json.RawMessage
+		if err := dec.Decode(&e); err != nil {
+			return nil, nil, err
+		}
+		// Skip the separator and blanks between the previous token and e.
+		for off < int64(len(raw)) && bytes.IndexByte([]byte(" \t\r\n,"), raw[off]) >= 0 {
+			off++
+		}
+		elems = append(elems, e)
+		offs = append(offs, off)
+	}
+	return elems, offs, nil
+}
+
+func (f *wekaFile) toNs(n json.RawMessage) (int64, bool) {
+	v, err := numberToNs(n, 1e9)
+	return v, err == nil && v >= 0
+}
+
+func secToNs(s float64) int64 {
+	if s <= 0 || s != s || s > 9e9 {
+		return 0
+	}
+	return int64(s*1e9 + 0.5)
+}
+
+// walk flattens the entries of one session. It returns the session's last
+// request ID.
+func (f *wekaFile) walk(raw json.RawMessage, base int64, field string, sess *wekaSession, spawnedBy string, tOffset int64) error {
+	elems, offs, err := arrayElems(raw)
+	if err != nil {
+		return f.errAt(base, field, "expected an array of requests, found %s", jsonKind(raw))
+	}
+	var waitFor []string
+	for i, e := range elems {
+		off := base + offs[i]
+		path := fmt.Sprintf("%s[%d]", field, i)
+		var q wekaRequest
+		if err := json.Unmarshal(e, &q); err != nil {
+			return f.jsonErrAt(off, path, err)
+		}
+		bad := func(name, format string, args ...any) error {
+			return f.errAt(off+int64(fieldCol(e, name)-1), path+"."+name, format, args...)
+		}
+		var t int64
+		if !isNull(q.T) {
+			v, ok := f.toNs(q.T)
+			if !ok {
+				return bad("t", "expected non-negative seconds from the conversation start, found %s", string(q.T))
+			}
+			t = v + tOffset
+		}
+		if q.Type == "subagent" || (q.Requests != nil && q.In == nil) {
+			if q.Requests == nil {
+				return bad("requests", "expected the sub-agent's requests, found nothing (field missing)")
+			}
+			f.nSub++
+			sub := &wekaSession{name: fmt.Sprintf("%s/sa%d", f.convID, f.nSub)}
+			// Nested times: conversation clock, or offsets from t when
+			// they start before it.
+			off2 := tOffset
+			if first := firstT(q.Requests); !isNull(q.T) && first >= 0 && first < t-tOffset {
+				off2 = t
+			}
+			if err := f.walk(q.Requests, off+int64(fieldCol(e, "requests")-1)+int64(len(`"requests":`)), path+".requests", sub, sess.last, off2); err != nil {
+				return err
+			}
+			if sub.last != "" {
+				waitFor = append(waitFor, sub.last)
+			}
+			continue
+		}
+		switch {
+		case isNull(q.T):
+			return bad("t", "expected seconds from the conversation start, found nothing (field missing)")
+		case q.In == nil:
+			return bad("in", "expected an input token count, found nothing (field missing)")
+		case q.Out == nil:
+			return bad("out", "expected an output token count, found nothing (field missing)")
+		case q.HashIDs == nil:
+			return bad("hash_ids", "expected an array of block hash ids, found nothing (field missing)")
+		}
+		sess.turn++
+		rec := Record{
+			ID:        sess.name + "/" + strconv.Itoa(sess.turn),
+			Arrival:   t,
+			Session:   sess.name,
+			Turn:      sess.turn,
+			Parent:    sess.last,
+			WaitFor:   waitFor,
+			InputLen:  *q.In,
+			OutputLen: *q.Out,
+			BlockSize: f.bs,
+			Model:     q.Model,
+			Kind:      q.Type,
+		}
+		if rec.Parent == "" {
+			rec.Parent = spawnedBy
+		}
+		waitFor = nil
+		if q.ThinkTime != nil {
+			if *q.ThinkTime < 0 {
+				return bad("think_time", "expected non-negative seconds, found %v", *q.ThinkTime)
+			}
+			rec.ThinkTime = secToNs(*q.ThinkTime)
+		}
+		if q.APITime != nil || q.TTFT != nil || q.Stop != "" {
+			obs := &Observed{CachedTokens: -1, Status: q.Stop}
+			if q.APITime != nil {
+				obs.E2E = secToNs(*q.APITime)
+			}
+			if q.TTFT != nil {
+				obs.TTFT = secToNs(*q.TTFT)
+			}
+			rec.Observed = obs
+		}
+		rec.Blocks = make([]uint64, len(q.HashIDs))
+		for j, h := range q.HashIDs {
+			k := internKey{conv: -1, id: h}
+			if f.local {
+				k.conv = f.conv
+			}
+			g, ok := f.b.intern[k]
+			if !ok {
+				g = uint64(len(f.b.intern))
+				f.b.intern[k] = g
+			}
+			rec.Blocks[j] = g
+		}
+		rec.normalize()
+		if fe := rec.check(wekaNames); fe != nil {
+			return bad(fe.field, "%s", fe.msg)
+		}
+		sess.last = rec.ID
+		f.b.recs = append(f.b.recs, wekaRec{rec: rec, seq: f.b.seq})
+		f.b.seq++
+	}
+	return nil
+}
+
+// firstT returns the first request's t (ns) in a requests array, or -1.
+func firstT(raw json.RawMessage) int64 {
+	var qs []struct {
+		T json.RawMessage `json:"t"`
+	}
+	if json.Unmarshal(raw, &qs) != nil || len(qs) == 0 || isNull(qs[0].T) {
+		return -1
+	}
+	v, err := numberToNs(qs[0].T, 1e9)
+	if err != nil {
+		return -1
+	}
+	return v
+}
+
+// addFile flattens every conversation document in data.
+func (b *wekaBuilder) addFile(path string, data []byte, convBase *int) error {
+	lines := []int{0}
+	for i, c := range data {
+		if c == '\n' {
+			lines = append(lines, i+1)
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	for {
+		start := dec.InputOffset()
+		var raw json.RawMessage
+		err := dec.Decode(&raw)
+		if err == io.EOF {
+			return nil
+		}
+		f := &wekaFile{b: b, path: path, data: data, lines: lines, conv: *convBase}
+		if err != nil {
+			return f.jsonErrAt(0, "", err)
+		}
+		for start < int64(len(data)) && bytes.IndexByte([]byte(" \t\r\n"), data[start]) >= 0 {
+			start++
+		}
+		*convBase++
+		var doc wekaDoc
+		if err := json.Unmarshal(raw, &doc); err != nil {
+			return f.jsonErrAt(start, "", err)
+		}
+		f.convID = doc.ID
+		if f.convID == "" {
+			f.convID = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+			if *convBase > 1 {
+				f.convID += "#" + strconv.Itoa(*convBase)
+			}
+		}
+		f.bs = WEKABlockSize
+		if doc.BlockSize != nil {
+			if *doc.BlockSize <= 0 {
+				return f.errAt(start+int64(fieldCol(raw, "block_size")-1), "block_size", "expected a positive block size, found %d", *doc.BlockSize)
+			}
+			f.bs = *doc.BlockSize
+		}
+		if b.blockSize == 0 {
+			b.blockSize = f.bs
+		} else if b.blockSize != f.bs {
+			b.blockSize = -1 // mixed
+		}
+		switch doc.HashIDScope {
+		case "", "local":
+			f.local = true
+		case "global":
+		default:
+			return f.errAt(start+int64(fieldCol(raw, "hash_id_scope")-1), "hash_id_scope", "expected \"local\" or \"global\", found %q", doc.HashIDScope)
+		}
+		if doc.Requests == nil {
+			return f.errAt(start, "requests", "expected an array of requests, found nothing (field missing)")
+		}
+		base := start + int64(fieldCol(raw, "requests")-1) + int64(len(`"requests":`))
+		for base < int64(len(data)) && data[base] != '[' && bytes.IndexByte([]byte(" \t\r\n"), data[base]) >= 0 {
+			base++
+		}
+		sess := &wekaSession{name: f.convID}
+		if err := f.walk(doc.Requests, base, "requests", sess, "", 0); err != nil {
+			return err
+		}
+	}
+}
+
+// wekaDecoder returns the flattened records in arrival order.
+type wekaDecoder struct {
+	recs []Record
+	i    int
+}
+
+func (d *wekaDecoder) next() (Record, error) {
+	if d.i >= len(d.recs) {
+		return Record{}, io.EOF
+	}
+	r := d.recs[d.i]
+	d.recs[d.i] = Record{} // let the blocks go
+	d.i++
+	return r, nil
+}
+
+// readWEKA reads and flattens WEKA conversation files (already
+// decompressed by load).
+func readWEKA(paths []string, load func(string) ([]byte, error)) (*wekaDecoder, int, error) {
+	b := &wekaBuilder{intern: map[internKey]uint64{}}
+	conv := 0
+	for _, p := range paths {
+		data, err := load(p)
+		if err != nil {
+			return nil, 0, err
+		}
+		if err := b.addFile(p, data, &conv); err != nil {
+			return nil, 0, err
+		}
+	}
+	slices.SortStableFunc(b.recs, func(a, c wekaRec) int {
+		if a.rec.Arrival != c.rec.Arrival {
+			if a.rec.Arrival < c.rec.Arrival {
+				return -1
+			}
+			return 1
+		}
+		return a.seq - c.seq
+	})
+	d := &wekaDecoder{recs: make([]Record, len(b.recs))}
+	for i, r := range b.recs {
+		d.recs[i] = r.rec
+	}
+	return d, max(b.blockSize, 0), nil
+}
+
+// OpenFiles opens several trace files (or directories of them) as one
+// trace. Only WEKA conversations can be combined; a single file is the same
+// as Open. Directories are expanded to their *.json, *.json.gz and
+// *.json.zst files in name order.
+func OpenFiles(paths []string, f Format) (*Reader, error) {
+	var files []string
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, fmt.Errorf("open trace: %w", err)
+		}
+		if !st.IsDir() {
+			files = append(files, p)
+			continue
+		}
+		ents, err := os.ReadDir(p)
+		if err != nil {
+			return nil, fmt.Errorf("open trace: %w", err)
+		}
+		n := len(files)
+		for _, e := range ents {
+			name := e.Name()
+			if !e.IsDir() && (strings.HasSuffix(name, ".json") || strings.HasSuffix(name, ".json.gz") || strings.HasSuffix(name, ".json.zst")) {
+				files = append(files, filepath.Join(p, name))
+			}
+		}
+		if len(files) == n {
+			return nil, fmt.Errorf("open trace %s: %w: directory has no .json files", p, ErrUnknownFormat)
+		}
+	}
+	if len(files) == 1 && f != FormatWEKA {
+		st, _ := os.Stat(paths[0])
+		if st == nil || !st.IsDir() {
+			return Open(files[0], f)
+		}
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("open trace: no files given")
+	}
+	if f != FormatAuto && f != FormatWEKA {
+		return nil, fmt.Errorf("open trace: several files can only be read as one trace in the weka format, not %s", f)
+	}
+	load := func(p string) ([]byte, error) {
+		file, err := os.Open(p)
+		if err != nil {
+			return nil, fmt.Errorf("open trace: %w", err)
+		}
+		defer file.Close()
+		br, closer, err := decompress(file, p)
+		if err != nil {
+			return nil, err
+		}
+		if closer != nil {
+			defer closer.Close()
+		}
+		data, err := io.ReadAll(br)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", p, err)
+		}
+		if f == FormatAuto {
+			g, err := Detect(data, p)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", p, err)
+			}
+			if g != FormatWEKA {
+				return nil, fmt.Errorf("open trace %s: several files can only be read as one trace in the weka format, found %s", p, g)
+			}
+		}
+		return data, nil
+	}
+	d, bs, err := readWEKA(files, load)
+	if err != nil {
+		return nil, err
+	}
+	src := strings.Join(paths, ",")
+	return &Reader{path: src, format: FormatWEKA, dec: d, hdr: Header{Version: KVSimVersion, Format: "weka", BlockSize: bs, Source: src}}, nil
+}
