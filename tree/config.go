@@ -1,0 +1,234 @@
+package tree
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Strategy is a device (and host) eviction order. The keys are SGLang's
+// (mem_cache/evict_policy.py); the smallest key is evicted first and ties are
+// broken by node id.
+type Strategy int
+
+// Eviction strategies.
+const (
+	// LRU evicts the least recently accessed node first (SGLang's default).
+	LRU Strategy = 1 + iota
+	// LFU evicts the node with the fewest hits first, LRU among equals.
+	LFU
+	// FIFO evicts the oldest node first (by creation).
+	FIFO
+	// MRU evicts the most recently accessed node first.
+	MRU
+	// FILO evicts the newest node first.
+	FILO
+	// Priority evicts the lowest request priority first, LRU among equals.
+	Priority
+	// SLRU is SGLang's "slru" key: nodes with fewer than ProtectedHits hits
+	// (probation) before the others (protected), LRU inside each segment. The
+	// protected segment is unbounded.
+	SLRU
+	// SegmentedLRU is the classic segmented LRU (Karedla et al., 1994): a
+	// node is promoted to the protected segment when its hit count reaches
+	// ProtectedHits; the protected segment holds at most ProtectedShare of the
+	// device capacity, and when it overflows its least recently used nodes
+	// are demoted back to probation. Probation is evicted first.
+	SegmentedLRU
+)
+
+var strategyNames = map[Strategy]string{
+	LRU: "lru", LFU: "lfu", FIFO: "fifo", MRU: "mru", FILO: "filo",
+	Priority: "priority", SLRU: "slru", SegmentedLRU: "slru-segmented",
+}
+
+func (s Strategy) String() string {
+	if n, ok := strategyNames[s]; ok {
+		return n
+	}
+	return fmt.Sprintf("Strategy(%d)", int(s))
+}
+
+// ParseStrategy returns the strategy named as SGLang's
+// --radix-eviction-policy names it ("lru", "lfu", "fifo", "mru", "filo",
+// "priority", "slru"), or "slru-segmented" for the classic segmented LRU.
+func ParseStrategy(name string) (Strategy, error) {
+	for s, n := range strategyNames {
+		if n == name {
+			return s, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown eviction strategy %q (want lru, lfu, fifo, mru, filo, priority, slru or slru-segmented)", name)
+}
+
+// WritePolicy says when device pages are copied to the host tier.
+type WritePolicy int
+
+// Write policies (SGLang's --hicache-write-policy).
+const (
+	// WriteThrough copies a node to host at its first counted hit.
+	WriteThrough WritePolicy = 1 + iota
+	// WriteThroughSelective copies a node to host at its second counted hit.
+	WriteThroughSelective
+	// WriteBack copies a node to host only when device eviction selects it,
+	// synchronously.
+	WriteBack
+)
+
+var writePolicyNames = map[WritePolicy]string{
+	WriteThrough: "write_through", WriteThroughSelective: "write_through_selective", WriteBack: "write_back",
+}
+
+func (w WritePolicy) String() string {
+	if n, ok := writePolicyNames[w]; ok {
+		return n
+	}
+	return fmt.Sprintf("WritePolicy(%d)", int(w))
+}
+
+// ParseWritePolicy parses SGLang's write policy names.
+func ParseWritePolicy(name string) (WritePolicy, error) {
+	for w, n := range writePolicyNames {
+		if n == name {
+			return w, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown write policy %q (want write_through, write_through_selective or write_back)", name)
+}
+
+// LaneMode says how a sequence's KV is striped over the owner lanes.
+type LaneMode int
+
+// Lane modes.
+const (
+	// LanePages gives logical page k of a sequence to lane k mod CP.
+	LanePages LaneMode = 1 + iota
+	// LaneTokens gives token p of a sequence to lane p mod CP, as SGLang's
+	// decode context parallelism stripes tokens.
+	LaneTokens
+)
+
+func (m LaneMode) String() string {
+	switch m {
+	case LanePages:
+		return "page"
+	case LaneTokens:
+		return "token"
+	}
+	return fmt.Sprintf("LaneMode(%d)", int(m))
+}
+
+// Config configures a Tree. All sizes are in tokens.
+type Config struct {
+	// PageSize is the number of tokens per KV page (SGLang --page-size);
+	// every key is whole pages. Default 1; must be >= 1.
+	PageSize int
+	// CP is the number of owner lanes (context-parallel ranks). Default 1;
+	// valid 1..1024.
+	CP int
+	// Lanes is the striping of tokens over lanes. Default LanePages.
+	Lanes LaneMode
+	// DeviceTokens is the device (GPU) KV capacity of each lane, in tokens.
+	// Must be > 0.
+	DeviceTokens int64
+	// HostTokens is the host-memory (L2) capacity of each lane, in tokens.
+	// 0 (the default) means no host tier: the tree is SGLang's plain
+	// RadixCache.
+	HostTokens int64
+	// Eviction is the eviction order for both tiers. Default LRU.
+	Eviction Strategy
+	// ProtectedHits is the hit count at which a node is protected under SLRU
+	// and SegmentedLRU. Default 2 (SGLang's protected_threshold).
+	ProtectedHits int64
+	// ProtectedShare is the share of the device capacity that the protected
+	// segment may hold under SegmentedLRU. Default 0.8; valid (0, 1].
+	ProtectedShare float64
+	// WritePolicy is the host write policy. Default WriteThrough (SGLang's
+	// server default). Ignored without a host tier.
+	WritePolicy WritePolicy
+	// WriteThroughThreshold is the hit count at which a node is copied to
+	// host. Default 1 for WriteThrough and 2 otherwise, as in SGLang.
+	WriteThroughThreshold int64
+	// LoadBackThreshold is the smallest host hit, in tokens, that is loaded
+	// back instead of recomputed. Default 10 (SGLang's load_back_threshold).
+	LoadBackThreshold int64
+}
+
+// withDefaults returns c with zero fields set to their defaults.
+func (c Config) withDefaults() Config {
+	if c.PageSize == 0 {
+		c.PageSize = 1
+	}
+	if c.CP == 0 {
+		c.CP = 1
+	}
+	if c.Lanes == 0 {
+		c.Lanes = LanePages
+	}
+	if c.Eviction == 0 {
+		c.Eviction = LRU
+	}
+	if c.ProtectedHits == 0 {
+		c.ProtectedHits = 2
+	}
+	if c.ProtectedShare == 0 {
+		c.ProtectedShare = 0.8
+	}
+	if c.WritePolicy == 0 {
+		c.WritePolicy = WriteThrough
+	}
+	if c.WriteThroughThreshold == 0 {
+		if c.WritePolicy == WriteThrough {
+			c.WriteThroughThreshold = 1
+		} else {
+			c.WriteThroughThreshold = 2
+		}
+	}
+	if c.LoadBackThreshold == 0 {
+		c.LoadBackThreshold = 10
+	}
+	return c
+}
+
+// Validate reports every problem with c (after defaults), each naming the
+// field and the value found.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	bad := func(field, want string, got any) {
+		errs = append(errs, fmt.Errorf("tree.%s: must be %s (got %v)", field, want, got))
+	}
+	if c.PageSize < 1 {
+		bad("page_size", ">= 1", c.PageSize)
+	}
+	if c.CP < 1 || c.CP > 1024 {
+		bad("cp", "in [1, 1024]", c.CP)
+	}
+	if c.Lanes != LanePages && c.Lanes != LaneTokens {
+		bad("lanes", "page or token", c.Lanes)
+	}
+	if c.DeviceTokens <= 0 {
+		bad("device_tokens", "> 0", c.DeviceTokens)
+	}
+	if c.HostTokens < 0 {
+		bad("host_tokens", ">= 0", c.HostTokens)
+	}
+	if _, ok := strategyNames[c.Eviction]; !ok {
+		bad("eviction", "a known strategy", c.Eviction)
+	}
+	if c.ProtectedHits < 1 {
+		bad("protected_hits", ">= 1", c.ProtectedHits)
+	}
+	if !(c.ProtectedShare > 0 && c.ProtectedShare <= 1) {
+		bad("protected_share", "in (0, 1]", c.ProtectedShare)
+	}
+	if _, ok := writePolicyNames[c.WritePolicy]; !ok {
+		bad("write_policy", "a known policy", c.WritePolicy)
+	}
+	if c.WriteThroughThreshold < 1 {
+		bad("write_through_threshold", ">= 1", c.WriteThroughThreshold)
+	}
+	if c.LoadBackThreshold < 0 {
+		bad("load_back_threshold", ">= 0", c.LoadBackThreshold)
+	}
+	return errors.Join(errs...)
+}

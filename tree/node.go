@@ -1,0 +1,175 @@
+package tree
+
+// PageID identifies the contents of one KV page. Two pages compare equal in
+// the tree exactly when their PageIDs are equal, so PageIDs must be exact
+// (see [Pager]): no two different page contents may share an ID.
+type PageID uint64
+
+// NodeID is a node's identity: assigned from a counter at creation (and at a
+// split, to the new upper node), never reused. The root is 0.
+type NodeID int64
+
+// Node is one edge of the radix tree: a run of whole pages that every
+// sequence through it shares. Nodes are owned by their Tree; read them
+// through the accessors and mutate them only through Tree methods.
+type Node struct {
+	id     NodeID
+	parent *Node
+	kids   []*Node          // children in insertion order (deterministic iteration)
+	index  map[PageID]*Node // first page -> child, built once kids grows past smallFanout
+	pages  []PageID         // the node's key, whole pages
+	depth  int64            // pages between the root and this node's first page
+	tokens int64            // len(pages) * page size
+	lanes  []int64          // tokens owned by each lane
+
+	device  bool // KV on the device (SGLang: value is not None)
+	host    bool // KV copy on the host (SGLang: backuped)
+	lockRef int64
+	hostRef int64
+
+	accessSeq  int64 // tree-wide stamp of the last access: orders LRU exactly
+	createdSeq int64 // stamp at creation: orders FIFO/FILO
+	lastAccess int64 // simulated time of the last access (ns)
+	created    int64 // simulated time of creation (ns)
+	hitCount   int64
+	priority   int64
+	protected  bool // SegmentedLRU: in the protected segment
+
+	devKids int // children that are device-resident
+
+	devIdx, hostIdx, protIdx int // positions in the tree's heaps, -1 if absent
+}
+
+const smallFanout = 8
+
+func (n *Node) child(p PageID) *Node {
+	if n.index != nil {
+		return n.index[p]
+	}
+	for _, c := range n.kids {
+		if c.pages[0] == p {
+			return c
+		}
+	}
+	return nil
+}
+
+func (n *Node) addChild(c *Node) {
+	n.kids = append(n.kids, c)
+	if n.index != nil {
+		n.index[c.pages[0]] = c
+	} else if len(n.kids) > smallFanout {
+		n.index = make(map[PageID]*Node, len(n.kids)*2)
+		for _, k := range n.kids {
+			n.index[k.pages[0]] = k
+		}
+	}
+	if c.device {
+		n.devKids++
+	}
+}
+
+func (n *Node) removeChild(c *Node) {
+	for i, k := range n.kids {
+		if k == c {
+			copy(n.kids[i:], n.kids[i+1:])
+			n.kids[len(n.kids)-1] = nil
+			n.kids = n.kids[:len(n.kids)-1]
+			if n.index != nil {
+				delete(n.index, c.pages[0])
+			}
+			if c.device {
+				n.devKids--
+			}
+			return
+		}
+	}
+	panic("tree: removeChild: not a child")
+}
+
+// replaceChild puts nw where old was, keeping the children's order.
+func (n *Node) replaceChild(old, nw *Node) {
+	for i, k := range n.kids {
+		if k == old {
+			n.kids[i] = nw
+			if n.index != nil {
+				n.index[nw.pages[0]] = nw
+			}
+			if old.device != nw.device {
+				panic("tree: replaceChild changes residency")
+			}
+			return
+		}
+	}
+	panic("tree: replaceChild: not a child")
+}
+
+// ID returns the node's id (0 for the root).
+func (n *Node) ID() NodeID { return n.id }
+
+// Parent returns the node's parent, or nil for the root.
+func (n *Node) Parent() *Node { return n.parent }
+
+// IsRoot reports whether n is the root.
+func (n *Node) IsRoot() bool { return n.parent == nil }
+
+// Pages returns the node's key. The slice is owned by the tree: do not
+// modify it, and do not keep it across tree mutations (a split shortens it).
+func (n *Node) Pages() []PageID { return n.pages }
+
+// Tokens returns the number of tokens the node holds.
+func (n *Node) Tokens() int64 { return n.tokens }
+
+// Lanes returns the tokens the node holds on each owner lane. The slice is
+// owned by the tree: do not modify it.
+func (n *Node) Lanes() []int64 { return n.lanes }
+
+// Depth returns the number of tokens between the root and the node's first
+// token.
+func (n *Node) Depth(pageSize int) int64 { return n.depth * int64(pageSize) }
+
+// OnDevice reports whether the node's KV is on the device.
+func (n *Node) OnDevice() bool { return n.device }
+
+// OnHost reports whether the node has a host copy.
+func (n *Node) OnHost() bool { return n.host }
+
+// LockRef returns the number of holders pinning the node (a lock on a node
+// pins its whole path to the root).
+func (n *Node) LockRef() int64 { return n.lockRef }
+
+// Locked reports whether the node is pinned.
+func (n *Node) Locked() bool { return n.lockRef > 0 }
+
+// HitCount returns the node's hit count (counted on non-chunked inserts).
+func (n *Node) HitCount() int64 { return n.hitCount }
+
+// LastAccess returns the simulated time of the node's last access.
+func (n *Node) LastAccess() int64 { return n.lastAccess }
+
+// AccessSeq returns the tree-wide sequence number of the node's last access;
+// it orders accesses exactly even when they share a simulated time.
+func (n *Node) AccessSeq() int64 { return n.accessSeq }
+
+// Created returns the simulated time the node was created.
+func (n *Node) Created() int64 { return n.created }
+
+// RequestPriority returns the highest request priority that inserted through
+// the node.
+func (n *Node) RequestPriority() int64 { return n.priority }
+
+// Children calls fn for each child in insertion order until fn returns
+// false.
+func (n *Node) Children(fn func(*Node) bool) {
+	for _, c := range n.kids {
+		if !fn(c) {
+			return
+		}
+	}
+}
+
+// NumChildren returns the number of children.
+func (n *Node) NumChildren() int { return len(n.kids) }
+
+// DeviceChildren returns the number of device-resident children.
+func (n *Node) DeviceChildren() int { return n.devKids }

@@ -1,0 +1,108 @@
+package tree
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Token is a token id.
+type Token int32
+
+// Pager turns prompts into page keys with exact identities: two pages get
+// the same PageID if and only if their contents are equal. Token pages are
+// interned by their full contents (no hashing, so no silent collisions);
+// pages of block-hash traces are identified by the blocks that cover them.
+//
+// A Pager is not safe for concurrent use. Use one Pager per tree: PageIDs
+// from different Pagers are unrelated.
+type Pager struct {
+	pageSize int
+	ids      map[string]PageID
+	blocks   map[uint64]PageID // block hash -> first PageID of its pages (page size divides block size)
+	next     PageID
+	buf      []byte
+}
+
+// NewPager returns a Pager for pageSize-token pages.
+func NewPager(pageSize int) *Pager {
+	if pageSize < 1 {
+		panic("tree: NewPager: page size < 1")
+	}
+	return &Pager{pageSize: pageSize, ids: map[string]PageID{}, blocks: map[uint64]PageID{}, next: 1}
+}
+
+// PageSize returns the tokens per page.
+func (p *Pager) PageSize() int { return p.pageSize }
+
+// Unique returns the number of distinct pages seen so far.
+func (p *Pager) Unique() int { return int(p.next - 1) }
+
+func (p *Pager) intern(key []byte) PageID {
+	if id, ok := p.ids[string(key)]; ok {
+		return id
+	}
+	id := p.next
+	p.next++
+	p.ids[string(key)] = id
+	return id
+}
+
+// TokenPages appends to dst the pages of tokens, cut down to whole pages
+// (the unaligned tail is not part of any key, as in SGLang), and returns it.
+func (p *Pager) TokenPages(tokens []Token, dst []PageID) []PageID {
+	n := len(tokens) / p.pageSize
+	for i := 0; i < n; i++ {
+		b := p.buf[:0]
+		for _, tok := range tokens[i*p.pageSize : (i+1)*p.pageSize] {
+			b = binary.LittleEndian.AppendUint32(b, uint32(tok))
+		}
+		p.buf = b
+		dst = append(dst, p.intern(b))
+	}
+	return dst
+}
+
+// BlockPages appends to dst the whole pages of a prompt of inputLen tokens
+// described by block hashes of blockSize tokens each (the last block may be
+// partial), and returns it. Page i covers tokens [i*P, (i+1)*P); its
+// identity is the sequence of (block hash, start, end) pieces that cover it.
+// When the page size divides the block size each block gets a contiguous run
+// of PageIDs, so memory grows with unique blocks, not pages. Pages beyond
+// the blocks given are not produced.
+func (p *Pager) BlockPages(blocks []uint64, blockSize, inputLen int, dst []PageID) ([]PageID, error) {
+	if blockSize < 1 {
+		return dst, fmt.Errorf("block size %d < 1", blockSize)
+	}
+	covered := min(inputLen, len(blocks)*blockSize)
+	n := covered / p.pageSize
+	if blockSize%p.pageSize == 0 {
+		per := blockSize / p.pageSize
+		for i := 0; i < n; i++ {
+			j := i / per
+			base, ok := p.blocks[blocks[j]]
+			if !ok {
+				base = p.next
+				p.next += PageID(per)
+				p.blocks[blocks[j]] = base
+			}
+			dst = append(dst, base+PageID(i%per))
+		}
+		return dst, nil
+	}
+	for i := 0; i < n; i++ {
+		b := p.buf[:0]
+		b = append(b, 0xB1) // namespace: never equal to a token page of the same length
+		from, to := i*p.pageSize, (i+1)*p.pageSize
+		for pos := from; pos < to; {
+			j := pos / blockSize
+			end := min(to, (j+1)*blockSize)
+			b = binary.LittleEndian.AppendUint64(b, blocks[j])
+			b = binary.LittleEndian.AppendUint32(b, uint32(pos-j*blockSize))
+			b = binary.LittleEndian.AppendUint32(b, uint32(end-j*blockSize))
+			pos = end
+		}
+		p.buf = b
+		dst = append(dst, p.intern(b))
+	}
+	return dst, nil
+}
