@@ -112,7 +112,7 @@ func TestSegmentedLRUDemotesOnOverflow(t *testing.T) {
 // write-back copies first and reports the tokens for the stall.
 func TestEvictDemotesDeletesOrWritesBack(t *testing.T) {
 	for _, tc := range []struct {
-		policy                       WritePolicy
+		policy                        WritePolicy
 		wantHostOnly, wantWrittenBack int64
 	}{
 		{WriteThrough, 3, 0},          // written at the first insert, so demoted
