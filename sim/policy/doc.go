@@ -1,0 +1,166 @@
+// Package policy is kvsim's policy mode: a fast page-level simulator of
+// where KV pages live in a two-tier cache, device (L1, GPU memory) and host
+// (L2, CPU memory), under one of two residency policies. It has exactly the
+// semantics of SGLang's standalone simulator
+// benchmark/hicache/hicache_policy_simulator.py (sgl-project/sglang, with
+// its driver simulate_hicache_policies.py; read at commit
+// 110816e7f8883cb186f9ff4ee9b4ff3eb28192a9), so its counters can be compared
+// with SGLang's number for number, and it runs a few hundred times faster.
+//
+// There is no time, batching, transfer or L3 here: requests are replayed
+// one after the other, each in one step. For timing, use the event
+// simulator in package sim.
+//
+// # Pages and the trie
+//
+// A request is a sequence of page keys (block hash ids, one page per block).
+// Page identity is positional: the pages form a trie keyed by the key
+// sequence from the root, so page i of a request is the node reached by
+// following keys 0..i. Two requests share a page exactly when they share
+// the key sequence up to it. (With Mooncake's prefix hashes, equal keys mean
+// equal prefixes anyway.) A trie node can be on the device, on the host,
+// both (a duplicate), or neither; a node holding neither and having no
+// children is removed, so its hit count is forgotten.
+//
+// Device residency is closed under ancestors: a page on the device always
+// has its parent on the device.
+//
+// # One request
+//
+// Requests are replayed in timestamp order, ties in input order ([Run]; a
+// stable sort, as SGLang does). Each request advances a clock by one, then:
+//
+//  1. Hits. Walk the trie along the request. The leading pages on the
+//     device are L1 hits; after them, the pages on the host only are L2
+//     hits; the first page found nowhere (or not in the trie) ends the
+//     hits, and every later page is a miss. A page on both tiers counts as
+//     an L1 hit.
+//  2. Every page of the request is made device-resident (an L2 hit keeps
+//     its host copy) and stamped with the clock.
+//  3. The policy's host-write step (below).
+//  4. L1 eviction: while more than L1Pages pages are on the device, evict
+//     the first device leaf (a device page with no child on the device) in
+//     eviction order. The current request is not protected: when it has
+//     more pages than L1 holds, its own tail is evicted.
+//
+// # main_write_through
+//
+// Host write: every page of the request counts one hit (hit_count += 1,
+// even pages already on host). A page not on host whose count has reached
+// WriteThroughThreshold is written to host if its parent is the root or
+// already on host; pages are handled parent first, so a new prefix can be
+// written whole in one request. Writing allocates one host page: if L2 is
+// full, host-only leaves (on host, not on device, no child on host) are
+// evicted in eviction order; if none is left, or L2Pages is 0, the write
+// fails and counts one failed_h_allocations. Host copies of device pages
+// are never evicted, so host residency stays closed under ancestors.
+//
+// L1 eviction: a victim with a host copy becomes host-only; one without is
+// deleted. This is not counted as a demotion.
+//
+// # boundary_l1_l2
+//
+// There is no hit counting and WriteThroughThreshold is ignored.
+//
+// Host write: the whole request path is reserved on host, all or nothing:
+// the pages not yet on host are counted; if they are more than L2Pages the
+// reservation fails at once; otherwise L2 evicts pages one at a time until
+// they fit, and if it runs out of victims the reservation fails (pages
+// already evicted stay evicted). Each failure counts one
+// failed_h_allocations. The request's pages are protected from this
+// eviction.
+//
+// L2 eviction: first the oldest duplicate leaf (on device and host, no
+// child on host) loses its host copy and stays on the device
+// (dh_to_d_l2_dedup_evictions); only when there is none is the oldest
+// host-only leaf deleted (h_to_deleted_evictions). Protected pages are
+// passed over.
+//
+// L1 eviction of a victim v:
+//   - v has a host copy: if its parent is neither the root nor on host,
+//     the parent is reserved on host first (protecting parent and v); then
+//     v becomes host-only. If the parent cannot get a host page, v loses
+//     its host copy too (one L2 eviction) and is deleted.
+//   - v is device-only: v, preceded by its parent when the parent is on
+//     the device without a host copy, is reserved on host all or nothing
+//     (protecting just those); on success v becomes host-only and
+//     d_to_h_demotions counts one; on failure v is deleted.
+//
+// # Eviction order and tie-breaking
+//
+// SGLang keeps three lazily invalidated heaps of (last access, path key,
+// insertion counter, node), where the path key is the tuple of repr() of
+// the page keys from the root, and pops the first entry that is still
+// current and valid. This package keeps the same three candidate sets
+// exactly (a node is a member exactly when it is a valid candidate; SGLang
+// re-queues a node on every change that can make it valid, so its heaps
+// never miss one) in index-tracked binary heaps, and orders them by
+// (last access, depth). That is the same order: all pages stamped with one
+// clock value lie on one request's path, so two distinct live nodes with
+// the same last access are ancestor and descendant, and the ancestor's path
+// key is a prefix of the descendant's, which sorts first in Python. The
+// brute-force twin in the tests uses SGLang's literal string key.
+//
+// # Counters
+//
+// The JSON object of the command line has exactly these names:
+//
+//   - requests: requests replayed.
+//   - total_input_pages: pages over all requests.
+//   - l1_hit_pages, l2_hit_pages, miss_pages: step 1 above, summed;
+//     l1 + l2 + miss = total.
+//   - l1_hit_rate: l1_hit_pages / total_input_pages (0 when no pages).
+//   - l1_l2_hit_rate: (l1_hit_pages + l2_hit_pages) / total_input_pages.
+//   - l1_evictions: pages that left the device by L1 eviction (demoted,
+//     made host-only, or deleted).
+//   - l2_evictions: host copies dropped: dedup + deleted evictions, plus,
+//     under boundary_l1_l2, a victim whose parent could not be backed up.
+//   - d_to_h_demotions: boundary_l1_l2 only: device-only pages that got a
+//     host copy on L1 eviction. Always 0 under main_write_through.
+//   - failed_h_allocations: failed host reservations (one per attempt, not
+//     per page: a boundary path reservation of 40 pages that fails counts 1).
+//   - d_pages, h_pages: pages on device / on host at the end.
+//   - duplicate_ratio: pages on both tiers / h_pages (0 when h_pages is 0).
+//
+// [Result] also carries SGLang's other counters: dh_to_d_l2_dedup_evictions,
+// h_to_deleted_evictions, dh_pages and unique_cached_pages
+// (d_pages + h_pages - dh_pages).
+//
+// A property that follows from the rules and is tested: L1 residency does
+// not depend on the host tier (an L1 victim always leaves the device), and
+// the device holds the L1Pages most recent pages in (last access, deeper
+// first) order, so L1 hits are the same for both policies and every
+// L2Pages, and never decrease when L1Pages grows (the LRU stack property).
+//
+// # Aborts
+//
+// Under boundary_l1_l2 SGLang's simulator can stop with an AssertionError:
+// demoting a device-only page v whose parent p is on both tiers reserves
+// only v, and the L2 eviction that makes room may take p's duplicate copy,
+// leaving host-only v below device-only p. If p later becomes an L1 victim
+// whose host reservation fails, SGLang refuses to delete it
+// ("Refusing to delete a non-D-only leaf"); a device+host victim with host
+// descendants whose parent cannot be backed up aborts likewise. SGLang then
+// reports nothing. [Simulator.Process] returns an [*AbortError] at the same
+// request and stops. It takes tiny caches (L1 and L2 of a page or two) to
+// get there; none of the Mooncake FAST'25 traces' runs in the package's
+// golden files aborts.
+//
+// # Differences from SGLang's simulator
+//
+//   - Page keys are uint64 (SGLang accepts ints or strings); the order of
+//     the keys never matters (see tie-breaking).
+//   - Timestamps are int64 (SGLang: float); the command line feeds
+//     nanoseconds from package traces, whose Mooncake reader rejects
+//     records whose timestamp goes backwards and records without
+//     input_length/output_length, where SGLang would sort or accept them.
+//   - SGLang's optional progress display and sanity checks are left out;
+//     the O(n) checks run after every request with -tags invariants.
+//
+// # Cost
+//
+// Each request costs O(pages · log n): one hash-map lookup per page, and
+// heap updates only for nodes whose candidacy or key changes. No step scans
+// the trie, except the search for host descendants of a node that is known
+// to have children, which happens only on the way to an abort.
+package policy

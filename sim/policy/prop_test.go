@@ -1,0 +1,222 @@
+package policy
+
+import (
+	"flag"
+	"os"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// TestMain raises rapid's default number of checks for plain `go test`
+// unless -rapid.checks was given.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) {
+		if f.Name == "rapid.checks" {
+			given = true
+		}
+	})
+	if !given {
+		if err := flag.Set("rapid.checks", "300"); err != nil {
+			panic(err)
+		}
+	}
+	os.Exit(m.Run())
+}
+
+// genTrace draws a trace with heavy prefix sharing: each request either
+// extends a prefix of an earlier request or starts afresh, over a small
+// alphabet of page keys (so keys also repeat at different depths, and
+// decimal-string order differs from numeric order: 10 < 9).
+func genTrace(t *rapid.T) [][]uint64 {
+	n := rapid.IntRange(0, 40).Draw(t, "requests")
+	alpha := rapid.Uint64Range(1, 12).Draw(t, "alphabet")
+	var reqs [][]uint64
+	for i := 0; i < n; i++ {
+		var r []uint64
+		if len(reqs) > 0 && rapid.Bool().Draw(t, "extend") {
+			prev := reqs[rapid.IntRange(0, len(reqs)-1).Draw(t, "prev")]
+			r = append(r, prev[:rapid.IntRange(0, len(prev)).Draw(t, "keep")]...)
+		}
+		for k := rapid.IntRange(0, 6).Draw(t, "add"); k > 0; k-- {
+			r = append(r, rapid.Uint64Range(1, alpha).Draw(t, "page")+5)
+		}
+		reqs = append(reqs, r)
+	}
+	return reqs
+}
+
+func genConfig(t *rapid.T) Config {
+	return Config{
+		Policy:                rapid.SampledFrom(Policies()).Draw(t, "policy"),
+		L1Pages:               rapid.IntRange(0, 20).Draw(t, "l1"),
+		L2Pages:               rapid.IntRange(0, 30).Draw(t, "l2"),
+		WriteThroughThreshold: rapid.IntRange(1, 3).Draw(t, "threshold"),
+	}
+}
+
+// perRequest replays reqs and returns the hits of each request; aborted is
+// the 1-based request at which SGLang would abort (0 if none).
+func perRequest(t *rapid.T, cfg Config, reqs [][]uint64) (l1, l2 []int, res Result, aborted int) {
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	for i, r := range reqs {
+		a, b, err := s.Process(r)
+		if err != nil {
+			return l1, l2, s.Result(), i + 1
+		}
+		s.CheckInvariants()
+		if a < 0 || b < 0 || a+b > len(r) {
+			t.Fatalf("request %d: hits %d + %d for %d pages", i+1, a, b, len(r))
+		}
+		got := s.Result()
+		if got.DPages > cfg.L1Pages || got.HPages > cfg.L2Pages {
+			t.Fatalf("request %d: d %d/%d h %d/%d over capacity", i+1, got.DPages, cfg.L1Pages, got.HPages, cfg.L2Pages)
+		}
+		l1 = append(l1, a)
+		l2 = append(l2, b)
+	}
+	return l1, l2, s.Result(), 0
+}
+
+// TestPropMatchesNaive checks Simulator against the brute-force twin (with
+// SGLang's literal string tie-break) on every counter, hit by hit, and
+// that both abort at the same request.
+func TestPropMatchesNaive(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		cfg := genConfig(t)
+		reqs := genTrace(t)
+		l1, l2, res, aborted := perRequest(t, cfg, reqs)
+		nv := newNaive(cfg)
+		for i, r := range reqs {
+			a, b, ok := nv.process(r)
+			if !ok {
+				if aborted != i+1 {
+					t.Fatalf("naive aborts at request %d, Simulator at %d", i+1, aborted)
+				}
+				return
+			}
+			if aborted == i+1 {
+				t.Fatalf("Simulator aborts at request %d, naive does not", i+1)
+			}
+			if a != l1[i] || b != l2[i] {
+				t.Fatalf("request %d: hits %d/%d, naive %d/%d", i+1, l1[i], l2[i], a, b)
+			}
+		}
+		if want := nv.result(); res != want {
+			t.Fatalf("result\n got %+v\nwant %+v", res, want)
+		}
+	})
+}
+
+// TestPropCountersAddUp checks the accounting identities and capacities
+// (perRequest checks capacities and per-request bounds after every request).
+func TestPropCountersAddUp(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		cfg := genConfig(t)
+		reqs := genTrace(t)
+		l1, l2, r, aborted := perRequest(t, cfg, reqs)
+		if aborted != 0 {
+			return
+		}
+		pages := 0
+		for _, q := range reqs {
+			pages += len(q)
+		}
+		sum := func(xs []int) (s int) {
+			for _, x := range xs {
+				s += x
+			}
+			return s
+		}
+		if r.Requests != len(reqs) || r.TotalInputPages != pages {
+			t.Fatalf("requests %d pages %d, want %d %d", r.Requests, r.TotalInputPages, len(reqs), pages)
+		}
+		if r.L1HitPages != sum(l1) || r.L2HitPages != sum(l2) {
+			t.Fatalf("hit totals %d/%d, per-request sums %d/%d", r.L1HitPages, r.L2HitPages, sum(l1), sum(l2))
+		}
+		if r.L1HitPages+r.L2HitPages+r.MissPages != r.TotalInputPages {
+			t.Fatalf("l1 %d + l2 %d + miss %d != total %d", r.L1HitPages, r.L2HitPages, r.MissPages, r.TotalInputPages)
+		}
+		if r.L2Evictions != r.DedupL2Evictions+r.DeletedL2Evictions {
+			t.Fatalf("l2_evictions %d != dedup %d + deleted %d", r.L2Evictions, r.DedupL2Evictions, r.DeletedL2Evictions)
+		}
+		if cfg.Policy == MainWriteThrough && (r.DToHDemotions != 0 || r.DedupL2Evictions != 0) {
+			t.Fatalf("main_write_through counted demotions %d / dedup evictions %d", r.DToHDemotions, r.DedupL2Evictions)
+		}
+		if cfg.L2Pages == 0 && (r.L2HitPages != 0 || r.HPages != 0) {
+			t.Fatalf("no host tier but l2 hits %d, h pages %d", r.L2HitPages, r.HPages)
+		}
+	})
+}
+
+// TestPropL1StackProperty checks the LRU stack (inclusion) property of L1:
+// the device tier keeps the L1Pages most recent pages in (last access,
+// deeper first) order, whatever L1Pages is, so a larger L1 never has fewer
+// L1 hits, request by request. It holds for both policies and any L2: L1
+// residency does not depend on the host tier at all (a victim always leaves
+// the device, whatever happens to its host copy), which the second half
+// checks: l1 hits are the same for every policy and every L2 size.
+func TestPropL1StackProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		reqs := genTrace(t)
+		small := rapid.IntRange(0, 15).Draw(t, "l1")
+		big := small + rapid.IntRange(1, 10).Draw(t, "more")
+		var base []int
+		for _, p := range Policies() {
+			for _, l2 := range []int{0, rapid.IntRange(1, 30).Draw(t, "l2")} {
+				cfg := Config{Policy: p, L1Pages: small, L2Pages: l2, WriteThroughThreshold: 1}
+				a, _, _, abA := perRequest(t, cfg, reqs)
+				cfg.L1Pages = big
+				b, _, _, _ := perRequest(t, cfg, reqs)
+				for i := 0; i < len(a) && i < len(b); i++ {
+					if a[i] > b[i] {
+						t.Fatalf("%v l2=%d request %d: %d L1 hits with %d pages, %d with %d", p, l2, i+1, a[i], small, b[i], big)
+					}
+				}
+				if abA != 0 {
+					continue
+				}
+				if base == nil {
+					base = a
+				}
+				for i := range base {
+					if i < len(a) && a[i] != base[i] {
+						t.Fatalf("%v l2=%d request %d: %d L1 hits, %d under main_write_through l2=0", p, l2, i+1, a[i], base[i])
+					}
+				}
+			}
+		}
+	})
+}
+
+// TestPropDeterministic replays the same trace twice through fresh
+// simulators and via Run: every per-request hit and the result agree.
+func TestPropDeterministic(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		cfg := genConfig(t)
+		reqs := genTrace(t)
+		a1, b1, r1, ab1 := perRequest(t, cfg, reqs)
+		a2, b2, r2, ab2 := perRequest(t, cfg, reqs)
+		if ab1 != ab2 || r1 != r2 || len(a1) != len(a2) {
+			t.Fatalf("runs differ: %+v (abort %d) vs %+v (abort %d)", r1, ab1, r2, ab2)
+		}
+		for i := range a1 {
+			if a1[i] != a2[i] || b1[i] != b2[i] {
+				t.Fatalf("request %d: %d/%d vs %d/%d", i+1, a1[i], b1[i], a2[i], b2[i])
+			}
+		}
+		in := make([]Request, len(reqs))
+		for i, r := range reqs {
+			in[i] = Request{Timestamp: int64(i / 3), Pages: r} // ties keep input order
+		}
+		r3, err := Run(cfg, in)
+		if (err != nil) != (ab1 != 0) || (err == nil && r3 != r1) {
+			t.Fatalf("Run = %+v, %v; Process loop = %+v, abort %d", r3, err, r1, ab1)
+		}
+	})
+}
