@@ -1,0 +1,301 @@
+package traces
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+)
+
+// DefaultLRUFractions are the cache capacities, as fractions of the unique
+// blocks, at which Stats reports block-level LRU hit rates.
+var DefaultLRUFractions = []float64{0.01, 0.05, 0.1, 0.25, 0.5}
+
+// DefaultTokenBlockSize is the block size used to hash token-id traces into
+// chained blocks for the prefix statistics.
+const DefaultTokenBlockSize = 16
+
+// StatsOptions tunes ComputeStats. The zero value uses the defaults.
+type StatsOptions struct {
+	// TokenBlockSize is the block size for chained hashes of token ids
+	// (default DefaultTokenBlockSize); only full blocks are hashed.
+	TokenBlockSize int
+	// Fractions are the LRU capacities as fractions of the unique blocks
+	// (default DefaultLRUFractions), each in (0, 1].
+	Fractions []float64
+}
+
+// Dist summarises a distribution of token counts. Percentiles interpolate
+// linearly between order statistics (numpy's default).
+type Dist struct {
+	Mean float64 `json:"mean"`
+	P50  float64 `json:"p50"`
+	P90  float64 `json:"p90"`
+	P99  float64 `json:"p99"`
+	Max  int     `json:"max"`
+}
+
+// Stats describes a trace. The prefix figures are block-level:
+//
+//   - Ideal hit rate: an unbounded cache with prefix-contiguous matching. A
+//     request's hit is the number k of its leading blocks that were seen
+//     before, stopping at the first unseen one; the rate is Σk / Σblocks.
+//   - LRU hit rate at fraction x: the same with a block LRU holding
+//     max(1, floor(unique_blocks * x)) blocks. For each request, k is
+//     counted first; then every block, in order, is moved to (or inserted
+//     as) most recently used, evicting the least recently used block when
+//     over capacity.
+//
+// This is the procedure of the shared traces' README, so the figures can be
+// compared with the published ones. For token-id traces the blocks are
+// chained hashes of TokenBlockSize tokens (full blocks only).
+type Stats struct {
+	Format      string  `json:"format"`
+	Requests    int     `json:"requests"`
+	DurationS   float64 `json:"duration_s"`
+	ArrivalRate float64 `json:"arrival_rate"`
+	Input       Dist    `json:"input_len"`
+	Output      Dist    `json:"output_len"`
+	// Sessions counts distinct non-empty sessions; MaxTurn is the largest
+	// turn number; Dependent counts requests with a Parent.
+	Sessions  int `json:"sessions"`
+	MaxTurn   int `json:"max_turn"`
+	Dependent int `json:"dependent_requests"`
+	// PrefixInfo is "blocks" (hash traces), "tokens" (token ids) or
+	// "none" (lengths only; the fields below are then absent).
+	PrefixInfo   string             `json:"prefix_info"`
+	BlockSize    int                `json:"block_size,omitempty"`
+	TotalBlocks  int                `json:"total_blocks"`
+	UniqueBlocks int                `json:"unique_blocks"`
+	IdealHitRate *float64           `json:"ideal_hit_rate,omitempty"`
+	LRUHitRate   map[string]float64 `json:"lru_hit_rate,omitempty"`
+	// Note explains missing figures.
+	Note string `json:"note,omitempty"`
+}
+
+// blockStream turns records into block-id sequences for the prefix
+// statistics: hash ids as they are, token ids as chained full blocks
+// interned exactly (no hash collisions).
+type blockStream struct {
+	bs     int
+	intern map[chainKey]uint64
+	buf    []uint64
+}
+
+type chainKey struct {
+	parent uint64 // 1 + id of the previous block, 0 at the start
+	toks   string // the block's token ids, 4 bytes each
+}
+
+func (s *blockStream) blocks(r *Record) []uint64 {
+	if r.Blocks != nil {
+		return r.Blocks
+	}
+	if r.Tokens == nil {
+		return nil
+	}
+	s.buf = s.buf[:0]
+	var parent uint64
+	key := make([]byte, 4*s.bs)
+	for i := 0; i+s.bs <= len(r.Tokens); i += s.bs {
+		for j, t := range r.Tokens[i : i+s.bs] {
+			key[4*j] = byte(t)
+			key[4*j+1] = byte(t >> 8)
+			key[4*j+2] = byte(t >> 16)
+			key[4*j+3] = byte(t >> 24)
+		}
+		k := chainKey{parent: parent, toks: string(key)}
+		id, ok := s.intern[k]
+		if !ok {
+			id = uint64(len(s.intern))
+			s.intern[k] = id
+		}
+		s.buf = append(s.buf, id)
+		parent = id + 1
+	}
+	return s.buf
+}
+
+// ComputeStats reads the trace twice through open (once for the lengths,
+// sessions and unique blocks, once to run the LRUs at capacities that
+// depend on the unique count). Memory is proportional to the number of
+// requests (one int per length) plus the unique blocks.
+func ComputeStats(open func() (*Reader, error), opt StatsOptions) (*Stats, error) {
+	if opt.TokenBlockSize <= 0 {
+		opt.TokenBlockSize = DefaultTokenBlockSize
+	}
+	if opt.Fractions == nil {
+		opt.Fractions = DefaultLRUFractions
+	}
+	for _, f := range opt.Fractions {
+		if !(f > 0 && f <= 1) {
+			return nil, fmt.Errorf("stats: LRU fraction %v: expected a value in (0, 1]", f)
+		}
+	}
+	r, err := open()
+	if err != nil {
+		return nil, err
+	}
+	st := &Stats{Format: r.Format().String()}
+	var ins, outs []int
+	var first, last int64
+	sessions := map[string]bool{}
+	seen := map[uint64]struct{}{}
+	stream := &blockStream{bs: opt.TokenBlockSize, intern: map[chainKey]uint64{}}
+	var hits, total int
+	blockSizes := map[int]bool{}
+	hasBlocks, hasTokens := false, false
+	err = eachRecord(r, func(rec *Record) {
+		if st.Requests == 0 {
+			first = rec.Arrival
+		}
+		last = rec.Arrival
+		st.Requests++
+		ins = append(ins, rec.InputLen)
+		outs = append(outs, rec.OutputLen)
+		if rec.Session != "" {
+			sessions[rec.Session] = true
+		}
+		st.MaxTurn = max(st.MaxTurn, rec.Turn)
+		if rec.Parent != "" {
+			st.Dependent++
+		}
+		if rec.Blocks != nil || (rec.BlockSize > 0 && rec.Tokens == nil) {
+			hasBlocks = true
+			blockSizes[rec.BlockSize] = true
+		} else if rec.Tokens != nil {
+			hasTokens = true
+		}
+		bl := stream.blocks(rec)
+		k := 0
+		for k < len(bl) {
+			if _, ok := seen[bl[k]]; !ok {
+				break
+			}
+			k++
+		}
+		for _, b := range bl {
+			seen[b] = struct{}{}
+		}
+		hits += k
+		total += len(bl)
+	})
+	if err != nil {
+		return nil, err
+	}
+	st.Sessions = len(sessions)
+	st.DurationS = float64(last-first) / 1e9
+	if st.DurationS > 0 {
+		st.ArrivalRate = float64(st.Requests) / st.DurationS
+	}
+	st.Input = dist(ins)
+	st.Output = dist(outs)
+	switch {
+	case hasBlocks && hasTokens:
+		st.PrefixInfo = "mixed"
+		st.Note = "hash-block and token-id records mixed: hit rates mix two block sizes"
+	case hasBlocks:
+		st.PrefixInfo = "blocks"
+	case hasTokens:
+		st.PrefixInfo = "tokens"
+		blockSizes[opt.TokenBlockSize] = true
+		st.Note = fmt.Sprintf("blocks are chained hashes of %d token ids (full blocks only)", opt.TokenBlockSize)
+	default:
+		st.PrefixInfo = "none"
+		st.Note = "the trace has no prefix information (no block hashes or token ids): only arrivals and lengths are known, so hit rates cannot be computed"
+		return st, nil
+	}
+	if len(blockSizes) == 1 {
+		for bs := range blockSizes {
+			st.BlockSize = bs
+		}
+	}
+	st.TotalBlocks = total
+	st.UniqueBlocks = len(seen)
+	seen = nil
+	ideal := ratio(hits, total)
+	st.IdealHitRate = &ideal
+
+	// Second pass: one LRU per fraction.
+	r, err = open()
+	if err != nil {
+		return nil, err
+	}
+	lrus := make([]*blockLRU, len(opt.Fractions))
+	lruHits := make([]int, len(opt.Fractions))
+	for i, f := range opt.Fractions {
+		lrus[i] = newBlockLRU(max(1, int(math.Floor(float64(st.UniqueBlocks)*f))))
+	}
+	stream.intern = map[chainKey]uint64{}
+	err = eachRecord(r, func(rec *Record) {
+		bl := stream.blocks(rec)
+		for i, c := range lrus {
+			k := 0
+			for k < len(bl) && c.contains(bl[k]) {
+				k++
+			}
+			lruHits[i] += k
+			for _, b := range bl {
+				c.touch(b)
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	st.LRUHitRate = map[string]float64{}
+	for i, f := range opt.Fractions {
+		st.LRUHitRate[strconv.FormatFloat(f, 'f', -1, 64)] = ratio(lruHits[i], total)
+	}
+	return st, nil
+}
+
+func eachRecord(r *Reader, fn func(*Record)) error {
+	defer r.Close()
+	for {
+		rec, err := r.Next()
+		if err == io.EOF {
+			return r.Close()
+		}
+		if err != nil {
+			return err
+		}
+		fn(&rec)
+	}
+}
+
+func ratio(a, b int) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+func dist(xs []int) Dist {
+	if len(xs) == 0 {
+		return Dist{}
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	sum := 0.0
+	for _, x := range s {
+		sum += float64(x)
+	}
+	return Dist{
+		Mean: sum / float64(len(s)),
+		P50:  percentile(s, 50),
+		P90:  percentile(s, 90),
+		P99:  percentile(s, 99),
+		Max:  s[len(s)-1],
+	}
+}
+
+// percentile interpolates linearly between the closest ranks of sorted s.
+func percentile(s []int, p float64) float64 {
+	pos := p / 100 * float64(len(s)-1)
+	lo := int(math.Floor(pos))
+	hi := min(lo+1, len(s)-1)
+	frac := pos - float64(lo)
+	return float64(s[lo]) + frac*float64(s[hi]-s[lo])
+}
