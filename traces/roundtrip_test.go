@@ -8,7 +8,14 @@ import (
 
 // roundTrip writes recs in the kvsim format and reads them back: the
 // records and the header must come back unchanged.
-func roundTrip(t testing.TB, h Header, recs []Record) {
+// tb is what roundTrip needs of *testing.T and *rapid.T.
+type tb interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Fatal(args ...any)
+}
+
+func roundTrip(t tb, h Header, recs []Record) {
 	t.Helper()
 	var buf bytes.Buffer
 	w, err := NewWriter(&buf, h)
@@ -30,7 +37,7 @@ func roundTrip(t testing.TB, h Header, recs []Record) {
 	if r.Format() != FormatKVSim {
 		t.Fatalf("read back detected %v, want kvsim", r.Format())
 	}
-	got, errs := readAll(t, r)
+	got, errs := readAllErr(r)
 	if len(errs) > 0 {
 		t.Fatalf("read back: %v\n%s", errs, buf.Bytes())
 	}
