@@ -18,11 +18,11 @@ type bailianLine struct {
 	ChatID       json.RawMessage `json:"chat_id"`
 	ParentChatID json.RawMessage `json:"parent_chat_id"`
 	Timestamp    json.RawMessage `json:"timestamp"`
-	InputLength  *int         `json:"input_length"`
-	OutputLength *int         `json:"output_length"`
-	Type         string       `json:"type"`
-	Turn         int          `json:"turn"`
-	HashIDs      []uint64     `json:"hash_ids"`
+	InputLength  *int            `json:"input_length"`
+	OutputLength *int            `json:"output_length"`
+	Type         string          `json:"type"`
+	Turn         int             `json:"turn"`
+	HashIDs      []uint64        `json:"hash_ids"`
 }
 
 var bailianNames = map[string]string{
