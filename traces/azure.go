@@ -29,7 +29,10 @@ type azureDecoder struct {
 	start time.Time
 	n     int
 	last  int64
+	line  int
 }
+
+func (d *azureDecoder) lineNo() int { return d.line }
 
 var azureColumns = [3]string{"timestamp", "contexttokens", "generatedtokens"}
 
@@ -82,6 +85,7 @@ func (d *azureDecoder) next() (Record, error) {
 		return Record{}, csvError(d.path, err)
 	}
 	line, _ := d.cr.FieldPos(0)
+	d.line = line
 	bad := func(j int, format string, args ...any) error {
 		col := 1
 		if d.col[j] < len(row) {

@@ -127,3 +127,5 @@ func (d *bailianDecoder) next() (Record, error) {
 func fmtSec(ns int64) string {
 	return strconv.FormatFloat(float64(ns)/1e9, 'f', -1, 64)
 }
+
+func (d *bailianDecoder) lineNo() int { return d.lines.line }

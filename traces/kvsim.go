@@ -197,3 +197,5 @@ func (d *kvsimDecoder) next() (Record, error) {
 	d.last = rec.Arrival
 	return rec, nil
 }
+
+func (d *kvsimDecoder) lineNo() int { return d.lines.line }

@@ -108,3 +108,5 @@ func (d *mooncakeDecoder) next() (Record, error) {
 	d.n++
 	return rec, nil
 }
+
+func (d *mooncakeDecoder) lineNo() int { return d.lines.line }

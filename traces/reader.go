@@ -200,6 +200,19 @@ func (r *Reader) Next() (Record, error) {
 	return rec, nil
 }
 
+// Line returns the 1-based line of the record last returned by Next, or 0
+// when the format has no per-record lines (WEKA documents, whose records
+// are merged by arrival).
+func (r *Reader) Line() int {
+	if l, ok := r.dec.(interface{ lineNo() int }); ok {
+		return l.lineNo()
+	}
+	return 0
+}
+
+// Path returns the name the reader reports in errors.
+func (r *Reader) Path() string { return r.path }
+
 // Format returns the format being read (detected or given).
 func (r *Reader) Format() Format { return r.format }
 
@@ -362,3 +375,4 @@ func rawInt(raw json.RawMessage) (int64, error) {
 	}
 	return n.Int64()
 }
+

@@ -90,3 +90,5 @@ func (d *tokensDecoder) next() (Record, error) {
 	d.n++
 	return rec, nil
 }
+
+func (d *tokensDecoder) lineNo() int { return d.lines.line }

@@ -1,0 +1,654 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/kvsim/kvsim/traces"
+)
+
+func init() {
+	register(&command{
+		name:    "trace",
+		summary: "inspect, validate, convert, cut and generate request traces (stats, validate, convert, head, sample, gen)",
+		run:     runTrace,
+	})
+}
+
+const traceUsage = `usage: kvsim trace <subcommand> [flags] FILE...
+
+subcommands:
+  stats FILE              requests, arrivals, lengths, sessions and prefix-cache hit rates
+  validate FILE           report every problem with file:line; exit 1 if there is any
+  convert --to kvsim FILE convert to kvsim's trace format
+  head -n N FILE          the first N requests, in kvsim format
+  sample --fraction F --seed S FILE
+                          a seeded sample of whole sessions, in kvsim format
+  gen KIND [flags]        generate a synthetic trace in kvsim format
+                          (KIND: multiturn, roundrobin, shared-prefix, warmcache)
+
+Every command that reads a trace takes --format NAME (` + "mooncake, bailian, weka, azure, tokens, kvsim" + `)
+and detects the format from the content when it is omitted. FILE may be a
+directory (or several files) of WEKA conversations. .gz and .zst are read
+transparently. Output goes to stdout, or to --out FILE (written to a
+temporary file renamed at the end).
+`
+
+func runTrace(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		io.WriteString(stderr, traceUsage)
+		return exitUsage
+	}
+	sub, rest := args[0], args[1:]
+	switch sub {
+	case "-h", "-help", "--help", "help":
+		io.WriteString(stdout, traceUsage)
+		return exitOK
+	case "stats":
+		return traceStats(rest, stdout, stderr)
+	case "validate":
+		return traceValidate(rest, stdout, stderr)
+	case "convert":
+		return traceConvert(rest, stdout, stderr)
+	case "head":
+		return traceHead(rest, stdout, stderr)
+	case "sample":
+		return traceSample(rest, stdout, stderr)
+	case "gen":
+		return traceGen(rest, stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "kvsim trace: unknown subcommand %q\n\n%s", sub, traceUsage)
+	return exitUsage
+}
+
+// parseInterleaved parses flags that may come before or after the
+// positional arguments, and returns the positional arguments.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("kvsim trace "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+// traceInput holds the flags shared by the commands that read a trace.
+type traceInput struct {
+	format string
+	paths  []string
+	f      traces.Format
+}
+
+func (in *traceInput) register(fs *flag.FlagSet) {
+	fs.StringVar(&in.format, "format", "", "trace format: "+strings.Join(traces.FormatNames(), ", ")+" (default: detect)")
+}
+
+// check validates the format name and the number of files; it prints the
+// problem and returns false on a usage error.
+func (in *traceInput) check(fs *flag.FlagSet, pos []string, stderr io.Writer) bool {
+	f, err := traces.ParseFormat(in.format)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: --format: %v\n", fs.Name(), err)
+		return false
+	}
+	if len(pos) == 0 {
+		fmt.Fprintf(stderr, "%s: missing FILE\n", fs.Name())
+		return false
+	}
+	in.f, in.paths = f, pos
+	return true
+}
+
+func (in *traceInput) open() (*traces.Reader, error) {
+	if len(in.paths) == 1 {
+		return traces.Open(in.paths[0], in.f)
+	}
+	return traces.OpenFiles(in.paths, in.f)
+}
+
+// output writes to stdout, or atomically to a file: a temporary file in the
+// same directory, renamed over the target only when everything succeeded.
+type output struct {
+	path string
+	tmp  *os.File
+	w    io.Writer
+}
+
+func openOutput(path string, stdout io.Writer) (*output, error) {
+	if path == "" || path == "-" {
+		return &output{w: stdout}, nil
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return nil, fmt.Errorf("create output: %w", err)
+	}
+	return &output{path: path, tmp: tmp, w: tmp}, nil
+}
+
+// finish renames the temporary file into place if err is nil, and removes
+// it otherwise.
+func (o *output) finish(err error) error {
+	if o.tmp == nil {
+		return err
+	}
+	cerr := o.tmp.Close()
+	if err == nil && cerr != nil {
+		err = fmt.Errorf("write %s: %w", o.path, cerr)
+	}
+	if err == nil {
+		if rerr := os.Rename(o.tmp.Name(), o.path); rerr != nil {
+			err = fmt.Errorf("write %s: %w", o.path, rerr)
+		}
+	}
+	if err != nil {
+		os.Remove(o.tmp.Name())
+	}
+	return err
+}
+
+func fail(stderr io.Writer, err error) int {
+	fmt.Fprintf(stderr, "kvsim trace: %v\n", err)
+	return exitFail
+}
+
+// ---- stats ----
+
+func traceStats(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("stats", stderr)
+	var in traceInput
+	in.register(fs)
+	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	blockSize := fs.Int("token-block-size", traces.DefaultTokenBlockSize, "block size for hashing token-id traces")
+	out := fs.String("out", "", "write to `FILE` instead of stdout")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return exitUsage
+	}
+	if !in.check(fs, pos, stderr) {
+		return exitUsage
+	}
+	if *blockSize <= 0 {
+		fmt.Fprintf(stderr, "%s: --token-block-size: must be > 0 (got %d)\n", fs.Name(), *blockSize)
+		return exitUsage
+	}
+	st, err := traces.ComputeStats(in.open, traces.StatsOptions{TokenBlockSize: *blockSize})
+	if err != nil {
+		return fail(stderr, err)
+	}
+	o, err := openOutput(*out, stdout)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	if *asJSON {
+		b, merr := json.MarshalIndent(st, "", "  ")
+		if merr == nil {
+			_, merr = fmt.Fprintf(o.w, "%s\n", b)
+		}
+		err = merr
+	} else {
+		err = writeStatsTable(o.w, strings.Join(in.paths, " "), st)
+	}
+	if err := o.finish(err); err != nil {
+		return fail(stderr, err)
+	}
+	return exitOK
+}
+
+func writeStatsTable(w io.Writer, name string, st *traces.Stats) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	dist := func(d traces.Dist) string {
+		return fmt.Sprintf("mean %.0f\tp50 %.0f\tp90 %.0f\tp99 %.0f\tmax %d", d.Mean, d.P50, d.P90, d.P99, d.Max)
+	}
+	fmt.Fprintf(tw, "trace\t%s (%s)\n", name, st.Format)
+	fmt.Fprintf(tw, "requests\t%d\n", st.Requests)
+	fmt.Fprintf(tw, "duration\t%.1f s\n", st.DurationS)
+	fmt.Fprintf(tw, "arrival rate\t%.2f req/s\n", st.ArrivalRate)
+	fmt.Fprintf(tw, "input tokens\t%s\n", dist(st.Input))
+	fmt.Fprintf(tw, "output tokens\t%s\n", dist(st.Output))
+	fmt.Fprintf(tw, "sessions\t%d (max turn %d, %d requests with a parent)\n", st.Sessions, st.MaxTurn, st.Dependent)
+	switch st.PrefixInfo {
+	case "none":
+		fmt.Fprintf(tw, "prefix info\tnone\n")
+	default:
+		fmt.Fprintf(tw, "prefix info\t%s (block size %d)\n", st.PrefixInfo, st.BlockSize)
+		fmt.Fprintf(tw, "blocks\t%d total, %d unique\n", st.TotalBlocks, st.UniqueBlocks)
+		fmt.Fprintf(tw, "ideal hit rate\t%.3f\n", *st.IdealHitRate)
+		keys := make([]string, 0, len(st.LRUHitRate))
+		for k := range st.LRUHitRate {
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(i, j int) bool {
+			a, _ := strconv.ParseFloat(keys[i], 64)
+			b, _ := strconv.ParseFloat(keys[j], 64)
+			return a < b
+		})
+		var parts []string
+		for _, k := range keys {
+			f, _ := strconv.ParseFloat(k, 64)
+			parts = append(parts, fmt.Sprintf("%g%%: %.3f", f*100, st.LRUHitRate[k]))
+		}
+		fmt.Fprintf(tw, "LRU hit rate\t%s\n", strings.Join(parts, "\t"))
+		fmt.Fprintf(tw, "\t(capacity as %% of unique blocks)\n")
+	}
+	if st.Note != "" {
+		fmt.Fprintf(tw, "note\t%s\n", st.Note)
+	}
+	return tw.Flush()
+}
+
+// ---- validate ----
+
+func traceValidate(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("validate", stderr)
+	var in traceInput
+	in.register(fs)
+	maxShown := fs.Int("max", 0, "print at most `N` problems (0: all)")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return exitUsage
+	}
+	if !in.check(fs, pos, stderr) {
+		return exitUsage
+	}
+	r, err := in.open()
+	if err != nil {
+		fmt.Fprintf(stdout, "%v\n", err)
+		return exitFail
+	}
+	defer r.Close()
+	problems, n := 0, 0
+	report := func(msg string) {
+		problems++
+		if *maxShown == 0 || problems <= *maxShown {
+			fmt.Fprintln(stdout, msg)
+		}
+	}
+	// Trace-level checks need every id seen so far (memory: one entry per
+	// request).
+	seen := map[string]bool{}
+	where := func(rec *traces.Record) string {
+		if l := r.Line(); l > 0 {
+			return fmt.Sprintf("%s:%d", r.Path(), l)
+		}
+		return fmt.Sprintf("%s: request %q", r.Path(), rec.ID)
+	}
+	for {
+		rec, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			report(err.Error())
+			var pe *traces.ParseError
+			if errors.As(err, &pe) && pe.Line > 0 {
+				continue
+			}
+			break
+		}
+		n++
+		if seen[rec.ID] {
+			report(fmt.Sprintf("%s: id: expected a unique request id, found %q again", where(&rec), rec.ID))
+		}
+		if rec.Parent != "" && !seen[rec.Parent] {
+			report(fmt.Sprintf("%s: parent: expected the id of an earlier request, found %q (absent or later)", where(&rec), rec.Parent))
+		}
+		for _, w := range rec.WaitFor {
+			if !seen[w] {
+				report(fmt.Sprintf("%s: wait_for: expected the id of an earlier request, found %q (absent or later)", where(&rec), w))
+			}
+		}
+		seen[rec.ID] = true
+	}
+	if problems > 0 {
+		fmt.Fprintf(stderr, "kvsim trace validate: %d problem(s) in %s (%d good requests read)\n", problems, strings.Join(in.paths, " "), n)
+		return exitFail
+	}
+	fmt.Fprintf(stdout, "ok: %d requests (%s)\n", n, r.Format())
+	return exitOK
+}
+
+// ---- convert, head, sample ----
+
+// copyTrace writes the records that keep accepts, in kvsim format, and
+// stops after limit records (0: no limit).
+func copyTrace(in *traceInput, outPath string, stdout io.Writer, limit int, keep func(*traces.Record) bool) error {
+	r, err := in.open()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	o, err := openOutput(outPath, stdout)
+	if err != nil {
+		return err
+	}
+	err = func() error {
+		w, err := traces.NewWriter(o.w, r.Header())
+		if err != nil {
+			return err
+		}
+		n := 0
+		for limit == 0 || n < limit {
+			rec, err := r.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			if keep != nil && !keep(&rec) {
+				continue
+			}
+			if err := w.Write(rec); err != nil {
+				return err
+			}
+			n++
+		}
+		return w.Flush()
+	}()
+	return o.finish(err)
+}
+
+func traceConvert(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("convert", stderr)
+	var in traceInput
+	in.register(fs)
+	to := fs.String("to", "kvsim", "output format (only kvsim)")
+	out := fs.String("out", "", "write to `FILE` instead of stdout")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return exitUsage
+	}
+	if !in.check(fs, pos, stderr) {
+		return exitUsage
+	}
+	if *to != "kvsim" {
+		fmt.Fprintf(stderr, "%s: --to: only kvsim can be written (got %q)\n", fs.Name(), *to)
+		return exitUsage
+	}
+	if err := copyTrace(&in, *out, stdout, 0, nil); err != nil {
+		return fail(stderr, err)
+	}
+	return exitOK
+}
+
+func traceHead(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("head", stderr)
+	var in traceInput
+	in.register(fs)
+	n := fs.Int("n", 10, "number of requests to keep")
+	out := fs.String("out", "", "write to `FILE` instead of stdout")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return exitUsage
+	}
+	if !in.check(fs, pos, stderr) {
+		return exitUsage
+	}
+	if *n < 1 {
+		fmt.Fprintf(stderr, "%s: -n: must be >= 1 (got %d)\n", fs.Name(), *n)
+		return exitUsage
+	}
+	if err := copyTrace(&in, *out, stdout, *n, nil); err != nil {
+		return fail(stderr, err)
+	}
+	return exitOK
+}
+
+func traceSample(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("sample", stderr)
+	var in traceInput
+	in.register(fs)
+	fraction := fs.Float64("fraction", 0.1, "fraction of sessions to keep, in (0, 1]")
+	seed := fs.Uint64("seed", 1, "seed of the sample")
+	out := fs.String("out", "", "write to `FILE` instead of stdout")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return exitUsage
+	}
+	if !in.check(fs, pos, stderr) {
+		return exitUsage
+	}
+	if !(*fraction > 0 && *fraction <= 1) {
+		fmt.Fprintf(stderr, "%s: --fraction: must be in (0, 1] (got %v)\n", fs.Name(), *fraction)
+		return exitUsage
+	}
+	// A request belongs to the unit of its root: the session (or request,
+	// when it has none) that its dependency chain starts from, so that
+	// sub-agents and their parent conversation are kept or dropped together.
+	root := map[string]string{} // request id -> unit
+	keep := func(rec *traces.Record) bool {
+		unit := rec.Session
+		if unit == "" {
+			unit = "id:" + rec.ID
+		}
+		if u, ok := root[rec.Parent]; ok && rec.Parent != "" {
+			unit = u
+		}
+		root[rec.ID] = unit
+		h := fnv.New64a()
+		io.WriteString(h, unit)
+		rng := rand.New(rand.NewPCG(h.Sum64(), *seed))
+		return rng.Float64() < *fraction
+	}
+	if err := copyTrace(&in, *out, stdout, 0, keep); err != nil {
+		return fail(stderr, err)
+	}
+	return exitOK
+}
+
+// ---- gen ----
+
+const genUsage = `usage: kvsim trace gen KIND [flags] --seed S [--out FILE]
+
+kinds:
+  multiturn      multi-turn chat as SGLang's bench_multiturn.py builds it
+  roundrobin     conversations sent round-robin (A1, B1, C1, A2, ...)
+  shared-prefix  shared-prefix groups (A+Q1, A+Q2, B+Q1, ...)
+  warmcache      bench_warm_cache.py's exact shared-prefix sweep
+
+Run 'kvsim trace gen KIND -h' for the flags of one kind.
+`
+
+// rateFlag parses a request rate in requests/s, or "inf".
+type rateFlag float64
+
+func (r *rateFlag) String() string { return strconv.FormatFloat(float64(*r), 'g', -1, 64) }
+func (r *rateFlag) Set(s string) error {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return fmt.Errorf("expected requests per second or inf, found %q", s)
+	}
+	*r = rateFlag(v)
+	return nil
+}
+
+// vocabFlag parses LO:HI.
+type vocabFlag traces.Vocab
+
+func (v *vocabFlag) String() string { return traces.Vocab(*v).String() }
+func (v *vocabFlag) Set(s string) error {
+	lo, hi, ok := strings.Cut(s, ":")
+	a, err1 := strconv.ParseInt(lo, 10, 32)
+	b, err2 := strconv.ParseInt(hi, 10, 32)
+	if !ok || err1 != nil || err2 != nil {
+		return fmt.Errorf("expected LO:HI token ids, found %q", s)
+	}
+	*v = vocabFlag{Lo: int32(a), Hi: int32(b)}
+	return traces.Vocab(*v).Validate()
+}
+
+// listFlag parses a comma-separated list of integers.
+type listFlag []int
+
+func (l *listFlag) String() string {
+	var s []string
+	for _, v := range *l {
+		s = append(s, strconv.Itoa(v))
+	}
+	return strings.Join(s, ",")
+}
+func (l *listFlag) Set(s string) error {
+	v, err := traces.ParseIntList(s)
+	if err != nil {
+		return err
+	}
+	*l = v
+	return nil
+}
+
+func traceGen(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
+			io.WriteString(stdout, genUsage)
+			return exitOK
+		}
+		io.WriteString(stderr, genUsage)
+		return exitUsage
+	}
+	kind := args[0]
+	fs := newFlagSet("gen "+kind, stderr)
+	seed := fs.Uint64("seed", 1, "seed of the generator")
+	out := fs.String("out", "", "write to `FILE` instead of stdout")
+	vocab := vocabFlag(traces.DefaultVocab)
+	fs.Var(&vocab, "vocab", "token id range `LO:HI` (HI excluded)")
+	rate := rateFlag(1)
+	var gen func() ([]traces.Record, error)
+	switch kind {
+	case "multiturn":
+		c := traces.ChatConfig{}
+		fs.IntVar(&c.Clients, "clients", 256, "number of clients")
+		fs.IntVar(&c.Rounds, "rounds", 5, "turns per client")
+		fs.IntVar(&c.RequestLength, "request-length", 512, "first prompt length in tokens")
+		fs.IntVar(&c.OutputLength, "output-length", 64, "output tokens per turn")
+		fs.IntVar(&c.SubQuestionLength, "sub-question-length", 0, "later questions' length in tokens (0: request length)")
+		fs.Var(&rate, "rate", "request rate in requests/s, or inf")
+		fs.StringVar(&c.Distribution, "distribution", traces.ArrivalPoisson, "arrival gaps: poisson or uniform")
+		fs.StringVar(&c.Order, "order", "random", "order of clients within a round: random or fifo")
+		gen = func() ([]traces.Record, error) {
+			c.Rate, c.Seed, c.Vocab = float64(rate), *seed, traces.Vocab(vocab)
+			return traces.GenerateChat(c)
+		}
+	case "roundrobin":
+		c := traces.RoundRobinConfig{}
+		conversations := fs.Int("conversations", 0, "number of conversations (with a single --rounds value)")
+		rounds := listFlag{5}
+		fs.Var(&rounds, "rounds", "turns per conversation: one number for all, or a list such as 2,3,4")
+		fs.IntVar(&c.QuestionLength, "question-length", 256, "tokens of each turn's question")
+		fs.IntVar(&c.OutputLength, "output-length", 64, "output tokens per turn")
+		rate = rateFlag(math.Inf(1))
+		fs.Var(&rate, "rate", "request rate in requests/s, or inf")
+		fs.StringVar(&c.Distribution, "distribution", traces.ArrivalPoisson, "arrival gaps: poisson or uniform")
+		gen = func() ([]traces.Record, error) {
+			c.Rounds = repeatList(rounds, *conversations)
+			c.Rate, c.Seed, c.Vocab = float64(rate), *seed, traces.Vocab(vocab)
+			return traces.GenerateRoundRobin(c)
+		}
+	case "shared-prefix":
+		c := traces.SharedPrefixConfig{}
+		groups := fs.Int("groups", 0, "number of groups (with a single --questions value)")
+		questions := listFlag{4}
+		fs.Var(&questions, "questions", "questions per group: one number for all, or a list such as 2,3,4")
+		fs.IntVar(&c.SystemPromptLength, "system-prompt-len", 2048, "shared system prompt (document) tokens")
+		fs.IntVar(&c.QuestionLength, "question-len", 128, "tokens per question")
+		fs.IntVar(&c.OutputLength, "output-len", 256, "output tokens per request")
+		fs.StringVar(&c.Order, "order", "grouped", "grouped (A+Q1, A+Q2, B+Q1, ...) or shuffled")
+		rate = rateFlag(math.Inf(1))
+		fs.Var(&rate, "rate", "request rate in requests/s, or inf")
+		fs.StringVar(&c.Distribution, "distribution", traces.ArrivalPoisson, "arrival gaps: poisson or uniform")
+		gen = func() ([]traces.Record, error) {
+			c.Questions = repeatList(questions, *groups)
+			c.Rate, c.Seed, c.Vocab = float64(rate), *seed, traces.Vocab(vocab)
+			return traces.GenerateSharedPrefix(c)
+		}
+	case "warmcache":
+		c := traces.WarmCacheConfig{}
+		fs.IntVar(&c.TotalTokens, "total-tokens", 70000, "tokens per prompt (shared prefix + unique suffix)")
+		pcts := listFlag{0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 92, 95, 97, 99}
+		fs.Var(&pcts, "pcts", "shared-prefix percentages")
+		fs.IntVar(&c.NumPrompts, "num-prompts", 64, "prompts per percentage")
+		fs.IntVar(&c.OutputLength, "output-len", 200, "output tokens per request")
+		gen = func() ([]traces.Record, error) {
+			c.Pcts, c.Seed, c.Vocab = pcts, *seed, traces.Vocab(vocab)
+			return traces.GenerateWarmCache(c)
+		}
+	default:
+		fmt.Fprintf(stderr, "kvsim trace gen: unknown kind %q\n\n%s", kind, genUsage)
+		return exitUsage
+	}
+	pos, err := parseInterleaved(fs, args[1:])
+	if err != nil {
+		return exitUsage
+	}
+	if len(pos) > 0 {
+		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", fs.Name(), pos[0])
+		return exitUsage
+	}
+	recs, err := gen()
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), strings.ReplaceAll(err.Error(), "\n", "; "))
+		return exitUsage
+	}
+	var src []string
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name != "out" {
+			src = append(src, "--"+f.Name+" "+f.Value.String())
+		}
+	})
+	hdr := traces.Header{Format: "kvsim", Source: strings.TrimSpace("kvsim trace gen " + kind + " " + strings.Join(src, " "))}
+	o, err := openOutput(*out, stdout)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	err = func() error {
+		w, err := traces.NewWriter(o.w, hdr)
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			if err := w.Write(r); err != nil {
+				return err
+			}
+		}
+		return w.Flush()
+	}()
+	if err := o.finish(err); err != nil {
+		return fail(stderr, err)
+	}
+	return exitOK
+}
+
+// repeatList turns a single value into n copies when n > 0.
+func repeatList(l []int, n int) []int {
+	if n > 0 && len(l) == 1 {
+		out := make([]int, n)
+		for i := range out {
+			out[i] = l[0]
+		}
+		return out
+	}
+	return l
+}

@@ -1,0 +1,224 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kvsim/kvsim/traces"
+)
+
+// traceGolden compares got with testdata/trace/<name>.golden (rewritten
+// with -update).
+func traceGolden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", "trace", name+".golden")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update)", err)
+	}
+	if got != string(want) {
+		t.Fatalf("%s:\n got:\n%s\nwant:\n%s", name, got, want)
+	}
+}
+
+func readTrace(t *testing.T, path string) (traces.Header, []traces.Record) {
+	t.Helper()
+	r, err := traces.Open(path, traces.FormatAuto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var recs []traces.Record
+	for {
+		rec, err := r.Next()
+		if err == io.EOF {
+			return r.Header(), recs
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, rec)
+	}
+}
+
+func TestTraceStatsTable(t *testing.T) {
+	for _, f := range []string{"mooncake.jsonl", "azure.csv", "weka.json"} {
+		t.Run(f, func(t *testing.T) {
+			code, out, errOut := runCLI(t, "trace", "stats", filepath.Join("testdata", "trace", f))
+			if code != exitOK {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			traceGolden(t, "stats_"+f, out)
+		})
+	}
+}
+
+func TestTraceStatsJSONMooncakeGolden(t *testing.T) {
+	p := filepath.Join("..", "..", "..", "shared", "data", "traces", "mooncake_fast25", "conversation_trace.jsonl")
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("shared trace %s not available (%v): this golden test needs shared/data/traces beside the repository", p, err)
+	}
+	code, out, errOut := runCLI(t, "trace", "stats", "--json", p)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var st struct {
+		Requests     int                `json:"requests"`
+		DurationS    float64            `json:"duration_s"`
+		TotalBlocks  int                `json:"total_blocks"`
+		UniqueBlocks int                `json:"unique_blocks"`
+		Ideal        float64            `json:"ideal_hit_rate"`
+		LRU          map[string]float64 `json:"lru_hit_rate"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	want := map[string]float64{"0.01": 0.052, "0.05": 0.195, "0.1": 0.278, "0.25": 0.353, "0.5": 0.363}
+	if st.Requests != 12031 || st.TotalBlocks != 288500 || st.UniqueBlocks != 182790 || st.DurationS < 3536.9 || st.DurationS > 3537.1 {
+		t.Fatalf("stats %+v", st)
+	}
+	if d := st.Ideal - 0.366; d > 5e-4 || d < -5e-4 {
+		t.Errorf("ideal %.4f, want 0.366", st.Ideal)
+	}
+	for k, v := range want {
+		if d := st.LRU[k] - v; d > 5e-4 || d < -5e-4 {
+			t.Errorf("lru[%s] = %.4f, want %.3f", k, st.LRU[k], v)
+		}
+	}
+}
+
+func TestTraceValidate(t *testing.T) {
+	code, out, _ := runCLI(t, "trace", "validate", "testdata/trace/mooncake.jsonl")
+	if code != exitOK || out != "ok: 5 requests (mooncake)\n" {
+		t.Fatalf("good trace: exit %d, %q", code, out)
+	}
+	for _, f := range []string{"bad_mooncake.jsonl", "bad_links.jsonl"} {
+		code, out, errOut := runCLI(t, "trace", "validate", "testdata/trace/"+f)
+		if code != exitFail {
+			t.Fatalf("%s: exit %d, want %d", f, code, exitFail)
+		}
+		traceGolden(t, "validate_"+f, out+"--- stderr\n"+errOut)
+	}
+}
+
+func TestTraceUsageErrors(t *testing.T) {
+	cases := [][]string{
+		{"trace"},
+		{"trace", "frob"},
+		{"trace", "stats"},
+		{"trace", "stats", "--format", "csv", "x"},
+		{"trace", "stats", "--bogus", "x"},
+		{"trace", "head", "-n", "0", "testdata/trace/mooncake.jsonl"},
+		{"trace", "sample", "--fraction", "2", "testdata/trace/mooncake.jsonl"},
+		{"trace", "convert", "--to", "mooncake", "testdata/trace/mooncake.jsonl"},
+		{"trace", "gen"},
+		{"trace", "gen", "zipf"},
+		{"trace", "gen", "multiturn", "--clients", "0", "--rate", "-1"},
+		{"trace", "gen", "warmcache", "--pcts", "10,x"},
+	}
+	for _, c := range cases {
+		if code, _, errOut := runCLI(t, c...); code != exitUsage || errOut == "" {
+			t.Errorf("%v: exit %d, stderr %q; want %d and a message", c, code, errOut, exitUsage)
+		}
+	}
+	if code, _, _ := runCLI(t, "trace", "stats", "testdata/trace/nope.jsonl"); code != exitFail {
+		t.Errorf("missing file: exit %d, want %d", code, exitFail)
+	}
+}
+
+func TestTraceConvertHead(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "w.jsonl")
+	if code, _, errOut := runCLI(t, "trace", "convert", "--to", "kvsim", "--out", out, "testdata/trace/weka.json"); code != exitOK {
+		t.Fatalf("convert: %s", errOut)
+	}
+	hdr, recs := readTrace(t, out)
+	_, orig := readTrace(t, "testdata/trace/weka.json")
+	if hdr.Format != "weka" || hdr.BlockSize != 64 || len(recs) != len(orig) {
+		t.Fatalf("converted header %+v, %d records (want %d)", hdr, len(recs), len(orig))
+	}
+	code, stdout, _ := runCLI(t, "trace", "head", "-n", "2", "testdata/trace/mooncake.jsonl")
+	if code != exitOK {
+		t.Fatal("head failed")
+	}
+	traceGolden(t, "head_mooncake", stdout)
+	// A failing conversion leaves no output file behind.
+	bad := filepath.Join(dir, "bad.jsonl")
+	if code, _, _ := runCLI(t, "trace", "convert", "--out", bad, "testdata/trace/bad_mooncake.jsonl"); code != exitFail {
+		t.Fatalf("converting a bad trace: exit %d", code)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Fatalf("failed convert left files: %v", ents)
+	}
+}
+
+func TestTraceGenAndSample(t *testing.T) {
+	dir := t.TempDir()
+	mt := filepath.Join(dir, "mt.jsonl")
+	args := []string{"trace", "gen", "multiturn", "--clients", "4", "--rounds", "3", "--request-length", "300", "--output-length", "8", "--seed", "3", "--out", mt}
+	if code, _, errOut := runCLI(t, args...); code != exitOK {
+		t.Fatalf("gen: %s", errOut)
+	}
+	first, err := os.ReadFile(mt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _, _ := runCLI(t, args...); code != exitOK {
+		t.Fatal("second gen failed")
+	}
+	second, _ := os.ReadFile(mt)
+	if !bytes.Equal(first, second) {
+		t.Fatal("same seed, different files")
+	}
+	hdr, recs := readTrace(t, mt)
+	if len(recs) != 12 || !strings.Contains(hdr.Source, "--clients 4") {
+		t.Fatalf("%d records, header %+v", len(recs), hdr)
+	}
+	sessions := map[string]int{}
+	for _, r := range recs {
+		sessions[r.Session]++
+	}
+	for _, seed := range []string{"1", "2", "3"} {
+		code, out, errOut := runCLI(t, "trace", "sample", "--fraction", "0.5", "--seed", seed, mt)
+		if code != exitOK {
+			t.Fatalf("sample: %s", errOut)
+		}
+		p := filepath.Join(dir, "s"+seed+".jsonl")
+		os.WriteFile(p, []byte(out), 0o644)
+		_, kept := readTrace(t, p)
+		got := map[string]int{}
+		for _, r := range kept {
+			got[r.Session]++
+		}
+		for s, n := range got {
+			if n != sessions[s] {
+				t.Fatalf("seed %s kept %d of session %s's %d requests", seed, n, s, sessions[s])
+			}
+		}
+	}
+	for _, kind := range [][]string{
+		{"roundrobin", "--rounds", "2,3,4", "--question-length", "5", "--output-length", "2"},
+		{"shared-prefix", "--questions", "2,3", "--system-prompt-len", "20", "--question-len", "4", "--output-len", "2"},
+		{"warmcache", "--total-tokens", "100", "--pcts", "0,50", "--num-prompts", "2", "--output-len", "3"},
+	} {
+		code, out, errOut := runCLI(t, append([]string{"trace", "gen"}, kind...)...)
+		if code != exitOK {
+			t.Fatalf("gen %v: %s", kind, errOut)
+		}
+		p := filepath.Join(dir, kind[0]+".jsonl")
+		os.WriteFile(p, []byte(out), 0o644)
+		if _, recs := readTrace(t, p); len(recs) == 0 {
+			t.Fatalf("gen %v wrote no records", kind)
+		}
+	}
+}
