@@ -74,7 +74,7 @@ func (h *scoreHeap) pop() entry {
 	h.e = h.e[:last]
 	h.pos[top.node] = -1
 	if last > 0 {
-		h.down(0)
+		h.sink(0)
 	}
 	return top
 }
@@ -104,6 +104,30 @@ func (h *scoreHeap) up(i int) {
 	}
 	h.e[i] = x
 	h.pos[x.node] = int32(i)
+}
+
+// sink restores the order after the entry in slot i got a larger key, the
+// way Floyd's heapsort does: it walks the hole down along the smaller
+// children to a leaf (one comparison per level) and then sifts the entry up
+// from there. Entries that sink far, as re-keyed stale entries and the
+// element moved up by pop usually do, need about half the comparisons of
+// down.
+func (h *scoreHeap) sink(i int) {
+	x := h.e[i]
+	n := len(h.e)
+	for {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if r := c + 1; r < n && less(&h.e[r], &h.e[c]) {
+			c = r
+		}
+		h.move(i, c)
+		i = c
+	}
+	h.e[i] = x
+	h.up(i)
 }
 
 // down sifts slot i down and reports whether it moved.

@@ -94,7 +94,7 @@ func (p *Planner) Plan(nodes []Node, deficits []int64) (Plan, error) {
 			// Stale: re-key in place and look again. See doc.go for why the
 			// first up-to-date minimum is the rescan's choice.
 			top.contrib, top.unlock = c, u
-			h.down(0)
+			h.sink(0)
 			p.stat.Stale++
 			p.stat.Evaluations++
 			continue
