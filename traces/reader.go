@@ -375,4 +375,3 @@ func rawInt(raw json.RawMessage) (int64, error) {
 	}
 	return n.Int64()
 }
-
