@@ -106,3 +106,12 @@ func (p *Pager) BlockPages(blocks []uint64, blockSize, inputLen int, dst []PageI
 	}
 	return dst, nil
 }
+
+// Fresh returns a PageID that no page has had before and none will have:
+// for pages whose contents are unknown (generated tokens of a block-hash
+// trace), which can therefore never be matched.
+func (p *Pager) Fresh() PageID {
+	id := p.next
+	p.next++
+	return id
+}

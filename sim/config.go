@@ -1,0 +1,326 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/kvsim/kvsim/tree"
+)
+
+// Config configures a simulated server. Sizes are tokens, times nanoseconds,
+// bandwidths bytes per second. The zero value of each field means its
+// default; [Config.Validate] reports every problem at once.
+type Config struct {
+	Cache     CacheConfig     `toml:"cache"`
+	Scheduler SchedulerConfig `toml:"scheduler"`
+	Links     LinkConfig      `toml:"links"`
+	// Seed seeds the scheduler's random queue policy. Default 1.
+	Seed uint64 `toml:"seed"`
+	// TimelineInterval is the simulated time between two samples of tier
+	// occupancy. Default 1 s; 0 keeps the default, -1 turns sampling off.
+	TimelineInterval int64 `toml:"timeline_interval_ns"`
+}
+
+// CacheConfig is the KV cache: SGLang's radix cache, HiCache's host tier and
+// the owner lanes.
+type CacheConfig struct {
+	// Disable turns the prefix cache off (--disable-radix-cache): nothing is
+	// matched or inserted.
+	Disable bool `toml:"disable"`
+	// PageSize is tokens per page (--page-size). Default 1.
+	PageSize int `toml:"page_size"`
+	// DeviceTokens is the device KV pool of each lane (rank), in tokens
+	// (SGLang's max_total_num_tokens). Required (> 0).
+	DeviceTokens int64 `toml:"device_tokens"`
+	// HostTokens is the host pool of each lane in tokens; 0 means no host
+	// tier (HiCache off). See hw.Sizing for hicache_ratio / hicache_size.
+	HostTokens int64 `toml:"host_tokens"`
+	// Eviction is the eviction order (--radix-eviction-policy): lru, lfu,
+	// fifo, mru, filo, priority, slru, or slru-segmented. Default lru.
+	Eviction string `toml:"eviction"`
+	// ProtectedShare is the protected segment's share of the device under
+	// slru-segmented. Default 0.8.
+	ProtectedShare float64 `toml:"protected_share"`
+	// WritePolicy is --hicache-write-policy: write_through (default),
+	// write_through_selective or write_back.
+	WritePolicy string `toml:"write_policy"`
+	// LoadBackThreshold is the smallest host hit loaded back, in tokens.
+	// Default 10.
+	LoadBackThreshold int64 `toml:"load_back_threshold"`
+	// CP is the number of owner lanes (context-parallel ranks). Default 1.
+	CP int `toml:"cp"`
+	// Lanes is "page" (page k on lane k mod cp, default) or "token".
+	Lanes string `toml:"lanes"`
+	// Planner chooses device victims when memory is short: "sglang"
+	// (SGLang's evict: strategy order until the request is covered),
+	// "owner-lane" (the lazy-heap planner covering each lane's deficit), or
+	// "auto" (default): sglang for cp = 1, owner-lane otherwise.
+	Planner string `toml:"planner"`
+}
+
+// SchedulerConfig is SGLang's scheduler and admission control.
+type SchedulerConfig struct {
+	// Policy is --schedule-policy: fcfs (default), lpm, dfs-weight, lof or
+	// random.
+	Policy string `toml:"policy"`
+	// MaxRunningRequests caps the running batch (--max-running-requests).
+	// Default 2048.
+	MaxRunningRequests int `toml:"max_running_requests"`
+	// MaxPrefillTokens is the per-batch extend budget (--max-prefill-tokens).
+	// Default 16384.
+	MaxPrefillTokens int64 `toml:"max_prefill_tokens"`
+	// ChunkedPrefillSize is the per-iteration chunk budget
+	// (--chunked-prefill-size); -1 disables chunking. Default 8192.
+	ChunkedPrefillSize int64 `toml:"chunked_prefill_size"`
+	// ScheduleConservativeness scales the initial new-token ratio
+	// (--schedule-conservativeness). Default 1.0.
+	ScheduleConservativeness float64 `toml:"schedule_conservativeness"`
+	// InitNewTokenRatio is SGLANG_INIT_NEW_TOKEN_RATIO. Default 0.7.
+	InitNewTokenRatio float64 `toml:"init_new_token_ratio"`
+	// MinNewTokenRatioFactor is SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR. Default 0.14.
+	MinNewTokenRatioFactor float64 `toml:"min_new_token_ratio_factor"`
+	// NewTokenRatioDecaySteps is SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS. Default 600.
+	NewTokenRatioDecaySteps int `toml:"new_token_ratio_decay_steps"`
+	// ClipMaxNewTokens caps the per-request decode reservation estimate
+	// (SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION). Default 4096.
+	ClipMaxNewTokens int64 `toml:"clip_max_new_tokens"`
+	// RetractDecodeSteps is the decode headroom kept per request after a
+	// retraction (SGLANG_RETRACT_DECODE_STEPS). Default 20.
+	RetractDecodeSteps int64 `toml:"retract_decode_steps"`
+	// LPMFallbackQueue is the queue length above which lpm falls back to
+	// fcfs. Default 128.
+	LPMFallbackQueue int `toml:"lpm_fallback_queue"`
+}
+
+// LinkConfig describes the host links used by HiCache transfers.
+type LinkConfig struct {
+	// KVBytesPerToken is the KV size of one token on one rank, all layers
+	// (hw.Sizing.KVBytesPerToken). Default 0 makes transfers free.
+	KVBytesPerToken float64 `toml:"kv_bytes_per_token"`
+	// Layers is the model's layer count, for the layer-wise overlap of
+	// load-back with prefill. Default 1.
+	Layers int `toml:"layers"`
+	// H2DBandwidth and D2HBandwidth are host<->device bandwidths per rank,
+	// bytes/s. Default 25e9 (PCIe Gen5 x16 at realistic efficiency).
+	H2DBandwidth float64 `toml:"h2d_bandwidth"`
+	D2HBandwidth float64 `toml:"d2h_bandwidth"`
+	// H2DLatency and D2HLatency are fixed costs per transfer, ns. Default 10 µs.
+	H2DLatency int64 `toml:"h2d_latency_ns"`
+	D2HLatency int64 `toml:"d2h_latency_ns"`
+}
+
+// Default returns a configuration with every default filled in and a device
+// pool of deviceTokens tokens per lane.
+func Default(deviceTokens int64) Config {
+	return Config{Cache: CacheConfig{DeviceTokens: deviceTokens}}.withDefaults()
+}
+
+func (c Config) withDefaults() Config {
+	if c.Seed == 0 {
+		c.Seed = 1
+	}
+	if c.TimelineInterval == 0 {
+		c.TimelineInterval = 1e9
+	}
+	k := &c.Cache
+	if k.PageSize == 0 {
+		k.PageSize = 1
+	}
+	if k.Eviction == "" {
+		k.Eviction = "lru"
+	}
+	if k.ProtectedShare == 0 {
+		k.ProtectedShare = 0.8
+	}
+	if k.WritePolicy == "" {
+		k.WritePolicy = "write_through"
+	}
+	if k.LoadBackThreshold == 0 {
+		k.LoadBackThreshold = 10
+	}
+	if k.CP == 0 {
+		k.CP = 1
+	}
+	if k.Lanes == "" {
+		k.Lanes = "page"
+	}
+	if k.Planner == "" {
+		k.Planner = "auto"
+	}
+	s := &c.Scheduler
+	if s.Policy == "" {
+		s.Policy = "fcfs"
+	}
+	if s.MaxRunningRequests == 0 {
+		s.MaxRunningRequests = 2048
+	}
+	if s.MaxPrefillTokens == 0 {
+		s.MaxPrefillTokens = 16384
+	}
+	if s.ChunkedPrefillSize == 0 {
+		s.ChunkedPrefillSize = 8192
+	}
+	if s.ScheduleConservativeness == 0 {
+		s.ScheduleConservativeness = 1
+	}
+	if s.InitNewTokenRatio == 0 {
+		s.InitNewTokenRatio = 0.7
+	}
+	if s.MinNewTokenRatioFactor == 0 {
+		s.MinNewTokenRatioFactor = 0.14
+	}
+	if s.NewTokenRatioDecaySteps == 0 {
+		s.NewTokenRatioDecaySteps = 600
+	}
+	if s.ClipMaxNewTokens == 0 {
+		s.ClipMaxNewTokens = 4096
+	}
+	if s.RetractDecodeSteps == 0 {
+		s.RetractDecodeSteps = 20
+	}
+	if s.LPMFallbackQueue == 0 {
+		s.LPMFallbackQueue = 128
+	}
+	l := &c.Links
+	if l.Layers == 0 {
+		l.Layers = 1
+	}
+	if l.H2DBandwidth == 0 {
+		l.H2DBandwidth = 25e9
+	}
+	if l.D2HBandwidth == 0 {
+		l.D2HBandwidth = 25e9
+	}
+	if l.H2DLatency == 0 {
+		l.H2DLatency = 10_000
+	}
+	if l.D2HLatency == 0 {
+		l.D2HLatency = 10_000
+	}
+	return c
+}
+
+var schedulePolicies = []string{"fcfs", "lpm", "dfs-weight", "lof", "random"}
+
+// Validate reports every problem with c (after defaults), each with its key
+// path and the value found.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	bad := func(key, want string, got any) {
+		errs = append(errs, fmt.Errorf("%s: must be %s (got %v)", key, want, got))
+	}
+	k := c.Cache
+	if _, err := tree.ParseStrategy(k.Eviction); err != nil {
+		bad("cache.eviction", "one of lru, lfu, fifo, mru, filo, priority, slru, slru-segmented", fmt.Sprintf("%q", k.Eviction))
+	}
+	if _, err := tree.ParseWritePolicy(k.WritePolicy); err != nil {
+		bad("cache.write_policy", "one of write_through, write_through_selective, write_back", fmt.Sprintf("%q", k.WritePolicy))
+	}
+	if k.Lanes != "page" && k.Lanes != "token" {
+		bad("cache.lanes", `"page" or "token"`, fmt.Sprintf("%q", k.Lanes))
+	}
+	switch k.Planner {
+	case "auto", "sglang", "owner-lane":
+	default:
+		bad("cache.planner", `"auto", "sglang" or "owner-lane"`, fmt.Sprintf("%q", k.Planner))
+	}
+	if k.PageSize < 1 {
+		bad("cache.page_size", ">= 1", k.PageSize)
+	}
+	if k.DeviceTokens <= 0 {
+		bad("cache.device_tokens", "> 0", k.DeviceTokens)
+	}
+	if k.HostTokens < 0 {
+		bad("cache.host_tokens", ">= 0", k.HostTokens)
+	}
+	if k.CP < 1 || k.CP > 1024 {
+		bad("cache.cp", "in [1, 1024]", k.CP)
+	}
+	if !(k.ProtectedShare > 0 && k.ProtectedShare <= 1) {
+		bad("cache.protected_share", "in (0, 1]", k.ProtectedShare)
+	}
+	if k.LoadBackThreshold < 0 {
+		bad("cache.load_back_threshold", ">= 0", k.LoadBackThreshold)
+	}
+	s := c.Scheduler
+	known := false
+	for _, p := range schedulePolicies {
+		known = known || p == s.Policy
+	}
+	if !known {
+		bad("scheduler.policy", "one of fcfs, lpm, dfs-weight, lof, random", fmt.Sprintf("%q", s.Policy))
+	}
+	if s.MaxRunningRequests < 1 {
+		bad("scheduler.max_running_requests", ">= 1", s.MaxRunningRequests)
+	}
+	if s.MaxPrefillTokens < 1 {
+		bad("scheduler.max_prefill_tokens", ">= 1", s.MaxPrefillTokens)
+	}
+	if s.ChunkedPrefillSize < -1 || s.ChunkedPrefillSize == 0 {
+		bad("scheduler.chunked_prefill_size", "-1 (off) or >= 1", s.ChunkedPrefillSize)
+	} else if s.ChunkedPrefillSize > 0 && s.ChunkedPrefillSize < int64(k.PageSize) {
+		bad("scheduler.chunked_prefill_size", fmt.Sprintf(">= the page size %d", k.PageSize), s.ChunkedPrefillSize)
+	}
+	if s.ScheduleConservativeness <= 0 {
+		bad("scheduler.schedule_conservativeness", "> 0", s.ScheduleConservativeness)
+	}
+	if s.InitNewTokenRatio <= 0 || s.InitNewTokenRatio > 1 {
+		bad("scheduler.init_new_token_ratio", "in (0, 1]", s.InitNewTokenRatio)
+	}
+	if s.MinNewTokenRatioFactor <= 0 || s.MinNewTokenRatioFactor > 1 {
+		bad("scheduler.min_new_token_ratio_factor", "in (0, 1]", s.MinNewTokenRatioFactor)
+	}
+	if s.NewTokenRatioDecaySteps < 1 {
+		bad("scheduler.new_token_ratio_decay_steps", ">= 1", s.NewTokenRatioDecaySteps)
+	}
+	if s.ClipMaxNewTokens < 1 {
+		bad("scheduler.clip_max_new_tokens", ">= 1", s.ClipMaxNewTokens)
+	}
+	if s.RetractDecodeSteps < 1 {
+		bad("scheduler.retract_decode_steps", ">= 1", s.RetractDecodeSteps)
+	}
+	if s.LPMFallbackQueue < 0 {
+		bad("scheduler.lpm_fallback_queue", ">= 0", s.LPMFallbackQueue)
+	}
+	l := c.Links
+	if l.KVBytesPerToken < 0 {
+		bad("links.kv_bytes_per_token", ">= 0", l.KVBytesPerToken)
+	}
+	if l.Layers < 1 {
+		bad("links.layers", ">= 1", l.Layers)
+	}
+	if l.H2DBandwidth <= 0 {
+		bad("links.h2d_bandwidth", "> 0", l.H2DBandwidth)
+	}
+	if l.D2HBandwidth <= 0 {
+		bad("links.d2h_bandwidth", "> 0", l.D2HBandwidth)
+	}
+	if l.H2DLatency < 0 {
+		bad("links.h2d_latency_ns", ">= 0", l.H2DLatency)
+	}
+	if l.D2HLatency < 0 {
+		bad("links.d2h_latency_ns", ">= 0", l.D2HLatency)
+	}
+	if c.TimelineInterval < -1 {
+		bad("timeline_interval_ns", "-1 (off) or > 0", c.TimelineInterval)
+	}
+	return errors.Join(errs...)
+}
+
+// treeConfig translates the cache section for package tree.
+func (c Config) treeConfig() tree.Config {
+	k := c.Cache
+	ev, _ := tree.ParseStrategy(k.Eviction)
+	wp, _ := tree.ParseWritePolicy(k.WritePolicy)
+	lanes := tree.LanePages
+	if k.Lanes == "token" {
+		lanes = tree.LaneTokens
+	}
+	return tree.Config{
+		PageSize: k.PageSize, CP: k.CP, Lanes: lanes,
+		DeviceTokens: k.DeviceTokens, HostTokens: k.HostTokens,
+		Eviction: ev, ProtectedShare: k.ProtectedShare,
+		WritePolicy: wp, LoadBackThreshold: k.LoadBackThreshold,
+	}
+}

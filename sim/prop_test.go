@@ -1,0 +1,132 @@
+package sim
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"reflect"
+	"testing"
+
+	"github.com/kvsim/kvsim/traces"
+	"pgregory.net/rapid"
+)
+
+// TestMain raises rapid's default to 200 cases for plain `go test` unless
+// -rapid.checks was given (make prop passes 2000).
+func TestMain(m *testing.M) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "rapid.checks" })
+	if !set {
+		if err := flag.Set("rapid.checks", "200"); err != nil {
+			panic(err)
+		}
+	}
+	os.Exit(m.Run())
+}
+
+// drawConfig draws a small, often memory-starved server so that eviction,
+// load-back, chunking and retraction all happen.
+func drawConfig(t *rapid.T) Config {
+	cfg := Default(int64(rapid.IntRange(64, 2048).Draw(t, "device_tokens")))
+	cfg.Cache.PageSize = rapid.SampledFrom([]int{1, 4, 16}).Draw(t, "page_size")
+	cfg.Cache.CP = rapid.IntRange(1, 4).Draw(t, "cp")
+	cfg.Cache.Lanes = rapid.SampledFrom([]string{"page", "token"}).Draw(t, "lanes")
+	cfg.Cache.Eviction = rapid.SampledFrom([]string{"lru", "lfu", "fifo", "mru", "filo", "priority", "slru", "slru-segmented"}).Draw(t, "eviction")
+	cfg.Cache.Planner = rapid.SampledFrom([]string{"auto", "sglang", "owner-lane"}).Draw(t, "planner")
+	if rapid.Bool().Draw(t, "hicache") {
+		cfg.Cache.HostTokens = int64(rapid.IntRange(32, 4096).Draw(t, "host_tokens"))
+		cfg.Cache.WritePolicy = rapid.SampledFrom([]string{"write_through", "write_through_selective", "write_back"}).Draw(t, "write_policy")
+	}
+	cfg.Cache.Disable = rapid.IntRange(0, 9).Draw(t, "disable") == 0
+	cfg.Scheduler.Policy = rapid.SampledFrom(schedulePolicies).Draw(t, "policy")
+	cfg.Scheduler.MaxRunningRequests = rapid.IntRange(1, 64).Draw(t, "max_running")
+	cfg.Scheduler.MaxPrefillTokens = int64(rapid.IntRange(16, 4096).Draw(t, "max_prefill"))
+	if rapid.Bool().Draw(t, "chunked") {
+		cfg.Scheduler.ChunkedPrefillSize = int64(rapid.IntRange(16, 512).Draw(t, "chunk"))
+	} else {
+		cfg.Scheduler.ChunkedPrefillSize = -1
+	}
+	cfg.Links.KVBytesPerToken = 1e5
+	cfg.Links.Layers = 8
+	cfg.Seed = rapid.Uint64Range(1, 1000).Draw(t, "seed")
+	return cfg
+}
+
+// drawTrace draws requests that share prefixes (a few system prompts, some
+// follow-ups extending earlier prompts).
+func drawTrace(t *rapid.T) []traces.Record {
+	n := rapid.IntRange(1, 40).Draw(t, "requests")
+	var recs []traces.Record
+	at := int64(0)
+	for i := 0; i < n; i++ {
+		var p []int32
+		if len(recs) > 0 && rapid.Bool().Draw(t, "reuse") {
+			base := recs[rapid.IntRange(0, len(recs)-1).Draw(t, "base")].Tokens
+			p = append(p, base[:rapid.IntRange(0, len(base)).Draw(t, "cut")]...)
+		}
+		p = append(p, tokens(rapid.IntRange(1, 300).Draw(t, "new"), int32(rapid.IntRange(0, 3).Draw(t, "alphabet"))*1000)...)
+		at += int64(rapid.IntRange(0, 50).Draw(t, "gap_ms")) * 1e6
+		recs = append(recs, rec(fmt.Sprint(i), at, p, rapid.IntRange(1, 40).Draw(t, "out")))
+	}
+	return recs
+}
+
+func TestPropSimulatorAccounting(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		cfg := drawConfig(t)
+		recs := drawTrace(t)
+		s, err := New(cfg, linearCost{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := s.Run(NewSliceSource(recs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Requests) != len(recs) {
+			t.Fatalf("%d results for %d requests", len(res.Requests), len(recs))
+		}
+		seen := map[string]bool{}
+		want := map[string]traces.Record{}
+		for _, r := range recs {
+			want[r.ID] = r
+		}
+		for _, r := range res.Requests {
+			if seen[r.ID] {
+				t.Fatalf("request %s finished twice", r.ID)
+			}
+			seen[r.ID] = true
+			if r.Failed != "" {
+				continue
+			}
+			w := want[r.ID]
+			if r.OutputTokens != int64(w.OutputLen) {
+				t.Fatalf("request %s generated %d tokens, want %d", r.ID, r.OutputTokens, w.OutputLen)
+			}
+			if r.CachedTokens < 0 || r.CachedTokens > r.PromptTokens-1 || r.CachedDevice+r.CachedHost != r.CachedTokens {
+				t.Fatalf("request %s: cached %d (device %d host %d) of a %d-token prompt", r.ID, r.CachedTokens, r.CachedDevice, r.CachedHost, r.PromptTokens)
+			}
+			if cfg.Cache.Disable && r.CachedTokens != 0 {
+				t.Fatalf("request %s hit %d tokens with the cache disabled", r.ID, r.CachedTokens)
+			}
+			if !(r.Arrival <= r.Admitted && r.Admitted < r.FirstToken && r.FirstToken <= r.Finish) {
+				t.Fatalf("request %s: times out of order %+v", r.ID, r)
+			}
+		}
+		if s.tree.DeviceTotal()+s.tree.Held(0) > cfg.Cache.DeviceTokens*int64(cfg.Cache.CP) {
+			t.Fatal("device over capacity at the end")
+		}
+		for o := 0; o < s.lanes; o++ {
+			if s.tree.Held(o) != 0 || s.tree.Protected(o) != 0 {
+				t.Fatalf("lane %d: %d tokens held, %d protected after the run", o, s.tree.Held(o), s.tree.Protected(o))
+			}
+		}
+		// Determinism: the same inputs give the same results.
+		s2, _ := New(cfg, linearCost{})
+		res2, err := s2.Run(NewSliceSource(recs))
+		if err != nil || !reflect.DeepEqual(res, res2) {
+			t.Fatalf("second run differs (err %v)", err)
+		}
+	})
+}

@@ -1,0 +1,104 @@
+package sim
+
+import (
+	"github.com/kvsim/kvsim/traces"
+	"github.com/kvsim/kvsim/tree"
+)
+
+// request is one request's state inside the simulator.
+type request struct {
+	id     string
+	idx    int // arrival order
+	arrive Time
+	input  int64 // prompt tokens
+	maxNew int64 // tokens to generate (max_new_tokens with ignore_eos)
+
+	// pages holds the page keys of the sequence (prompt, then output) as far
+	// as they are known; see pagesFor.
+	pages      []tree.PageID
+	seqTokens  []tree.Token // prompt + output token ids when the trace has both
+	promptDone bool         // prompt pages computed
+
+	out       int64      // tokens generated so far
+	kv        int64      // tokens whose KV is allocated (tree-locked or held)
+	protected int64      // leading tokens owned by the tree and locked via last
+	last      *tree.Node // node locked for the request (nil: none)
+	held      []int64    // device tokens the request holds outside the tree, per lane
+
+	// The current forward pass.
+	extend int64 // tokens computed
+	prefix int64 // tokens of KV already present
+
+	admitted    bool // admitted at least once (cached tokens counted)
+	batchMark   bool // in the batch being formed or run
+	chunkCont   bool // in the batch as the continuing chunked request
+	retractMark bool // chosen by the retraction in progress
+	gotFirst    bool // the first token was emitted
+	countedNow  bool // cached tokens were counted by the admission in progress
+	sortKey     int64
+	failed      string
+	res         RequestResult
+	lastToken   Time
+}
+
+func (r *request) fill() int64 { return r.input + r.out }
+
+// newRequest builds a request from a trace record.
+func newRequest(rec *traces.Record, idx int, lanes int) *request {
+	r := &request{
+		id: rec.ID, idx: idx, arrive: rec.Arrival,
+		input: int64(rec.InputLen), maxNew: int64(max(rec.OutputLen, 1)),
+		held: make([]int64, lanes),
+	}
+	r.res = RequestResult{ID: rec.ID, Arrival: rec.Arrival, PromptTokens: r.input}
+	return r
+}
+
+// computePromptPages turns the record's prompt into page keys with the
+// simulator's pager. Tokens are paged exactly; block hashes by block; a
+// record without prefix information gets pages that never match.
+func (s *Sim) computePromptPages(r *request, rec *traces.Record) error {
+	ps := s.cfg.Cache.PageSize
+	want := int(r.input) / ps
+	switch {
+	case rec.Tokens != nil:
+		toks := make([]tree.Token, 0, len(rec.Tokens)+len(rec.OutputTokens))
+		for _, t := range rec.Tokens {
+			toks = append(toks, tree.Token(t))
+		}
+		if rec.OutputTokens != nil {
+			for _, t := range rec.OutputTokens {
+				toks = append(toks, tree.Token(t))
+			}
+			r.seqTokens = toks
+		}
+		r.pages = s.pager.TokenPages(toks[:len(rec.Tokens)], make([]tree.PageID, 0, want+1))
+	case rec.Blocks != nil:
+		var err error
+		r.pages, err = s.pager.BlockPages(rec.Blocks, rec.BlockSize, rec.InputLen, make([]tree.PageID, 0, want+1))
+		if err != nil {
+			return err
+		}
+	}
+	for len(r.pages) < want {
+		r.pages = append(r.pages, s.pager.Fresh())
+	}
+	r.promptDone = true
+	return nil
+}
+
+// pagesFor returns the page keys of the first n tokens of the sequence (n is
+// cut down to whole pages). Pages past the prompt are exact when the trace
+// gave output token ids, and otherwise fresh (never matched), like the page
+// that holds both the prompt's tail and the output's head.
+func (s *Sim) pagesFor(r *request, n int64) []tree.PageID {
+	ps := int64(s.cfg.Cache.PageSize)
+	want := int(n / ps)
+	if want > len(r.pages) && r.seqTokens != nil && int64(len(r.seqTokens)) >= n {
+		r.pages = s.pager.TokenPages(r.seqTokens[:want*int(ps)], r.pages[:0])
+	}
+	for len(r.pages) < want {
+		r.pages = append(r.pages, s.pager.Fresh())
+	}
+	return r.pages[:want]
+}

@@ -1,0 +1,474 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+
+	"github.com/kvsim/kvsim/internal/invariants"
+	"github.com/kvsim/kvsim/planner"
+	"github.com/kvsim/kvsim/sim/hw"
+	"github.com/kvsim/kvsim/traces"
+	"github.com/kvsim/kvsim/tree"
+)
+
+// CostModel gives the GPU time of forward passes, in nanoseconds. The
+// roofline and the fitted model of package hw implement it.
+type CostModel interface {
+	// PrefillTime is the time of one prefill forward over the batch.
+	PrefillTime(batch []hw.Extend) int64
+	// DecodeTime is the time of one decode step of batchSize requests whose
+	// KV lengths add up to contextTokens.
+	DecodeTime(batchSize int, contextTokens int64) int64
+}
+
+// Source yields trace records in non-decreasing arrival order and io.EOF
+// at the end. *traces.Reader implements it.
+type Source interface {
+	Next() (traces.Record, error)
+}
+
+// Sim simulates one SGLang server replica with HiCache over a trace. It is
+// single-threaded and deterministic: the same Config, cost model and trace
+// give identical results.
+type Sim struct {
+	cfg     Config
+	cost    CostModel
+	tree    *tree.Tree
+	pager   *tree.Pager
+	planner *planner.Planner // nil unless the owner-lane planner is on
+	rng     *rand.Rand
+	lanes   int
+
+	now    Time
+	events eventHeap
+	seq    uint64
+
+	src     Source
+	srcDone bool
+	pending *traces.Record // the next record, scheduled as an arrival
+	nextIdx int
+	lastArr Time
+
+	waiting   []*request
+	running   []*request
+	chunked   *request
+	batch     []*request // the forward in flight
+	decode    bool       // the forward in flight is a decode step
+	busy      bool
+	batchFull bool
+	ratio     float64 // new_token_ratio
+	ratioMin  float64
+	ratioDec  float64
+
+	writeDone       []Time // completion time of each in-flight write, FIFO (tree.Writes)
+	d2hFree         Time   // when the D2H link is next free
+	loadDone        []Time // completion time of each in-flight load (tree.Loads)
+	h2dFree         Time
+	stall           Time  // write-back stall accrued while forming the current batch
+	pendingLoad     int64 // tokens of load-back queued for the next forward
+	seenWrittenBack int64 // tree.Stats().WrittenBack already charged
+	nodeByID        map[tree.NodeID]*tree.Node
+
+	results  []RequestResult
+	itls     []float64 // every inter-token latency, ms
+	counters Counters
+	timeline []Sample
+	active   int // requests arrived and not finished
+
+	// scratch
+	lanesA, lanesB []int64
+	extends        []hw.Extend
+	plannerNodes   []planner.Node
+	deficits       []int64
+}
+
+// New returns a simulator for cfg with the given cost model.
+func New(cfg Config, cost CostModel) (*Sim, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cost == nil {
+		return nil, errors.New("sim: nil cost model")
+	}
+	cfg = cfg.withDefaults()
+	t, err := tree.New(cfg.treeConfig())
+	if err != nil {
+		return nil, err
+	}
+	s := &Sim{
+		cfg: cfg, cost: cost, tree: t, pager: tree.NewPager(cfg.Cache.PageSize),
+		rng:   rand.New(rand.NewPCG(cfg.Seed, 0x6b7673696d)), // stream constant: "kvsim"
+		lanes: cfg.Cache.CP,
+	}
+	if cfg.Cache.Planner == "owner-lane" || (cfg.Cache.Planner == "auto" && cfg.Cache.CP > 1) {
+		s.planner, err = planner.New(planner.Config{Lanes: cfg.Cache.CP})
+		if err != nil {
+			return nil, err
+		}
+	}
+	sc := cfg.Scheduler
+	init := math.Min(sc.InitNewTokenRatio*sc.ScheduleConservativeness, 1)
+	s.ratio = init
+	s.ratioMin = init * sc.MinNewTokenRatioFactor
+	s.ratioDec = (init - s.ratioMin) / float64(sc.NewTokenRatioDecaySteps)
+	s.lanesA = make([]int64, s.lanes)
+	s.lanesB = make([]int64, s.lanes)
+	s.deficits = make([]int64, s.lanes)
+	return s, nil
+}
+
+// Tree exposes the cache for inspection (tests, timelines). Do not mutate it.
+func (s *Sim) Tree() *tree.Tree { return s.tree }
+
+// Run simulates the whole trace and returns the results.
+func (s *Sim) Run(src Source) (*Result, error) {
+	s.src = src
+	if err := s.scheduleNextArrival(); err != nil {
+		return nil, err
+	}
+	if s.cfg.TimelineInterval > 0 && s.pending != nil {
+		s.schedule(s.pending.Arrival, evSample)
+	}
+	for len(s.events) > 0 {
+		e := s.events.pop()
+		if e.at < s.now {
+			panic(fmt.Sprintf("sim: clock went back from %d to %d", s.now, e.at))
+		}
+		s.now = e.at
+		var err error
+		switch e.kind {
+		case evArrival:
+			err = s.arrive()
+		case evForwardDone:
+			s.forwardDone()
+		case evWake:
+			if !s.busy {
+				s.iterate()
+			}
+		case evSample:
+			s.sample()
+			if s.active > 0 || s.pending != nil {
+				s.schedule(s.now+s.cfg.TimelineInterval, evSample)
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		s.checkInvariants()
+	}
+	if s.active != 0 {
+		panic(fmt.Sprintf("sim: run ended with %d requests unfinished", s.active))
+	}
+	// Copies still in flight land after the last request; acknowledge them
+	// so the final state has no transient locks.
+	s.tree.AckWrites(len(s.writeDone))
+	s.tree.AckLoads(len(s.loadDone))
+	s.writeDone, s.loadDone = nil, nil
+	return s.result(), nil
+}
+
+func (s *Sim) schedule(at Time, kind eventKind) {
+	s.seq++
+	s.events.push(event{at: at, seq: s.seq, kind: kind})
+}
+
+func (s *Sim) scheduleNextArrival() error {
+	if s.srcDone {
+		return nil
+	}
+	rec, err := s.src.Next()
+	if err == io.EOF {
+		s.srcDone = true
+		s.pending = nil
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if rec.Arrival < s.lastArr {
+		return fmt.Errorf("request %q arrives at %d ns, before the previous request (%d ns): traces must be sorted by arrival", rec.ID, rec.Arrival, s.lastArr)
+	}
+	s.lastArr = rec.Arrival
+	s.pending = &rec
+	s.schedule(rec.Arrival, evArrival)
+	return nil
+}
+
+func (s *Sim) arrive() error {
+	rec := s.pending
+	r := newRequest(rec, s.nextIdx, s.lanes)
+	s.nextIdx++
+	if err := s.computePromptPages(r, rec); err != nil {
+		return fmt.Errorf("request %q: %w", rec.ID, err)
+	}
+	s.active++
+	s.counters.Requests++
+	// SGLang rejects a prompt that cannot fit the KV pool at all.
+	if capTokens := s.cfg.Cache.DeviceTokens * int64(s.lanes); r.input+1 > capTokens {
+		s.fail(r, fmt.Sprintf("prompt of %d tokens exceeds the KV pool of %d tokens", r.input, capTokens))
+	} else {
+		s.waiting = append(s.waiting, r)
+	}
+	if err := s.scheduleNextArrival(); err != nil {
+		return err
+	}
+	if !s.busy {
+		s.iterate()
+	}
+	return nil
+}
+
+func (s *Sim) fail(r *request, why string) {
+	r.failed = why
+	r.res.Failed = why
+	s.counters.Failed++
+	s.finishBookkeeping(r)
+}
+
+// iterate runs one scheduler iteration at s.now on an idle GPU: process
+// finished transfers, then prefill if a batch can be formed, else decode.
+func (s *Sim) iterate() {
+	s.checkHiCacheEvents()
+	if len(s.running) == 0 {
+		s.batchFull = false // SGLang starts an empty running batch afresh
+	}
+	if b := s.newPrefillBatch(); len(b) > 0 {
+		s.launchPrefill(b)
+		return
+	}
+	if len(s.running) > 0 {
+		s.launchDecode()
+		return
+	}
+	// Idle.
+	if len(s.waiting) == 0 && s.chunked == nil {
+		s.ratio = math.Min(s.cfg.Scheduler.InitNewTokenRatio*s.cfg.Scheduler.ScheduleConservativeness, 1)
+		return
+	}
+	// Requests wait but none could be admitted. If an in-flight copy still
+	// pins memory, retry when it lands; otherwise the head can never run.
+	if t, ok := s.nextTransferDone(); ok {
+		s.schedule(max(t, s.now+1), evWake)
+		return
+	}
+	var r *request
+	if s.chunked != nil {
+		r, s.chunked = s.chunked, nil
+		s.dropKV(r)
+	} else {
+		r = s.waiting[0]
+		s.waiting = s.waiting[1:]
+	}
+	s.fail(r, "not enough KV memory to admit the request")
+	s.schedule(s.now, evWake)
+}
+
+func (s *Sim) nextTransferDone() (Time, bool) {
+	best, ok := Time(0), false
+	if len(s.writeDone) > 0 {
+		best, ok = s.writeDone[0], true
+	}
+	if len(s.loadDone) > 0 && (!ok || s.loadDone[0] < best) {
+		best, ok = s.loadDone[0], true
+	}
+	return best, ok
+}
+
+// checkHiCacheEvents acknowledges finished copies in FIFO order, as
+// SGLang's writing_check and loading_check do at the start of an iteration.
+func (s *Sim) checkHiCacheEvents() {
+	k := 0
+	for k < len(s.writeDone) && s.writeDone[k] <= s.now {
+		k++
+	}
+	if k > 0 {
+		s.tree.AckWrites(k)
+		s.writeDone = s.writeDone[k:]
+	}
+	k = 0
+	for k < len(s.loadDone) && s.loadDone[k] <= s.now {
+		k++
+	}
+	if k > 0 {
+		s.tree.AckLoads(k)
+		s.loadDone = s.loadDone[k:]
+	}
+}
+
+// trackWrites schedules the D2H copies the tree has queued since the last
+// call, one after another on the rank's D2H link.
+func (s *Sim) trackWrites() {
+	ws := s.tree.Writes()
+	for i := len(s.writeDone); i < len(ws); i++ {
+		start := max(s.now, s.d2hFree)
+		done := start + s.cfg.Links.D2HLatency + s.bytesTime(maxLane(ws[i].Lanes), s.cfg.Links.D2HBandwidth)
+		s.d2hFree = done
+		s.writeDone = append(s.writeDone, done)
+		s.counters.D2HBytes += s.bytes(ws[i].Tokens)
+		s.counters.WriteThroughTokens += ws[i].Tokens
+	}
+}
+
+func maxLane(lanes []int64) int64 {
+	var m int64
+	for _, v := range lanes {
+		m = max(m, v)
+	}
+	return m
+}
+
+// bytesTime is the time to move tokens' KV (one lane's share: lanes move in
+// parallel on their own links) at bw bytes/s.
+func (s *Sim) bytesTime(tokens int64, bw float64) Time {
+	return Time(math.Ceil(float64(tokens) * s.cfg.Links.KVBytesPerToken / bw * 1e9))
+}
+
+func (s *Sim) bytes(tokens int64) float64 { return float64(tokens) * s.cfg.Links.KVBytesPerToken }
+
+// ---- Memory ----
+
+// lanesOf returns (in dst, cleared first) the tokens each lane owns among
+// positions [from, to) of a sequence.
+func (s *Sim) lanesOf(from, to int64, dst []int64) []int64 {
+	clear(dst)
+	return s.tree.LaneTokens(from, to, dst)
+}
+
+func (s *Sim) freeTotal() int64 {
+	var f int64
+	for o := 0; o < s.lanes; o++ {
+		f += s.tree.DeviceFree(o)
+	}
+	return f
+}
+
+// alloc takes device tokens for a request, evicting first if a lane is
+// short, as SGLang's allocation helpers do. It reports success.
+func (s *Sim) alloc(r *request, lanes []int64) bool {
+	if !s.tree.Reserve(lanes) {
+		s.evictFor(lanes)
+		if !s.tree.Reserve(lanes) {
+			return false
+		}
+	}
+	for o, v := range lanes {
+		r.held[o] += v
+	}
+	return true
+}
+
+// evictFor frees device memory for an allocation of lanes. SGLang's way
+// evicts the full request size in strategy order when the pool is short;
+// the owner-lane planner covers each lane's deficit exactly.
+func (s *Sim) evictFor(lanes []int64) {
+	if s.planner == nil {
+		need := int64(0)
+		for _, v := range lanes {
+			need += v
+		}
+		s.applyEviction(s.tree.Evict(need))
+		return
+	}
+	short := false
+	for o, v := range lanes {
+		s.deficits[o] = max(0, v-s.tree.DeviceFree(o))
+		short = short || s.deficits[o] > 0
+	}
+	if !short {
+		return
+	}
+	nodes := s.snapshotForPlanner()
+	plan, err := s.planner.Plan(nodes, s.deficits)
+	if err != nil {
+		panic("sim: planner rejected the tree snapshot: " + err.Error())
+	}
+	s.counters.PlannerRuns++
+	for _, id := range plan.Victims {
+		n := s.nodeByID[tree.NodeID(id)]
+		res, err := s.tree.EvictNode(n)
+		if err != nil {
+			panic("sim: planner victim: " + err.Error())
+		}
+		s.applyEviction(res)
+	}
+}
+
+func (s *Sim) applyEviction(res tree.EvictResult) {
+	s.counters.EvictedTokens += res.Tokens
+	if res.WrittenBack > 0 {
+		s.counters.WriteBackTokens += res.WrittenBack
+		s.counters.D2HBytes += s.bytes(res.WrittenBack)
+		// Write-back blocks the scheduler until the copy is done.
+		s.stall += s.cfg.Links.D2HLatency + s.bytesTime(res.WrittenBack, s.cfg.Links.D2HBandwidth)
+	}
+}
+
+// release gives back lanes of a request's held tokens.
+func (s *Sim) release(r *request, lanes []int64) {
+	s.tree.Release(lanes)
+	for o, v := range lanes {
+		r.held[o] -= v
+		if r.held[o] < 0 {
+			panic("sim: request holds negative tokens")
+		}
+	}
+}
+
+func (s *Sim) checkInvariants() {
+	if !invariants.Enabled {
+		return
+	}
+	if err := s.tree.Check(); err != nil {
+		panic("sim: " + err.Error())
+	}
+	held := make([]int64, s.lanes)
+	add := func(r *request) {
+		for o, v := range r.held {
+			held[o] += v
+		}
+		if r.last != nil && r.last.Parent() == nil && !r.last.IsRoot() {
+			panic(fmt.Sprintf("sim: request %q holds a lock on a deleted node", r.id))
+		}
+	}
+	for _, r := range s.running {
+		add(r)
+	}
+	for _, r := range s.batch {
+		if !s.decode {
+			add(r)
+		}
+	}
+	if s.chunked != nil && !contains(s.batch, s.chunked) {
+		add(s.chunked)
+	}
+	for o := 0; o < s.lanes; o++ {
+		if held[o] != s.tree.Held(o) {
+			panic(fmt.Sprintf("sim: lane %d: requests hold %d tokens, the pool says %d (KV not conserved)", o, held[o], s.tree.Held(o)))
+		}
+	}
+	for _, r := range s.waiting {
+		if r.last != nil || sumLanes(r.held) != 0 {
+			panic(fmt.Sprintf("sim: waiting request %q holds KV", r.id))
+		}
+	}
+}
+
+func contains(rs []*request, r *request) bool {
+	for _, x := range rs {
+		if x == r {
+			return true
+		}
+	}
+	return false
+}
+
+func sumLanes(l []int64) int64 {
+	var s int64
+	for _, v := range l {
+		s += v
+	}
+	return s
+}

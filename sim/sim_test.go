@@ -1,0 +1,160 @@
+package sim
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/kvsim/kvsim/sim/hw"
+	"github.com/kvsim/kvsim/traces"
+)
+
+// linearCost is a cost model simple enough to compute by hand: a prefill
+// forward costs 1 ms + 1 µs per new token, a decode step 10 ms + 1 ns per
+// context token.
+type linearCost struct{}
+
+func (linearCost) PrefillTime(b []hw.Extend) int64 {
+	t := int64(1e6)
+	for _, e := range b {
+		t += 1000 * e.New
+	}
+	return t
+}
+
+func (linearCost) DecodeTime(bs int, ctx int64) int64 { return 10e6 + ctx }
+
+func tokens(n int, base int32) []int32 {
+	t := make([]int32, n)
+	for i := range t {
+		t[i] = base + int32(i)
+	}
+	return t
+}
+
+func rec(id string, at int64, prompt []int32, out int) traces.Record {
+	return traces.Record{ID: id, Arrival: at, InputLen: len(prompt), Tokens: prompt, OutputLen: out}
+}
+
+func runSim(t *testing.T, cfg Config, recs ...traces.Record) *Result {
+	t.Helper()
+	s, err := New(cfg, linearCost{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Run(NewSliceSource(recs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func byID(res *Result) map[string]RequestResult {
+	m := map[string]RequestResult{}
+	for _, r := range res.Requests {
+		m[r.ID] = r
+	}
+	return m
+}
+
+func TestSingleRequestTiming(t *testing.T) {
+	res := runSim(t, Default(10000), rec("a", 0, tokens(100, 1), 4))
+	r := res.Requests[0]
+	// Prefill: 1 ms + 100 µs. Then 3 decode steps of 10 ms + context
+	// (101, 102, 103 tokens of KV) ns.
+	if got, want := r.TTFT(), int64(1_100_000); got != want {
+		t.Fatalf("TTFT = %d, want %d", got, want)
+	}
+	if got, want := r.E2E(), int64(1_100_000+3*10_000_000+101+102+103); got != want {
+		t.Fatalf("E2E = %d, want %d", got, want)
+	}
+	if r.CachedTokens != 0 || r.OutputTokens != 4 {
+		t.Fatalf("result %+v", r)
+	}
+}
+
+// A second request that shares a prefix hits it on the device: SGLang
+// matches at most prompt-1 tokens, page-aligned.
+func TestSharedPrefixHits(t *testing.T) {
+	shared := tokens(64, 1)
+	a := append(append([]int32{}, shared...), tokens(10, 500)...)
+	b := append(append([]int32{}, shared...), tokens(10, 900)...)
+	for _, tc := range []struct {
+		page       int
+		wantCached int64
+	}{{1, 64}, {16, 64}, {5, 60}} {
+		t.Run(fmt.Sprint("page", tc.page), func(t *testing.T) {
+			cfg := Default(10000)
+			cfg.Cache.PageSize = tc.page
+			res := byID(runSim(t, cfg, rec("a", 0, a, 2), rec("b", 1e9, b, 2)))
+			if got := res["b"].CachedTokens; got != tc.wantCached {
+				t.Fatalf("cached_tokens = %d, want %d", got, tc.wantCached)
+			}
+			// The same prompt again hits all but the last token (page-aligned).
+			res = byID(runSim(t, cfg, rec("a", 0, a, 2), rec("a2", 1e9, a, 2)))
+			want := int64((len(a) - 1) / tc.page * tc.page)
+			if got := res["a2"].CachedTokens; got != want {
+				t.Fatalf("repeat cached_tokens = %d, want %d", got, want)
+			}
+		})
+	}
+}
+
+// The cache-hit test kit's oracle (spec 7.5): in multi-turn chat, turn r
+// caches at least floor((prev_prompt + output - 1) / page) * page tokens.
+func TestMultiTurnOracle(t *testing.T) {
+	const page = 4
+	cfg := Default(100000)
+	cfg.Cache.PageSize = page
+	var recs []traces.Record
+	var prompt []int32
+	out := 8
+	var prevOut []int32
+	at := int64(0)
+	for turn := 0; turn < 5; turn++ {
+		prompt = append(append(prompt, prevOut...), tokens(30, int32(1000*turn+7))...)
+		prevOut = tokens(out, int32(100000+1000*turn))
+		r := rec(fmt.Sprint("t", turn), at, append([]int32(nil), prompt...), out)
+		r.OutputTokens = prevOut
+		recs = append(recs, r)
+		at += 10e9 // far apart: each turn finishes before the next
+	}
+	res := byID(runSim(t, cfg, recs...))
+	for turn := 1; turn < 5; turn++ {
+		prev := recs[turn-1]
+		want := int64((prev.InputLen + out - 1) / page * page)
+		got := res[fmt.Sprint("t", turn)].CachedTokens
+		if got < want {
+			t.Errorf("turn %d: cached %d, want >= %d", turn, got, want)
+		}
+	}
+}
+
+func TestDisabledCacheHitsNothing(t *testing.T) {
+	cfg := Default(10000)
+	cfg.Cache.Disable = true
+	p := tokens(50, 1)
+	res := runSim(t, cfg, rec("a", 0, p, 3), rec("b", 1e9, p, 3))
+	if res.Summary.CacheHitRate != 0 || res.Requests[1].CachedTokens != 0 {
+		t.Fatalf("hits with the cache disabled: %+v", res.Requests)
+	}
+}
+
+func TestDeterministic(t *testing.T) {
+	var recs []traces.Record
+	for i := 0; i < 200; i++ {
+		p := append(tokens(40+i%7*30, int32(i%5)), tokens(i%13+1, int32(1000+i))...)
+		recs = append(recs, rec(fmt.Sprint(i), int64(i)*3e6, p, 5+i%9))
+	}
+	cfg := Default(2000)
+	cfg.Cache.HostTokens = 4000
+	cfg.Scheduler.Policy = "random"
+	a := runSim(t, cfg, recs...)
+	b := runSim(t, cfg, recs...)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatal("two runs with the same seed differ")
+	}
+	if a.Summary.Completed+a.Summary.Failed != 200 {
+		t.Fatalf("completed %d failed %d of 200", a.Summary.Completed, a.Summary.Failed)
+	}
+}
