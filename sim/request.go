@@ -60,6 +60,7 @@ func newRequest(rec *traces.Record, idx int, lanes int) *request {
 func (s *Sim) computePromptPages(r *request, rec *traces.Record) error {
 	ps := s.cfg.Cache.PageSize
 	want := int(r.input) / ps
+	capacity := int(r.input+r.maxNew)/ps + 1 // room for the output's pages too
 	switch {
 	case rec.Tokens != nil:
 		toks := make([]tree.Token, 0, len(rec.Tokens)+len(rec.OutputTokens))
@@ -72,13 +73,15 @@ func (s *Sim) computePromptPages(r *request, rec *traces.Record) error {
 			}
 			r.seqTokens = toks
 		}
-		r.pages = s.pager.TokenPages(toks[:len(rec.Tokens)], make([]tree.PageID, 0, want+1))
+		r.pages = s.pager.TokenPages(toks[:len(rec.Tokens)], make([]tree.PageID, 0, capacity))
 	case rec.Blocks != nil:
 		var err error
-		r.pages, err = s.pager.BlockPages(rec.Blocks, rec.BlockSize, rec.InputLen, make([]tree.PageID, 0, want+1))
+		r.pages, err = s.pager.BlockPages(rec.Blocks, rec.BlockSize, rec.InputLen, make([]tree.PageID, 0, capacity))
 		if err != nil {
 			return err
 		}
+	default:
+		r.pages = make([]tree.PageID, 0, capacity)
 	}
 	for len(r.pages) < want {
 		r.pages = append(r.pages, s.pager.Fresh())

@@ -77,15 +77,16 @@ func (p *Pager) BlockPages(blocks []uint64, blockSize, inputLen int, dst []PageI
 	n := covered / p.pageSize
 	if blockSize%p.pageSize == 0 {
 		per := blockSize / p.pageSize
-		for i := 0; i < n; i++ {
-			j := i / per
+		for j := 0; j*per < n; j++ {
 			base, ok := p.blocks[blocks[j]]
 			if !ok {
 				base = p.next
 				p.next += PageID(per)
 				p.blocks[blocks[j]] = base
 			}
-			dst = append(dst, base+PageID(i%per))
+			for k := 0; k < per && j*per+k < n; k++ {
+				dst = append(dst, base+PageID(k))
+			}
 		}
 		return dst, nil
 	}

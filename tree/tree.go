@@ -1,6 +1,10 @@
 package tree
 
-import "fmt"
+import (
+	"bytes"
+	"fmt"
+	"unsafe"
+)
 
 // Tree is a paged radix tree of prompt prefixes with SGLang HiCache's device
 // and host tiers, per-lane capacities, locks and eviction orders. It keeps
@@ -375,14 +379,32 @@ func (t *Tree) walk(key []PageID, visit func(*Node)) *Node {
 	return n
 }
 
+// matchLen returns the length of the common prefix of a and b. Long keys
+// (page size 1 and long prompts) are compared in chunks with the runtime's
+// vectorised memory comparison before the first difference is located.
 func matchLen(a, b []PageID) int {
 	n := min(len(a), len(b))
-	for i := 0; i < n; i++ {
+	i := 0
+	const chunk = 32
+	for ; i+chunk <= n; i += chunk {
+		if !bytes.Equal(pageBytes(a[i:i+chunk]), pageBytes(b[i:i+chunk])) {
+			break
+		}
+	}
+	for ; i < n; i++ {
 		if a[i] != b[i] {
 			return i
 		}
 	}
 	return n
+}
+
+// pageBytes views pages as bytes, for comparison only.
+func pageBytes(p []PageID) []byte {
+	if len(p) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&p[0])), len(p)*int(unsafe.Sizeof(p[0])))
 }
 
 // split cuts c after its first m pages (0 < m < len(c.pages)) and returns the

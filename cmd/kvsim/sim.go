@@ -1,0 +1,266 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/kvsim/kvsim/configs"
+	"github.com/kvsim/kvsim/sim"
+	"github.com/kvsim/kvsim/traces"
+)
+
+func init() {
+	register(&command{
+		name:    "sim",
+		summary: "simulate an SGLang HiCache server on a trace (default: Qwen2.5-14B on an H200, Mooncake conversation trace)",
+		run:     runSim,
+	})
+}
+
+const simUsage = `usage: kvsim sim [--config FILE.toml] [--trace FILE] [--format F] [--seed N]
+                 [--json] [--per-request FILE] [--timeline FILE] [--explain]
+
+Simulates the server described by --config (default: the bundled
+configs/default.toml) on the trace named by --trace or by the config's
+[workload], and prints the serving-benchmark metrics and cache activity.
+`
+
+func runSim(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { io.WriteString(stderr, simUsage); fs.PrintDefaults() }
+	cfgPath := fs.String("config", "", "server configuration (TOML); default: the bundled default")
+	tracePath := fs.String("trace", "", "trace file (overrides the config's workload.trace)")
+	format := fs.String("format", "", "trace format (mooncake, bailian, weka, azure, tokens, kvsim); default: the config's, else detected")
+	seed := fs.Uint64("seed", 0, "seed (overrides the config's)")
+	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
+	perReq := fs.String("per-request", "", "write every request's result as JSON lines to this file")
+	timeline := fs.String("timeline", "", "write the tier-occupancy timeline as CSV to this file")
+	explain := fs.Bool("explain", false, "print how the memory sizes and cost model were derived")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "kvsim sim: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	var f *configs.File
+	if *cfgPath == "" {
+		f = configs.Default()
+	} else {
+		var err error
+		if f, err = configs.Load(*cfgPath); err != nil {
+			fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
+			return exitUsage
+		}
+	}
+	if *seed != 0 {
+		f.Seed = *seed
+	}
+	built, err := f.Build()
+	if err != nil {
+		fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
+		return exitUsage
+	}
+	if *explain {
+		for _, l := range built.Explain {
+			fmt.Fprintln(stdout, l)
+		}
+		fmt.Fprintln(stdout)
+	}
+	tp := *tracePath
+	fmtName := *format
+	if tp == "" {
+		tp = f.TracePath()
+		if fmtName == "" {
+			fmtName = f.Workload.Format
+		}
+	}
+	if tp == "" {
+		fmt.Fprintln(stderr, "kvsim sim: no trace: give --trace or set workload.trace in the config")
+		return exitUsage
+	}
+	tf := traces.FormatAuto
+	if fmtName != "" {
+		if tf, err = traces.ParseFormat(fmtName); err != nil {
+			fmt.Fprintf(stderr, "kvsim sim: --format: %v\n", err)
+			return exitUsage
+		}
+	}
+	rd, err := traces.Open(tp, tf)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
+		return exitFail
+	}
+	defer rd.Close()
+	s, err := sim.New(built.Sim, built.Cost)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
+		return exitUsage
+	}
+	res, err := s.Run(rd)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvsim sim: %s: %v\n", tp, err)
+		return exitFail
+	}
+	if *perReq != "" {
+		if err := writeAtomic(*perReq, func(w io.Writer) error {
+			enc := json.NewEncoder(w)
+			for _, r := range res.Requests {
+				if err := enc.Encode(r); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
+			return exitFail
+		}
+	}
+	if *timeline != "" {
+		if err := writeAtomic(*timeline, func(w io.Writer) error {
+			fmt.Fprintln(w, "t_s,device_tree_tokens,device_request_tokens,device_evictable_tokens,host_tokens,waiting,running")
+			for _, x := range res.Timeline {
+				fmt.Fprintf(w, "%.3f,%d,%d,%d,%d,%d,%d\n", float64(x.Time)/1e9, x.Device, x.Held, x.Evictable, x.Host, x.Waiting, x.Running)
+			}
+			return nil
+		}); err != nil {
+			fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
+			return exitFail
+		}
+	}
+	if *asJSON {
+		out := struct {
+			sim.Summary
+			Trace   string `json:"trace"`
+			Config  string `json:"config"`
+			Seed    uint64 `json:"seed"`
+			Version string `json:"kvsim_version"`
+		}{res.Summary, tp, nameOr(*cfgPath, "default"), built.Sim.Seed, version}
+		enc := json.NewEncoder(stdout)
+		if err := enc.Encode(out); err != nil {
+			fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
+			return exitFail
+		}
+		return exitOK
+	}
+	printSimTable(stdout, tp, f, built, res)
+	return exitOK
+}
+
+func nameOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// writeAtomic writes a file through a temporary file in the same folder,
+// renamed into place only when everything was written: a failure never
+// leaves a truncated file behind.
+func writeAtomic(path string, fill func(io.Writer) error) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(tmp)
+	err = fill(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// printSimTable prints the results in the layout of SGLang's serving
+// benchmark, followed by the cache section.
+func printSimTable(w io.Writer, trace string, f *configs.File, b *configs.Built, res *sim.Result) {
+	s := res.Summary
+	c := b.Sim.Cache
+	line := func(k string, v any) {
+		switch v := v.(type) {
+		case float64:
+			fmt.Fprintf(w, "%-40s %-10.2f\n", k, v)
+		default:
+			fmt.Fprintf(w, "%-40s %-10v\n", k, v)
+		}
+	}
+	head := func(title string, fill byte) {
+		n := 50 - len(title)
+		fmt.Fprintf(w, "%s%s%s\n", strings.Repeat(string(fill), n/2), title, strings.Repeat(string(fill), n-n/2))
+	}
+	head(" kvsim simulation ", '=')
+	line("Server:", fmt.Sprintf("%s on %s, tp %d", f.Model.Name, f.GPU.Name, f.Server.TPSize))
+	hostDesc := "off"
+	if c.HostTokens > 0 {
+		hostDesc = fmt.Sprintf("%d tokens, %s", c.HostTokens, c.WritePolicy)
+	}
+	line("Device KV pool (tokens per rank):", c.DeviceTokens)
+	line("Host KV pool:", hostDesc)
+	line("Trace:", filepath.Base(trace))
+	line("Successful requests:", s.Completed)
+	if s.Failed > 0 {
+		line("Failed requests:", s.Failed)
+	}
+	line("Benchmark duration (s):", s.Duration)
+	line("Total input tokens:", s.TotalInput)
+	line("Total generated tokens:", s.TotalOutput)
+	line("Request throughput (req/s):", s.RequestThroughput)
+	line("Input token throughput (tok/s):", s.InputThroughput)
+	line("Output token throughput (tok/s):", s.OutputThroughput)
+	line("Total token throughput (tok/s):", s.TotalThroughput)
+	line("Concurrency:", s.Concurrency)
+	head("End-to-End Latency", '-')
+	line("Mean E2E Latency (ms):", s.MeanE2E)
+	line("Median E2E Latency (ms):", s.MedianE2E)
+	line("P99 E2E Latency (ms):", s.P99E2E)
+	head("Time to First Token", '-')
+	line("Mean TTFT (ms):", s.MeanTTFT)
+	line("Median TTFT (ms):", s.MedianTTFT)
+	line("P90 TTFT (ms):", s.P90TTFT)
+	line("P99 TTFT (ms):", s.P99TTFT)
+	head("Time per Output Token (excl. 1st token)", '-')
+	line("Mean TPOT (ms):", s.MeanTPOT)
+	line("Median TPOT (ms):", s.MedianTPOT)
+	line("P90 TPOT (ms):", s.P90TPOT)
+	line("P99 TPOT (ms):", s.P99TPOT)
+	head("Inter-token Latency", '-')
+	line("Mean ITL (ms):", s.MeanITL)
+	line("Median ITL (ms):", s.MedianITL)
+	line("P90 ITL (ms):", s.P90ITL)
+	line("P99 ITL (ms):", s.P99ITL)
+	head("KV Cache", '-')
+	line("Cache hit rate (cached/prompt):", fmt.Sprintf("%.4f", s.CacheHitRate))
+	line("  device hit rate:", fmt.Sprintf("%.4f", s.DeviceHitRate))
+	line("  host hit rate (loaded back):", fmt.Sprintf("%.4f", s.HostHitRate))
+	line("Device evicted tokens:", s.DeviceEvictions)
+	line("  demoted to host:", s.Demoted)
+	line("Host evicted tokens:", s.HostEvictions)
+	line("Write-through tokens (D2H):", s.WriteThroughTokens)
+	if s.WriteBackTokens > 0 {
+		line("Write-back tokens (D2H, stalling):", s.WriteBackTokens)
+	}
+	line("Load-back tokens (H2D):", s.LoadBackTokens)
+	line("PCIe H2D / D2H (GB):", fmt.Sprintf("%.2f / %.2f", s.H2DGB, s.D2HGB))
+	line("Retractions:", s.Retractions)
+	fmt.Fprintln(w, strings.Repeat("=", 50))
+}

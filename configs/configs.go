@@ -1,0 +1,365 @@
+package configs
+
+import (
+	"bytes"
+	_ "embed"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/pelletier/go-toml/v2"
+
+	"github.com/kvsim/kvsim/sim"
+	"github.com/kvsim/kvsim/sim/hw"
+)
+
+// DefaultTOML is the bundled default server: Qwen2.5-14B on one H200 with
+// HiCache write-through at host ratio 2, replaying the bundled Mooncake
+// conversation trace.
+//
+//go:embed default.toml
+var DefaultTOML []byte
+
+// File is the schema of a kvsim TOML file.
+type File struct {
+	// Seed seeds every random choice of the run. Default 1.
+	Seed uint64 `toml:"seed"`
+	// Model is the model: a preset, with any field overridden.
+	Model ModelSection `toml:"model"`
+	// GPU is the accelerator: a preset, with any field overridden.
+	GPU GPUSection `toml:"gpu"`
+	// Server holds the SGLang server arguments that size memory.
+	Server hw.Server `toml:"server"`
+	// Cache is the prefix cache and HiCache.
+	Cache CacheSection `toml:"cache"`
+	// Scheduler is the scheduling policy and admission constants.
+	Scheduler SchedulerSection `toml:"scheduler"`
+	// Cost is the compute cost model.
+	Cost CostSection `toml:"cost"`
+	// Links are the host<->device links (defaults from the GPU).
+	Links LinksSection `toml:"links"`
+	// Workload is the trace to replay.
+	Workload WorkloadSection `toml:"workload"`
+
+	path string // where the file was read from, for relative paths
+}
+
+// ModelSection names a model preset and overrides its fields.
+type ModelSection struct {
+	Preset   string `toml:"preset"`
+	hw.Model `toml:",inline"`
+}
+
+// GPUSection names a GPU preset and overrides its fields.
+type GPUSection struct {
+	Preset string `toml:"preset"`
+	hw.GPU `toml:",inline"`
+}
+
+// CacheSection configures the radix cache and HiCache. Capacities come from
+// [server] (sizing) unless device_tokens or host_tokens are given.
+type CacheSection struct {
+	// Hierarchical turns HiCache's host tier on
+	// (--enable-hierarchical-cache). Default true.
+	Hierarchical *bool `toml:"hierarchical"`
+	// Disable turns the radix cache off (--disable-radix-cache).
+	Disable bool `toml:"disable"`
+	// DeviceTokens overrides the device pool per rank from sizing.
+	DeviceTokens int64 `toml:"device_tokens"`
+	// HostTokens overrides the host pool per rank from sizing.
+	HostTokens        int64   `toml:"host_tokens"`
+	Eviction          string  `toml:"eviction"`
+	ProtectedShare    float64 `toml:"protected_share"`
+	WritePolicy       string  `toml:"write_policy"`
+	LoadBackThreshold int64   `toml:"load_back_threshold"`
+	// CP is the number of owner lanes; default server.dcp_size.
+	CP      int    `toml:"cp"`
+	Lanes   string `toml:"lanes"`
+	Planner string `toml:"planner"`
+}
+
+// SchedulerSection configures the scheduler. Batch limits
+// (max_running_requests, max_prefill_tokens, chunked_prefill_size) are
+// server arguments and live in [server].
+type SchedulerSection struct {
+	Policy                   string  `toml:"policy"`
+	ScheduleConservativeness float64 `toml:"schedule_conservativeness"`
+	InitNewTokenRatio        float64 `toml:"init_new_token_ratio"`
+	MinNewTokenRatioFactor   float64 `toml:"min_new_token_ratio_factor"`
+	NewTokenRatioDecaySteps  int     `toml:"new_token_ratio_decay_steps"`
+	ClipMaxNewTokens         int64   `toml:"clip_max_new_tokens"`
+	RetractDecodeSteps       int64   `toml:"retract_decode_steps"`
+	LPMFallbackQueue         int     `toml:"lpm_fallback_queue"`
+}
+
+// CostSection chooses the cost model.
+type CostSection struct {
+	// Kind is "roofline" (default) or "fitted".
+	Kind       string        `toml:"kind"`
+	Efficiency hw.Efficiency `toml:"efficiency"`
+	Fitted     hw.Fitted     `toml:"fitted"`
+}
+
+// LinksSection sets the HiCache transfer links; zero values take the GPU's
+// host link at LinkEfficiency.
+type LinksSection struct {
+	// H2DGBps and D2HGBps are 10^9 bytes/s per rank.
+	H2DGBps float64 `toml:"h2d_gbps"`
+	D2HGBps float64 `toml:"d2h_gbps"`
+	// LatencyUs is the fixed cost of one copy.
+	LatencyUs float64 `toml:"latency_us"`
+	// Efficiency is the share of the GPU's host link a copy reaches.
+	// Default 0.85.
+	Efficiency float64 `toml:"efficiency"`
+}
+
+// WorkloadSection names the trace.
+type WorkloadSection struct {
+	// Trace is a trace file, relative to the TOML file's folder.
+	Trace string `toml:"trace"`
+	// Format is the trace format; empty detects it.
+	Format string `toml:"format"`
+}
+
+// Load reads and validates a TOML file.
+func Load(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(data, path)
+}
+
+// Default returns the bundled default configuration.
+func Default() *File {
+	f, err := Parse(DefaultTOML, "configs/default.toml")
+	if err != nil {
+		panic("configs: bundled default.toml is invalid: " + err.Error())
+	}
+	f.path = ""
+	return f
+}
+
+// Parse decodes and validates TOML data; name is used in error messages and
+// to resolve relative paths.
+func Parse(data []byte, name string) (*File, error) {
+	// First pass: the presets, which the second pass overrides field by field.
+	var presets struct {
+		Model struct {
+			Preset string `toml:"preset"`
+		} `toml:"model"`
+		GPU struct {
+			Preset string `toml:"preset"`
+		} `toml:"gpu"`
+	}
+	if err := toml.Unmarshal(data, &presets); err != nil {
+		return nil, posError(name, data, err)
+	}
+	f := &File{Server: hw.DefaultServer(), path: name}
+	f.Cost.Efficiency = hw.DefaultEfficiency()
+	var errs []error
+	if p := presets.Model.Preset; p != "" {
+		m, err := hw.ModelPreset(p)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: model.preset: %w", name, err))
+		}
+		f.Model.Model = m
+	}
+	if p := presets.GPU.Preset; p != "" {
+		g, err := hw.GPUPreset(p)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: gpu.preset: %w", name, err))
+		}
+		f.GPU.GPU = g
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	dec := toml.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(f); err != nil {
+		return nil, posError(name, data, err)
+	}
+	if err := f.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return f, nil
+}
+
+// posError turns go-toml's errors into "file:line:col: key: message" lines.
+func posError(name string, data []byte, err error) error {
+	var de *toml.DecodeError
+	if errors.As(err, &de) {
+		row, col := de.Position()
+		key := strings.Join(de.Key(), ".")
+		if key != "" {
+			key += ": "
+		}
+		return fmt.Errorf("%s:%d:%d: %s%s", name, row, col, key, de.Error())
+	}
+	var se *toml.StrictMissingError
+	if errors.As(err, &se) {
+		var errs []error
+		for _, e := range se.Errors {
+			row, col := e.Position()
+			errs = append(errs, fmt.Errorf("%s:%d:%d: %s: unknown key", name, row, col, strings.Join(e.Key(), ".")))
+		}
+		return errors.Join(errs...)
+	}
+	return fmt.Errorf("%s: %w", name, err)
+}
+
+// Validate reports every problem in the file at once, with key paths.
+func (f *File) Validate() error {
+	var errs []error
+	if f.Model.Name == "" {
+		errs = append(errs, errors.New("model: set model.preset or the model's fields"))
+	} else if err := f.Model.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if f.GPU.Name == "" {
+		errs = append(errs, errors.New("gpu: set gpu.preset or the GPU's fields"))
+	} else if err := f.GPU.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := f.Server.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	switch f.Cost.Kind {
+	case "", "roofline":
+		if err := f.Cost.Efficiency.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	case "fitted":
+		if err := f.Cost.Fitted.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	default:
+		errs = append(errs, fmt.Errorf(`cost.kind: must be "roofline" or "fitted" (got %q)`, f.Cost.Kind))
+	}
+	l := f.Links
+	for _, c := range []struct {
+		key string
+		v   float64
+	}{{"links.h2d_gbps", l.H2DGBps}, {"links.d2h_gbps", l.D2HGBps}, {"links.latency_us", l.LatencyUs}} {
+		if c.v < 0 {
+			errs = append(errs, fmt.Errorf("%s: must be >= 0 (got %v)", c.key, c.v))
+		}
+	}
+	if l.Efficiency < 0 || l.Efficiency > 1 {
+		errs = append(errs, fmt.Errorf("links.efficiency: must be in (0, 1] (got %v)", l.Efficiency))
+	}
+	if len(errs) == 0 {
+		// The simulator's own checks, on the composed configuration.
+		if _, _, err := f.build(false); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Built is a file turned into what the simulator runs.
+type Built struct {
+	Sim    sim.Config
+	Cost   sim.CostModel
+	Sizing hw.Sizing
+	// Explain says where the numbers came from, one line each.
+	Explain []string
+}
+
+// Build composes the simulator's configuration and cost model.
+func (f *File) Build() (*Built, error) {
+	b, _, err := f.build(true)
+	return b, err
+}
+
+func (f *File) build(withCost bool) (*Built, hw.Sizing, error) {
+	z, err := hw.Size(f.Model.Model, f.GPU.GPU, f.Server)
+	if err != nil {
+		return nil, z, err
+	}
+	k := f.Cache
+	hier := k.Hierarchical == nil || *k.Hierarchical
+	cfg := sim.Config{Seed: f.Seed}
+	cfg.Cache = sim.CacheConfig{
+		Disable: k.Disable, PageSize: f.Server.PageSize,
+		DeviceTokens: z.DeviceTokens, Eviction: k.Eviction, ProtectedShare: k.ProtectedShare,
+		WritePolicy: k.WritePolicy, LoadBackThreshold: k.LoadBackThreshold,
+		CP: k.CP, Lanes: k.Lanes, Planner: k.Planner,
+	}
+	if k.DeviceTokens > 0 {
+		cfg.Cache.DeviceTokens = k.DeviceTokens
+	}
+	if hier {
+		cfg.Cache.HostTokens = z.HostTokens
+		if k.HostTokens > 0 {
+			cfg.Cache.HostTokens = k.HostTokens
+		}
+	}
+	if cfg.Cache.CP == 0 && f.Server.DCPSize > 1 {
+		cfg.Cache.CP = f.Server.DCPSize
+		if cfg.Cache.Lanes == "" {
+			cfg.Cache.Lanes = "token"
+		}
+	}
+	s := f.Scheduler
+	cfg.Scheduler = sim.SchedulerConfig{
+		Policy: s.Policy, MaxRunningRequests: z.MaxRunningRequests,
+		MaxPrefillTokens: z.MaxPrefillTokens, ChunkedPrefillSize: z.ChunkedPrefillSize,
+		ScheduleConservativeness: s.ScheduleConservativeness, InitNewTokenRatio: s.InitNewTokenRatio,
+		MinNewTokenRatioFactor: s.MinNewTokenRatioFactor, NewTokenRatioDecaySteps: s.NewTokenRatioDecaySteps,
+		ClipMaxNewTokens: s.ClipMaxNewTokens, RetractDecodeSteps: s.RetractDecodeSteps, LPMFallbackQueue: s.LPMFallbackQueue,
+	}
+	eff := f.Links.Efficiency
+	if eff == 0 {
+		eff = 0.85
+	}
+	bw := func(v float64) float64 {
+		if v > 0 {
+			return v * 1e9
+		}
+		return f.GPU.HostLinkGBps * 1e9 * eff
+	}
+	lat := f.Links.LatencyUs
+	if lat == 0 {
+		lat = f.GPU.HostLinkLatencyUs
+	}
+	cfg.Links = sim.LinkConfig{
+		KVBytesPerToken: float64(z.CellBytes), Layers: f.Model.Layers,
+		H2DBandwidth: bw(f.Links.H2DGBps), D2HBandwidth: bw(f.Links.D2HGBps),
+		H2DLatency: int64(lat * 1e3), D2HLatency: int64(lat * 1e3),
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, z, err
+	}
+	b := &Built{Sim: cfg, Sizing: z, Explain: z.Explain()}
+	if !withCost {
+		return b, z, nil
+	}
+	switch f.Cost.Kind {
+	case "fitted":
+		fit := f.Cost.Fitted
+		b.Cost = &fit
+		b.Explain = append(b.Explain, fmt.Sprintf("cost: fitted coefficients prefill %v decode %v (ns per feature)", fit.Prefill, fit.Decode))
+	default:
+		r, err := hw.NewRoofline(f.Model.Model, f.GPU.GPU, f.Server, f.Cost.Efficiency)
+		if err != nil {
+			return nil, z, err
+		}
+		b.Cost = r
+		b.Explain = append(b.Explain, r.Explain()...)
+	}
+	return b, z, nil
+}
+
+// TracePath returns the workload trace resolved against the file's folder
+// ("" if none).
+func (f *File) TracePath() string {
+	t := f.Workload.Trace
+	if t == "" || f.path == "" || strings.HasPrefix(t, "/") {
+		return t
+	}
+	dir := f.path[:strings.LastIndex(f.path, "/")+1]
+	return dir + t
+}
