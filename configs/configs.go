@@ -162,14 +162,14 @@ func Parse(data []byte, name string) (*File, error) {
 	if p := presets.Model.Preset; p != "" {
 		m, err := hw.ModelPreset(p)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: model.preset: %w", name, err))
+			errs = append(errs, positioned(name, data, fmt.Errorf("model.preset: %w", err)))
 		}
 		f.Model.Model = m
 	}
 	if p := presets.GPU.Preset; p != "" {
 		g, err := hw.GPUPreset(p)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: gpu.preset: %w", name, err))
+			errs = append(errs, positioned(name, data, fmt.Errorf("gpu.preset: %w", err)))
 		}
 		f.GPU.GPU = g
 	}
@@ -182,7 +182,7 @@ func Parse(data []byte, name string) (*File, error) {
 		return nil, posError(name, data, err)
 	}
 	if err := f.Validate(); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, positioned(name, data, err)
 	}
 	return f, nil
 }
@@ -250,8 +250,15 @@ func (f *File) Validate() error {
 	if l.Efficiency < 0 || l.Efficiency > 1 {
 		errs = append(errs, fmt.Errorf("links.efficiency: must be in (0, 1] (got %v)", l.Efficiency))
 	}
+	// The simulator's own checks of the cache and scheduler sections, with
+	// the sizes sizing would give (checked above).
+	probe := f.simConfig(hw.Sizing{DeviceTokens: 1, MaxRunningRequests: 1, MaxPrefillTokens: 1, ChunkedPrefillSize: -1})
+	probe.Cache.PageSize = 1
+	if err := probe.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if len(errs) == 0 {
-		// The simulator's own checks, on the composed configuration.
+		// Sizing: does the model fit the GPU?
 		if _, _, err := f.build(false); err != nil {
 			errs = append(errs, err)
 		}
@@ -279,6 +286,33 @@ func (f *File) build(withCost bool) (*Built, hw.Sizing, error) {
 	if err != nil {
 		return nil, z, err
 	}
+	cfg := f.simConfig(z)
+	if err := cfg.Validate(); err != nil {
+		return nil, z, err
+	}
+	b := &Built{Sim: cfg, Sizing: z, Explain: z.Explain()}
+	if !withCost {
+		return b, z, nil
+	}
+	switch f.Cost.Kind {
+	case "fitted":
+		fit := f.Cost.Fitted
+		b.Cost = &fit
+		b.Explain = append(b.Explain, fmt.Sprintf("cost: fitted coefficients prefill %v decode %v (ns per feature)", fit.Prefill, fit.Decode))
+	default:
+		r, err := hw.NewRoofline(f.Model.Model, f.GPU.GPU, f.Server, f.Cost.Efficiency)
+		if err != nil {
+			return nil, z, err
+		}
+		b.Cost = r
+		b.Explain = append(b.Explain, r.Explain()...)
+	}
+	return b, z, nil
+}
+
+// simConfig composes the simulator's configuration from the file and a
+// sizing.
+func (f *File) simConfig(z hw.Sizing) sim.Config {
 	k := f.Cache
 	hier := k.Hierarchical == nil || *k.Hierarchical
 	cfg := sim.Config{Seed: f.Seed}
@@ -330,27 +364,7 @@ func (f *File) build(withCost bool) (*Built, hw.Sizing, error) {
 		H2DBandwidth: bw(f.Links.H2DGBps), D2HBandwidth: bw(f.Links.D2HGBps),
 		H2DLatency: int64(lat * 1e3), D2HLatency: int64(lat * 1e3),
 	}
-	if err := cfg.Validate(); err != nil {
-		return nil, z, err
-	}
-	b := &Built{Sim: cfg, Sizing: z, Explain: z.Explain()}
-	if !withCost {
-		return b, z, nil
-	}
-	switch f.Cost.Kind {
-	case "fitted":
-		fit := f.Cost.Fitted
-		b.Cost = &fit
-		b.Explain = append(b.Explain, fmt.Sprintf("cost: fitted coefficients prefill %v decode %v (ns per feature)", fit.Prefill, fit.Decode))
-	default:
-		r, err := hw.NewRoofline(f.Model.Model, f.GPU.GPU, f.Server, f.Cost.Efficiency)
-		if err != nil {
-			return nil, z, err
-		}
-		b.Cost = r
-		b.Explain = append(b.Explain, r.Explain()...)
-	}
-	return b, z, nil
+	return cfg
 }
 
 // TracePath returns the workload trace resolved against the file's folder
