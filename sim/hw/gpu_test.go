@@ -1,0 +1,45 @@
+package hw
+
+import (
+	"math"
+	"testing"
+)
+
+func nan() float64 { return math.NaN() }
+
+func TestGPUPresets(t *testing.T) {
+	want := map[string]int64{"a100-80g": 81920, "b200": 183359, "h100-sxm": 81559, "h200": 143771, "l40s": 46068}
+	names := GPUPresets()
+	if len(names) != len(want) {
+		t.Fatalf("GPUPresets() = %v", names)
+	}
+	for _, n := range names {
+		g, err := GPUPreset(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Validate(); err != nil {
+			t.Errorf("%s: Validate() = %v", n, err)
+		}
+		if g.Name != n || g.MemoryMiB != want[n] {
+			t.Errorf("%s: Name %q MemoryMiB %d, want %d", n, g.Name, g.MemoryMiB, want[n])
+		}
+	}
+}
+
+func TestGPUValidate(t *testing.T) {
+	checkErrors(t, GPU{HostLinkLatencyUs: -1}.Validate(), []string{
+		"hw.gpu.memory_mib: must be > 0 (got 0)",
+		"hw.gpu.peak_tflops: must be > 0 (got 0)",
+		"hw.gpu.hbm_gbps: must be > 0 (got 0)",
+		"hw.gpu.nvlink_gbps: must be > 0 (got 0)",
+		"hw.gpu.host_link_gbps: must be > 0 (got 0)",
+		"hw.gpu.host_link_latency_us: must be >= 0 (got -1)",
+	})
+	g, err := GPUPreset("h100-sxm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.HBMGBps = math.Inf(1)
+	checkErrors(t, g.Validate(), []string{"hw.gpu.hbm_gbps: must be > 0 (got +Inf)"})
+}
