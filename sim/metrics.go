@@ -46,7 +46,6 @@ type Counters struct {
 	StallNs            int64   `json:"write_back_stall_ns"`
 	Retractions        int64   `json:"retractions"`
 	AllocFailures      int64   `json:"alloc_failures"`
-	EvictedTokens      int64   `json:"device_evicted_tokens"`
 	WriteThroughTokens int64   `json:"write_through_tokens"`
 	WriteBackTokens    int64   `json:"write_back_tokens"`
 	LoadBackTokens     int64   `json:"load_back_tokens"`

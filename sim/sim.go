@@ -397,7 +397,6 @@ func (s *Sim) evictFor(lanes []int64) {
 }
 
 func (s *Sim) applyEviction(res tree.EvictResult) {
-	s.counters.EvictedTokens += res.Tokens
 	if res.WrittenBack > 0 {
 		s.counters.WriteBackTokens += res.WrittenBack
 		s.counters.D2HBytes += s.bytes(res.WrittenBack)

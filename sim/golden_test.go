@@ -1,0 +1,176 @@
+package sim
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kvsim/kvsim/sim/hw"
+	"github.com/kvsim/kvsim/traces"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func roofline(t *testing.T, model, gpu string, tp int) CostModel {
+	t.Helper()
+	m, err := hw.ModelPreset(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := hw.GPUPreset(gpu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := hw.DefaultServer()
+	s.TPSize = tp
+	r, err := hw.NewRoofline(m, g, s, hw.DefaultEfficiency())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func chatTrace(t *testing.T) []traces.Record {
+	recs, err := traces.GenerateChat(traces.ChatConfig{
+		Clients: 12, Rounds: 4, RequestLength: 600, OutputLength: 40, SubQuestionLength: 120,
+		Rate: 4, Seed: 7, Vocab: traces.DefaultVocab,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+func mooncakeHead(t *testing.T, n int) []traces.Record {
+	rd, err := traces.Open("../configs/traces/mooncake_conversation.jsonl.zst", traces.FormatMooncake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	var recs []traces.Record
+	for len(recs) < n {
+		r, err := rd.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, r)
+	}
+	return recs
+}
+
+// TestGolden pins the simulator's output for fixed configurations and
+// traces: the summary, the counters, the first requests in full and a
+// digest of every request. Run with -update after a deliberate change and
+// review the diff: a golden change must be explained by the change.
+func TestGolden(t *testing.T) {
+	type tc struct {
+		name string
+		cfg  func() Config
+		recs func(*testing.T) []traces.Record
+		cost CostModel
+	}
+	small := func(mod func(*Config)) func() Config {
+		return func() Config {
+			c := Default(6000)
+			c.Cache.PageSize = 16
+			c.Cache.HostTokens = 12000
+			c.Scheduler.ChunkedPrefillSize = 2048
+			c.Links.KVBytesPerToken = 196608 / 2
+			c.Links.Layers = 28
+			mod(&c)
+			return c
+		}
+	}
+	q7 := roofline(t, "qwen2.5-7b", "h100-sxm", 1)
+	cases := []tc{
+		{"chat_write_through_lru", small(func(*Config) {}), chatTrace, q7},
+		{"chat_write_back_slru", small(func(c *Config) { c.Cache.WritePolicy = "write_back"; c.Cache.Eviction = "slru" }), chatTrace, q7},
+		{"chat_selective_lpm", small(func(c *Config) {
+			c.Cache.WritePolicy = "write_through_selective"
+			c.Scheduler.Policy = "lpm"
+		}), chatTrace, q7},
+		{"chat_no_host", small(func(c *Config) { c.Cache.HostTokens = 0 }), chatTrace, q7},
+		{"chat_cp4_owner_lane", small(func(c *Config) { c.Cache.CP = 4; c.Cache.DeviceTokens = 1500; c.Cache.HostTokens = 3000 }), chatTrace, q7},
+		{"mooncake300_default", func() Config {
+			c := Default(200000)
+			c.Cache.HostTokens = 400000
+			c.Links.KVBytesPerToken = 196608 / 4
+			c.Links.Layers = 48
+			return c
+		}, func(t *testing.T) []traces.Record { return mooncakeHead(t, 300) }, roofline(t, "qwen2.5-14b", "h200", 4)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := New(c.cfg(), c.cost)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := s.Run(NewSliceSource(c.recs(t)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := goldenText(res)
+			path := filepath.Join("testdata", "golden", c.name+".golden")
+			if *update {
+				os.MkdirAll(filepath.Dir(path), 0o755)
+				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if got != string(want) {
+				t.Errorf("output differs from %s (run with -update and review the diff):\n%s", path, firstDiff(got, string(want)))
+			}
+		})
+	}
+}
+
+func goldenText(res *Result) string {
+	var b strings.Builder
+	round := func(v any) any {
+		if f, ok := v.(float64); ok {
+			return math.Round(f*1e6) / 1e6
+		}
+		return v
+	}
+	sum, _ := json.Marshal(res.Summary)
+	var m map[string]any
+	json.Unmarshal(sum, &m)
+	for k, v := range m {
+		m[k] = round(v)
+	}
+	sum, _ = json.MarshalIndent(m, "", "  ")
+	fmt.Fprintf(&b, "summary %s\n", sum)
+	cnt, _ := json.MarshalIndent(res.Counters, "", "  ")
+	fmt.Fprintf(&b, "counters %s\n", cnt)
+	h := sha256.New()
+	for i, r := range res.Requests {
+		line, _ := json.Marshal(r)
+		h.Write(line)
+		h.Write([]byte{'\n'})
+		if i < 10 {
+			fmt.Fprintf(&b, "request %s\n", line)
+		}
+	}
+	fmt.Fprintf(&b, "requests %d sha256 %x\n", len(res.Requests), h.Sum(nil))
+	return b.String()
+}
+
+func firstDiff(a, b string) string {
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	for i := 0; i < len(al) && i < len(bl); i++ {
+		if al[i] != bl[i] {
+			return fmt.Sprintf("line %d:\n got: %s\nwant: %s", i+1, al[i], bl[i])
+		}
+	}
+	return fmt.Sprintf("lengths %d vs %d lines", len(al), len(bl))
+}
