@@ -124,21 +124,37 @@
 //
 // # Field mapping
 //
-//	Model.Layers            num_hidden_layers           Model.Hidden         hidden_size
-//	Model.Heads             num_attention_heads         Model.KVHeads        num_key_value_heads
-//	Model.HeadDim           head_dim (or hidden/heads)  Model.VHeadDim       v_head_dim
-//	Model.KVLoraRank        kv_lora_rank                Model.QKRopeHeadDim  qk_rope_head_dim
-//	Model.QKNopeHeadDim     qk_nope_head_dim            Model.Vocab          vocab_size
-//	Model.Experts           n_routed_experts            Model.ExpertsPerToken num_experts_per_tok
-//	Model.MoEIntermediate   moe_intermediate_size       Model.DenseLayers    first_k_dense_replace
-//	Model.TiedEmbeddings    tie_word_embeddings         Model.ContextLen     max_position_embeddings
-//	Model.KVDtypeBytes      --kv-cache-dtype (auto: the model dtype)
-//	Server.TPSize           --tp-size                   Server.DPSize        --dp-size
-//	Server.DCPSize          --dcp-size                  Server.PageSize      --page-size
-//	Server.MemFractionStatic --mem-fraction-static      Server.MaxTotalTokens --max-total-tokens
-//	Server.ChunkedPrefillSize --chunked-prefill-size    Server.MaxPrefillTokens --max-prefill-tokens
-//	Server.MaxRunningRequests --max-running-requests    Server.CUDAGraphMaxBS --cuda-graph-max-bs
-//	Server.HiCacheRatio     --hicache-ratio             Server.HiCacheSizeGB --hicache-size
+//	Model.Layers              num_hidden_layers
+//	Model.Hidden              hidden_size
+//	Model.Intermediate        intermediate_size
+//	Model.Vocab               vocab_size
+//	Model.TiedEmbeddings      tie_word_embeddings
+//	Model.Heads               num_attention_heads
+//	Model.KVHeads             num_key_value_heads
+//	Model.HeadDim             head_dim (hidden_size / num_attention_heads when absent)
+//	Model.VHeadDim            v_head_dim
+//	Model.KVLoraRank          kv_lora_rank
+//	Model.QKRopeHeadDim       qk_rope_head_dim
+//	Model.QKNopeHeadDim       qk_nope_head_dim
+//	Model.Experts             n_routed_experts
+//	Model.ExpertsPerToken     num_experts_per_tok
+//	Model.MoEIntermediate     moe_intermediate_size
+//	Model.DenseLayers         first_k_dense_replace
+//	Model.ContextLen          max_position_embeddings (SGLang's context_len)
+//	Model.KVDtypeBytes        --kv-cache-dtype (auto: the model's dtype)
+//	Model.WeightBytesPerParam torch_dtype / quantization_config
+//	Server.TPSize             --tp-size
+//	Server.DPSize             --dp-size
+//	Server.DCPSize            --dcp-size
+//	Server.PageSize           --page-size
+//	Server.MemFractionStatic  --mem-fraction-static
+//	Server.MaxTotalTokens     --max-total-tokens
+//	Server.ChunkedPrefillSize --chunked-prefill-size
+//	Server.MaxPrefillTokens   --max-prefill-tokens
+//	Server.MaxRunningRequests --max-running-requests
+//	Server.CUDAGraphMaxBS     --cuda-graph-max-bs
+//	Server.HiCacheRatio       --hicache-ratio
+//	Server.HiCacheSizeGB      --hicache-size
 //
 // TOML keys are the snake_case tags on each field (SGLang's argument names
 // for [Server]); validation errors name them under hw.model, hw.gpu,

@@ -406,7 +406,7 @@ func (z Sizing) Explain() []string {
 	if z.maxTotalCap > 0 && z.maxTotalCap < z.ProfiledTokens {
 		cap = fmt.Sprintf(", capped by max_total_tokens %d", z.maxTotalCap)
 	}
-	add("device pool: %d tokens = %d B // %d B/token = %d%s, page-aligned down to %d",
+	add("device pool: %d tokens = %d B // %d B/token = %d%s, rounded down to whole pages of %d",
 		z.DeviceTokens, z.KVBudgetBytes, z.CellBytes, z.ProfiledTokens, cap, z.PageSize)
 	if z.DCPSize > 1 {
 		add("logical device pool: %d tokens = %d * dcp %d (KV striped by token)", z.LogicalDeviceTokens, z.DeviceTokens, z.DCPSize)
