@@ -18,7 +18,11 @@ build: ## build bin/kvsim
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/kvsim
 
 .PHONY: run
-run: build ## run kvsim's main job on the bundled defaults
+run: build ## run kvsim's main job on the bundled defaults (configs/default.toml)
+	./$(BIN) sim --config configs/default.toml
+
+.PHONY: plan-bench
+plan-bench: build ## the owner-lane planner micro-benchmark (the seed's case)
 	./$(BIN) plan-bench --candidates 2000 --deficit 7877 --cp 8 --seed 1
 
 .PHONY: test

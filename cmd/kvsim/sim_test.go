@@ -1,0 +1,100 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A small token trace with shared prefixes, written as a kvsim trace by the
+// trace generator, is simulated end to end through the CLI.
+func simTrace(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "chat.jsonl")
+	code, _, stderr := runCLI(t, "trace", "gen", "multiturn", "--clients", "4", "--rounds", "3",
+		"--request-length", "300", "--output-length", "8", "--seed", "3", "--out", path)
+	if code != exitOK {
+		t.Fatalf("trace gen: exit %d: %s", code, stderr)
+	}
+	return path
+}
+
+func TestSimJSON(t *testing.T) {
+	trace := simTrace(t)
+	perReq := filepath.Join(t.TempDir(), "req.jsonl")
+	timeline := filepath.Join(t.TempDir(), "tl.csv")
+	code, stdout, stderr := runCLI(t, "sim", "--trace", trace, "--json", "--per-request", perReq, "--timeline", timeline)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var out map[string]any
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatalf("stdout is not one JSON object: %v\n%s", err, stdout)
+	}
+	for _, k := range []string{"completed", "total_input", "total_output", "request_throughput", "mean_ttft_ms",
+		"p99_ttft_ms", "p99_e2e_latency_ms", "concurrency", "cache_hit_rate", "device_hit_rate", "host_hit_rate",
+		"storage_hit_rate", "simulated_seconds", "seed", "kvsim_version"} {
+		if _, ok := out[k]; !ok {
+			t.Errorf("JSON lacks %q", k)
+		}
+	}
+	if out["completed"].(float64) != 12 {
+		t.Errorf("completed = %v, want 12", out["completed"])
+	}
+	// Turns 2 and 3 of each client reuse the earlier turns.
+	if hr := out["cache_hit_rate"].(float64); hr <= 0.3 {
+		t.Errorf("cache_hit_rate = %v, want > 0.3 on a multi-turn trace", hr)
+	}
+	data, err := os.ReadFile(perReq)
+	if err != nil || strings.Count(string(data), "\n") != 12 {
+		t.Fatalf("per-request file: %v, %d lines", err, strings.Count(string(data), "\n"))
+	}
+	tl, err := os.ReadFile(timeline)
+	if err != nil || !strings.HasPrefix(string(tl), "t_s,device_tree_tokens") {
+		t.Fatalf("timeline: %v %q", err, tl)
+	}
+}
+
+func TestSimTable(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "sim", "--trace", simTrace(t), "--explain")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"mem_fraction_static", "Successful requests:", "Mean TTFT (ms):", "Cache hit rate", "P99 ITL (ms):"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+}
+
+func TestSimErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"sim", "--config", "../../configs/testdata/bad/unknown_key.toml"}, exitUsage, "unknown_key.toml:8:1: cache.write_polcy"},
+		{[]string{"sim", "--trace", "/nonexistent/trace.jsonl"}, exitFail, "no such file"},
+		{[]string{"sim", "--format", "nope", "--trace", "x"}, exitUsage, "--format"},
+		{[]string{"sim", "extra"}, exitUsage, "unexpected argument"},
+	} {
+		code, _, stderr := runCLI(t, tc.args...)
+		if code != tc.code || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d containing %q", tc.args, code, stderr, tc.code, tc.want)
+		}
+	}
+}
+
+// A trace with a malformed line fails with its position and exit code 1.
+func TestSimBadTrace(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bad.jsonl")
+	os.WriteFile(path, []byte(`{"timestamp": 0, "input_length": 10, "output_length": 2, "hash_ids": [1]}
+{"timestamp": 5, "input_length": "ten", "output_length": 2, "hash_ids": [1]}
+`), 0o644)
+	code, _, stderr := runCLI(t, "sim", "--trace", path, "--format", "mooncake")
+	if code != exitFail || !strings.Contains(stderr, "bad.jsonl:2:") {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+}
