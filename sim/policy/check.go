@@ -87,7 +87,11 @@ func (s *Simulator) checkInvariants() {
 	}
 	for slot := range s.heaps {
 		hp := &s.heaps[slot]
-		for i, id := range hp.ids {
+		for i, e := range hp.entries {
+			id := e.id
+			if n := &s.nodes[id]; e.lastAccess != n.lastAccess || e.depth != n.depth {
+				fail("heap %d: node %d has a stale key", slot, id)
+			}
 			if int(s.nodes[id].heapIdx[slot]) != i {
 				fail("heap %d: node %d at %d records index %d", slot, id, i, s.nodes[id].heapIdx[slot])
 			}

@@ -155,7 +155,8 @@
 //     records whose timestamp goes backwards and records without
 //     input_length/output_length, where SGLang would sort or accept them.
 //   - SGLang's optional progress display and sanity checks are left out;
-//     the O(n) checks run after every request with -tags invariants.
+//     with -tags invariants an O(n) self-check runs after every request
+//     on small tries and after about every (nodes/256)-th on large ones.
 //
 // # Cost
 //

@@ -1,29 +1,36 @@
 package policy
 
 // leafHeap is a binary min-heap of node ids with index tracking (as
-// container/heap with Fix/Remove, but typed and without interface calls, since
-// it sits on the per-page hot path). Its order is the eviction order of
-// SGLang's simulator: oldest lastAccess first, then the shallower node (see
-// doc.go, "Tie-breaking"). The key is read from the node arena, so a caller
-// that changes a member's lastAccess must call fix.
+// container/heap with Fix/Remove, but typed and without interface calls,
+// since it sits on the per-page hot path). Its order is the eviction order
+// of SGLang's simulator: oldest lastAccess first, then the shallower node
+// (see doc.go, "Eviction order and tie-breaking"). Each entry carries a
+// copy of its node's key so that comparisons stay inside the heap's own
+// array; a caller that changes a member's lastAccess must call fix.
 //
 // Each node records its position in each of the three heaps in
 // node.heapIdx[h.slot] (-1 when absent).
 type leafHeap struct {
-	slot  int     // which heapIdx entry of a node belongs to this heap
-	nodes *[]node // the simulator's arena (a pointer: the arena grows)
-	ids   []nodeID
+	slot    int     // which heapIdx entry of a node belongs to this heap
+	nodes   *[]node // the simulator's arena (a pointer: the arena grows)
+	entries []heapEntry
 }
 
-func (h *leafHeap) len() int { return len(h.ids) }
+type heapEntry struct {
+	lastAccess int64
+	depth      int32
+	id         nodeID
+}
+
+func (h *leafHeap) len() int { return len(h.entries) }
 
 func (h *leafHeap) contains(id nodeID) bool { return (*h.nodes)[id].heapIdx[h.slot] >= 0 }
 
 // min returns the first node in eviction order; the heap must not be empty.
-func (h *leafHeap) min() nodeID { return h.ids[0] }
+func (h *leafHeap) min() nodeID { return h.entries[0].id }
 
 func (h *leafHeap) less(i, j int) bool {
-	a, b := &(*h.nodes)[h.ids[i]], &(*h.nodes)[h.ids[j]]
+	a, b := &h.entries[i], &h.entries[j]
 	if a.lastAccess != b.lastAccess {
 		return a.lastAccess < b.lastAccess
 	}
@@ -31,25 +38,27 @@ func (h *leafHeap) less(i, j int) bool {
 }
 
 func (h *leafHeap) swap(i, j int) {
-	h.ids[i], h.ids[j] = h.ids[j], h.ids[i]
-	(*h.nodes)[h.ids[i]].heapIdx[h.slot] = int32(i)
-	(*h.nodes)[h.ids[j]].heapIdx[h.slot] = int32(j)
+	e := h.entries
+	e[i], e[j] = e[j], e[i]
+	(*h.nodes)[e[i].id].heapIdx[h.slot] = int32(i)
+	(*h.nodes)[e[j].id].heapIdx[h.slot] = int32(j)
 }
 
 func (h *leafHeap) push(id nodeID) {
-	(*h.nodes)[id].heapIdx[h.slot] = int32(len(h.ids))
-	h.ids = append(h.ids, id)
-	h.up(len(h.ids) - 1)
+	n := &(*h.nodes)[id]
+	n.heapIdx[h.slot] = int32(len(h.entries))
+	h.entries = append(h.entries, heapEntry{lastAccess: n.lastAccess, depth: n.depth, id: id})
+	h.up(len(h.entries) - 1)
 }
 
 // remove takes id out of the heap; id must be a member.
 func (h *leafHeap) remove(id nodeID) {
 	i := int((*h.nodes)[id].heapIdx[h.slot])
-	n := len(h.ids) - 1
+	n := len(h.entries) - 1
 	if i != n {
 		h.swap(i, n)
 	}
-	h.ids = h.ids[:n]
+	h.entries = h.entries[:n]
 	(*h.nodes)[id].heapIdx[h.slot] = -1
 	if i != n {
 		if !h.down(i) {
@@ -58,9 +67,16 @@ func (h *leafHeap) remove(id nodeID) {
 	}
 }
 
-// fix restores the order after id's key changed; id must be a member.
+// fix refreshes id's key from its node and restores the order; id must be
+// a member.
 func (h *leafHeap) fix(id nodeID) {
-	i := int((*h.nodes)[id].heapIdx[h.slot])
+	n := &(*h.nodes)[id]
+	i := int(n.heapIdx[h.slot])
+	e := &h.entries[i]
+	if e.lastAccess == n.lastAccess && e.depth == n.depth {
+		return
+	}
+	e.lastAccess, e.depth = n.lastAccess, n.depth
 	if !h.down(i) {
 		h.up(i)
 	}
@@ -79,7 +95,7 @@ func (h *leafHeap) up(j int) {
 
 // down sifts element i0 down and reports whether it moved.
 func (h *leafHeap) down(i0 int) bool {
-	i, n := i0, len(h.ids)
+	i, n := i0, len(h.entries)
 	for {
 		l := 2*i + 1
 		if l >= n {

@@ -93,6 +93,10 @@ const (
 	noNode nodeID = -1
 )
 
+// checkBudget bounds the average cost of the -tags invariants self-check
+// per request, in trie nodes visited.
+const checkBudget = 256
+
 // Heap slots in node.heapIdx.
 const (
 	slotL1   = iota // on device, no child on device
@@ -274,7 +278,12 @@ func (s *Simulator) Process(pages []uint64) (l1Hits, l2Hits int, err error) {
 		s.res.L1Evictions++
 	}
 	if invariants.Enabled {
-		s.checkInvariants()
+		// O(nodes) per check: every request on small tries, and on large
+		// ones every (nodes/checkBudget)-th, so that a check costs about
+		// checkBudget node visits per request on average.
+		if n := len(s.children); n <= checkBudget || s.clock%int64(n/checkBudget+1) == 0 {
+			s.checkInvariants()
+		}
 	}
 	return l1Hits, l2Hits, nil
 }
