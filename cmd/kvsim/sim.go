@@ -19,7 +19,7 @@ import (
 func init() {
 	register(&command{
 		name:    "sim",
-		summary: "simulate an SGLang HiCache server on a trace (default: Qwen2.5-14B on an H200, Mooncake conversation trace)",
+		summary: "simulate an SGLang HiCache server on a trace (default: Qwen2.5-14B, TP 4 on H200s, the Mooncake conversation trace)",
 		run:     runSim,
 	})
 }
