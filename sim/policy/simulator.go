@@ -69,13 +69,20 @@ var ErrAborted = errors.New("SGLang's policy simulator aborts on this input")
 type AbortError struct {
 	// Request is the 1-based position of the request in replay order.
 	Request int
+	// Index is the request's index in the slice given to [Run], or -1 when
+	// the error comes from [Simulator.Process].
+	Index int
 	// Reason is the AssertionError message of SGLang's simulator.
 	Reason string
 }
 
 // Error describes the abort.
 func (e *AbortError) Error() string {
-	return fmt.Sprintf("request %d: %v (AssertionError: %s)", e.Request, ErrAborted, e.Reason)
+	where := fmt.Sprintf("request %d replayed", e.Request)
+	if e.Index >= 0 {
+		where = fmt.Sprintf("input request %d (%s)", e.Index, where)
+	}
+	return fmt.Sprintf("%s: %v (AssertionError: %s)", where, ErrAborted, e.Reason)
 }
 
 // Unwrap returns ErrAborted.
@@ -170,8 +177,8 @@ func New(cfg Config) (*Simulator, error) {
 
 // Run replays reqs in Timestamp order (a stable sort, as SGLang's
 // simulator does) through a new simulator and returns its result. reqs is
-// not modified. If SGLang's simulator would abort, the error wraps an
-// [*AbortError] and names the request's index in reqs.
+// not modified. If SGLang's simulator would abort, the error is an
+// [*AbortError] whose Index is the request's index in reqs.
 func Run(cfg Config, reqs []Request) (Result, error) {
 	s, err := New(cfg)
 	if err != nil {
@@ -193,7 +200,9 @@ func Run(cfg Config, reqs []Request) (Result, error) {
 	})
 	for _, i := range order {
 		if _, _, err := s.Process(reqs[i].Pages); err != nil {
-			return Result{}, fmt.Errorf("input request %d (timestamp %d): %w", i, reqs[i].Timestamp, err)
+			ae := *err.(*AbortError) // Process returns no other error
+			ae.Index = i
+			return Result{}, &ae
 		}
 	}
 	return s.Result(), nil
@@ -213,7 +222,7 @@ func (s *Simulator) Process(pages []uint64) (l1Hits, l2Hits int, err error) {
 			if !ok {
 				panic(r)
 			}
-			s.err = &AbortError{Request: s.res.Requests, Reason: string(reason)}
+			s.err = &AbortError{Request: s.res.Requests, Index: -1, Reason: string(reason)}
 			l1Hits, l2Hits, err = 0, 0, s.err
 		}
 	}()

@@ -215,8 +215,8 @@ func TestBoundaryAbort(t *testing.T) {
 	if !errors.As(err, &ae) || !errors.Is(err, ErrAborted) {
 		t.Fatalf("Process(R3) = %v, want an *AbortError", err)
 	}
-	if ae.Request != 3 || ae.Reason != "Refusing to delete a non-D-only leaf" {
-		t.Errorf("abort = %+v, want request 3, Refusing to delete a non-D-only leaf", ae)
+	if ae.Request != 3 || ae.Index != -1 || ae.Reason != "Refusing to delete a non-D-only leaf" {
+		t.Errorf("abort = %+v, want request 3, index -1, Refusing to delete a non-D-only leaf", ae)
 	}
 	if _, _, err2 := s.Process([]uint64{9}); err2 != err {
 		t.Errorf("Process after abort = %v, want the same error %v", err2, err)
@@ -225,8 +225,12 @@ func TestBoundaryAbort(t *testing.T) {
 	// Run names the input index and timestamp; the order is by timestamp.
 	in := []Request{{Timestamp: 30, Pages: []uint64{1, 2, 3}}, {Timestamp: 10, Pages: []uint64{1}}, {Timestamp: 20, Pages: []uint64{1, 2}}}
 	_, err = Run(cfg, in)
-	if !errors.Is(err, ErrAborted) || !strings.Contains(err.Error(), "input request 0 (timestamp 30)") {
-		t.Fatalf("Run = %v, want an abort at input request 0", err)
+	if !errors.As(err, &ae) || ae.Index != 0 || ae.Request != 3 {
+		t.Fatalf("Run = %v, want an abort at input request 0, replayed third", err)
+	}
+	const want = "input request 0 (request 3 replayed): SGLang's policy simulator aborts on this input (AssertionError: Refusing to delete a non-D-only leaf)"
+	if err.Error() != want {
+		t.Errorf("Error() = %q\nwant %q", err, want)
 	}
 	// The same requests under MainWriteThrough never abort.
 	if _, err := Run(Config{Policy: MainWriteThrough, L1Pages: 1, L2Pages: 1, WriteThroughThreshold: 1}, in); err != nil {

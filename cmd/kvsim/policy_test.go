@@ -1,0 +1,209 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/kvsim/kvsim/sim/policy"
+	"github.com/kvsim/kvsim/traces"
+)
+
+// policyGolden compares got with testdata/policy/<name>.golden (rewritten
+// with -update).
+func policyGolden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", "policy", name+".golden")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update)", err)
+	}
+	if got != string(want) {
+		t.Fatalf("%s:\n got:\n%s\nwant:\n%s", name, got, want)
+	}
+}
+
+var policySmall = filepath.Join("testdata", "policy", "small.jsonl")
+
+// TestPolicyTable: small.jsonl is sim/policy's hand-worked case
+// write_through_l1_eviction_keeps_host_copy, as a Mooncake trace (two
+// requests share a timestamp and keep file order).
+func TestPolicyTable(t *testing.T) {
+	code, out, errOut := runCLI(t, "policy", "--trace", policySmall, "--l1-pages", "2", "--l2-pages", "4")
+	if code != exitOK || errOut != "" {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	policyGolden(t, "small_table", out)
+}
+
+func TestPolicyJSONOnePolicy(t *testing.T) {
+	code, out, errOut := runCLI(t, "policy", "--trace", policySmall, "--policy", "main_write_through",
+		"--l1-pages", "2", "--l2-pages", "4", "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	policyGolden(t, "small_main_write_through_json", out)
+	var m map[string]any
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"requests", "total_input_pages", "l1_hit_pages", "l2_hit_pages", "miss_pages", "l1_hit_rate",
+		"l1_l2_hit_rate", "l1_evictions", "l2_evictions", "d_to_h_demotions", "failed_h_allocations", "d_pages",
+		"h_pages", "duplicate_ratio"}
+	if len(m) != len(want) {
+		t.Errorf("JSON has %d keys, want exactly %d: %v", len(m), len(want), m)
+	}
+	for _, k := range want {
+		if _, ok := m[k]; !ok {
+			t.Errorf("JSON lacks %q", k)
+		}
+	}
+	// Hand-worked in sim/policy: 2 L1 hits, 1 L2 hit, 4 L1 evictions, 1 L2
+	// eviction, 2 pages on device, 4 on host, half of them duplicates.
+	if m["l1_hit_pages"] != 2.0 || m["l2_hit_pages"] != 1.0 || m["l1_evictions"] != 4.0 || m["duplicate_ratio"] != 0.5 {
+		t.Errorf("counters %v", m)
+	}
+}
+
+// TestPolicyJSONSeveralPolicies: the default runs both policies; --json
+// keys the objects by policy name. --policies is SGLang's spelling.
+func TestPolicyJSONSeveralPolicies(t *testing.T) {
+	code, out, errOut := runCLI(t, "policy", "--trace", policySmall, "--l1-pages", "2", "--l2-pages", "4", "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var m map[string]map[string]float64
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		t.Fatal(err)
+	}
+	if len(m) != 2 || m["main_write_through"] == nil || m["boundary_l1_l2"] == nil {
+		t.Fatalf("keys of %v", m)
+	}
+	code, out2, _ := runCLI(t, "policy", "--trace", policySmall, "--l1-pages", "2", "--l2-pages", "4", "--json",
+		"--policies", "boundary_l1_l2, main_write_through")
+	if code != exitOK || out2 != out {
+		t.Fatalf("--policies gave exit %d:\n%s\nwant\n%s", code, out2, out)
+	}
+}
+
+func TestPolicyMaxRequests(t *testing.T) {
+	code, out, errOut := runCLI(t, "policy", "--trace", policySmall, "--policy", "main_write_through",
+		"--l1-pages", "2", "--l2-pages", "4", "--max-requests", "2", "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var r policy.Result
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Requests != 2 || r.TotalInputPages != 6 {
+		t.Errorf("--max-requests 2: %+v", r)
+	}
+}
+
+func TestPolicyErrors(t *testing.T) {
+	dir := filepath.Join("testdata", "policy")
+	cases := []struct {
+		name string
+		args []string
+		code int
+		msg  string
+	}{
+		{"no_trace", []string{"--l1-pages", "1", "--l2-pages", "1"}, exitUsage, "kvsim policy: --trace is required\n"},
+		{"no_l1", []string{"--trace", policySmall, "--l2-pages", "1"}, exitUsage, "kvsim policy: --l1-pages is required\n"},
+		{"no_l2", []string{"--trace", policySmall, "--l1-pages", "1"}, exitUsage, "kvsim policy: --l2-pages is required\n"},
+		{"bad_policy", []string{"--trace", policySmall, "--l1-pages", "1", "--l2-pages", "1", "--policy", "lru"}, exitUsage,
+			"kvsim policy: --policy: unknown policy \"lru\" (want one of main_write_through, boundary_l1_l2)\n"},
+		{"bad_sizes", []string{"--trace", policySmall, "--l1-pages", "-2", "--l2-pages", "1", "--write-through-threshold", "0"}, exitUsage,
+			"kvsim policy: --l1-pages: must be >= 0 (got -2); --write-through-threshold: must be > 0 (got 0)\n"},
+		{"bad_format", []string{"--trace", policySmall, "--l1-pages", "1", "--l2-pages", "1", "--format", "csv"}, exitUsage, "--format: unknown trace format"},
+		{"extra_arg", []string{"--trace", policySmall, "--l1-pages", "1", "--l2-pages", "1", "x"}, exitUsage, "unexpected argument \"x\""},
+		{"bad_record", []string{"--trace", filepath.Join(dir, "bad.jsonl"), "--l1-pages", "1", "--l2-pages", "1"}, exitFail,
+			"kvsim policy: " + filepath.Join(dir, "bad.jsonl") + ":2:73: hash_ids: expected a non-negative integer, found string\n"},
+		{"no_blocks", []string{"--trace", filepath.Join(dir, "tokens.jsonl"), "--l1-pages", "1", "--l2-pages", "1"}, exitFail,
+			"no block hashes: policy mode needs a block-hash trace (tokens has none)"},
+		{"missing_file", []string{"--trace", filepath.Join(dir, "nope.jsonl"), "--l1-pages", "1", "--l2-pages", "1"}, exitFail, "nope.jsonl"},
+		// sim/policy's TestBoundaryAbort as a trace: SGLang aborts at the
+		// third request under boundary_l1_l2.
+		{"abort", []string{"--trace", filepath.Join(dir, "abort.jsonl"), "--l1-pages", "1", "--l2-pages", "1"}, exitFail,
+			"kvsim policy: boundary_l1_l2: " + filepath.Join(dir, "abort.jsonl") + ": request \"2\" (replayed as number 3): SGLang's policy simulator aborts on this input (AssertionError: Refusing to delete a non-D-only leaf); SGLang reports no results\n"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, out, errOut := runCLI(t, append([]string{"policy"}, c.args...)...)
+			if code != c.code {
+				t.Fatalf("exit %d, want %d; stderr %q", code, c.code, errOut)
+			}
+			if out != "" {
+				t.Errorf("stdout %q, want nothing", out)
+			}
+			if strings.HasSuffix(c.msg, "\n") && errOut != c.msg || !strings.Contains(errOut, c.msg) {
+				t.Errorf("stderr = %q, want %q", errOut, c.msg)
+			}
+		})
+	}
+}
+
+func TestPolicyHelp(t *testing.T) {
+	code, _, errOut := runCLI(t, "policy", "-h")
+	if code != exitOK || !strings.Contains(errOut, "usage: kvsim policy") || !strings.Contains(errOut, "-write-through-threshold") {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestPolicyMooncakeMatchesPackage runs the command on the shared Mooncake
+// conversation trace and checks its JSON against policy.Run on the records
+// read directly (whose figures sim/policy's golden file pins).
+func TestPolicyMooncakeMatchesPackage(t *testing.T) {
+	p := filepath.Join("..", "..", "..", "shared", "data", "traces", "mooncake_fast25", "conversation_trace.jsonl")
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("shared trace %s not available (%v): this test needs shared/data/traces beside the repository", p, err)
+	}
+	rd, err := traces.Open(p, traces.FormatAuto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	var reqs []policy.Request
+	for {
+		rec, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		reqs = append(reqs, policy.Request{Timestamp: rec.Arrival, Pages: rec.Blocks})
+	}
+	cfg := policy.Config{Policy: policy.BoundaryL1L2, L1Pages: 9139, L2Pages: 18278, WriteThroughThreshold: 1}
+	want, err := policy.Run(cfg, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI(t, "policy", "--trace", p, "--policy", "boundary_l1_l2", "--l1-pages", "9139", "--l2-pages", "18278", "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var got policy.Result
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	got.Policy, got.DedupL2Evictions, got.DeletedL2Evictions, got.DHPages, got.UniqueCachedPages =
+		want.Policy, want.DedupL2Evictions, want.DeletedL2Evictions, want.DHPages, want.UniqueCachedPages
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("CLI %+v\nRun %+v", got, want)
+	}
+	if want.L1HitPages != 56479 || want.L2HitPages != 33599 {
+		t.Errorf("hits %d/%d, want 56479/33599 (sim/policy/testdata/mooncake_conversation.golden)", want.L1HitPages, want.L2HitPages)
+	}
+}
