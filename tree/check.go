@@ -21,7 +21,8 @@ func (t *Tree) check() {
 //
 //   - per-lane accounts equal the sums over nodes (device, host,
 //     evictable = unlocked device, protected = locked device);
-//   - no lane is over its device or host capacity;
+//   - no lane is over its device or host capacity (host reservations of
+//     in-flight prefetches count against the host capacity);
 //   - device residency is prefix-closed; with a write-through policy host
 //     residency is too; every node is on at least one tier;
 //   - lock counts never go below the sum of the children's;
@@ -82,6 +83,9 @@ func (t *Tree) Check() error {
 		if n.lockRef < childLocks {
 			bad("node %d: lock count %d below its children's %d", n.id, n.lockRef, childLocks)
 		}
+		if n.hostRef < 0 {
+			bad("node %d: host protection count %d", n.id, n.hostRef)
+		}
 		if !n.device && !n.host {
 			bad("node %d is on neither tier", n.id)
 		}
@@ -138,8 +142,11 @@ func (t *Tree) Check() error {
 		if t.treeDev[o]+t.held[o] > t.cfg.DeviceTokens {
 			bad("lane %d: device %d + held %d over capacity %d", o, t.treeDev[o], t.held[o], t.cfg.DeviceTokens)
 		}
-		if t.hostUsed[o] > t.cfg.HostTokens {
-			bad("lane %d: host %d over capacity %d", o, t.hostUsed[o], t.cfg.HostTokens)
+		if t.hostRes[o] < 0 {
+			bad("lane %d: %d reserved host tokens", o, t.hostRes[o])
+		}
+		if t.hostUsed[o]+t.hostRes[o] > t.cfg.HostTokens {
+			bad("lane %d: host %d + reserved %d over capacity %d", o, t.hostUsed[o], t.hostRes[o], t.cfg.HostTokens)
 		}
 	}
 	if protTok != t.protTok {

@@ -151,6 +151,11 @@ type Config struct {
 	// LoadBackThreshold is the smallest host hit, in tokens, that is loaded
 	// back instead of recomputed. Default 10 (SGLang's load_back_threshold).
 	LoadBackThreshold int64
+	// HoldWriteBacks makes every write-back copy keep a host protection (as
+	// [Tree.ProtectHost]) from the moment it is written, and lists the node
+	// for [Tree.TakeWriteBacks]: a storage tier backs these copies up and
+	// releases them when its own write lands. Default false.
+	HoldWriteBacks bool
 }
 
 // withDefaults returns c with zero fields set to their defaults.

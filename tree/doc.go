@@ -33,8 +33,12 @@
 // The tree keeps SGLang's accounts, per owner lane: evictable tokens
 // (device, unlocked) and protected tokens (device, locked); device tokens in
 // the tree plus tokens held by requests outside it ([Tree.Reserve]) never
-// exceed a lane's device capacity, and host tokens never exceed its host
-// capacity.
+// exceed a lane's device capacity, and host tokens in the tree plus tokens
+// reserved for in-flight storage prefetches ([Tree.ReserveHost]) never
+// exceed its host capacity. A node's host protection count
+// ([Tree.ProtectHost]) keeps host eviction away from it; unlike a lock it
+// is the node's own, not its path's, and a split leaves it with the lower
+// node (which keeps the upper one from being a leaf).
 //
 // # Owner lanes
 //
@@ -65,6 +69,21 @@
 //   - [Tree.AckWrites] and [Tree.AckLoads] finish the asynchronous copies
 //     and release the locks they held, in FIFO order, when the simulator
 //     says they are done.
+//
+// For HiCache's storage tier (L3), whose contents the tree does not track:
+//
+//   - [Tree.ProtectHost] and [Tree.ReleaseHost] pin a host copy while a
+//     storage read or write uses it (SGLang's protect_host/release_host);
+//     with Config.HoldWriteBacks every write-back copy starts pinned and is
+//     handed out by [Tree.TakeWriteBacks] for backup.
+//   - [Tree.ReserveHost] takes host tokens for a prefetch, all or nothing,
+//     evicting host-only leaves once if short; [Tree.ReleaseHostReservation]
+//     gives them back.
+//   - [Tree.InsertHost] lands a prefetch (SGLang's _insert_helper_host): the
+//     fetched pages become one host-only leaf under the deepest matched node,
+//     paid from the reservation; existing nodes are left alone, and nothing
+//     is inserted if the prefix is gone or the deepest matched node has no
+//     host copy (host prefix-closure).
 //
 // # Eviction orders
 //

@@ -160,6 +160,11 @@ func (t *Tree) writeBackup(n *Node, writeBack bool) int64 {
 	t.setHost(n, true)
 	if writeBack {
 		t.stats.WrittenBack += n.tokens
+		if t.cfg.HoldWriteBacks {
+			n.hostRef++
+			t.refresh(n)
+			t.heldWB = append(t.heldWB, n)
+		}
 		return n.tokens
 	}
 	t.stats.WrittenThrough += n.tokens
@@ -170,7 +175,7 @@ func (t *Tree) writeBackup(n *Node, writeBack bool) int64 {
 
 func (t *Tree) hostFits(lanes []int64) bool {
 	for o, v := range lanes {
-		if t.hostUsed[o]+v > t.cfg.HostTokens {
+		if t.hostUsed[o]+t.hostRes[o]+v > t.cfg.HostTokens {
 			return false
 		}
 	}

@@ -138,6 +138,10 @@ func (n *Node) OnHost() bool { return n.host }
 // pins its whole path to the root).
 func (n *Node) LockRef() int64 { return n.lockRef }
 
+// HostRef returns the number of host protections of the node
+// ([Tree.ProtectHost], held write-backs).
+func (n *Node) HostRef() int64 { return n.hostRef }
+
 // Locked reports whether the node is pinned.
 func (n *Node) Locked() bool { return n.lockRef > 0 }
 

@@ -28,6 +28,8 @@ type machine struct {
 	locks    []*Node   // harness locks (a request pinning its prefix)
 	holds    [][]int64 // request-held device tokens outside the tree
 	hostPins []*Node   // nodes whose host copy is pinned (ProtectHost)
+	wbPins   []*Node   // write-backs taken from TakeWriteBacks, not yet released
+	hostRes  [][]int64 // host reservations (ReserveHost) not yet released
 	now      int64
 }
 
@@ -53,6 +55,7 @@ func newMachine(rt *rapid.T) *machine {
 		cfg.HostTokens = int64(rapid.IntRange(4, 128).Draw(rt, "host_tokens"))
 		cfg.WritePolicy = rapid.SampledFrom([]WritePolicy{WriteThrough, WriteThroughSelective, WriteBack}).Draw(rt, "write_policy")
 		cfg.LoadBackThreshold = int64(rapid.IntRange(1, 10).Draw(rt, "load_back_threshold"))
+		cfg.HoldWriteBacks = rapid.Bool().Draw(rt, "hold_write_backs")
 	}
 	tr, err := New(cfg)
 	if err != nil {
@@ -177,6 +180,34 @@ func (m *machine) Check(rt *rapid.T) {
 		}
 	}
 	visit(m.t.root)
+	// Host protections: every attached node's count is the number of pins on
+	// it exactly (a split leaves the count with the lower node).
+	pins := map[*Node]int64{}
+	for _, list := range [][]*Node{m.hostPins, m.wbPins, m.t.heldWB} {
+		for _, n := range list {
+			pins[n]++
+		}
+	}
+	var visitPins func(n *Node)
+	visitPins = func(n *Node) {
+		for _, c := range n.kids {
+			if c.hostRef != pins[c] {
+				rt.Fatalf("node %d: hostRef %d, pins say %d", c.id, c.hostRef, pins[c])
+			}
+			visitPins(c)
+		}
+	}
+	visitPins(m.t.root)
+	// Host reservations: the tree's account is the sum of the holders'.
+	for o := 0; o < m.cfg.CP; o++ {
+		var res int64
+		for _, r := range m.hostRes {
+			res += r[o]
+		}
+		if m.t.HostReserved(o) != res {
+			rt.Fatalf("lane %d: %d host tokens reserved, holders say %d", o, m.t.HostReserved(o), res)
+		}
+	}
 	// The model and the tree agree page by page.
 	snap := m.snapshot()
 	if len(snap) != len(m.model) {
@@ -422,7 +453,7 @@ func (m *machine) evictHost(rt *rapid.T) {
 			hostOnly += int64(m.ps)
 		}
 	}
-	if len(m.hostPins) > 0 {
+	if len(m.hostPins)+len(m.wbPins)+len(m.t.heldWB) > 0 {
 		hostOnly = 0 // pinned leaves keep their ancestors too: only check the step's own rules
 	}
 	locked := m.lockedPaths()
@@ -505,22 +536,166 @@ func (m *machine) release(rt *rapid.T) {
 	m.holds = append(m.holds[:i], m.holds[i+1:]...)
 }
 
+// hostEvictAllowed says whether a host eviction may take a page from before
+// to after: only host-only pages are dropped.
+func hostEvictAllowed(before, after pageState, present bool) bool {
+	return (present && after == before) || (!present && !before.device && before.host)
+}
+
+// drawHostLanes draws a small host reservation per lane.
+func (m *machine) drawHostLanes(rt *rapid.T) []int64 {
+	lanes := make([]int64, m.cfg.CP)
+	for o := range lanes {
+		lanes[o] = int64(rapid.IntRange(0, 8).Draw(rt, "reserve"))
+	}
+	return lanes
+}
+
+// reserve runs ReserveHost and checks it against the free host tokens:
+// it must succeed without evicting when every lane fits, and otherwise
+// succeeds exactly when one host eviction made room.
+func (m *machine) reserve(rt *rapid.T, lanes []int64) bool {
+	fits := true
+	for o, v := range lanes {
+		fits = fits && m.t.HostFree(o) >= v
+	}
+	reserved := append([]int64(nil), lanes...)
+	before := m.t.Stats().HostEvicted
+	locked := m.lockedPaths()
+	ok := m.t.ReserveHost(lanes)
+	if fits && (!ok || m.t.Stats().HostEvicted != before) {
+		rt.Fatalf("ReserveHost(%v) with room: ok %v, evicted %d", lanes, ok, m.t.Stats().HostEvicted-before)
+	}
+	fitsAfter := true
+	for o, v := range lanes {
+		fitsAfter = fitsAfter && m.t.HostFree(o) >= 0 && (ok || m.t.HostFree(o) >= v)
+	}
+	if !ok {
+		short := false
+		for o, v := range lanes {
+			short = short || m.t.HostFree(o) < v
+		}
+		if !short {
+			rt.Fatalf("ReserveHost(%v) failed with room after eviction", lanes)
+		}
+	} else if !fitsAfter {
+		rt.Fatalf("ReserveHost(%v) overcommitted the host", lanes)
+	}
+	m.adopt(rt, "reserve host", locked, hostEvictAllowed)
+	if ok {
+		m.hostRes = append(m.hostRes, reserved)
+	}
+	return ok
+}
+
+func (m *machine) reserveHost(rt *rapid.T) {
+	if !m.t.HasHost() {
+		rt.Skip("no host tier")
+	}
+	m.reserve(rt, m.drawHostLanes(rt))
+}
+
+func (m *machine) releaseHostRes(rt *rapid.T) {
+	if len(m.hostRes) == 0 {
+		rt.Skip("nothing reserved")
+	}
+	i := rapid.IntRange(0, len(m.hostRes)-1).Draw(rt, "reservation")
+	m.t.ReleaseHostReservation(m.hostRes[i])
+	m.hostRes = append(m.hostRes[:i], m.hostRes[i+1:]...)
+}
+
+// insertHost plays a storage prefetch landing: reserve the fetched pages'
+// host tokens, insert them under their prefix, release the rest. The model
+// predicts the outcome page by page.
+func (m *machine) insertHost(rt *rapid.T) {
+	if !m.t.HasHost() {
+		rt.Skip("no host tier")
+	}
+	tokens := m.drawPrompt(rt)
+	pages := m.pager.TokenPages(tokens, nil)
+	from := rapid.IntRange(0, len(pages)).Draw(rt, "from")
+	ps := int64(m.ps)
+	lanes := m.t.LaneTokens(int64(from)*ps, int64(len(pages))*ps, make([]int64, m.cfg.CP))
+	if !m.reserve(rt, lanes) {
+		return
+	}
+	m.hostRes = m.hostRes[:len(m.hostRes)-1] // this step gives it back below
+	mp := 0
+	for mp < len(pages) {
+		if _, ok := m.model[pathKey(pages[:mp+1])]; !ok {
+			break
+		}
+		mp++
+	}
+	res := m.t.InsertHost(pages, from, m.tick(rt))
+	if res.Matched != int64(mp)*ps {
+		rt.Fatalf("InsertHost matched %d tokens, model %d", res.Matched, int64(mp)*ps)
+	}
+	switch {
+	case mp < from:
+		if !res.Missing || res.Inserted != 0 {
+			rt.Fatalf("InsertHost with the prefix gone (%d < %d pages) = %+v", mp, from, res)
+		}
+	case mp == len(pages):
+		if res.Missing || res.Blocked || res.Inserted != 0 {
+			rt.Fatalf("InsertHost of a cached key = %+v", res)
+		}
+	case mp > 0 && !m.model[pathKey(pages[:mp])].host:
+		if !res.Blocked || res.Inserted != 0 {
+			rt.Fatalf("InsertHost under a device-only node = %+v", res)
+		}
+	default:
+		want := m.t.LaneTokens(int64(mp)*ps, int64(len(pages))*ps, make([]int64, m.cfg.CP))
+		if res.Inserted != int64(len(pages)-mp)*ps || res.Missing || res.Blocked {
+			rt.Fatalf("InsertHost = %+v, want %d tokens inserted", res, int64(len(pages)-mp)*ps)
+		}
+		for o := range want {
+			if res.Lanes[o] != want[o] {
+				rt.Fatalf("InsertHost lanes %v, want %v", res.Lanes, want)
+			}
+		}
+		for i := mp; i < len(pages); i++ {
+			m.model[pathKey(pages[:i+1])] = pageState{host: true}
+		}
+		m.prompts = append(m.prompts, tokens)
+	}
+	rest := make([]int64, m.cfg.CP)
+	for o := range rest {
+		rest[o] = lanes[o] - res.Lanes[o]
+	}
+	m.t.ReleaseHostReservation(rest)
+}
+
+func (m *machine) takeWriteBacks(rt *rapid.T) {
+	m.wbPins = append(m.wbPins, m.t.TakeWriteBacks()...)
+	if len(m.wbPins) == 0 {
+		rt.Skip("no write-back held")
+	}
+	i := rapid.IntRange(0, len(m.wbPins)-1).Draw(rt, "write_back")
+	m.t.ReleaseHost(m.wbPins[i])
+	m.wbPins = append(m.wbPins[:i], m.wbPins[i+1:]...)
+}
+
 func TestStateMachineTree(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		m := newMachine(rt)
 		rt.Repeat(map[string]func(*rapid.T){
-			"insert":    m.insert,
-			"match":     m.match,
-			"lock":      m.lock,
-			"unlock":    m.unlock,
-			"evict":     m.evict,
-			"evictHost": m.evictHost,
-			"loadBack":  m.loadBack,
-			"ackWrites": m.ackWrites,
-			"ackLoads":  m.ackLoads,
-			"hold":      m.hold,
-			"release":   m.release,
-			"":          m.Check,
+			"insert":         m.insert,
+			"match":          m.match,
+			"lock":           m.lock,
+			"unlock":         m.unlock,
+			"evict":          m.evict,
+			"evictHost":      m.evictHost,
+			"loadBack":       m.loadBack,
+			"ackWrites":      m.ackWrites,
+			"ackLoads":       m.ackLoads,
+			"hold":           m.hold,
+			"release":        m.release,
+			"reserveHost":    m.reserveHost,
+			"releaseHostRes": m.releaseHostRes,
+			"insertHost":     m.insertHost,
+			"takeWriteBacks": m.takeWriteBacks,
+			"":               m.Check,
 		})
 	})
 }

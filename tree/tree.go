@@ -24,6 +24,7 @@ type Tree struct {
 	treeDev  []int64 // device tokens held by tree nodes, per lane
 	held     []int64 // device tokens held by requests outside the tree, per lane
 	hostUsed []int64 // host tokens held by tree nodes, per lane
+	hostRes  []int64 // host tokens reserved for in-flight storage prefetches, per lane
 	evict    []int64 // device tokens in unlocked nodes (SGLang evictable_size_), per lane
 	prot     []int64 // device tokens in locked nodes (SGLang protected_size_), per lane
 
@@ -34,6 +35,7 @@ type Tree struct {
 	protCap  int64    // capacity of the protected segment
 
 	writes []Transfer // in-flight write-through copies, oldest first
+	heldWB []*Node    // write-back copies holding a host protection (Config.HoldWriteBacks)
 	loads  []Transfer // in-flight load-backs, oldest first
 
 	nodes int // nodes in the tree, root excluded
@@ -65,6 +67,8 @@ type Stats struct {
 	LoadFailed      int64 // host hits that found no device space (recomputed)
 	Splits          int64 // node splits
 	AdoptedFromHost int64 // host-only tokens re-inserted by a request that recomputed them
+	// InsertedFromStorage counts host-only tokens added by InsertHost.
+	InsertedFromStorage int64
 }
 
 // New returns an empty tree.
@@ -77,6 +81,7 @@ func New(cfg Config) (*Tree, error) {
 	t.treeDev = make([]int64, t.cp)
 	t.held = make([]int64, t.cp)
 	t.hostUsed = make([]int64, t.cp)
+	t.hostRes = make([]int64, t.cp)
 	t.evict = make([]int64, t.cp)
 	t.prot = make([]int64, t.cp)
 	t.scratch = make([]int64, t.cp)
@@ -124,8 +129,16 @@ func (t *Tree) Held(o int) int64 { return t.held[o] }
 // HostUsed returns the host tokens of lane o held by the tree.
 func (t *Tree) HostUsed(o int) int64 { return t.hostUsed[o] }
 
-// HostFree returns the free host tokens of lane o.
-func (t *Tree) HostFree(o int) int64 { return t.cfg.HostTokens - t.hostUsed[o] }
+// HostFree returns the free host tokens of lane o: capacity minus the tree's
+// host copies and the reservations of in-flight prefetches.
+func (t *Tree) HostFree(o int) int64 { return t.cfg.HostTokens - t.hostUsed[o] - t.hostRes[o] }
+
+// HostReserved returns the host tokens of lane o reserved by
+// [Tree.ReserveHost] and not yet inserted or released.
+func (t *Tree) HostReserved(o int) int64 { return t.hostRes[o] }
+
+// HostReservedTotal returns the reserved host tokens over all lanes.
+func (t *Tree) HostReservedTotal() int64 { return sum(t.hostRes) }
 
 // Evictable returns lane o's device tokens in unlocked nodes (SGLang's
 // evictable_size()).
@@ -411,13 +424,16 @@ func pageBytes(p []PageID) []byte {
 // new upper node, which takes c's place under c's parent. As in SGLang's
 // _split_node, the upper node copies the lock count, hit count, priority and
 // residency (so every holder of c also holds the prefix), and it is a fresh
-// node: new id, created and accessed now.
+// node: new id, created and accessed now. The host protection count
+// (ProtectHost) stays with c alone: c keeps the upper node from being a
+// leaf, so the upper node's host copy is safe from host eviction while c is
+// protected, and ReleaseHost(c) then leaves no stray count behind.
 func (t *Tree) split(c *Node, m int) *Node {
 	t.stats.Splits++
 	parent := c.parent
 	up := t.newNode(parent, c.pages[:m:m], c.depth)
 	up.device, up.host = c.device, c.host
-	up.lockRef, up.hostRef = c.lockRef, c.hostRef
+	up.lockRef = c.lockRef
 	up.hitCount, up.priority = c.hitCount, c.priority
 	parent.replaceChild(c, up)
 
