@@ -1,0 +1,204 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kvsim/kvsim/planner"
+	"github.com/kvsim/kvsim/planner/synth"
+)
+
+func init() {
+	register(&command{
+		name:    "plan-bench",
+		summary: "time the owner-lane planner: full-rescan reference against the lazy heap",
+		run:     runPlanBench,
+	})
+}
+
+const planBenchUsage = `usage: kvsim plan-bench [--candidates N] [--deficit D] [--cp C] [--seed S] [--json]
+
+Builds a reproducible synthetic radix-tree snapshot (shared system prompts,
+forked conversations, locked request paths, host-only leaves; see package
+planner/synth) with N initially eligible leaves and a total page deficit D
+spread unevenly over C owner lanes, runs the reference planner (full rescan
+per step) and the lazy re-evaluation heap on it, checks that their plans are
+identical, and reports the wall time per plan of each. Each planner is run
+repeatedly until at least 200 ms have passed (at least once).
+
+Exit status: 0 if the plans are identical, 1 if they differ, 2 for bad flags.
+
+flags:
+`
+
+// planBenchMinTime is how long each planner is repeated for, so that the
+// per-plan figures are stable. Tests shorten it.
+var planBenchMinTime = 200 * time.Millisecond
+
+// planBenchResult is the --json output.
+type planBenchResult struct {
+	ReferenceMS   float64 `json:"reference_ms"`
+	HeapMS        float64 `json:"heap_ms"`
+	Speedup       float64 `json:"speedup"`
+	Identical     bool    `json:"identical"`
+	Victims       int     `json:"victims"`
+	Candidates    int     `json:"candidates"`
+	Deficit       int64   `json:"deficit"`
+	CP            int     `json:"cp"`
+	Seed          uint64  `json:"seed"`
+	Nodes         int     `json:"nodes"`
+	ReferenceRuns int     `json:"reference_runs"`
+	HeapRuns      int     `json:"heap_runs"`
+	Evaluations   int     `json:"heap_evaluations"`
+	Version       string  `json:"version"`
+}
+
+func runPlanBench(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("kvsim plan-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg synth.Config
+	fs.IntVar(&cfg.Candidates, "candidates", 2000, "initially eligible leaves (>= 1)")
+	fs.Int64Var(&cfg.Deficit, "deficit", 7877, "total page deficit over all lanes (>= 0)")
+	fs.IntVar(&cfg.Lanes, "cp", 8, "owner lanes, in [1, 1024]")
+	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the snapshot generator")
+	asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
+	fs.Usage = func() {}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			io.WriteString(stdout, planBenchUsage)
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			return exitOK
+		}
+		fmt.Fprintln(stderr, "run 'kvsim plan-bench -h' for usage")
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "kvsim plan-bench: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(stderr, "kvsim plan-bench: --%v\n", err)
+		return exitUsage
+	}
+	nodes, deficits, err := synth.Snapshot(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvsim plan-bench: %v\n", err)
+		return exitUsage
+	}
+	p, err := planner.New(planner.Config{Lanes: cfg.Lanes})
+	if err != nil {
+		fmt.Fprintf(stderr, "kvsim plan-bench: %v\n", err)
+		return exitUsage
+	}
+
+	var ref, heap planner.Plan
+	refPer, refRuns, err := planBenchTime(func() (err error) {
+		ref, err = planner.Reference(nodes, deficits)
+		return err
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "kvsim plan-bench: reference: %v\n", err)
+		return exitFail
+	}
+	heapPer, heapRuns, err := planBenchTime(func() (err error) {
+		heap, err = p.Plan(nodes, deficits)
+		return err
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "kvsim plan-bench: heap: %v\n", err)
+		return exitFail
+	}
+	diff := planBenchDiff(ref, heap)
+	res := planBenchResult{
+		ReferenceMS: ms(refPer), HeapMS: ms(heapPer), Speedup: float64(refPer) / float64(max(heapPer, 1)),
+		Identical: diff == "", Victims: len(heap.Victims),
+		Candidates: cfg.Candidates, Deficit: cfg.Deficit, CP: cfg.Lanes, Seed: cfg.Seed,
+		Nodes: len(nodes), ReferenceRuns: refRuns, HeapRuns: heapRuns,
+		Evaluations: p.Stats().Evaluations, Version: version,
+	}
+	if *asJSON {
+		out, err := json.Marshal(res)
+		if err != nil {
+			fmt.Fprintf(stderr, "kvsim plan-bench: %v\n", err)
+			return exitFail
+		}
+		fmt.Fprintf(stdout, "%s\n", out)
+	} else {
+		planBenchTable(stdout, res, deficits, p.Stats())
+	}
+	if diff != "" {
+		fmt.Fprintf(stderr, "kvsim plan-bench: the plans differ: %s\n", diff)
+		return exitFail
+	}
+	return exitOK
+}
+
+// planBenchTime runs f until planBenchMinTime has passed (at least once) and
+// returns the mean wall time per run and the number of runs.
+func planBenchTime(f func() error) (time.Duration, int, error) {
+	start := time.Now()
+	for runs := 1; ; runs++ {
+		if err := f(); err != nil {
+			return 0, runs, err
+		}
+		if el := time.Since(start); el >= planBenchMinTime {
+			return el / time.Duration(runs), runs, nil
+		}
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
+
+// planBenchDiff describes the first difference between two plans, or
+// returns "" if they are identical.
+func planBenchDiff(ref, heap planner.Plan) string {
+	for i := range min(len(ref.Victims), len(heap.Victims)) {
+		if ref.Victims[i] != heap.Victims[i] {
+			return fmt.Sprintf("victim %d is %d (reference) vs %d (heap)", i, ref.Victims[i], heap.Victims[i])
+		}
+	}
+	switch {
+	case len(ref.Victims) != len(heap.Victims):
+		return fmt.Sprintf("%d victims (reference) vs %d (heap)", len(ref.Victims), len(heap.Victims))
+	case !slices.Equal(ref.PlannedFreed, heap.PlannedFreed):
+		return fmt.Sprintf("planned_freed %v (reference) vs %v (heap)", ref.PlannedFreed, heap.PlannedFreed)
+	case !slices.Equal(ref.Remaining, heap.Remaining):
+		return fmt.Sprintf("remaining %v (reference) vs %v (heap)", ref.Remaining, heap.Remaining)
+	}
+	return ""
+}
+
+func planBenchTable(w io.Writer, r planBenchResult, deficits []int64, st planner.Stats) {
+	fmt.Fprintf(w, "owner-lane planner: %d candidates, deficit %d pages over %d lanes %v, seed %d\n",
+		r.Candidates, r.Deficit, r.CP, deficits, r.Seed)
+	fmt.Fprintf(w, "snapshot: %d nodes; plan: %d victims\n\n", r.Nodes, r.Victims)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "planner\ttime/plan\truns\t\n")
+	fmt.Fprintf(tw, "reference (full rescan)\t%s\t%d\t\n", planBenchFmtMS(r.ReferenceMS), r.ReferenceRuns)
+	fmt.Fprintf(tw, "heap (lazy re-evaluation)\t%s\t%d\t\n", planBenchFmtMS(r.HeapMS), r.HeapRuns)
+	tw.Flush()
+	identical := "yes"
+	if !r.Identical {
+		identical = "NO"
+	}
+	fmt.Fprintf(w, "\nspeedup %.0fx; plans identical: %s\n", r.Speedup, identical)
+	fmt.Fprintf(w, "heap work: %d score evaluations (%d initial, %d stale re-keys)\n",
+		st.Evaluations, st.Candidates, st.Stale)
+}
+
+// planBenchFmtMS prints milliseconds with three significant digits.
+func planBenchFmtMS(v float64) string {
+	s := fmt.Sprintf("%.3g", v)
+	if strings.ContainsAny(s, "e") {
+		s = fmt.Sprintf("%.0f", v)
+	}
+	return s + " ms"
+}
