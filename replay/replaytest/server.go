@@ -1,0 +1,347 @@
+// Package replaytest provides a fake LLM server for tests of the replay
+// path: it speaks SGLang's native /generate and the OpenAI completions and
+// chat APIs with streaming, keeps a tiny page-aligned prefix cache so that
+// cached_tokens are meaningful, and serves /flush_cache, /server_info,
+// /get_server_info, /health and /v1/models. It listens on loopback only.
+//
+// Its cache is exact and unbounded: a request's cached_tokens is the
+// longest page-aligned prefix of its prompt that an earlier request's
+// prompt plus output (minus the last output token, whose KV is never
+// computed, as in SGLang) covered. Output tokens are a deterministic
+// function of the prompt.
+package replaytest
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Config configures a Server.
+type Config struct {
+	// PageSize is the cache granularity in tokens (default 1).
+	PageSize int
+	// FirstDelay is the wait before the first token; TokenDelay the wait
+	// before each later event.
+	FirstDelay, TokenDelay time.Duration
+	// StreamInterval is the number of tokens per streamed event (default
+	// 1), like SGLang's --stream-interval.
+	StreamInterval int
+	// NoCacheReport leaves cached_tokens out of the OpenAI usage (as
+	// SGLang without --enable-cache-report does).
+	NoCacheReport bool
+	// NoOutputIDs leaves output_ids out of /generate events.
+	NoOutputIDs bool
+	// Model is the model name (default "fake-model").
+	Model string
+}
+
+// Server is the fake server. Close it when done.
+type Server struct {
+	*httptest.Server
+	cfg Config
+
+	mu     sync.Mutex
+	cache  map[uint64]struct{} // rolling hashes of cached page-aligned prefixes
+	prompt []int               // prompt lengths seen, in arrival order
+
+	requests atomic.Int64
+	flushes  atomic.Int64
+	inFlight atomic.Int64
+	maxIn    atomic.Int64
+}
+
+// NewServer starts a server on a loopback port.
+func NewServer(cfg Config) *Server {
+	if cfg.PageSize <= 0 {
+		cfg.PageSize = 1
+	}
+	if cfg.StreamInterval <= 0 {
+		cfg.StreamInterval = 1
+	}
+	if cfg.Model == "" {
+		cfg.Model = "fake-model"
+	}
+	s := &Server{cfg: cfg, cache: map[uint64]struct{}{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /generate", s.generate)
+	mux.HandleFunc("POST /v1/completions", s.completions)
+	mux.HandleFunc("POST /v1/chat/completions", s.completions)
+	mux.HandleFunc("/flush_cache", func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		clear(s.cache)
+		s.mu.Unlock()
+		s.flushes.Add(1)
+		fmt.Fprintln(w, "Cache flushed.")
+	})
+	info := func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `{"model_path":%q,"page_size":%d,"version":"fake"}`, cfg.Model, cfg.PageSize)
+	}
+	mux.HandleFunc("GET /server_info", info)
+	mux.HandleFunc("GET /get_server_info", info)
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {})
+	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `{"object":"list","data":[{"id":%q,"object":"model","owned_by":"kvsim-fake"}]}`, cfg.Model)
+	})
+	s.Server = httptest.NewServer(mux)
+	return s
+}
+
+// Requests returns the number of generation requests received.
+func (s *Server) Requests() int64 { return s.requests.Load() }
+
+// Flushes returns the number of /flush_cache calls.
+func (s *Server) Flushes() int64 { return s.flushes.Load() }
+
+// MaxInFlight returns the largest number of generation requests that were
+// being served at once.
+func (s *Server) MaxInFlight() int64 { return s.maxIn.Load() }
+
+// PromptLens returns the prompt lengths received, in arrival order.
+func (s *Server) PromptLens() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]int(nil), s.prompt...)
+}
+
+const hashMul = 1099511628211
+
+// admit returns the cached prefix length of prompt, and records prompt +
+// output[:len-1] in the cache.
+func (s *Server) admit(prompt, output []int) int {
+	ps := s.cfg.PageSize
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.prompt = append(s.prompt, len(prompt))
+	var h uint64 = 14695981039346656037
+	cached := 0
+	for i, t := range prompt {
+		h = h*hashMul + uint64(t) + 1
+		if (i+1)%ps == 0 {
+			if _, ok := s.cache[h]; !ok {
+				break
+			}
+			cached = i + 1
+		}
+	}
+	seq := append(append([]int(nil), prompt...), output...)
+	seq = seq[:len(seq)-1]
+	h = 14695981039346656037
+	for i, t := range seq {
+		h = h*hashMul + uint64(t) + 1
+		if (i+1)%ps == 0 {
+			s.cache[h] = struct{}{}
+		}
+	}
+	return cached
+}
+
+// outputFor returns n output tokens determined by the prompt.
+func outputFor(prompt []int, n int) []int {
+	f := fnv.New64a()
+	for _, t := range prompt {
+		f.Write([]byte{byte(t), byte(t >> 8), byte(t >> 16), byte(t >> 24)})
+	}
+	h := f.Sum64()
+	out := make([]int, n)
+	for i := range out {
+		h ^= h << 13
+		h ^= h >> 7
+		h ^= h << 17
+		out[i] = 1000 + int(h%29000)
+	}
+	return out
+}
+
+func (s *Server) enter() func() {
+	s.requests.Add(1)
+	n := s.inFlight.Add(1)
+	for {
+		m := s.maxIn.Load()
+		if n <= m || s.maxIn.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	return func() { s.inFlight.Add(-1) }
+}
+
+type generateReq struct {
+	InputIDs       []int  `json:"input_ids"`
+	Text           string `json:"text"`
+	SamplingParams struct {
+		MaxNewTokens int  `json:"max_new_tokens"`
+		IgnoreEOS    bool `json:"ignore_eos"`
+	} `json:"sampling_params"`
+	Stream bool `json:"stream"`
+}
+
+func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
+	defer s.enter()()
+	var req generateReq
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	prompt := req.InputIDs
+	if prompt == nil {
+		prompt = tokenizeWords(req.Text)
+	}
+	n := req.SamplingParams.MaxNewTokens
+	if len(prompt) == 0 || n <= 0 {
+		http.Error(w, `{"error":{"message":"empty prompt or max_new_tokens <= 0"}}`, http.StatusBadRequest)
+		return
+	}
+	out := outputFor(prompt, n)
+	cached := s.admit(prompt, out)
+	w.Header().Set("Content-Type", "text/event-stream")
+	fl := w.(http.Flusher)
+	var text strings.Builder
+	type meta struct {
+		ID               string `json:"id"`
+		PromptTokens     int    `json:"prompt_tokens"`
+		CompletionTokens int    `json:"completion_tokens"`
+		CachedTokens     int    `json:"cached_tokens"`
+		FinishReason     any    `json:"finish_reason"`
+	}
+	type event struct {
+		Text      string `json:"text"`
+		OutputIDs []int  `json:"output_ids,omitempty"`
+		MetaInfo  meta   `json:"meta_info"`
+	}
+	for k := 0; k < n; {
+		if k == 0 {
+			sleep(r, s.cfg.FirstDelay)
+		} else {
+			sleep(r, s.cfg.TokenDelay)
+		}
+		if r.Context().Err() != nil {
+			return
+		}
+		step := min(s.cfg.StreamInterval, n-k)
+		for _, t := range out[k : k+step] {
+			text.WriteString(" w")
+			text.WriteString(fmt.Sprint(t))
+		}
+		k += step
+		ev := event{Text: text.String(), MetaInfo: meta{ID: "x", PromptTokens: len(prompt), CompletionTokens: k, CachedTokens: cached}}
+		if !s.cfg.NoOutputIDs {
+			ev.OutputIDs = out[:k]
+		}
+		if k == n {
+			ev.MetaInfo.FinishReason = map[string]any{"type": "length", "length": n}
+		}
+		b, err := json.Marshal(ev)
+		if err != nil {
+			panic("replaytest: " + err.Error())
+		}
+		fmt.Fprintf(w, "data: %s\n\n", b)
+		fl.Flush()
+	}
+	fmt.Fprint(w, "data: [DONE]\n\n")
+	fl.Flush()
+}
+
+type completionReq struct {
+	Model    string `json:"model"`
+	Prompt   []int  `json:"prompt"`
+	Messages []struct {
+		Role    string `json:"role"`
+		Content string `json:"content"`
+	} `json:"messages"`
+	MaxTokens     int  `json:"max_tokens"`
+	Stream        bool `json:"stream"`
+	StreamOptions struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+}
+
+func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
+	defer s.enter()()
+	var req completionReq
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	chat := strings.HasSuffix(r.URL.Path, "/chat/completions")
+	prompt := req.Prompt
+	if chat {
+		prompt = nil
+		for _, m := range req.Messages {
+			prompt = append(prompt, tokenizeWords(m.Content)...)
+		}
+	}
+	n := req.MaxTokens
+	if len(prompt) == 0 || n <= 0 {
+		http.Error(w, `{"error":{"message":"empty prompt or max_tokens <= 0"}}`, http.StatusBadRequest)
+		return
+	}
+	if req.Model != s.cfg.Model {
+		http.Error(w, `{"error":{"message":"unknown model"}}`, http.StatusNotFound)
+		return
+	}
+	out := outputFor(prompt, n)
+	cached := s.admit(prompt, out)
+	w.Header().Set("Content-Type", "text/event-stream")
+	fl := w.(http.Flusher)
+	for k := 0; k < n; k++ {
+		if k == 0 {
+			sleep(r, s.cfg.FirstDelay)
+		} else {
+			sleep(r, s.cfg.TokenDelay)
+		}
+		if r.Context().Err() != nil {
+			return
+		}
+		fin := "null"
+		if k == n-1 {
+			fin = `"length"`
+		}
+		piece := fmt.Sprintf("%q", fmt.Sprintf(" w%d", out[k]))
+		if chat {
+			fmt.Fprintf(w, `data: {"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":%s},"finish_reason":%s}]}`+"\n\n", piece, fin)
+		} else {
+			fmt.Fprintf(w, `data: {"object":"text_completion","choices":[{"index":0,"text":%s,"finish_reason":%s}]}`+"\n\n", piece, fin)
+		}
+		fl.Flush()
+	}
+	if req.StreamOptions.IncludeUsage {
+		details := ""
+		if !s.cfg.NoCacheReport {
+			details = fmt.Sprintf(`,"prompt_tokens_details":{"cached_tokens":%d}`, cached)
+		}
+		fmt.Fprintf(w, `data: {"choices":[],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d%s}}`+"\n\n",
+			len(prompt), n, len(prompt)+n, details)
+	}
+	fmt.Fprint(w, "data: [DONE]\n\n")
+	fl.Flush()
+}
+
+// tokenizeWords is the fake tokenizer of text prompts: one token per
+// whitespace-separated word, the word's FNV hash in [1000, 30000).
+func tokenizeWords(s string) []int {
+	var out []int
+	for _, w := range strings.Fields(s) {
+		f := fnv.New32a()
+		f.Write([]byte(w))
+		out = append(out, 1000+int(f.Sum32()%29000))
+	}
+	return out
+}
+
+func sleep(r *http.Request, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-r.Context().Done():
+	}
+}

@@ -1,0 +1,455 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kvsim/kvsim/traces"
+)
+
+// Pacing modes of a replay.
+type Pacing int
+
+const (
+	// PaceASAP sends every request at once, limited only by dependencies
+	// and MaxConcurrency.
+	PaceASAP Pacing = 1 + iota
+	// PaceTimestamps sends each record at its trace Arrival divided by
+	// Speedup (relative to the first record).
+	PaceTimestamps
+	// PaceRate sends records in trace order at seeded Poisson or uniform
+	// arrivals of Rate requests/s.
+	PaceRate
+)
+
+var pacingNames = [...]string{PaceASAP: "asap", PaceTimestamps: "timestamps", PaceRate: "rate"}
+
+// String returns the mode's name.
+func (p Pacing) String() string {
+	if p >= PaceASAP && int(p) < len(pacingNames) {
+		return pacingNames[p]
+	}
+	return fmt.Sprintf("Pacing(%d)", int(p))
+}
+
+// Arrival distributions of PaceRate (the names of traces.ArrivalPoisson
+// and traces.ArrivalUniform).
+const (
+	DistPoisson = traces.ArrivalPoisson // exponential gaps of mean 1/Rate
+	DistUniform = traces.ArrivalUniform // gaps uniform in [0, 2/Rate)
+)
+
+// Config configures a Replayer.
+type Config struct {
+	// Pacing is the arrival mode (default PaceASAP).
+	Pacing Pacing
+	// Rate is PaceRate's request rate in requests/s (> 0; +Inf means
+	// PaceASAP).
+	Rate float64
+	// Distribution is DistPoisson (default) or DistUniform.
+	Distribution string
+	// Speedup divides trace times under PaceTimestamps, think times
+	// included (> 0; default 1).
+	Speedup float64
+	// Seed seeds the arrival process of PaceRate.
+	Seed uint64
+	// MaxConcurrency caps the requests in flight (0: no cap). Requests
+	// that are due while the cap is reached wait in arrival order.
+	MaxConcurrency int
+	// Timeout bounds each request from send to the end of its stream
+	// (0: none). A request past it fails with reason "timeout".
+	Timeout time.Duration
+	// Drain is how long requests in flight may go on after the run's
+	// context is cancelled (default 5 s); past it they fail as
+	// "interrupted".
+	Drain time.Duration
+	// Vocab is the token range of synthesised prompts (hash-block and
+	// length-only traces); default traces.DefaultVocab.
+	Vocab traces.Vocab
+	// DisableIgnoreEOS sends ignore_eos=false whatever the records say.
+	DisableIgnoreEOS bool
+}
+
+// Default returns the default configuration: as fast as possible, no
+// concurrency cap, no timeout, a 5 s drain.
+func Default() Config {
+	return Config{Pacing: PaceASAP, Speedup: 1, Distribution: DistPoisson, Drain: 5 * time.Second, Vocab: traces.DefaultVocab}
+}
+
+// Validate reports every problem of the configuration at once.
+func (c *Config) Validate() error {
+	var errs []error
+	switch c.Pacing {
+	case PaceASAP, PaceTimestamps:
+	case PaceRate:
+		if !(c.Rate > 0) {
+			errs = append(errs, fmt.Errorf("rate: must be > 0 requests/s or inf (got %v)", c.Rate))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("pacing: must be asap, timestamps or rate (got %d)", int(c.Pacing)))
+	}
+	if c.Distribution != "" && c.Distribution != DistPoisson && c.Distribution != DistUniform {
+		errs = append(errs, fmt.Errorf("distribution: must be poisson or uniform (got %q)", c.Distribution))
+	}
+	if !(c.Speedup > 0) || math.IsInf(c.Speedup, 1) {
+		errs = append(errs, fmt.Errorf("speedup: must be a finite number > 0 (got %v)", c.Speedup))
+	}
+	if c.MaxConcurrency < 0 {
+		errs = append(errs, fmt.Errorf("max-concurrency: must be >= 0 (got %d)", c.MaxConcurrency))
+	}
+	if c.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("timeout: must be >= 0 (got %v)", c.Timeout))
+	}
+	if c.Drain < 0 {
+		errs = append(errs, fmt.Errorf("drain: must be >= 0 (got %v)", c.Drain))
+	}
+	if err := c.Vocab.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("vocab: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// Replayer sends trace records to a Target with a pacing and measures
+// every request.
+type Replayer struct {
+	cfg    Config
+	target Target
+	clock  Clock
+}
+
+// New returns a Replayer. clock is the time source of pacing and
+// measurement (WallClock for real servers).
+func New(cfg Config, target Target, clock Clock) (*Replayer, error) {
+	if cfg.Speedup == 0 {
+		cfg.Speedup = 1
+	}
+	if cfg.Vocab == (traces.Vocab{}) {
+		cfg.Vocab = traces.DefaultVocab
+	}
+	if cfg.Pacing == 0 {
+		cfg.Pacing = PaceASAP
+	}
+	if cfg.Pacing == PaceRate && math.IsInf(cfg.Rate, 1) {
+		cfg.Pacing = PaceASAP
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if target == nil || clock == nil {
+		return nil, errors.New("replay: New needs a target and a clock")
+	}
+	return &Replayer{cfg: cfg, target: target, clock: clock}, nil
+}
+
+// Result is the outcome of a run.
+type Result struct {
+	// Requests holds one entry per record, in record order.
+	Requests []RequestResult
+	// Start is the run's time origin (the times in Requests count from it).
+	Start time.Time
+	// Interrupted reports that the run's context was cancelled before
+	// every request was sent and finished.
+	Interrupted bool
+}
+
+// Schedule returns each record's scheduled send time in ns from the run's
+// start under cfg's pacing: 0 for PaceASAP; (Arrival - first Arrival) /
+// Speedup for PaceTimestamps; for PaceRate the seeded arrival process in
+// record order (the first at 0). Dependencies can only delay a request
+// beyond its scheduled time.
+func Schedule(cfg Config, recs []traces.Record) []int64 {
+	out := make([]int64, len(recs))
+	switch cfg.Pacing {
+	case PaceTimestamps:
+		if len(recs) == 0 {
+			return out
+		}
+		t0 := recs[0].Arrival
+		for i := range recs {
+			out[i] = int64(math.Round(float64(recs[i].Arrival-t0) / cfg.Speedup))
+		}
+	case PaceRate:
+		if math.IsInf(cfg.Rate, 1) {
+			return out
+		}
+		rng := rand.New(rand.NewPCG(cfg.Seed, streamArrivals))
+		t := 0.0
+		for i := range out {
+			out[i] = int64(math.Round(t * 1e9))
+			if cfg.Distribution == DistUniform {
+				t += rng.Float64() * 2 / cfg.Rate
+			} else {
+				t += rng.ExpFloat64() / cfg.Rate
+			}
+		}
+	}
+	return out
+}
+
+// streamArrivals is the PCG stream of the arrival process.
+const streamArrivals = 0x6b76_7369_6d5f_6172 // "kvsim_ar"
+
+// Run sends recs (in order; a record's Parent and WaitFor must name
+// earlier records to be waited for, other names are ignored) and returns
+// every request's measurements. A record is sent at its scheduled time
+// (see Schedule), or, if later, when its Parent and WaitFor have finished
+// (succeeded or failed) plus its ThinkTime / Speedup (think times count
+// under PaceTimestamps only), and when a concurrency slot is free.
+//
+// When ctx is cancelled, Run sends nothing more, lets requests in flight
+// go on for Config.Drain, then cancels them; it returns the partial
+// Result with Interrupted set, and a nil error. The returned error is
+// non-nil only for a record that cannot be sent at all (a bad record).
+func (r *Replayer) Run(ctx context.Context, recs []traces.Record) (*Result, error) {
+	idx := make(map[string]int, len(recs))
+	for i := range recs {
+		if _, dup := idx[recs[i].ID]; dup {
+			return nil, fmt.Errorf("record %d: id %q: expected unique ids, found a repeat", i, recs[i].ID)
+		}
+		idx[recs[i].ID] = i
+	}
+	deps := make([][]int, len(recs))
+	for i := range recs {
+		for _, id := range append([]string{recs[i].Parent}, recs[i].WaitFor...) {
+			if j, ok := idx[id]; ok && j < i {
+				deps[i] = append(deps[i], j)
+			}
+		}
+	}
+	sched := Schedule(r.cfg, recs)
+
+	// hard is cancelled Drain after ctx, and cancels requests in flight.
+	hard, cancelHard := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelHard()
+	stop := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(r.cfg.Drain, cancelHard)
+		context.AfterFunc(hard, func() { t.Stop() })
+	})
+	defer stop()
+
+	res := &Result{Requests: make([]RequestResult, len(recs))}
+	done := make([]chan struct{}, len(recs))
+	finished := make([]time.Time, len(recs))
+	for i := range done {
+		done[i] = make(chan struct{})
+		res.Requests[i] = RequestResult{Index: i, ID: recs[i].ID, Warmup: recs[i].Kind == "warmup", CachedTokens: -1}
+	}
+	sem := newFIFOSem(r.cfg.MaxConcurrency)
+	var wg sync.WaitGroup
+	start := r.clock.Now()
+	res.Start = start
+	at := func(t time.Time) int64 { return int64(t.Sub(start)) }
+
+	for i := range recs {
+		due := start.Add(time.Duration(sched[i]))
+		if err := r.clock.SleepUntil(ctx, due); err != nil {
+			break
+		}
+		// Independent records take their place in the slot queue now, so
+		// that requests due together are sent in record order.
+		var tk *ticket
+		if len(deps[i]) == 0 {
+			tk = sem.enqueue()
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer close(done[i])
+			rr := &res.Requests[i]
+			rec := &recs[i]
+			ready := due
+			for _, j := range deps[i] {
+				select {
+				case <-done[j]:
+				case <-ctx.Done():
+				}
+				if ctx.Err() != nil {
+					return
+				}
+				if f := finished[j]; f.After(ready) {
+					ready = f
+				}
+			}
+			if len(deps[i]) > 0 && r.cfg.Pacing == PaceTimestamps && rec.ThinkTime > 0 {
+				// Think time counts from the dependencies' completion.
+				var last time.Time
+				for _, j := range deps[i] {
+					if finished[j].After(last) {
+						last = finished[j]
+					}
+				}
+				if t := last.Add(time.Duration(float64(rec.ThinkTime) / r.cfg.Speedup)); t.After(ready) {
+					ready = t
+				}
+				if r.clock.SleepUntil(ctx, ready) != nil {
+					return
+				}
+			}
+			rr.Due = at(ready)
+			if tk == nil {
+				tk = sem.enqueue()
+			}
+			if !tk.wait(ctx) {
+				return
+			}
+			defer sem.release()
+			slot := r.clock.Now()
+			if slot.Before(ready) {
+				slot = ready
+			}
+			rr.Slot = at(slot)
+			r.send(hard, rec, rr, start)
+			finished[i] = start.Add(time.Duration(rr.End))
+		}()
+	}
+	wg.Wait()
+	res.Interrupted = ctx.Err() != nil
+	return res, nil
+}
+
+// send sends one record and fills rr.
+func (r *Replayer) send(ctx context.Context, rec *traces.Record, rr *RequestResult, t0 time.Time) {
+	req, err := requestFor(rec, r.cfg.Vocab, r.cfg.DisableIgnoreEOS)
+	if err != nil {
+		now := r.clock.Now()
+		rr.Sent = true
+		rr.Start, rr.End = int64(now.Sub(t0)), int64(now.Sub(t0))
+		rr.Failed, rr.Detail = "bad record", err.Error()
+		return
+	}
+	rr.PromptTokens = len(req.Tokens)
+	if r.cfg.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.cfg.Timeout)
+		defer cancel()
+	}
+	rec0 := recorder{}
+	st := r.clock.Now()
+	rec0.start = st
+	rr.Sent = true
+	rr.Start = int64(st.Sub(t0))
+	resp, err := r.target.Submit(ctx, req, &rec0)
+	fill(ctx, rr, &rec0, resp, err, t0, st)
+}
+
+// fill records a finished request.
+func fill(ctx context.Context, rr *RequestResult, rc *recorder, resp Response, err error, t0, st time.Time) {
+	end := resp.End
+	if end.IsZero() || end.Before(st) {
+		end = st
+	}
+	rr.End = int64(end.Sub(t0))
+	rr.FirstToken = rr.Start // no output chunk: TTFT 0, as the benchmarks leave it
+	if !rc.first.IsZero() {
+		rr.FirstToken = int64(rc.first.Sub(t0))
+	}
+	rr.OutputTokens = rc.lastTokens
+	if rc.first.IsZero() {
+		rr.OutputTokens = resp.CompletionTokens
+	}
+	rr.ITL = rc.itl
+	rr.ServerPromptTokens = resp.PromptTokens
+	rr.CachedTokens = resp.CachedTokens
+	rr.FinishReason = resp.FinishReason
+	rr.OutputIDs = resp.OutputIDs
+	if err != nil {
+		rr.Failed = Reason(err)
+		var re *RequestError
+		if errors.As(err, &re) && re.Reason == "canceled" {
+			// Distinguish the per-request timeout from an interrupt.
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				rr.Failed = "timeout"
+			} else {
+				rr.Failed = "interrupted"
+			}
+		}
+		rr.Detail = truncate(err.Error(), 300)
+		rr.ITL = nil
+	}
+}
+
+func truncate(s string, n int) string {
+	s = strings.ToValidUTF8(s, "?")
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// fifoSem is a counting semaphore that grants slots in the order of
+// enqueue calls. n == 0 means unlimited.
+type fifoSem struct {
+	mu    sync.Mutex
+	n     int
+	inUse int
+	queue []*ticket
+}
+
+type ticket struct {
+	s       *fifoSem
+	ready   chan struct{}
+	granted bool
+	gone    bool // the waiter gave up
+}
+
+func newFIFOSem(n int) *fifoSem { return &fifoSem{n: n} }
+
+func (s *fifoSem) enqueue() *ticket {
+	t := &ticket{s: s, ready: make(chan struct{})}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n == 0 || (len(s.queue) == 0 && s.inUse < s.n) {
+		s.inUse++
+		t.granted = true
+		close(t.ready)
+		return t
+	}
+	s.queue = append(s.queue, t)
+	return t
+}
+
+// wait blocks until the ticket is granted (true) or ctx is done (false;
+// the slot, if granted meanwhile, is handed on).
+func (t *ticket) wait(ctx context.Context) bool {
+	select {
+	case <-t.ready:
+		return true
+	case <-ctx.Done():
+	}
+	s := t.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t.granted {
+		s.releaseLocked()
+	} else {
+		t.gone = true
+	}
+	return false
+}
+
+func (s *fifoSem) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.releaseLocked()
+}
+
+func (s *fifoSem) releaseLocked() {
+	s.inUse--
+	for len(s.queue) > 0 && (s.n == 0 || s.inUse < s.n) {
+		t := s.queue[0]
+		s.queue[0] = nil
+		s.queue = s.queue[1:]
+		if t.gone {
+			continue
+		}
+		s.inUse++
+		t.granted = true
+		close(t.ready)
+	}
+}

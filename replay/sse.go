@@ -1,0 +1,242 @@
+package replay
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+)
+
+// The event stream of both APIs is Server-Sent Events: lines "data: X"
+// separated by blank lines, X a JSON object, the last one "data: [DONE]".
+// Other SSE fields (event:, id:, retry:) and comments (":") are skipped.
+
+// lineReader returns the lines of a stream without their line ending. A
+// line longer than the bufio.Reader's buffer is assembled in scratch.
+type lineReader struct {
+	br      *bufio.Reader
+	scratch []byte
+}
+
+func (l *lineReader) next() ([]byte, error) {
+	line, err := l.br.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		l.scratch = append(l.scratch[:0], line...)
+		for errors.Is(err, bufio.ErrBufferFull) {
+			line, err = l.br.ReadSlice('\n')
+			l.scratch = append(l.scratch, line...)
+		}
+		line = l.scratch
+	}
+	if err != nil && (err != io.EOF || len(line) == 0) {
+		return nil, err
+	}
+	line = bytes.TrimRight(line, "\r\n")
+	return line, nil
+}
+
+// streamState parses one response stream.
+type streamState struct {
+	api    API
+	chunks int // OpenAI: chunks with text, the token count when usage is absent
+}
+
+// sglangEvent holds the fields of a /generate event that the replay uses.
+// Text and OutputIDs are cumulative by default; only whether they are
+// empty matters while streaming.
+type sglangEvent struct {
+	Text      json.RawMessage `json:"text"`
+	OutputIDs json.RawMessage `json:"output_ids"`
+	MetaInfo  *struct {
+		PromptTokens     int             `json:"prompt_tokens"`
+		CompletionTokens int             `json:"completion_tokens"`
+		CachedTokens     *int            `json:"cached_tokens"`
+		FinishReason     json.RawMessage `json:"finish_reason"`
+	} `json:"meta_info"`
+	Error json.RawMessage `json:"error"`
+}
+
+// openAIEvent holds the fields of a completions or chat chunk.
+type openAIEvent struct {
+	Choices []struct {
+		Text  *string `json:"text"`
+		Delta *struct {
+			Content *string `json:"content"`
+		} `json:"delta"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *struct {
+		PromptTokens        int `json:"prompt_tokens"`
+		CompletionTokens    int `json:"completion_tokens"`
+		PromptTokensDetails *struct {
+			CachedTokens *int `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+	} `json:"usage"`
+	Error json.RawMessage `json:"error"`
+}
+
+// read consumes the stream up to [DONE], reporting chunks to sink and the
+// final counts in resp. It returns nil only for a complete stream: one
+// that reached [DONE], or ended after an event that carried a finish
+// reason.
+func (s *streamState) read(ctx context.Context, br *bufio.Reader, clock Clock, sink Sink, resp *Response) error {
+	lr := lineReader{br: br}
+	var lastIDs json.RawMessage
+	finished := false
+	for {
+		line, err := lr.next()
+		now := clock.Now()
+		if err != nil {
+			resp.End = now
+			if ctx.Err() != nil {
+				return &RequestError{Reason: "canceled", Err: ctx.Err()}
+			}
+			if err == io.EOF && finished {
+				s.finish(resp, lastIDs)
+				return nil
+			}
+			if err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) {
+				return &RequestError{Reason: "stream cut", Detail: "the stream ended before [DONE]"}
+			}
+			return &RequestError{Reason: "stream cut", Err: err}
+		}
+		if len(line) == 0 || line[0] == ':' {
+			continue
+		}
+		data, ok := bytes.CutPrefix(line, []byte("data:"))
+		if !ok {
+			if field, _, ok := bytes.Cut(line, []byte(":")); ok && (string(field) == "event" || string(field) == "id" || string(field) == "retry") {
+				continue
+			}
+			resp.End = now
+			return &RequestError{Reason: "malformed event", Detail: "not an SSE data line: " + truncate(string(line), 120)}
+		}
+		data = bytes.TrimSpace(data)
+		resp.End = now
+		if string(data) == "[DONE]" {
+			s.finish(resp, lastIDs)
+			return nil
+		}
+		switch s.api {
+		case APISGLang:
+			var ev sglangEvent
+			if err := json.Unmarshal(data, &ev); err != nil {
+				return &RequestError{Reason: "malformed event", Detail: truncate(string(data), 120), Err: err}
+			}
+			if len(ev.Error) > 0 && string(ev.Error) != "null" {
+				return &RequestError{Reason: "server error", Detail: errorMessage(ev.Error)}
+			}
+			if m := ev.MetaInfo; m != nil {
+				resp.PromptTokens = m.PromptTokens
+				resp.CompletionTokens = m.CompletionTokens
+				if m.CachedTokens != nil {
+					resp.CachedTokens = *m.CachedTokens
+				}
+				if fr, msg := finishReason(m.FinishReason); fr != "" {
+					resp.FinishReason = fr
+					finished = true
+					if fr == "abort" {
+						return &RequestError{Reason: "aborted", Detail: msg}
+					}
+				}
+			} else {
+				return &RequestError{Reason: "malformed event", Detail: "no meta_info: " + truncate(string(data), 120)}
+			}
+			if len(ev.OutputIDs) > 2 {
+				lastIDs = ev.OutputIDs
+			}
+			hasText := len(ev.Text) > 2 // a non-empty JSON string
+			if hasText || (len(ev.Text) == 0 && len(ev.OutputIDs) > 2) {
+				sink.Chunk(now, ev.MetaInfo.CompletionTokens)
+			}
+		default:
+			var ev openAIEvent
+			if err := json.Unmarshal(data, &ev); err != nil {
+				return &RequestError{Reason: "malformed event", Detail: truncate(string(data), 120), Err: err}
+			}
+			if len(ev.Error) > 0 && string(ev.Error) != "null" {
+				return &RequestError{Reason: "server error", Detail: errorMessage(ev.Error)}
+			}
+			if u := ev.Usage; u != nil {
+				resp.PromptTokens = u.PromptTokens
+				resp.CompletionTokens = u.CompletionTokens
+				if d := u.PromptTokensDetails; d != nil && d.CachedTokens != nil {
+					resp.CachedTokens = *d.CachedTokens
+				}
+			}
+			if len(ev.Choices) > 0 {
+				c := &ev.Choices[0]
+				text := c.Text
+				if c.Delta != nil {
+					text = c.Delta.Content
+				}
+				if text != nil && *text != "" {
+					s.chunks++
+					n := s.chunks
+					if ev.Usage != nil && ev.Usage.CompletionTokens > 0 {
+						n = ev.Usage.CompletionTokens
+						s.chunks = n
+					}
+					sink.Chunk(now, n)
+				}
+				if c.FinishReason != nil && *c.FinishReason != "" {
+					resp.FinishReason = *c.FinishReason
+					finished = true
+					if *c.FinishReason == "abort" {
+						return &RequestError{Reason: "aborted"}
+					}
+				}
+			}
+		}
+	}
+}
+
+// finish completes resp at the end of a stream.
+func (s *streamState) finish(resp *Response, lastIDs json.RawMessage) {
+	if s.api != APISGLang && resp.CompletionTokens == 0 {
+		resp.CompletionTokens = s.chunks
+	}
+	if len(lastIDs) > 0 {
+		var ids []int32
+		if json.Unmarshal(lastIDs, &ids) == nil {
+			resp.OutputIDs = ids
+		}
+	}
+}
+
+// finishReason reads SGLang's finish_reason: null, a string, or an object
+// {"type": "length", ...} (with "message" for an abort).
+func finishReason(raw json.RawMessage) (reason, message string) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, ""
+	}
+	var o struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(raw, &o) == nil && o.Type != "" {
+		return o.Type, o.Message
+	}
+	return "unknown", string(raw)
+}
+
+// errorMessage extracts "message" from an error value (object or string).
+func errorMessage(raw json.RawMessage) string {
+	var o struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(raw, &o) == nil && o.Message != "" {
+		return truncate(o.Message, 200)
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return truncate(s, 200)
+	}
+	return truncate(string(raw), 200)
+}
