@@ -20,13 +20,15 @@ type snapshotCase struct {
 // genSnapshot draws a random tree snapshot: one of several shapes (deep
 // chains, wide parents, random, bushy), locked nodes, non-device subtrees,
 // 1..8 lanes with non-uniform small counts, dense or sparse IDs, SLRU keys
-// with many ties, and single-lane, multi-lane, zero or oversized deficits.
+// with many ties, and single-lane, multi-lane, fractional, zero or oversized
+// deficits.
 func genSnapshot(t *rapid.T) snapshotCase {
 	cp := rapid.IntRange(1, 8).Draw(t, "cp")
-	n := rapid.IntRange(0, 40).Draw(t, "n")
+	maxN := rapid.SampledFrom([]int{1, 8, 40, 40, 120}).Draw(t, "maxN")
+	n := rapid.IntRange(maxN/4, maxN).Draw(t, "n")
 	shape := rapid.SampledFrom([]string{"chain", "wide", "random", "bushy"}).Draw(t, "shape")
 	ids := rapid.SampledFrom([]string{"sequential", "shuffled", "sparse"}).Draw(t, "ids")
-	maxCount := rapid.IntRange(0, 6).Draw(t, "maxCount")
+	maxCount := rapid.IntRange(1, 6).Draw(t, "maxCount")
 	uniform := rapid.Bool().Draw(t, "uniformLanes")
 	lockPct := rapid.SampledFrom([]int{0, 10, 30}).Draw(t, "lockPct")
 	hostPct := rapid.SampledFrom([]int{0, 10, 30}).Draw(t, "hostPct")
@@ -61,7 +63,7 @@ func genSnapshot(t *rapid.T) snapshotCase {
 		case "wide":
 			p = rapid.IntRange(0, min(k, 2)).Draw(t, "parent")
 		case "random":
-			p = rapid.IntRange(0, k).Draw(t, "parent")
+			p = k - rapid.IntRange(0, k).Draw(t, "back")
 		case "bushy":
 			p = rapid.IntRange(max(0, k-3), k).Draw(t, "parent")
 		}
@@ -71,16 +73,17 @@ func genSnapshot(t *rapid.T) snapshotCase {
 			nd.Parent = idOf[p-1]
 			parentDevice = nodes[p-1].Device
 		}
-		nd.Device = parentDevice && rapid.IntRange(0, 99).Draw(t, "host") >= hostPct
-		nd.Locked = rapid.IntRange(0, 99).Draw(t, "lock") < lockPct
+		// rapid favours small draws, so rare flags test for large ones.
+		nd.Device = parentDevice && rapid.IntRange(0, 99).Draw(t, "host") < 100-hostPct
+		nd.Locked = rapid.IntRange(0, 99).Draw(t, "lock") >= 100-lockPct
 		if uniform {
-			c := int64(rapid.IntRange(0, maxCount).Draw(t, "count"))
+			c := int64(maxCount - rapid.IntRange(0, maxCount).Draw(t, "count"))
 			for o := range nd.Counts {
 				nd.Counts[o] = c
 			}
 		} else {
 			for o := range nd.Counts {
-				nd.Counts[o] = int64(rapid.IntRange(0, maxCount).Draw(t, "count"))
+				nd.Counts[o] = int64(maxCount - rapid.IntRange(0, maxCount).Draw(t, "count"))
 			}
 		}
 		nd.SLRU = planner.Priority{
@@ -99,13 +102,19 @@ func genSnapshot(t *rapid.T) snapshotCase {
 		}
 	}
 	deficits := make([]int64, cp)
-	switch rapid.SampledFrom([]string{"zero", "single", "multi", "oversized"}).Draw(t, "deficits") {
+	switch rapid.SampledFrom([]string{"zero", "single", "multi", "fraction", "fraction", "fraction", "oversized"}).Draw(t, "deficits") {
 	case "single":
 		o := rapid.IntRange(0, cp-1).Draw(t, "lane")
 		deficits[o] = int64(rapid.IntRange(1, int(lane[o])+2).Draw(t, "deficit"))
 	case "multi":
 		for o := range deficits {
 			deficits[o] = int64(rapid.IntRange(0, int(lane[o])+2).Draw(t, "deficit"))
+		}
+	case "fraction":
+		// Each lane short of 10% to 90% of its device pages: plans with
+		// many victims that cross the per-lane saturation boundaries.
+		for o := range deficits {
+			deficits[o] = lane[o] * int64(100-rapid.IntRange(10, 90).Draw(t, "percent")) / 100
 		}
 	case "oversized":
 		for o := range deficits {
@@ -134,22 +143,48 @@ func (ps planners) get(t *rapid.T, cp int) *planner.Planner {
 
 // TestPropHeapMatchesReference: the lazy heap's plan is identical to the
 // full-rescan reference's on every snapshot.
+// It also counts how often the interesting paths were taken, and fails if
+// the generator stopped reaching them: cases with several victims, with
+// stale entries re-keyed (the lazy re-evaluation boundary), and with
+// multi-lane deficits.
 func TestPropHeapMatchesReference(t *testing.T) {
 	ps := planners{}
+	var cases, multiVictim, stale, multiLane int
 	rapid.Check(t, func(t *rapid.T) {
 		c := genSnapshot(t)
 		want, err := planner.Reference(c.Nodes, c.Deficits)
 		if err != nil {
 			t.Fatalf("Reference: %v", err)
 		}
-		got, err := ps.get(t, len(c.Deficits)).Plan(c.Nodes, c.Deficits)
+		p := ps.get(t, len(c.Deficits))
+		got, err := p.Plan(c.Nodes, c.Deficits)
 		if err != nil {
 			t.Fatalf("Plan: %v", err)
 		}
 		if !equalPlans(got, want) {
 			t.Fatalf("heap plan differs from reference\n heap: %+v\n  ref: %+v", got, want)
 		}
+		cases++
+		if len(got.Victims) > 2 {
+			multiVictim++
+		}
+		if p.Stats().Stale > 0 {
+			stale++
+		}
+		positive := 0
+		for _, d := range c.Deficits {
+			if d > 0 {
+				positive++
+			}
+		}
+		if positive > 1 {
+			multiLane++
+		}
 	})
+	t.Logf("%d cases: %d with > 2 victims, %d with stale re-keys, %d with several positive lanes", cases, multiVictim, stale, multiLane)
+	if cases >= 100 && (multiVictim < cases/4 || stale < cases/10 || multiLane < cases/5) {
+		t.Errorf("generator coverage too low: %d cases, %d with > 2 victims, %d with stale re-keys, %d multi-lane", cases, multiVictim, stale, multiLane)
+	}
 }
 
 // TestPropPlanMatchesOracle checks the heap's plan step by step against a

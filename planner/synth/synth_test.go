@@ -11,6 +11,7 @@ import (
 
 	"github.com/kvsim/kvsim/planner"
 	"github.com/kvsim/kvsim/planner/synth"
+	"pgregory.net/rapid"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -73,16 +74,18 @@ func TestSnapshotGolden(t *testing.T) {
 	}
 }
 
-// TestSnapshotShape checks what plan-bench promises about its input: the
-// snapshot is valid, exactly Candidates nodes are eligible at the start, and
-// the deficits sum to Deficit.
-func TestSnapshotShape(t *testing.T) {
-	for _, c := range []synth.Config{
-		{Candidates: 1, Deficit: 0, Lanes: 1, Seed: 0},
-		{Candidates: 7, Deficit: 5, Lanes: 8, Seed: 3},
-		{Candidates: 2000, Deficit: 7877, Lanes: 8, Seed: 1},
-		{Candidates: 3000, Deficit: 11815, Lanes: 5, Seed: 99},
-	} {
+// TestPropSnapshotShape checks what plan-bench promises about its input, for
+// random configurations: the snapshot is valid, exactly Candidates nodes are
+// eligible at the start, the deficits sum to Deficit, and the same Config
+// yields the same snapshot.
+func TestPropSnapshotShape(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		c := synth.Config{
+			Candidates: rapid.IntRange(1, 300).Draw(t, "candidates"),
+			Deficit:    rapid.Int64Range(0, 2000).Draw(t, "deficit"),
+			Lanes:      rapid.IntRange(1, 9).Draw(t, "cp"),
+			Seed:       rapid.Uint64().Draw(t, "seed"),
+		}
 		nodes, deficits, err := synth.Snapshot(c)
 		if err != nil {
 			t.Fatalf("Snapshot(%+v): %v", c, err)
@@ -92,10 +95,10 @@ func TestSnapshotShape(t *testing.T) {
 			total += d
 		}
 		if len(deficits) != c.Lanes || total != c.Deficit {
-			t.Errorf("Snapshot(%+v): deficits %v, want %d lanes summing to %d", c, deficits, c.Lanes, c.Deficit)
+			t.Fatalf("deficits %v, want %d lanes summing to %d", deficits, c.Lanes, c.Deficit)
 		}
 		if _, err := planner.Reference(nodes, deficits); err != nil {
-			t.Errorf("Snapshot(%+v) is not a valid snapshot: %v", c, err)
+			t.Fatalf("not a valid snapshot: %v", err)
 		}
 		hasDeviceChild := map[int64]bool{}
 		for _, nd := range nodes {
@@ -110,9 +113,13 @@ func TestSnapshotShape(t *testing.T) {
 			}
 		}
 		if eligible != c.Candidates {
-			t.Errorf("Snapshot(%+v): %d eligible nodes, want %d", c, eligible, c.Candidates)
+			t.Fatalf("%d eligible nodes, want %d", eligible, c.Candidates)
 		}
-	}
+		again, _, err := synth.Snapshot(c)
+		if err != nil || summary(again, deficits) != summary(nodes, deficits) {
+			t.Fatalf("Snapshot is not reproducible (%v)", err)
+		}
+	})
 }
 
 func TestConfigValidate(t *testing.T) {
