@@ -260,10 +260,14 @@ func (s *Simulator) Process(pages []uint64) (l1Hits, l2Hits int, err error) {
 	s.res.MissPages += len(pages) - l1Hits - l2Hits
 
 	// Every page of the request becomes device-resident and is stamped with
-	// the request clock (a host copy is kept).
+	// the request clock (a host copy is kept). Candidacy can only change for
+	// the path's nodes (the root is never a candidate), so they are
+	// re-queued once all flags are set, not after each one.
 	for _, id := range path {
 		s.nodes[id].lastAccess = s.clock
-		s.setD(id, true)
+		s.flipD(id, true)
+	}
+	for _, id := range path {
 		s.requeue(id)
 	}
 
@@ -365,7 +369,11 @@ func (s *Simulator) reserveHost(nodes []nodeID, extra nodeID) bool {
 		}
 	}
 	for _, id := range missing {
-		s.setH(id, true)
+		s.flipH(id, true)
+	}
+	for _, id := range missing {
+		s.requeue(id)
+		s.requeue(s.nodes[id].parent)
 	}
 	return true
 }
@@ -504,9 +512,27 @@ func (s *Simulator) hasHostDescendant(v nodeID) bool {
 
 // setD sets v's device residency and keeps the counters and heaps exact.
 func (s *Simulator) setD(v nodeID, on bool) {
+	if s.flipD(v, on) {
+		s.requeue(v)
+		s.requeue(s.nodes[v].parent)
+	}
+}
+
+// setH sets v's host residency and keeps the counters and heaps exact.
+func (s *Simulator) setH(v nodeID, on bool) {
+	if s.flipH(v, on) {
+		s.requeue(v)
+		s.requeue(s.nodes[v].parent)
+	}
+}
+
+// flipD sets v's device residency and the counters, and reports whether it
+// changed. The caller must requeue v and its parent before the next heap
+// query.
+func (s *Simulator) flipD(v nodeID, on bool) bool {
 	n := &s.nodes[v]
 	if n.hasD == on {
-		return
+		return false
 	}
 	n.hasD = on
 	d := 1
@@ -518,15 +544,14 @@ func (s *Simulator) setD(v nodeID, on bool) {
 		s.dhPages += d
 	}
 	s.nodes[n.parent].dChildren += int32(d)
-	s.requeue(v)
-	s.requeue(n.parent)
+	return true
 }
 
-// setH sets v's host residency and keeps the counters and heaps exact.
-func (s *Simulator) setH(v nodeID, on bool) {
+// flipH is flipD for host residency.
+func (s *Simulator) flipH(v nodeID, on bool) bool {
 	n := &s.nodes[v]
 	if n.hasH == on {
-		return
+		return false
 	}
 	n.hasH = on
 	d := 1
@@ -538,8 +563,7 @@ func (s *Simulator) setH(v nodeID, on bool) {
 		s.dhPages += d
 	}
 	s.nodes[n.parent].hChildren += int32(d)
-	s.requeue(v)
-	s.requeue(n.parent)
+	return true
 }
 
 // requeue puts v into exactly the heaps it is a candidate of, at its
