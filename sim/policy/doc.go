@@ -113,8 +113,10 @@
 //   - l1_l2_hit_rate: (l1_hit_pages + l2_hit_pages) / total_input_pages.
 //   - l1_evictions: pages that left the device by L1 eviction (demoted,
 //     made host-only, or deleted).
-//   - l2_evictions: host copies dropped: dedup + deleted evictions, plus,
-//     under boundary_l1_l2, a victim whose parent could not be backed up.
+//   - l2_evictions: host copies dropped, = dh_to_d_l2_dedup_evictions +
+//     h_to_deleted_evictions; the latter also counts, under boundary_l1_l2,
+//     a device+host L1 victim that loses both copies because its parent
+//     could not be backed up.
 //   - d_to_h_demotions: boundary_l1_l2 only: device-only pages that got a
 //     host copy on L1 eviction. Always 0 under main_write_through.
 //   - failed_h_allocations: failed host reservations (one per attempt, not

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -188,16 +189,7 @@ func Run(cfg Config, reqs []Request) (Result, error) {
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortStableFunc(order, func(a, b int) int {
-		ta, tb := reqs[a].Timestamp, reqs[b].Timestamp
-		switch {
-		case ta < tb:
-			return -1
-		case ta > tb:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(reqs[a].Timestamp, reqs[b].Timestamp) })
 	for _, i := range order {
 		if _, _, err := s.Process(reqs[i].Pages); err != nil {
 			ae := *err.(*AbortError) // Process returns no other error
