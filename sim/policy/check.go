@@ -87,13 +87,16 @@ func (s *Simulator) checkInvariants() {
 	}
 	for slot := range s.heaps {
 		hp := &s.heaps[slot]
+		if len(hp.pos) != len(s.nodes) {
+			fail("heap %d: %d positions for %d arena slots", slot, len(hp.pos), len(s.nodes))
+		}
 		for i, e := range hp.entries {
 			id := e.id
 			if n := &s.nodes[id]; e.lastAccess != n.lastAccess || e.depth != n.depth {
 				fail("heap %d: node %d has a stale key", slot, id)
 			}
-			if int(s.nodes[id].heapIdx[slot]) != i {
-				fail("heap %d: node %d at %d records index %d", slot, id, i, s.nodes[id].heapIdx[slot])
+			if int(hp.pos[id]) != i {
+				fail("heap %d: node %d at %d records index %d", slot, id, i, hp.pos[id])
 			}
 			if i > 0 && hp.less(i, (i-1)/2) {
 				fail("heap %d: order broken at %d", slot, i)

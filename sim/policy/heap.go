@@ -8,11 +8,12 @@ package policy
 // copy of its node's key so that comparisons stay inside the heap's own
 // array; a caller that changes a member's lastAccess must call fix.
 //
-// Each node records its position in each of the three heaps in
-// node.heapIdx[h.slot] (-1 when absent).
+// pos[id] is node id's index in entries, -1 when absent: a dense array
+// beside the arena rather than a node field, because the sift loops write it
+// on every swap.
 type leafHeap struct {
-	slot    int     // which heapIdx entry of a node belongs to this heap
 	nodes   *[]node // the simulator's arena (a pointer: the arena grows)
+	pos     []int32 // indexed by nodeID; as long as the arena
 	entries []heapEntry
 }
 
@@ -24,7 +25,7 @@ type heapEntry struct {
 
 func (h *leafHeap) len() int { return len(h.entries) }
 
-func (h *leafHeap) contains(id nodeID) bool { return (*h.nodes)[id].heapIdx[h.slot] >= 0 }
+func (h *leafHeap) contains(id nodeID) bool { return h.pos[id] >= 0 }
 
 // min returns the first node in eviction order; the heap must not be empty.
 func (h *leafHeap) min() nodeID { return h.entries[0].id }
@@ -40,26 +41,26 @@ func (h *leafHeap) less(i, j int) bool {
 func (h *leafHeap) swap(i, j int) {
 	e := h.entries
 	e[i], e[j] = e[j], e[i]
-	(*h.nodes)[e[i].id].heapIdx[h.slot] = int32(i)
-	(*h.nodes)[e[j].id].heapIdx[h.slot] = int32(j)
+	h.pos[e[i].id] = int32(i)
+	h.pos[e[j].id] = int32(j)
 }
 
 func (h *leafHeap) push(id nodeID) {
 	n := &(*h.nodes)[id]
-	n.heapIdx[h.slot] = int32(len(h.entries))
+	h.pos[id] = int32(len(h.entries))
 	h.entries = append(h.entries, heapEntry{lastAccess: n.lastAccess, depth: n.depth, id: id})
 	h.up(len(h.entries) - 1)
 }
 
 // remove takes id out of the heap; id must be a member.
 func (h *leafHeap) remove(id nodeID) {
-	i := int((*h.nodes)[id].heapIdx[h.slot])
+	i := int(h.pos[id])
 	n := len(h.entries) - 1
 	if i != n {
 		h.swap(i, n)
 	}
 	h.entries = h.entries[:n]
-	(*h.nodes)[id].heapIdx[h.slot] = -1
+	h.pos[id] = -1
 	if i != n {
 		if !h.down(i) {
 			h.up(i)
@@ -71,7 +72,7 @@ func (h *leafHeap) remove(id nodeID) {
 // a member.
 func (h *leafHeap) fix(id nodeID) {
 	n := &(*h.nodes)[id]
-	i := int(n.heapIdx[h.slot])
+	i := int(h.pos[id])
 	e := &h.entries[i]
 	if e.lastAccess == n.lastAccess && e.depth == n.depth {
 		return

@@ -105,7 +105,7 @@ const (
 // per request, in trie nodes visited.
 const checkBudget = 256
 
-// Heap slots in node.heapIdx.
+// Heap slots: indexes of Simulator.heaps.
 const (
 	slotL1   = iota // on device, no child on device
 	slotHost        // on host only, no child on host
@@ -125,9 +125,8 @@ type node struct {
 	hitCount                     int   // MainWriteThrough's per-page count
 	hasD, hasH                   bool  // resident on device (L1) / host (L2)
 	nChildren                    int32
-	dChildren                    int32 // children with hasD
-	hChildren                    int32 // children with hasH
-	heapIdx                      [numSlots]int32
+	dChildren                    int32  // children with hasD
+	hChildren                    int32  // children with hasH
 	protect                      uint64 // == Simulator.epoch: protected from L2 eviction
 }
 
@@ -167,10 +166,9 @@ func New(cfg Config) (*Simulator, error) {
 		return nil, fmt.Errorf("policy config: %w", err)
 	}
 	s := &Simulator{cfg: cfg, children: make(map[edge]nodeID)}
-	s.nodes = append(s.nodes, node{parent: noNode, firstChild: noNode, prevSib: noNode, nextSib: noNode,
-		heapIdx: [numSlots]int32{-1, -1, -1}})
+	s.nodes = append(s.nodes, node{parent: noNode, firstChild: noNode, prevSib: noNode, nextSib: noNode})
 	for i := range s.heaps {
-		s.heaps[i] = leafHeap{slot: i, nodes: &s.nodes}
+		s.heaps[i] = leafHeap{nodes: &s.nodes, pos: []int32{-1}}
 	}
 	s.res.Policy = cfg.Policy
 	return s, nil
@@ -591,6 +589,9 @@ func (s *Simulator) newChild(parent nodeID, p uint64) nodeID {
 	} else {
 		id = nodeID(len(s.nodes))
 		s.nodes = append(s.nodes, node{})
+		for i := range s.heaps {
+			s.heaps[i].pos = append(s.heaps[i].pos, -1)
+		}
 	}
 	par := &s.nodes[parent]
 	s.nodes[id] = node{
@@ -600,7 +601,6 @@ func (s *Simulator) newChild(parent nodeID, p uint64) nodeID {
 		prevSib:    noNode,
 		nextSib:    par.firstChild,
 		depth:      par.depth + 1,
-		heapIdx:    [numSlots]int32{-1, -1, -1},
 	}
 	if par.firstChild != noNode {
 		s.nodes[par.firstChild].prevSib = id
@@ -619,8 +619,10 @@ func (s *Simulator) detachIfEmpty(v nodeID) {
 		if n.hasD || n.hasH || n.nChildren > 0 {
 			return
 		}
-		if n.heapIdx != [numSlots]int32{-1, -1, -1} {
-			panic("policy: detaching a node that is still an eviction candidate")
+		for i := range s.heaps {
+			if s.heaps[i].contains(v) {
+				panic("policy: detaching a node that is still an eviction candidate")
+			}
 		}
 		p := n.parent
 		par := &s.nodes[p]
@@ -634,7 +636,7 @@ func (s *Simulator) detachIfEmpty(v nodeID) {
 		}
 		par.nChildren--
 		delete(s.children, edge{p, n.page})
-		*n = node{parent: noNode, firstChild: noNode, prevSib: noNode, nextSib: noNode, heapIdx: [numSlots]int32{-1, -1, -1}}
+		*n = node{parent: noNode, firstChild: noNode, prevSib: noNode, nextSib: noNode}
 		s.free = append(s.free, v)
 		v = p
 	}
