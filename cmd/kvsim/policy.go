@@ -8,6 +8,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/kvsim/kvsim/sim/policy"
 	"github.com/kvsim/kvsim/traces"
@@ -110,9 +111,18 @@ func runPolicy(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvsim policy: %v\n", err)
 		return exitFail
 	}
+	// The policies are independent simulations over the same read-only
+	// requests: run them side by side; each result lands at its index, so
+	// the output does not depend on scheduling.
 	results := make([]policy.Result, len(cfgs))
+	errs := make([]error, len(cfgs))
+	var wg sync.WaitGroup
 	for i, cfg := range cfgs {
-		if results[i], err = policy.Run(cfg, reqs); err != nil {
+		wg.Go(func() { results[i], errs[i] = policy.Run(cfg, reqs) })
+	}
+	wg.Wait()
+	for i, cfg := range cfgs {
+		if err := errs[i]; err != nil {
 			var ae *policy.AbortError
 			if errors.As(err, &ae) {
 				fmt.Fprintf(stderr, "kvsim policy: %s: %s: request %q (replayed as number %d): %v (AssertionError: %s); SGLang reports no results\n",
