@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -184,7 +185,7 @@ type generateReq struct {
 func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 	defer s.enter()()
 	var req generateReq
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+	if err := decodeBody(r, &req); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
@@ -264,7 +265,7 @@ type completionReq struct {
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	defer s.enter()()
 	var req completionReq
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+	if err := decodeBody(r, &req); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
@@ -344,4 +345,14 @@ func sleep(r *http.Request, d time.Duration) {
 	case <-t.C:
 	case <-r.Context().Done():
 	}
+}
+
+// decodeBody reads the whole body (only then does net/http notice a client
+// that goes away) and decodes it.
+func decodeBody(r *http.Request, v any) error {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
 }
