@@ -14,6 +14,7 @@ type Config struct {
 	Cache     CacheConfig     `toml:"cache"`
 	Scheduler SchedulerConfig `toml:"scheduler"`
 	Links     LinkConfig      `toml:"links"`
+	Storage   StorageConfig   `toml:"storage"`
 	// Seed seeds the scheduler's random queue policy. Default 1.
 	Seed uint64 `toml:"seed"`
 	// TimelineInterval is the simulated time between two samples of tier
@@ -109,6 +110,50 @@ type LinkConfig struct {
 	D2HLatency int64 `toml:"d2h_latency_ns"`
 }
 
+// StorageConfig is HiCache's optional storage tier (L3,
+// --hicache-storage-backend): pages backed up from the host tier and
+// prefetched back into it. The zero value turns it off; the other zero
+// fields mean their defaults.
+type StorageConfig struct {
+	// Enabled turns the storage tier on. It needs a host tier
+	// (cache.host_tokens > 0). Default false.
+	Enabled bool `toml:"enabled"`
+	// CapacityTokens is the storage capacity in tokens; beyond it the least
+	// recently written or read pages are dropped. 0 (default) is unlimited.
+	CapacityTokens int64 `toml:"capacity_tokens"`
+	// PrefetchPolicy is --hicache-storage-prefetch-policy: best_effort
+	// (default: admit with whatever has arrived), wait_complete (hold the
+	// request until the whole hit is fetched) or timeout (hold it until
+	// fetched or the timeout passes).
+	PrefetchPolicy string `toml:"prefetch_policy"`
+	// PrefetchThreshold is the smallest storage hit worth prefetching, in
+	// tokens (extra-config prefetch_threshold). Default 256; values below
+	// the page size act as the page size, as SGLang's controller clamps.
+	PrefetchThreshold int64 `toml:"prefetch_threshold"`
+	// PrefetchTimeoutBase, PrefetchTimeoutPerKiToken and PrefetchTimeoutMax
+	// give the timeout policy's limit for a hit of n tokens:
+	// min(max, base + per_ki_token * n / 1024), in ns. Defaults 2 s, 0.1 s
+	// and 30 s (SGLang's newer PrefetchTimeoutConfig).
+	PrefetchTimeoutBase       int64 `toml:"prefetch_timeout_base_ns"`
+	PrefetchTimeoutPerKiToken int64 `toml:"prefetch_timeout_per_ki_token_ns"`
+	PrefetchTimeoutMax        int64 `toml:"prefetch_timeout_max_ns"`
+	// PrefetchCapacityRatio caps the host tokens reserved by in-flight
+	// prefetches at this share of the host pool (SGLang's
+	// prefetch_capacity_limit = 0.5 * host pool): no prefetch starts while
+	// the reservations reach it. Default 0.5; valid (0, 1].
+	PrefetchCapacityRatio float64 `toml:"prefetch_capacity_ratio"`
+	// ReadBandwidth and WriteBandwidth are the storage link per rank, bytes/s.
+	// Defaults 5e9 and 3e9: the sequential rates of one PCIe Gen4 NVMe
+	// drive, the file backend's usual home; measure your backend.
+	ReadBandwidth  float64 `toml:"read_bandwidth"`
+	WriteBandwidth float64 `toml:"write_bandwidth"`
+	// ReadLatency and WriteLatency are the fixed cost of one storage call of
+	// up to 128 pages (batch_exists / batch_get / batch_set), ns. Default
+	// 100 µs.
+	ReadLatency  int64 `toml:"read_latency_ns"`
+	WriteLatency int64 `toml:"write_latency_ns"`
+}
+
 // Default returns a configuration with every default filled in and a device
 // pool of deviceTokens tokens per lane.
 func Default(deviceTokens int64) Config {
@@ -196,6 +241,37 @@ func (c Config) withDefaults() Config {
 	}
 	if l.D2HLatency == 0 {
 		l.D2HLatency = 10_000
+	}
+	st := &c.Storage
+	if st.PrefetchPolicy == "" {
+		st.PrefetchPolicy = "best_effort"
+	}
+	if st.PrefetchThreshold == 0 {
+		st.PrefetchThreshold = 256
+	}
+	if st.PrefetchTimeoutBase == 0 {
+		st.PrefetchTimeoutBase = 2e9
+	}
+	if st.PrefetchTimeoutPerKiToken == 0 {
+		st.PrefetchTimeoutPerKiToken = 1e8
+	}
+	if st.PrefetchTimeoutMax == 0 {
+		st.PrefetchTimeoutMax = 30e9
+	}
+	if st.PrefetchCapacityRatio == 0 {
+		st.PrefetchCapacityRatio = 0.5
+	}
+	if st.ReadBandwidth == 0 {
+		st.ReadBandwidth = 5e9
+	}
+	if st.WriteBandwidth == 0 {
+		st.WriteBandwidth = 3e9
+	}
+	if st.ReadLatency == 0 {
+		st.ReadLatency = 100_000
+	}
+	if st.WriteLatency == 0 {
+		st.WriteLatency = 100_000
 	}
 	return c
 }
@@ -302,6 +378,44 @@ func (c Config) Validate() error {
 	if l.D2HLatency < 0 {
 		bad("links.d2h_latency_ns", ">= 0", l.D2HLatency)
 	}
+	st := c.Storage
+	switch st.PrefetchPolicy {
+	case "best_effort", "wait_complete", "timeout":
+	default:
+		bad("storage.prefetch_policy", "one of best_effort, wait_complete, timeout", fmt.Sprintf("%q", st.PrefetchPolicy))
+	}
+	if st.Enabled && k.HostTokens == 0 {
+		bad("storage.enabled", "false without a host tier (cache.host_tokens = 0)", st.Enabled)
+	}
+	if st.CapacityTokens < 0 {
+		bad("storage.capacity_tokens", ">= 0 (0: unlimited)", st.CapacityTokens)
+	}
+	if st.PrefetchThreshold < 0 {
+		bad("storage.prefetch_threshold", ">= 0", st.PrefetchThreshold)
+	}
+	for _, f := range []struct {
+		key string
+		v   int64
+	}{
+		{"storage.prefetch_timeout_base_ns", st.PrefetchTimeoutBase},
+		{"storage.prefetch_timeout_per_ki_token_ns", st.PrefetchTimeoutPerKiToken},
+		{"storage.prefetch_timeout_max_ns", st.PrefetchTimeoutMax},
+		{"storage.read_latency_ns", st.ReadLatency},
+		{"storage.write_latency_ns", st.WriteLatency},
+	} {
+		if f.v < 0 {
+			bad(f.key, ">= 0", f.v)
+		}
+	}
+	if !(st.PrefetchCapacityRatio > 0 && st.PrefetchCapacityRatio <= 1) {
+		bad("storage.prefetch_capacity_ratio", "in (0, 1]", st.PrefetchCapacityRatio)
+	}
+	if st.ReadBandwidth <= 0 {
+		bad("storage.read_bandwidth", "> 0", st.ReadBandwidth)
+	}
+	if st.WriteBandwidth <= 0 {
+		bad("storage.write_bandwidth", "> 0", st.WriteBandwidth)
+	}
 	if c.TimelineInterval < -1 {
 		bad("timeline_interval_ns", "-1 (off) or > 0", c.TimelineInterval)
 	}
@@ -322,5 +436,12 @@ func (c Config) treeConfig() tree.Config {
 		DeviceTokens: k.DeviceTokens, HostTokens: k.HostTokens,
 		Eviction: ev, ProtectedShare: k.ProtectedShare,
 		WritePolicy: wp, LoadBackThreshold: k.LoadBackThreshold,
+		HoldWriteBacks: c.storageOn(),
 	}
+}
+
+// storageOn reports whether the storage tier takes part in the run: it is
+// enabled, and there is a host tier and a prefix cache to feed it.
+func (c Config) storageOn() bool {
+	return c.Storage.Enabled && c.Cache.HostTokens > 0 && !c.Cache.Disable
 }

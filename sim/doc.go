@@ -54,6 +54,42 @@
 // that starts with the prefill forward and overlaps it layer by layer: the
 // forward takes max(compute, copy + compute/layers).
 //
+// # Storage tier (L3)
+//
+// With [StorageConfig] enabled (it needs a host tier), HiCache's storage
+// backend is modelled as a set of pages with an optional capacity (LRU
+// beyond it), a read link and a write link (bandwidth per rank plus a fixed
+// latency per call of up to 128 pages). A page is identified by its exact
+// path: the prefix before it plus its own contents, interned as (prefix id,
+// PageID) -> prefix id, so lookups have SGLang's chained-hash semantics
+// without collisions: contiguous from the prefix's start, stopping at the
+// first missing page.
+//
+// Backup (L2 -> L3): when a write-through copy is acknowledged, or a
+// write-back copy is made, the node's pages that storage lacks are queued on
+// the write link; the node's host copy is protected from host eviction until
+// the write is acknowledged at the start of a later iteration. An idle
+// scheduler with a storage tier wakes for these acknowledgements, as
+// SGLang's polling loop would see them.
+//
+// Prefetch (L3 -> L2), at arrival (SGLang's _prefetch_kvcache): the request
+// is matched; if its deepest matched node is backed up (or is the root),
+// storage is asked for the pages after the device + host hit (one call per
+// 128 pages, up to the first miss, charged before reading starts). A hit of
+// at least prefetch_threshold tokens (at least a page), when reservations
+// are below the prefetch capacity limit (half the host pool), gets host
+// tokens reserved for it (all or nothing, after one host eviction) and is
+// read batch by batch on the read link, FIFO with other prefetches. At
+// admission the policy decides: best_effort ends the prefetch with the
+// batches read so far; wait_complete skips the request (others may pass it)
+// until every batch is read; timeout skips it until then or until
+// min(max, base + per_ki_token * hit/1024) has passed since the prefetch
+// started. The read part is inserted as a host-only leaf (tree.InsertHost),
+// the rest of the reservation released, and the request's match then sees
+// it as a host hit, loaded back with its prefill. cached_tokens splits into
+// device, host and storage parts; the storage part is what the request's
+// own prefetch brought in and was loaded back.
+//
 // When memory is short, SGLang's eviction (strategy order until the
 // allocation is covered, evicting the full allocation size) runs for one
 // lane; with several owner lanes the owner-lane planner (package planner)

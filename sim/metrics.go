@@ -17,12 +17,21 @@ type RequestResult struct {
 	PromptTokens int64  `json:"prompt_tokens"`
 	OutputTokens int64  `json:"output_tokens"`
 	// CachedTokens is SGLang's cached_tokens: device hit plus host hit loaded
-	// back, counted at the first admission.
-	CachedTokens int64  `json:"cached_tokens"`
-	CachedDevice int64  `json:"cached_device_tokens"`
-	CachedHost   int64  `json:"cached_host_tokens"`
-	Retractions  int    `json:"retractions,omitempty"`
-	Failed       string `json:"failed,omitempty"`
+	// back, counted at the first admission. It is CachedDevice + CachedHost
+	// + CachedStorage (SGLang's newer cached_tokens_details).
+	CachedTokens int64 `json:"cached_tokens"`
+	CachedDevice int64 `json:"cached_device_tokens"`
+	// CachedHost is the loaded-back host hit that was in the host tier
+	// before the request arrived (or fetched by another request).
+	CachedHost int64 `json:"cached_host_tokens"`
+	// CachedStorage is the loaded-back host hit that the request's own
+	// storage prefetch brought into the host tier.
+	CachedStorage int64 `json:"cached_storage_tokens,omitempty"`
+	// StorageTokens is what the request's prefetch inserted into the host
+	// tier (whether or not it was then loaded back).
+	StorageTokens int64  `json:"storage_fetched_tokens,omitempty"`
+	Retractions   int    `json:"retractions,omitempty"`
+	Failed        string `json:"failed,omitempty"`
 }
 
 // TTFT is the time to first token.
@@ -54,6 +63,32 @@ type Counters struct {
 	H2DBytes           float64 `json:"h2d_bytes"`
 	D2HBytes           float64 `json:"d2h_bytes"`
 	PlannerRuns        int64   `json:"planner_runs"`
+
+	// Storage tier (all zero without one).
+	StorageReadTokens  int64   `json:"storage_read_tokens,omitempty"`  // read from storage, used or not
+	StorageReadBytes   float64 `json:"storage_read_bytes,omitempty"`   //
+	StorageWriteTokens int64   `json:"storage_write_tokens,omitempty"` // backed up (pages storage lacked)
+	StorageWriteBytes  float64 `json:"storage_write_bytes,omitempty"`  //
+	// StorageEvictedTokens were dropped from storage for capacity.
+	StorageEvictedTokens int64 `json:"storage_evicted_tokens,omitempty"`
+	// StoragePrefetchedTokens were inserted into the host tier by prefetches.
+	StoragePrefetchedTokens int64 `json:"storage_prefetched_tokens,omitempty"`
+	// StorageInsertDroppedTokens were fetched but not inserted: the prefix
+	// they hang under was gone, or had no host copy.
+	StorageInsertDroppedTokens int64 `json:"storage_insert_dropped_tokens,omitempty"`
+	PrefetchesIssued           int64 `json:"prefetches_issued,omitempty"`
+	// PrefetchesRevoked found a storage hit below the threshold.
+	PrefetchesRevoked int64 `json:"prefetches_revoked,omitempty"`
+	// PrefetchesRateLimited were not started: in-flight prefetches held the
+	// prefetch capacity limit.
+	PrefetchesRateLimited int64 `json:"prefetches_rate_limited,omitempty"`
+	// PrefetchesNoHost found no host room for the hit even after evicting.
+	PrefetchesNoHost int64 `json:"prefetches_no_host,omitempty"`
+	// PrefetchesTerminatedEarly were ended by the policy before every batch
+	// was read (best_effort, timeout).
+	PrefetchesTerminatedEarly int64 `json:"prefetches_terminated_early,omitempty"`
+	// PrefetchesCancelled belonged to requests that failed while waiting.
+	PrefetchesCancelled int64 `json:"prefetches_cancelled,omitempty"`
 }
 
 // Sample is the occupancy of the tiers at one instant (totals over lanes).
@@ -63,8 +98,12 @@ type Sample struct {
 	Held      int64 `json:"device_request_tokens"`
 	Evictable int64 `json:"device_evictable_tokens"`
 	Host      int64 `json:"host_tokens"`
-	Waiting   int   `json:"waiting"`
-	Running   int   `json:"running"`
+	// HostReserved is host tokens reserved by storage prefetches in flight.
+	HostReserved int64 `json:"host_reserved_tokens,omitempty"`
+	// Storage is the tokens the storage tier holds.
+	Storage int64 `json:"storage_tokens,omitempty"`
+	Waiting int   `json:"waiting"`
+	Running int   `json:"running"`
 }
 
 func (s *Sim) sample() {
@@ -72,10 +111,15 @@ func (s *Sim) sample() {
 	for o := 0; o < s.lanes; o++ {
 		held += s.tree.Held(o)
 	}
-	s.timeline = append(s.timeline, Sample{
+	smp := Sample{
 		Time: s.now, Device: s.tree.DeviceTotal(), Held: held, Evictable: s.tree.EvictableTotal(),
 		Host: s.tree.HostTotal(), Waiting: len(s.waiting), Running: len(s.running),
-	})
+	}
+	if s.st != nil {
+		smp.HostReserved = s.tree.HostReservedTotal()
+		smp.Storage = s.st.l3.pages * int64(s.cfg.Cache.PageSize)
+	}
+	s.timeline = append(s.timeline, smp)
 }
 
 // Result is the outcome of a run.
@@ -99,6 +143,8 @@ func (s *Sim) result() *Result {
 	sum.H2DGB = c.H2DBytes / 1e9
 	sum.D2HGB = c.D2HBytes / 1e9
 	sum.Retractions = c.Retractions
+	sum.StorageReadGB = c.StorageReadBytes / 1e9
+	sum.StorageWriteGB = c.StorageWriteBytes / 1e9
 	return &Result{Requests: s.results, Summary: sum, Counters: c, Timeline: s.timeline}
 }
 
@@ -152,6 +198,8 @@ type Summary struct {
 	H2DGB              float64 `json:"h2d_gb"`
 	D2HGB              float64 `json:"d2h_gb"`
 	Retractions        int64   `json:"retractions"`
+	StorageReadGB      float64 `json:"storage_read_gb,omitempty"`
+	StorageWriteGB     float64 `json:"storage_write_gb,omitempty"`
 }
 
 // Summarize computes the metric set over per-request results and all
@@ -164,7 +212,7 @@ func Summarize(rs []RequestResult, itls []float64) Summary {
 	var s Summary
 	var ttft, tpot, e2e []float64
 	first, last := Time(math.MaxInt64), Time(math.MinInt64)
-	var cached, cachedDev, cachedHost, prompt int64
+	var cached, cachedDev, cachedHost, cachedL3, prompt int64
 	for _, r := range rs {
 		first = min(first, r.Arrival)
 		if r.Failed != "" {
@@ -183,6 +231,7 @@ func Summarize(rs []RequestResult, itls []float64) Summary {
 		cached += r.CachedTokens
 		cachedDev += r.CachedDevice
 		cachedHost += r.CachedHost
+		cachedL3 += r.CachedStorage
 		prompt += r.PromptTokens
 	}
 	if s.Completed == 0 {
@@ -206,6 +255,7 @@ func Summarize(rs []RequestResult, itls []float64) Summary {
 		s.CacheHitRate = float64(cached) / float64(prompt)
 		s.DeviceHitRate = float64(cachedDev) / float64(prompt)
 		s.HostHitRate = float64(cachedHost) / float64(prompt)
+		s.StorageHitRate = float64(cachedL3) / float64(prompt)
 	}
 	return s
 }

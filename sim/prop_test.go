@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/kvsim/kvsim/traces"
+	"github.com/kvsim/kvsim/tree"
 	"pgregory.net/rapid"
 )
 
@@ -37,6 +38,9 @@ func drawConfig(t *rapid.T) Config {
 	if rapid.Bool().Draw(t, "hicache") {
 		cfg.Cache.HostTokens = int64(rapid.IntRange(32, 4096).Draw(t, "host_tokens"))
 		cfg.Cache.WritePolicy = rapid.SampledFrom([]string{"write_through", "write_through_selective", "write_back"}).Draw(t, "write_policy")
+		if rapid.Bool().Draw(t, "storage") {
+			cfg.Storage = drawStorage(t)
+		}
 	}
 	cfg.Cache.Disable = rapid.IntRange(0, 9).Draw(t, "disable") == 0
 	cfg.Scheduler.Policy = rapid.SampledFrom(schedulePolicies).Draw(t, "policy")
@@ -51,6 +55,25 @@ func drawConfig(t *rapid.T) Config {
 	cfg.Links.Layers = 8
 	cfg.Seed = rapid.Uint64Range(1, 1000).Draw(t, "seed")
 	return cfg
+}
+
+// drawStorage draws a storage tier small and slow enough, against the
+// drawn traces, that prefetches are cut short, time out, hit the rate limit
+// and find their pages evicted.
+func drawStorage(t *rapid.T) StorageConfig {
+	return StorageConfig{
+		Enabled:               true,
+		CapacityTokens:        int64(rapid.SampledFrom([]int{0, 64, 512, 4096}).Draw(t, "storage_capacity")),
+		PrefetchPolicy:        rapid.SampledFrom([]string{"best_effort", "wait_complete", "timeout"}).Draw(t, "prefetch_policy"),
+		PrefetchThreshold:     int64(rapid.IntRange(1, 64).Draw(t, "prefetch_threshold")),
+		PrefetchTimeoutBase:   int64(rapid.IntRange(1, 50).Draw(t, "timeout_base_ms")) * 1e6,
+		PrefetchTimeoutMax:    int64(rapid.IntRange(1, 100).Draw(t, "timeout_max_ms")) * 1e6,
+		PrefetchCapacityRatio: rapid.SampledFrom([]float64{0.05, 0.5, 1}).Draw(t, "prefetch_capacity_ratio"),
+		ReadBandwidth:         rapid.SampledFrom([]float64{1e9, 1e10, 1e11}).Draw(t, "read_bandwidth"),
+		WriteBandwidth:        rapid.SampledFrom([]float64{1e9, 1e10, 1e11}).Draw(t, "write_bandwidth"),
+		ReadLatency:           int64(rapid.IntRange(1, 500).Draw(t, "read_latency_us")) * 1e3,
+		WriteLatency:          int64(rapid.IntRange(1, 500).Draw(t, "write_latency_us")) * 1e3,
+	}
 }
 
 // drawTrace draws requests that share prefixes (a few system prompts, some
@@ -72,61 +95,106 @@ func drawTrace(t *rapid.T) []traces.Record {
 	return recs
 }
 
+// hostProtected returns a node under n with a host protection left, or nil.
+func hostProtected(n *tree.Node) *tree.Node {
+	var found *tree.Node
+	n.Children(func(c *tree.Node) bool {
+		if c.HostRef() != 0 {
+			found = c
+		} else {
+			found = hostProtected(c)
+		}
+		return found == nil
+	})
+	return found
+}
+
 func TestPropSimulatorAccounting(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		cfg := drawConfig(t)
-		recs := drawTrace(t)
-		s, err := New(cfg, linearCost{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := s.Run(NewSliceSource(recs))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(res.Requests) != len(recs) {
-			t.Fatalf("%d results for %d requests", len(res.Requests), len(recs))
-		}
-		seen := map[string]bool{}
-		want := map[string]traces.Record{}
-		for _, r := range recs {
-			want[r.ID] = r
-		}
-		for _, r := range res.Requests {
-			if seen[r.ID] {
-				t.Fatalf("request %s finished twice", r.ID)
-			}
-			seen[r.ID] = true
-			if r.Failed != "" {
-				continue
-			}
-			w := want[r.ID]
-			if r.OutputTokens != int64(w.OutputLen) {
-				t.Fatalf("request %s generated %d tokens, want %d", r.ID, r.OutputTokens, w.OutputLen)
-			}
-			if r.CachedTokens < 0 || r.CachedTokens > r.PromptTokens-1 || r.CachedDevice+r.CachedHost != r.CachedTokens {
-				t.Fatalf("request %s: cached %d (device %d host %d) of a %d-token prompt", r.ID, r.CachedTokens, r.CachedDevice, r.CachedHost, r.PromptTokens)
-			}
-			if cfg.Cache.Disable && r.CachedTokens != 0 {
-				t.Fatalf("request %s hit %d tokens with the cache disabled", r.ID, r.CachedTokens)
-			}
-			if !(r.Arrival <= r.Admitted && r.Admitted < r.FirstToken && r.FirstToken <= r.Finish) {
-				t.Fatalf("request %s: times out of order %+v", r.ID, r)
-			}
-		}
-		if s.tree.DeviceTotal()+s.tree.Held(0) > cfg.Cache.DeviceTokens*int64(cfg.Cache.CP) {
-			t.Fatal("device over capacity at the end")
-		}
-		for o := 0; o < s.lanes; o++ {
-			if s.tree.Held(o) != 0 || s.tree.Protected(o) != 0 {
-				t.Fatalf("lane %d: %d tokens held, %d protected after the run", o, s.tree.Held(o), s.tree.Protected(o))
-			}
-		}
-		// Determinism: the same inputs give the same results.
-		s2, _ := New(cfg, linearCost{})
-		res2, err := s2.Run(NewSliceSource(recs))
-		if err != nil || !reflect.DeepEqual(res, res2) {
-			t.Fatalf("second run differs (err %v)", err)
-		}
+		checkRun(t, drawConfig(t), drawTrace(t))
 	})
+}
+
+// TestPropStorageTier runs the same checks with a storage tier always on
+// and a host tier one to three times the device, so that prefixes leave the
+// host while storage keeps them and come back through prefetches.
+func TestPropStorageTier(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		cfg := drawConfig(t)
+		cfg.Cache.Disable = false
+		cfg.Cache.HostTokens = cfg.Cache.DeviceTokens * int64(rapid.IntRange(1, 3).Draw(t, "host_ratio"))
+		cfg.Storage = drawStorage(t)
+		checkRun(t, cfg, drawTrace(t))
+	})
+}
+
+// checkRun simulates recs under cfg and checks the accounting: every
+// request finishes once with its output, cached tokens add up, times are
+// ordered, no tier is over capacity, nothing stays held, locked, protected
+// or reserved, and a second run gives identical results.
+func checkRun(t *rapid.T, cfg Config, recs []traces.Record) {
+	s, err := New(cfg, linearCost{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Run(NewSliceSource(recs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Requests) != len(recs) {
+		t.Fatalf("%d results for %d requests", len(res.Requests), len(recs))
+	}
+	seen := map[string]bool{}
+	want := map[string]traces.Record{}
+	for _, r := range recs {
+		want[r.ID] = r
+	}
+	for _, r := range res.Requests {
+		if seen[r.ID] {
+			t.Fatalf("request %s finished twice", r.ID)
+		}
+		seen[r.ID] = true
+		if r.Failed != "" {
+			continue
+		}
+		w := want[r.ID]
+		if r.OutputTokens != int64(w.OutputLen) {
+			t.Fatalf("request %s generated %d tokens, want %d", r.ID, r.OutputTokens, w.OutputLen)
+		}
+		if r.CachedTokens < 0 || r.CachedTokens > r.PromptTokens-1 || r.CachedDevice+r.CachedHost+r.CachedStorage != r.CachedTokens ||
+			r.CachedHost < 0 || r.CachedStorage < 0 || r.CachedStorage > r.StorageTokens {
+			t.Fatalf("request %s: cached %d (device %d host %d storage %d, fetched %d) of a %d-token prompt",
+				r.ID, r.CachedTokens, r.CachedDevice, r.CachedHost, r.CachedStorage, r.StorageTokens, r.PromptTokens)
+		}
+		if !cfg.Storage.Enabled && (r.StorageTokens != 0 || r.CachedStorage != 0) {
+			t.Fatalf("request %s got %d tokens from a storage tier that is off", r.ID, r.StorageTokens)
+		}
+		if cfg.Cache.Disable && r.CachedTokens != 0 {
+			t.Fatalf("request %s hit %d tokens with the cache disabled", r.ID, r.CachedTokens)
+		}
+		if !(r.Arrival <= r.Admitted && r.Admitted < r.FirstToken && r.FirstToken <= r.Finish) {
+			t.Fatalf("request %s: times out of order %+v", r.ID, r)
+		}
+	}
+	if s.tree.DeviceTotal()+s.tree.Held(0) > cfg.Cache.DeviceTokens*int64(cfg.Cache.CP) {
+		t.Fatal("device over capacity at the end")
+	}
+	for o := 0; o < s.lanes; o++ {
+		if s.tree.Held(o) != 0 || s.tree.Protected(o) != 0 || s.tree.HostReserved(o) != 0 {
+			t.Fatalf("lane %d: %d tokens held, %d protected, %d host reserved after the run",
+				o, s.tree.Held(o), s.tree.Protected(o), s.tree.HostReserved(o))
+		}
+	}
+	if n := hostProtected(s.tree.Root()); n != nil {
+		t.Fatalf("node %d keeps %d host protections after the run", n.ID(), n.HostRef())
+	}
+	if c := res.Counters; cfg.Storage.Enabled && c.PrefetchesIssued > 0 && c.StorageReadTokens == 0 && c.StoragePrefetchedTokens > 0 {
+		t.Fatalf("prefetched %d tokens without reading any", c.StoragePrefetchedTokens)
+	}
+	// Determinism: the same inputs give the same results.
+	s2, _ := New(cfg, linearCost{})
+	res2, err := s2.Run(NewSliceSource(recs))
+	if err != nil || !reflect.DeepEqual(res, res2) {
+		t.Fatalf("second run differs (err %v)", err)
+	}
 }

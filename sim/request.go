@@ -36,6 +36,9 @@ type request struct {
 	gotFirst    bool // the first token was emitted
 	countedNow  bool // cached tokens were counted by the admission in progress
 	sortKey     int64
+	prefetch    *prefetchOp // storage prefetch in flight (nil: none)
+	l3From      int64       // tokens [l3From, l3To) of the sequence came from storage
+	l3To        int64
 	failed      string
 	res         RequestResult
 	lastToken   Time

@@ -104,6 +104,9 @@ func (s *Sim) newPrefillBatch() []*request {
 			s.batchFull = true
 			break
 		}
+		if r.prefetch != nil && !s.prefetchTerminable(r) {
+			continue // held back by its storage prefetch; others may pass it
+		}
 		var ok bool
 		res, ok = s.addOne(a, r)
 		if ok {
@@ -305,7 +308,12 @@ func (s *Sim) addOne(a *adder, r *request) (addResult, bool) {
 		r.countedNow = true
 		r.res.Admitted = s.now
 		r.res.CachedTokens = prefix
-		r.res.CachedHost = loaded
+		// Of the loaded host hit, the part this request's own prefetch
+		// brought from storage counts as a storage hit.
+		lo, hi := max(prefix-loaded, r.l3From), min(prefix, r.l3To)
+		fromL3 := max(hi-lo, 0)
+		r.res.CachedStorage = fromL3
+		r.res.CachedHost = loaded - fromL3
 		r.res.CachedDevice = prefix - loaded
 	}
 	return a.state(), true
@@ -319,6 +327,9 @@ func (s *Sim) trackWritesAfterEviction() {
 		s.applyEviction(tree.EvictResult{WrittenBack: d})
 	}
 	s.seenWrittenBack = st.WrittenBack
+	if s.st != nil {
+		s.drainWriteBacks()
+	}
 	s.trackWrites()
 }
 

@@ -71,6 +71,7 @@ type Sim struct {
 	pendingLoad     int64 // tokens of load-back queued for the next forward
 	seenWrittenBack int64 // tree.Stats().WrittenBack already charged
 	nodeByID        map[tree.NodeID]*tree.Node
+	st              *storageState // nil without a storage tier
 
 	results  []RequestResult
 	itls     []float64 // every inter-token latency, ms
@@ -114,6 +115,9 @@ func New(cfg Config, cost CostModel) (*Sim, error) {
 	s.ratio = init
 	s.ratioMin = init * sc.MinNewTokenRatioFactor
 	s.ratioDec = (init - s.ratioMin) / float64(sc.NewTokenRatioDecaySteps)
+	if cfg.storageOn() {
+		s.st = newStorageState(cfg)
+	}
 	s.lanesA = make([]int64, s.lanes)
 	s.lanesB = make([]int64, s.lanes)
 	s.deficits = make([]int64, s.lanes)
@@ -164,9 +168,18 @@ func (s *Sim) Run(src Source) (*Result, error) {
 	}
 	// Copies still in flight land after the last request; acknowledge them
 	// so the final state has no transient locks.
+	if s.st != nil {
+		s.ackBackups()
+		for _, w := range s.tree.Writes() {
+			s.backup(w.Node, false)
+		}
+	}
 	s.tree.AckWrites(len(s.writeDone))
 	s.tree.AckLoads(len(s.loadDone))
 	s.writeDone, s.loadDone = nil, nil
+	if s.st != nil {
+		s.finishStorage()
+	}
 	return s.result(), nil
 }
 
@@ -211,6 +224,9 @@ func (s *Sim) arrive() error {
 		s.fail(r, fmt.Sprintf("prompt of %d tokens exceeds the KV pool of %d tokens", r.input, capTokens))
 	} else {
 		s.waiting = append(s.waiting, r)
+		if s.st != nil {
+			s.prefetch(r)
+		}
 	}
 	if err := s.scheduleNextArrival(); err != nil {
 		return err
@@ -222,6 +238,10 @@ func (s *Sim) arrive() error {
 }
 
 func (s *Sim) fail(r *request, why string) {
+	if r.prefetch != nil {
+		s.endPrefetch(r.prefetch, false)
+		s.counters.PrefetchesCancelled++
+	}
 	r.failed = why
 	r.res.Failed = why
 	s.counters.Failed++
@@ -246,6 +266,9 @@ func (s *Sim) iterate() {
 	// Idle.
 	if len(s.waiting) == 0 && s.chunked == nil {
 		s.ratio = math.Min(s.cfg.Scheduler.InitNewTokenRatio*s.cfg.Scheduler.ScheduleConservativeness, 1)
+		if t, ok := s.storageIdleWake(); ok {
+			s.schedule(t, evWake)
+		}
 		return
 	}
 	// Requests wait but none could be admitted. If an in-flight copy still
@@ -274,17 +297,31 @@ func (s *Sim) nextTransferDone() (Time, bool) {
 	if len(s.loadDone) > 0 && (!ok || s.loadDone[0] < best) {
 		best, ok = s.loadDone[0], true
 	}
+	if t, pok := s.prefetchWake(); pok && (!ok || t < best) {
+		best, ok = t, true
+	}
 	return best, ok
 }
 
 // checkHiCacheEvents acknowledges finished copies in FIFO order, as
 // SGLang's writing_check and loading_check do at the start of an iteration.
+// With a storage tier it first drains the storage acks (landed backups
+// release their host copies), and every acknowledged write-through is
+// backed up to storage.
 func (s *Sim) checkHiCacheEvents() {
+	if s.st != nil {
+		s.ackBackups()
+	}
 	k := 0
 	for k < len(s.writeDone) && s.writeDone[k] <= s.now {
 		k++
 	}
 	if k > 0 {
+		if s.st != nil {
+			for _, w := range s.tree.Writes()[:k] {
+				s.backup(w.Node, false)
+			}
+		}
 		s.tree.AckWrites(k)
 		s.writeDone = s.writeDone[k:]
 	}
@@ -397,6 +434,9 @@ func (s *Sim) evictFor(lanes []int64) {
 }
 
 func (s *Sim) applyEviction(res tree.EvictResult) {
+	if s.st != nil {
+		s.drainWriteBacks()
+	}
 	if res.WrittenBack > 0 {
 		s.counters.WriteBackTokens += res.WrittenBack
 		s.counters.D2HBytes += s.bytes(res.WrittenBack)
@@ -452,6 +492,32 @@ func (s *Sim) checkInvariants() {
 		if r.last != nil || sumLanes(r.held) != 0 {
 			panic(fmt.Sprintf("sim: waiting request %q holds KV", r.id))
 		}
+	}
+	if s.st != nil {
+		// Host reservations and the rate-limit account are exactly the
+		// prefetches in flight, all of them for waiting requests.
+		res := make([]int64, s.lanes)
+		var occ int64
+		for _, r := range s.waiting {
+			if op := r.prefetch; op != nil {
+				addLanesTo(res, op.lanes)
+				occ += op.hit
+			}
+		}
+		for o := 0; o < s.lanes; o++ {
+			if res[o] != s.tree.HostReserved(o) {
+				panic(fmt.Sprintf("sim: lane %d: prefetches reserve %d host tokens, the tree says %d", o, res[o], s.tree.HostReserved(o)))
+			}
+		}
+		if occ != s.st.occupied {
+			panic(fmt.Sprintf("sim: prefetches occupy %d tokens, the account says %d", occ, s.st.occupied))
+		}
+	}
+}
+
+func addLanesTo(dst, lanes []int64) {
+	for o, v := range lanes {
+		dst[o] += v
 	}
 }
 

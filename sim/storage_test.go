@@ -1,0 +1,227 @@
+package sim
+
+import (
+	"sort"
+	"testing"
+
+	"github.com/kvsim/kvsim/traces"
+)
+
+// storageConfig is a server small enough to push a prefix out of the host
+// tier with two fillers, with round numbers for hand computation (page size
+// 1, KV 1000 B per token):
+//
+//   - device 2000 tokens, host 3000;
+//   - H2D and D2H at 1e9 B/s: 1 µs per token, plus 10 µs per copy;
+//   - storage reads at 1e8 B/s: 10 µs per token, plus 100 µs per call of
+//     up to 128 pages; writes at 1e9 B/s, 100 µs per call.
+//
+// Prefill costs 1 ms + 1 µs per new token (linearCost).
+func storageConfig(policy string) Config {
+	cfg := Default(2000)
+	cfg.Cache.HostTokens = 3000
+	cfg.Links.KVBytesPerToken = 1000
+	cfg.Links.H2DBandwidth = 1e9
+	cfg.Links.D2HBandwidth = 1e9
+	cfg.Storage = StorageConfig{
+		Enabled: true, PrefetchPolicy: policy,
+		ReadBandwidth: 1e8, WriteBandwidth: 1e9,
+		ReadLatency: 100_000, WriteLatency: 100_000,
+	}
+	return cfg
+}
+
+// evictedToStorage is a trace in which request a's 1000-token prompt is
+// written through to the host and backed up to storage, then pushed out of
+// the device by filler f1 and out of the host by filler f2 (their
+// write-throughs evict host-only a, LRU first). Request b, arriving at 1 s
+// with a's prompt, finds it in storage only.
+func evictedToStorage(extra ...traces.Record) []traces.Record {
+	prompt := tokens(1000, 1)
+	recs := []traces.Record{
+		rec("a", 0, prompt, 1),
+		rec("f1", 100e6, tokens(1500, 100_000), 1),
+		rec("f2", 200e6, tokens(1500, 200_000), 1),
+		rec("b", 1e9, prompt, 1),
+	}
+	recs = append(recs, extra...)
+	sort.SliceStable(recs, func(i, j int) bool { return recs[i].Arrival < recs[j].Arrival })
+	return recs
+}
+
+// b gets a's prefix back from storage: under wait_complete it is held until
+// the whole hit is read, then loads it back with its prefill.
+//
+// Storage hit: 1000 pages, 8 calls. The hit query takes 8 * 100 µs; the
+// reads take 7 * (100 + 128*10) µs + (100 + 104*10) µs = 10.8 ms, so b is
+// admitted at 1 s + 0.8 ms + 10.8 ms = 1.0116 s. It matches 999 tokens (at
+// most prompt - 1) on the host and loads them back: 10 µs + 999 µs of H2D
+// overlapped with a prefill of 1 ms + 1 µs (one layer), so the forward takes
+// 1009 + 1001 µs and the first token comes at 1.01361 s (and 1 ns: the H2D
+// time is rounded up to whole ns after float arithmetic).
+func TestStoragePrefetchWaitComplete(t *testing.T) {
+	res := runSim(t, storageConfig("wait_complete"), evictedToStorage()...)
+	b := byID(res)["b"]
+	if got, want := b.Admitted, int64(1_011_600_000); got != want {
+		t.Fatalf("b admitted at %d, want %d (after the whole fetch)", got, want)
+	}
+	if got, want := b.TTFT(), int64(13_610_001); got != want {
+		t.Fatalf("b TTFT = %d, want %d", got, want)
+	}
+	if b.CachedTokens != 999 || b.CachedStorage != 999 || b.CachedHost != 0 || b.CachedDevice != 0 || b.StorageTokens != 1000 {
+		t.Fatalf("b cached %d (device %d host %d storage %d), fetched %d; want 999 from storage of 1000 fetched",
+			b.CachedTokens, b.CachedDevice, b.CachedHost, b.CachedStorage, b.StorageTokens)
+	}
+	c := res.Counters
+	if c.PrefetchesIssued != 1 || c.PrefetchesTerminatedEarly != 0 || c.StorageReadTokens != 1000 || c.StoragePrefetchedTokens != 1000 {
+		t.Fatalf("counters %+v", c)
+	}
+	// Backed up: a, f1, f2 (1000 + 1500 + 1500 tokens) and b's generated
+	// page-less tail adds nothing new; reads 1000 tokens of 1000 B.
+	if c.StorageWriteTokens != 4000 || c.StorageReadBytes != 1e6 {
+		t.Fatalf("storage wrote %d tokens, read %v bytes", c.StorageWriteTokens, c.StorageReadBytes)
+	}
+	if got, want := res.Summary.StorageHitRate, 999.0/5000; got != want {
+		t.Fatalf("storage_hit_rate = %v, want %v", got, want)
+	}
+}
+
+// Under best_effort b is admitted at the first iteration after it arrives,
+// with what has been read by then. A decode step of g keeps the GPU busy
+// from 0.9951 s to 1.0051001 s: by then 3 of the 8 batches are read (at
+// 1.00218, 1.00356 and 1.00494 s), so b gets 384 tokens from storage; the
+// fourth batch, already started, is read but not used.
+func TestStoragePrefetchBestEffortPartial(t *testing.T) {
+	// g: prefill 1 ms + 100 µs from 0.994 s, then 10 ms + 101 ns of decode.
+	g := rec("g", 994e6, tokens(100, 300_000), 3)
+	res := runSim(t, storageConfig("best_effort"), evictedToStorage(g)...)
+	b := byID(res)["b"]
+	if got, want := b.Admitted, int64(1_005_100_101); got != want {
+		t.Fatalf("b admitted at %d, want %d", got, want)
+	}
+	if b.StorageTokens != 384 || b.CachedStorage != 384 || b.CachedTokens != 384 {
+		t.Fatalf("b fetched %d, cached %d from storage of %d; want 384", b.StorageTokens, b.CachedStorage, b.CachedTokens)
+	}
+	c := res.Counters
+	if c.PrefetchesTerminatedEarly != 1 || c.StorageReadTokens != 512 || c.StoragePrefetchedTokens != 384 {
+		t.Fatalf("counters %+v", c)
+	}
+
+	// With an idle GPU the check comes at once: nothing has been read, so
+	// b recomputes its prompt.
+	res = runSim(t, storageConfig("best_effort"), evictedToStorage()...)
+	b = byID(res)["b"]
+	if b.Admitted != 1e9 || b.CachedTokens != 0 || res.Counters.PrefetchesTerminatedEarly != 1 || res.Counters.StoragePrefetchedTokens != 0 {
+		t.Fatalf("idle best_effort: b %+v, counters %+v", b, res.Counters)
+	}
+}
+
+// Under timeout b waits for the whole fetch or until the timeout passes:
+// here 1 ms + 1000 * 1 ms / 1024 = 1,976,562 ns, so b is admitted at the
+// first iteration after 1 s + 1,976,562 ns, with nothing read (the first
+// batch lands at 1.00218 s). The timeout wake comes 1 ns after the limit.
+func TestStoragePrefetchTimeout(t *testing.T) {
+	cfg := storageConfig("timeout")
+	cfg.Storage.PrefetchTimeoutBase = 1e6
+	cfg.Storage.PrefetchTimeoutPerKiToken = 1e6
+	res := runSim(t, cfg, evictedToStorage()...)
+	b := byID(res)["b"]
+	if got, want := b.Admitted, int64(1e9+1_976_563); got != want {
+		t.Fatalf("b admitted at %d, want %d", got, want)
+	}
+	if b.StorageTokens != 0 || res.Counters.PrefetchesTerminatedEarly != 1 {
+		t.Fatalf("b fetched %d, counters %+v", b.StorageTokens, res.Counters)
+	}
+	// A generous timeout behaves as wait_complete.
+	cfg.Storage.PrefetchTimeoutBase = 1e9
+	res = runSim(t, cfg, evictedToStorage()...)
+	if b := byID(res)["b"]; b.Admitted != 1_011_600_000 || b.CachedStorage != 999 {
+		t.Fatalf("long timeout: b admitted at %d with %d from storage", b.Admitted, b.CachedStorage)
+	}
+}
+
+// The prefetch capacity limit (a share of the host pool) stops new
+// prefetches while reservations reach it; a request held by wait_complete
+// is passed by the others.
+func TestStoragePrefetchRateLimit(t *testing.T) {
+	cfg := storageConfig("wait_complete")
+	cfg.Storage.PrefetchCapacityRatio = 0.2 // 600 tokens: one 1000-token prefetch reaches it
+	b2 := rec("b2", 1e9, tokens(1000, 1), 1)
+	res := runSim(t, cfg, evictedToStorage(b2)...)
+	c := res.Counters
+	if c.PrefetchesIssued != 1 || c.PrefetchesRateLimited != 1 {
+		t.Fatalf("issued %d rate limited %d, want 1 and 1", c.PrefetchesIssued, c.PrefetchesRateLimited)
+	}
+	got := byID(res)
+	if got["b2"].Admitted != 1e9 || got["b"].Admitted != 1_011_600_000 {
+		t.Fatalf("b2 admitted at %d (want 1 s: it passes b), b at %d", got["b2"].Admitted, got["b"].Admitted)
+	}
+	// b2 computed the prompt itself and inserted it on the device, so b's
+	// fetched pages were all duplicates: nothing was inserted for it.
+	if got["b2"].CachedTokens != 0 || got["b"].StorageTokens != 0 || got["b"].CachedDevice != 999 {
+		t.Fatalf("b2 cached %d; b fetched %d and hit %d on the device", got["b2"].CachedTokens, got["b"].StorageTokens, got["b"].CachedDevice)
+	}
+}
+
+// Hits shorter than the threshold (256 tokens by default, at least a page)
+// are not prefetched.
+func TestStoragePrefetchThreshold(t *testing.T) {
+	short := func(cfg Config) *Result {
+		p := tokens(200, 1)
+		return runSim(t, cfg,
+			rec("a", 0, p, 1),
+			rec("f1", 100e6, tokens(1500, 100_000), 1),
+			rec("f2", 200e6, tokens(1500, 200_000), 1),
+			rec("b", 1e9, p, 1))
+	}
+	res := short(storageConfig("wait_complete"))
+	if c := res.Counters; c.PrefetchesIssued != 0 || byID(res)["b"].CachedTokens != 0 {
+		t.Fatalf("a 200-token hit was prefetched: %+v", c)
+	}
+	cfg := storageConfig("wait_complete")
+	cfg.Storage.PrefetchThreshold = 128
+	res = short(cfg)
+	if b := byID(res)["b"]; res.Counters.PrefetchesIssued != 1 || b.CachedStorage != 199 {
+		t.Fatalf("threshold 128: issued %d, b from storage %d", res.Counters.PrefetchesIssued, b.CachedStorage)
+	}
+	// The threshold is at least one page.
+	cfg = storageConfig("wait_complete")
+	cfg.Cache.PageSize = 64
+	cfg.Storage.PrefetchThreshold = 1
+	s, err := New(cfg, linearCost{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.st.threshold != 64 {
+		t.Fatalf("threshold %d, want the page size 64", s.st.threshold)
+	}
+}
+
+// Storage capacity drops the least recently used pages; a lookup stops at
+// the first missing page.
+func TestStorageCapacityLRU(t *testing.T) {
+	cfg := storageConfig("wait_complete")
+	// a (1000) and f1 (1500) fit; f2 pushes a's 1000 pages out. b then
+	// recomputes a's prompt, and its backup pushes out 1000 of f1's.
+	cfg.Storage.CapacityTokens = 3000
+	res := runSim(t, cfg, evictedToStorage()...)
+	if b := byID(res)["b"]; res.Counters.PrefetchesRevoked == 0 || b.CachedTokens != 0 || b.StorageTokens != 0 {
+		t.Fatalf("b found a's evicted pages: %+v, counters %+v", b, res.Counters)
+	}
+	if res.Counters.StorageEvictedTokens != 2000 {
+		t.Fatalf("evicted %d tokens from storage, want 2000", res.Counters.StorageEvictedTokens)
+	}
+}
+
+func TestStorageConfigValidate(t *testing.T) {
+	cfg := Default(100)
+	cfg.Storage = StorageConfig{Enabled: true, PrefetchPolicy: "eager", ReadBandwidth: -1, PrefetchCapacityRatio: 2}
+	err := cfg.Validate()
+	want := "storage.prefetch_policy: must be one of best_effort, wait_complete, timeout (got \"eager\")\n" +
+		"storage.enabled: must be false without a host tier (cache.host_tokens = 0) (got true)\n" +
+		"storage.prefetch_capacity_ratio: must be in (0, 1] (got 2)\n" +
+		"storage.read_bandwidth: must be > 0 (got -1)"
+	if err == nil || err.Error() != want {
+		t.Fatalf("Validate() = %v, want\n%s", err, want)
+	}
+}
