@@ -104,6 +104,24 @@ func TestGolden(t *testing.T) {
 			c.Links.Layers = 48
 			return c
 		}, func(t *testing.T) []traces.Record { return mooncakeHead(t, 300) }, roofline(t, "qwen2.5-14b", "h200", 4)},
+		// Storage tier: the host pool is the device's size, so history
+		// leaves the host and comes back from storage.
+		{"chat_storage_wait_complete", small(func(c *Config) {
+			c.Cache.HostTokens = 6000
+			c.Storage = StorageConfig{Enabled: true, PrefetchPolicy: "wait_complete", ReadBandwidth: 2e9, WriteBandwidth: 2e9}
+		}), chatTrace, q7},
+		{"chat_storage_best_effort_capped", small(func(c *Config) {
+			c.Cache.HostTokens = 6000
+			c.Storage = StorageConfig{Enabled: true, CapacityTokens: 20000, ReadBandwidth: 10e9, WriteBandwidth: 5e9}
+		}), chatTrace, q7},
+		{"mooncake300_storage_timeout", func() Config {
+			c := Default(200000)
+			c.Cache.HostTokens = 200000
+			c.Links.KVBytesPerToken = 196608 / 4
+			c.Links.Layers = 48
+			c.Storage = StorageConfig{Enabled: true, PrefetchPolicy: "timeout"}
+			return c
+		}, func(t *testing.T) []traces.Record { return mooncakeHead(t, 300) }, roofline(t, "qwen2.5-14b", "h200", 4)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
