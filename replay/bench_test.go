@@ -1,0 +1,53 @@
+package replay
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/kvsim/kvsim/replay/replaytest"
+	"github.com/kvsim/kvsim/traces"
+)
+
+// BenchmarkReplayLoopback measures the client's sustained rate of streamed
+// requests against the fake SGLang server on loopback (which shares the
+// CPUs): 16-token prompts, 4 output tokens in 4 events each, 64 requests in
+// flight, 1000 requests per iteration.
+func BenchmarkReplayLoopback(b *testing.B) {
+	srv := replaytest.NewServer(replaytest.Config{})
+	defer srv.Close()
+	tg, err := NewHTTPTarget(HTTPConfig{BaseURL: srv.URL, API: APISGLang}, WallClock{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tg.CloseIdle()
+	cfg := Default()
+	cfg.MaxConcurrency = 64
+	r, err := New(cfg, tg, WallClock{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	const n = 1000
+	recs := make([]traces.Record, n)
+	for i := range recs {
+		recs[i] = traces.Record{ID: strconv.Itoa(i), InputLen: 16, OutputLen: 4}
+	}
+	b.ReportAllocs()
+	var total time.Duration
+	var late float64
+	for b.Loop() {
+		start := time.Now()
+		res, err := r.Run(b.Context(), recs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		total += time.Since(start)
+		s := Summarize(res.Requests)
+		if s.Completed != n {
+			b.Fatalf("completed %d of %d: %v", s.Completed, n, s.FailedReasons)
+		}
+		late = max(late, s.P99Lateness)
+	}
+	b.ReportMetric(float64(n*b.N)/total.Seconds(), "req/s")
+	b.ReportMetric(late, "p99-lateness-ms")
+}
