@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 
@@ -39,6 +40,8 @@ type File struct {
 	Cost CostSection `toml:"cost"`
 	// Links are the host<->device links (defaults from the GPU).
 	Links LinksSection `toml:"links"`
+	// Storage is HiCache's storage tier (L3); off by default.
+	Storage StorageSection `toml:"storage"`
 	// Workload is the trace to replay.
 	Workload WorkloadSection `toml:"workload"`
 
@@ -112,6 +115,25 @@ type LinksSection struct {
 	// Efficiency is the share of the GPU's host link a copy reaches.
 	// Default 0.85.
 	Efficiency float64 `toml:"efficiency"`
+}
+
+// StorageSection configures HiCache's storage tier (L3), with SGLang's
+// extra-config names for the prefetch settings. Zero values take the
+// simulator's defaults (sim.StorageConfig); times are seconds, bandwidths
+// 10^9 bytes/s per rank, call latencies µs.
+type StorageSection struct {
+	Enabled                   bool    `toml:"enabled"`
+	CapacityTokens            int64   `toml:"capacity_tokens"`
+	PrefetchPolicy            string  `toml:"prefetch_policy"`
+	PrefetchThreshold         int64   `toml:"prefetch_threshold"`
+	PrefetchTimeoutBase       float64 `toml:"prefetch_timeout_base"`
+	PrefetchTimeoutPerKiToken float64 `toml:"prefetch_timeout_per_ki_token"`
+	PrefetchTimeoutMax        float64 `toml:"prefetch_timeout_max"`
+	PrefetchCapacityRatio     float64 `toml:"prefetch_capacity_ratio"`
+	ReadGBps                  float64 `toml:"read_gbps"`
+	WriteGBps                 float64 `toml:"write_gbps"`
+	ReadLatencyUs             float64 `toml:"read_latency_us"`
+	WriteLatencyUs            float64 `toml:"write_latency_us"`
 }
 
 // WorkloadSection names the trace.
@@ -250,9 +272,26 @@ func (f *File) Validate() error {
 	if l.Efficiency < 0 || l.Efficiency > 1 {
 		errs = append(errs, fmt.Errorf("links.efficiency: must be in (0, 1] (got %v)", l.Efficiency))
 	}
+	st := f.Storage
+	for _, c := range []struct {
+		key string
+		v   float64
+	}{
+		{"storage.prefetch_timeout_base", st.PrefetchTimeoutBase},
+		{"storage.prefetch_timeout_per_ki_token", st.PrefetchTimeoutPerKiToken},
+		{"storage.prefetch_timeout_max", st.PrefetchTimeoutMax},
+		{"storage.read_gbps", st.ReadGBps},
+		{"storage.write_gbps", st.WriteGBps},
+		{"storage.read_latency_us", st.ReadLatencyUs},
+		{"storage.write_latency_us", st.WriteLatencyUs},
+	} {
+		if c.v < 0 {
+			errs = append(errs, fmt.Errorf("%s: must be >= 0 (got %v)", c.key, c.v))
+		}
+	}
 	// The simulator's own checks of the cache and scheduler sections, with
 	// the sizes sizing would give (checked above).
-	probe := f.simConfig(hw.Sizing{DeviceTokens: 1, MaxRunningRequests: 1, MaxPrefillTokens: 1, ChunkedPrefillSize: -1})
+	probe := f.simConfig(hw.Sizing{DeviceTokens: 1, HostTokens: 1, MaxRunningRequests: 1, MaxPrefillTokens: 1, ChunkedPrefillSize: -1})
 	probe.Cache.PageSize = 1
 	if err := probe.Validate(); err != nil {
 		errs = append(errs, err)
@@ -364,7 +403,35 @@ func (f *File) simConfig(z hw.Sizing) sim.Config {
 		H2DBandwidth: bw(f.Links.H2DGBps), D2HBandwidth: bw(f.Links.D2HGBps),
 		H2DLatency: int64(lat * 1e3), D2HLatency: int64(lat * 1e3),
 	}
+	cfg.Storage = f.Storage.simConfig()
 	return cfg
+}
+
+// simConfig converts the storage section to the simulator's units. Zero
+// and negative values (the latter reported by Validate) are left zero, which
+// the simulator reads as its default.
+func (st StorageSection) simConfig() sim.StorageConfig {
+	scale := func(v, unit float64) float64 {
+		if v > 0 {
+			return v * unit
+		}
+		return 0
+	}
+	ns := func(v, unit float64) int64 { return int64(math.Round(scale(v, unit))) }
+	return sim.StorageConfig{
+		Enabled:                   st.Enabled,
+		CapacityTokens:            st.CapacityTokens,
+		PrefetchPolicy:            st.PrefetchPolicy,
+		PrefetchThreshold:         st.PrefetchThreshold,
+		PrefetchTimeoutBase:       ns(st.PrefetchTimeoutBase, 1e9),
+		PrefetchTimeoutPerKiToken: ns(st.PrefetchTimeoutPerKiToken, 1e9),
+		PrefetchTimeoutMax:        ns(st.PrefetchTimeoutMax, 1e9),
+		PrefetchCapacityRatio:     st.PrefetchCapacityRatio,
+		ReadBandwidth:             scale(st.ReadGBps, 1e9),
+		WriteBandwidth:            scale(st.WriteGBps, 1e9),
+		ReadLatency:               ns(st.ReadLatencyUs, 1e3),
+		WriteLatency:              ns(st.WriteLatencyUs, 1e3),
+	}
 }
 
 // TracePath returns the workload trace resolved against the file's folder

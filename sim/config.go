@@ -385,7 +385,7 @@ func (c Config) Validate() error {
 		bad("storage.prefetch_policy", "one of best_effort, wait_complete, timeout", fmt.Sprintf("%q", st.PrefetchPolicy))
 	}
 	if st.Enabled && k.HostTokens == 0 {
-		bad("storage.enabled", "false without a host tier (cache.host_tokens = 0)", st.Enabled)
+		bad("storage.enabled", "false without a host tier (HiCache off or host_tokens = 0)", st.Enabled)
 	}
 	if st.CapacityTokens < 0 {
 		bad("storage.capacity_tokens", ">= 0 (0: unlimited)", st.CapacityTokens)

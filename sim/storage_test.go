@@ -218,7 +218,7 @@ func TestStorageConfigValidate(t *testing.T) {
 	cfg.Storage = StorageConfig{Enabled: true, PrefetchPolicy: "eager", ReadBandwidth: -1, PrefetchCapacityRatio: 2}
 	err := cfg.Validate()
 	want := "storage.prefetch_policy: must be one of best_effort, wait_complete, timeout (got \"eager\")\n" +
-		"storage.enabled: must be false without a host tier (cache.host_tokens = 0) (got true)\n" +
+		"storage.enabled: must be false without a host tier (HiCache off or host_tokens = 0) (got true)\n" +
 		"storage.prefetch_capacity_ratio: must be in (0, 1] (got 2)\n" +
 		"storage.read_bandwidth: must be > 0 (got -1)"
 	if err == nil || err.Error() != want {

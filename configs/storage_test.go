@@ -1,0 +1,55 @@
+package configs
+
+import (
+	"testing"
+
+	"github.com/kvsim/kvsim/sim"
+)
+
+// The [storage] section maps onto sim.StorageConfig: seconds, GB/s and µs
+// become ns and bytes/s.
+func TestStorageSection(t *testing.T) {
+	f, err := Parse([]byte(`
+[model]
+preset = "qwen2.5-7b"
+[gpu]
+preset = "h100-sxm"
+[storage]
+enabled = true
+capacity_tokens = 1000000
+prefetch_policy = "timeout"
+prefetch_threshold = 512
+prefetch_timeout_base = 1.5
+prefetch_timeout_per_ki_token = 0.25
+prefetch_timeout_max = 20
+prefetch_capacity_ratio = 0.25
+read_gbps = 12.5
+write_gbps = 6
+read_latency_us = 80
+write_latency_us = 150
+`), "storage.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := f.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sim.StorageConfig{
+		Enabled: true, CapacityTokens: 1e6, PrefetchPolicy: "timeout", PrefetchThreshold: 512,
+		PrefetchTimeoutBase: 1.5e9, PrefetchTimeoutPerKiToken: 0.25e9, PrefetchTimeoutMax: 20e9,
+		PrefetchCapacityRatio: 0.25, ReadBandwidth: 12.5e9, WriteBandwidth: 6e9,
+		ReadLatency: 80_000, WriteLatency: 150_000,
+	}
+	if b.Sim.Storage != want {
+		t.Fatalf("storage config\n got %+v\nwant %+v", b.Sim.Storage, want)
+	}
+	// Off by default, and the simulator fills in its defaults.
+	d, err := Default().Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Sim.Storage != (sim.StorageConfig{}) {
+		t.Fatalf("default storage %+v, want off and zero", d.Sim.Storage)
+	}
+}
