@@ -126,9 +126,6 @@ type Replayer struct {
 // New returns a Replayer. clock is the time source of pacing and
 // measurement (WallClock for real servers).
 func New(cfg Config, target Target, clock Clock) (*Replayer, error) {
-	if cfg.Speedup == 0 {
-		cfg.Speedup = 1
-	}
 	if cfg.Vocab == (traces.Vocab{}) {
 		cfg.Vocab = traces.DefaultVocab
 	}
@@ -361,7 +358,7 @@ func fill(ctx context.Context, rr *RequestResult, rc *recorder, resp Response, e
 	if err != nil {
 		rr.Failed = Reason(err)
 		var re *RequestError
-		if errors.As(err, &re) && re.Reason == "canceled" {
+		if rr.Failed == "canceled" {
 			// Distinguish the per-request timeout from an interrupt.
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				rr.Failed = "timeout"
@@ -369,7 +366,14 @@ func fill(ctx context.Context, rr *RequestResult, rc *recorder, resp Response, e
 				rr.Failed = "interrupted"
 			}
 		}
-		rr.Detail = truncate(err.Error(), 300)
+		rr.Detail = err.Error()
+		if errors.As(err, &re) {
+			rr.Detail = re.Detail
+			if rr.Detail == "" && re.Err != nil {
+				rr.Detail = re.Err.Error()
+			}
+		}
+		rr.Detail = truncate(rr.Detail, 300)
 		rr.ITL = nil
 	}
 }

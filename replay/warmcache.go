@@ -32,6 +32,26 @@ type WarmCacheConfig struct {
 	Log io.Writer
 }
 
+func (c *WarmCacheConfig) gen() traces.WarmCacheConfig {
+	return traces.WarmCacheConfig{TotalTokens: c.TotalTokens, Pcts: c.Pcts, NumPrompts: c.NumPrompts, OutputLength: c.OutputLen, Vocab: c.Vocab}
+}
+
+// Validate reports every problem of the config at once.
+func (c *WarmCacheConfig) Validate() error {
+	var errs []error
+	g := c.gen()
+	if err := g.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.MaxConcurrency < 1 {
+		errs = append(errs, fmt.Errorf("max-concurrency: must be >= 1 (got %d)", c.MaxConcurrency))
+	}
+	if c.Timeout < 0 || c.Settle < 0 {
+		errs = append(errs, fmt.Errorf("timeout, settle: must be >= 0 (got %v, %v)", c.Timeout, c.Settle))
+	}
+	return errors.Join(errs...)
+}
+
 // WarmCacheRow is the outcome of one percentage.
 type WarmCacheRow struct {
 	Pct, PrefixLen, SuffixLen int
@@ -54,21 +74,14 @@ var ErrAllFailed = errors.New("all requests failed")
 // requests all failed (after calling each), each's error, or ctx's
 // cancellation (after calling each with the partial row).
 func WarmCache(ctx context.Context, cfg WarmCacheConfig, target Target, clock Clock, each func(WarmCacheRow) error) error {
-	gen := traces.WarmCacheConfig{TotalTokens: cfg.TotalTokens, Pcts: cfg.Pcts, NumPrompts: cfg.NumPrompts, OutputLength: cfg.OutputLen, Vocab: cfg.Vocab}
-	var errs []error
-	if err := gen.Validate(); err != nil {
-		errs = append(errs, err)
-	}
-	if cfg.MaxConcurrency < 1 {
-		errs = append(errs, fmt.Errorf("max-concurrency: must be >= 1 (got %d)", cfg.MaxConcurrency))
+	if err := cfg.Validate(); err != nil {
+		return err
 	}
 	fl, ok := target.(Flusher)
 	if !ok {
-		errs = append(errs, fmt.Errorf("flush: %w", ErrNotSupported))
+		return fmt.Errorf("flush: %w", ErrNotSupported)
 	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
+	gen := cfg.gen()
 	log := cfg.Log
 	if log == nil {
 		log = io.Discard
