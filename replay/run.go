@@ -237,7 +237,7 @@ func (r *Replayer) Run(ctx context.Context, recs []traces.Record) (*Result, erro
 		done[i] = make(chan struct{})
 		res.Requests[i] = RequestResult{Index: i, ID: recs[i].ID, Warmup: recs[i].Kind == "warmup", CachedTokens: -1}
 	}
-	sem := newFIFOSem(r.cfg.MaxConcurrency)
+	sem := newFIFOSem(r.cfg.MaxConcurrency, r.clock)
 	var wg sync.WaitGroup
 	start := r.clock.Now()
 	res.Start = start
@@ -296,9 +296,12 @@ func (r *Replayer) Run(ctx context.Context, recs []traces.Record) (*Result, erro
 				return
 			}
 			defer sem.release()
-			slot := r.clock.Now()
-			if slot.Before(ready) {
-				slot = ready
+			// The request could go at its due time, or when the slot it
+			// queued for was freed if that was later; what remains until
+			// it is sent is the client's own lateness.
+			slot := ready
+			if tk.grantedAt.After(slot) {
+				slot = tk.grantedAt
 			}
 			rr.Slot = at(slot)
 			r.send(hard, rec, rr, start)
@@ -389,6 +392,7 @@ func truncate(s string, n int) string {
 // fifoSem is a counting semaphore that grants slots in the order of
 // enqueue calls. n == 0 means unlimited.
 type fifoSem struct {
+	clock Clock
 	mu    sync.Mutex
 	n     int
 	inUse int
@@ -399,10 +403,13 @@ type ticket struct {
 	s       *fifoSem
 	ready   chan struct{}
 	granted bool
-	gone    bool // the waiter gave up
+	// grantedAt is when a queued ticket got its slot (zero when a slot
+	// was free at enqueue).
+	grantedAt time.Time
+	gone      bool // the waiter gave up
 }
 
-func newFIFOSem(n int) *fifoSem { return &fifoSem{n: n} }
+func newFIFOSem(n int, clock Clock) *fifoSem { return &fifoSem{n: n, clock: clock} }
 
 func (s *fifoSem) enqueue() *ticket {
 	t := &ticket{s: s, ready: make(chan struct{})}
@@ -454,6 +461,7 @@ func (s *fifoSem) releaseLocked() {
 		}
 		s.inUse++
 		t.granted = true
+		t.grantedAt = s.clock.Now()
 		close(t.ready)
 	}
 }
