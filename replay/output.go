@@ -3,7 +3,6 @@ package replay
 import (
 	"fmt"
 	"io"
-	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -142,6 +141,3 @@ func WritePerRequest(w *traces.Writer, recs []traces.Record, res *Result) error 
 	}
 	return w.Flush()
 }
-
-// isInf reports whether x is +Inf.
-func isInf(x float64) bool { return math.IsInf(x, 1) }

@@ -201,8 +201,9 @@ const streamArrivals = 0x6b76_7369_6d5f_6172 // "kvsim_ar"
 //
 // When ctx is cancelled, Run sends nothing more, lets requests in flight
 // go on for Config.Drain, then cancels them; it returns the partial
-// Result with Interrupted set, and a nil error. The returned error is
-// non-nil only for a record that cannot be sent at all (a bad record).
+// Result with Interrupted set, and a nil error. A record whose prompt
+// cannot be built fails alone with reason "bad record"; the returned error
+// is non-nil only for repeated record IDs.
 func (r *Replayer) Run(ctx context.Context, recs []traces.Record) (*Result, error) {
 	idx := make(map[string]int, len(recs))
 	for i := range recs {

@@ -1,0 +1,84 @@
+// Package replay sends request traces to an LLM server (or, later, to the
+// simulator) and measures every request the way SGLang's serving
+// benchmarks do, so that a real server and kvsim's simulation can be put
+// side by side on the same workload.
+//
+// # Model
+//
+// A [Replayer] drives a [Target] from a slice of [traces.Record]s. The
+// Target is declared here, where it is used: [HTTPTarget] speaks SGLang's
+// native POST /generate (input_ids) or the OpenAI-compatible
+// /v1/completions (token-id prompt) and /v1/chat/completions (text) with
+// streaming; an in-process simulator target will implement the same
+// interface. Optional capabilities are small separate interfaces:
+// [Flusher] (empty the prefix cache) and [Describer] (server info, model
+// name).
+//
+// Time comes from an injected [Clock]: [WallClock] for real servers, a
+// virtual clock for a simulated one, and testing/synctest's fake time in
+// tests. Measurements are recorded, never fed back into any simulation.
+//
+// # Prompts
+//
+// Records with exact token ids are sent as they are. Hash-block traces
+// (Mooncake, Bailian, WEKA) become exactly InputLen tokens through
+// [traces.PromptTokens], deterministic in the hashes, so shared prefixes
+// stay shared. Length-only traces (Azure) get tokens unique to each
+// request (no prefix sharing: their cache hit rate says nothing about the
+// workload). Output lengths below 1 are sent as 1. Without sampling
+// parameters a record is sent greedy (temperature 0) with ignore_eos, as
+// the benchmarks do, so the output length is exact.
+//
+// # Pacing
+//
+// [PaceASAP] sends everything at once, [PaceTimestamps] at the trace's
+// arrival times divided by Speedup, [PaceRate] at seeded Poisson or
+// uniform arrivals ([Schedule]). On top of the schedule, a record whose
+// Parent or WaitFor names an earlier record waits for it to finish
+// (success or failure) and, under PaceTimestamps, for its ThinkTime /
+// Speedup after that; then for one of MaxConcurrency slots, granted in
+// record order. Per request, Due is when the schedule and dependencies
+// released it, Slot when a slot was free, Start when it was handed to the
+// target. Start - Slot is the client's own lateness, reported as mean, p99
+// and max: the check that arrivals were kept on schedule. Slot - Due is
+// the wait imposed by the concurrency cap.
+//
+// # Metrics
+//
+// Exactly as bench_serving.py / bench_warm_cache.py compute them, with
+// [sim.Summarize] and [sim.Percentile]: TTFT is the time from Start to the
+// first streamed chunk that carries output; each later chunk that adds k
+// tokens adds k inter-token latencies of gap/k (gap since the previous
+// such chunk); E2E is Start to the end of the stream ([DONE]); TPOT is
+// (E2E - TTFT) / (output - 1) for outputs over one token; the output
+// length is the last chunk's cumulative completion-token count. Means,
+// medians, population std, p90 and p99 (numpy's linear interpolation);
+// throughputs over the time from the first send to the last completion;
+// concurrency = sum of E2E / duration. cache_hit_rate is sum(cached_tokens)
+// / sum(prompt_tokens) over the completed requests whose server reported
+// both (nil when none did). Failed requests are counted by reason
+// ([RequestError]); warm-up records (Kind "warmup") are sent but not
+// measured.
+//
+// # Faults
+//
+// A refused connection, an HTTP error status, a stall (the per-request
+// Timeout), a stream cut before [DONE], a malformed or error event, or a
+// server abort each fail that request alone, with a reason; the run goes
+// on. Cancelling Run's context stops sending; requests in flight get
+// Config.Drain to finish and are then cancelled ("interrupted"); unsent
+// requests are counted as not sent. Run always returns what was measured.
+//
+// # Benchmarks
+//
+// [WarmCache] is bench_warm_cache.py's exact shared-prefix sweep;
+// [MultiTurn] is bench_multiturn.py's closed-loop multi-turn chat
+// (history grows by the server's own output ids when it returns them).
+//
+// # Not done here
+//
+// No tokenizer: the *_retokenized fields of the benchmarks are not
+// computed, and chat prompts are token ids rendered as words
+// ([WordsText]). The client does not retry failed requests. The drain
+// timer runs on the wall clock.
+package replay
