@@ -191,24 +191,24 @@ type multiTurnLog struct {
 	Timestamp string `json:"timestamp"`
 	Tag       string `json:"tag"`
 	Summary   struct {
-		TotalRequests  int      `json:"total_requests"`
-		RequestRate    float64  `json:"request_rate"`
-		AverageTTFT    float64  `json:"average_ttft"`
-		P90TTFT        float64  `json:"p90_ttft"`
-		P99TTFT        float64  `json:"p99_ttft"`
-		MedianTTFT     float64  `json:"median_ttft"`
-		AverageLatency float64  `json:"average_latency"`
-		P90Latency     float64  `json:"p90_latency"`
-		P99Latency     float64  `json:"p99_latency"`
-		MedianLatency  float64  `json:"median_latency"`
-		AverageITL     float64  `json:"average_itl"`
-		P90ITL         float64  `json:"p90_itl"`
-		P99ITL         float64  `json:"p99_itl"`
-		MedianITL      float64  `json:"median_itl"`
-		InputThru      float64  `json:"input_token_throughput"`
-		OutputThru     float64  `json:"output_token_throughput"`
-		Throughput     float64  `json:"throughput"`
-		CacheHitRate   *float64 `json:"cache_hit_rate"`
+		TotalRequests  int         `json:"total_requests"`
+		RequestRate    replay.Rate `json:"request_rate"`
+		AverageTTFT    float64     `json:"average_ttft"`
+		P90TTFT        float64     `json:"p90_ttft"`
+		P99TTFT        float64     `json:"p99_ttft"`
+		MedianTTFT     float64     `json:"median_ttft"`
+		AverageLatency float64     `json:"average_latency"`
+		P90Latency     float64     `json:"p90_latency"`
+		P99Latency     float64     `json:"p99_latency"`
+		MedianLatency  float64     `json:"median_latency"`
+		AverageITL     float64     `json:"average_itl"`
+		P90ITL         float64     `json:"p90_itl"`
+		P99ITL         float64     `json:"p99_itl"`
+		MedianITL      float64     `json:"median_itl"`
+		InputThru      float64     `json:"input_token_throughput"`
+		OutputThru     float64     `json:"output_token_throughput"`
+		Throughput     float64     `json:"throughput"`
+		CacheHitRate   *float64    `json:"cache_hit_rate"`
 	} `json:"summary"`
 	PerRound []replay.RoundStat `json:"per_round"`
 	Serving  replay.Summary     `json:"serving"`
@@ -340,7 +340,7 @@ func multiTurnLogLine(tag string, rate float64, s *replay.Summary, st []replay.R
 	l.Tag = tag
 	m := &l.Summary
 	m.TotalRequests = int(s.Completed)
-	m.RequestRate = rate
+	m.RequestRate = replay.Rate(rate)
 	m.AverageTTFT, m.P90TTFT, m.P99TTFT, m.MedianTTFT = s.MeanTTFT/1e3, s.P90TTFT/1e3, s.P99TTFT/1e3, s.MedianTTFT/1e3
 	m.AverageLatency, m.P90Latency, m.P99Latency, m.MedianLatency = s.MeanE2E/1e3, s.P90E2E/1e3, s.P99E2E/1e3, s.MedianE2E/1e3
 	m.AverageITL, m.P90ITL, m.P99ITL, m.MedianITL = s.MeanITL/1e3, s.P90ITL/1e3, s.P99ITL/1e3, s.MedianITL/1e3
