@@ -468,6 +468,9 @@ func (s *Sim) emitToken(r *request) {
 		s.itls = append(s.itls, float64(s.now-r.lastToken)/1e6)
 	}
 	r.lastToken = s.now
+	if s.observe != nil {
+		s.observe(Event{ID: r.id, Time: s.now, Tokens: r.out})
+	}
 }
 
 // cacheUnfinished is SGLang's cache_unfinished_req: insert the processed
@@ -539,6 +542,9 @@ func (s *Sim) finishBookkeeping(r *request) {
 	r.pages = nil
 	r.seqTokens = nil
 	s.results = append(s.results, r.res)
+	if s.observe != nil {
+		s.observe(Event{ID: r.id, Time: s.now, Tokens: r.out, Done: true, Result: r.res})
+	}
 }
 
 // launchDecode runs one decode step for the running batch, retracting

@@ -46,11 +46,13 @@ type Sim struct {
 	events eventHeap
 	seq    uint64
 
-	src     Source
-	srcDone bool
-	pending *traces.Record // the next record, scheduled as an arrival
-	nextIdx int
-	lastArr Time
+	src      Source
+	srcDone  bool
+	sampling bool           // a timeline sample is scheduled
+	observe  func(Event)    // online runs: reports tokens and completions
+	pending  *traces.Record // the next record, scheduled as an arrival
+	nextIdx  int
+	lastArr  Time
 
 	waiting   []*request
 	running   []*request
@@ -130,42 +132,67 @@ func (s *Sim) Tree() *tree.Tree { return s.tree }
 // Run simulates the whole trace and returns the results.
 func (s *Sim) Run(src Source) (*Result, error) {
 	s.src = src
-	if err := s.scheduleNextArrival(); err != nil {
+	if err := s.start(); err != nil {
 		return nil, err
 	}
-	if s.cfg.TimelineInterval > 0 && s.pending != nil {
-		s.schedule(s.pending.Arrival, evSample)
-	}
 	for len(s.events) > 0 {
-		e := s.events.pop()
-		if e.at < s.now {
-			panic(fmt.Sprintf("sim: clock went back from %d to %d", s.now, e.at))
-		}
-		s.now = e.at
-		var err error
-		switch e.kind {
-		case evArrival:
-			err = s.arrive()
-		case evForwardDone:
-			s.forwardDone()
-		case evWake:
-			if !s.busy {
-				s.iterate()
-			}
-		case evSample:
-			s.sample()
-			if s.active > 0 || s.pending != nil {
-				s.schedule(s.now+s.cfg.TimelineInterval, evSample)
-			}
-		}
-		if err != nil {
+		if err := s.processNext(); err != nil {
 			return nil, err
 		}
-		s.checkInvariants()
 	}
 	if s.active != 0 {
 		panic(fmt.Sprintf("sim: run ended with %d requests unfinished", s.active))
 	}
+	return s.finish(), nil
+}
+
+// start schedules the first arrival (and the first timeline sample).
+func (s *Sim) start() error {
+	if err := s.scheduleNextArrival(); err != nil {
+		return err
+	}
+	if s.cfg.TimelineInterval > 0 && s.pending != nil {
+		s.sampling = true
+		s.schedule(s.pending.Arrival, evSample)
+	}
+	return nil
+}
+
+// processNext runs the earliest pending event.
+func (s *Sim) processNext() error {
+	e := s.events.pop()
+	if e.at < s.now {
+		panic(fmt.Sprintf("sim: clock went back from %d to %d", s.now, e.at))
+	}
+	s.now = e.at
+	var err error
+	switch e.kind {
+	case evArrival:
+		err = s.arrive()
+	case evForwardDone:
+		s.forwardDone()
+	case evWake:
+		if !s.busy {
+			s.iterate()
+		}
+	case evSample:
+		s.sample()
+		if s.active > 0 || s.pending != nil {
+			s.schedule(s.now+s.cfg.TimelineInterval, evSample)
+		} else {
+			s.sampling = false
+		}
+	}
+	if err != nil {
+		return err
+	}
+	s.checkInvariants()
+	return nil
+}
+
+// finish lands what is still in flight after the last request and returns
+// the results.
+func (s *Sim) finish() *Result {
 	// Copies still in flight land after the last request; acknowledge them
 	// so the final state has no transient locks.
 	if s.st != nil {
@@ -180,7 +207,7 @@ func (s *Sim) Run(src Source) (*Result, error) {
 	if s.st != nil {
 		s.finishStorage()
 	}
-	return s.result(), nil
+	return s.result()
 }
 
 func (s *Sim) schedule(at Time, kind eventKind) {
@@ -193,6 +220,10 @@ func (s *Sim) scheduleNextArrival() error {
 		return nil
 	}
 	rec, err := s.src.Next()
+	if err == errNoneYet {
+		s.pending = nil // online: more records may be submitted later
+		return nil
+	}
 	if err == io.EOF {
 		s.srcDone = true
 		s.pending = nil
