@@ -39,7 +39,9 @@ race: ## run the tests under the race detector
 
 .PHONY: prop
 prop: ## run the rapid properties with $(PROPCHECKS) cases each
-	$(GO) test -run 'Prop|StateMachine' $(PKGS) -args -rapid.checks=$(PROPCHECKS)
+	@pkgs=$$(grep -l '"pgregory.net/rapid"' $$(git ls-files '*_test.go') | xargs -n1 dirname | sort -u | sed 's|^|./|'); \
+	echo $(GO) test -run "'Prop|StateMachine'" $$pkgs -args -rapid.checks=$(PROPCHECKS); \
+	$(GO) test -run 'Prop|StateMachine' $$pkgs -args -rapid.checks=$(PROPCHECKS)
 
 .PHONY: fuzz
 fuzz: ## run every fuzz target for $(FUZZTIME)
@@ -55,7 +57,9 @@ bench: ## run the Go benchmarks (BENCHCOUNT=10 for benchstat)
 
 .PHONY: golden
 golden: ## rewrite golden files (review the diff before committing)
-	$(GO) test $(PKGS) -args -update
+	@pkgs=$$(grep -l 'flag.Bool("update"' $$(git ls-files '*_test.go') | xargs -n1 dirname | sort -u | sed 's|^|./|'); \
+	echo $(GO) test $$pkgs -args -update; \
+	$(GO) test $$pkgs -args -update
 
 .PHONY: lint
 lint: ## gofmt, go vet and the repository lint tests
@@ -68,8 +72,12 @@ tidy-check: ## fail if go mod tidy changes go.mod or go.sum
 	$(GO) mod tidy
 	@git diff --exit-code -- go.mod go.sum || { echo "go mod tidy changed go.mod/go.sum"; exit 1; }
 
+.PHONY: golden-check
+golden-check: golden ## fail if rewriting the golden files changes any
+	@git diff --exit-code -- '*.golden' '*.err' || { echo "golden files are stale: run make golden and review the diff"; exit 1; }
+
 .PHONY: ci
-ci: lint tidy-check test invariants ## what .ci/run runs
+ci: lint tidy-check test invariants golden-check ## what .ci/run runs
 
 .PHONY: clean
 clean: ## remove build outputs
