@@ -197,7 +197,12 @@ const streamArrivals = 0x6b76_7369_6d5f_6172 // "kvsim_ar"
 // every request's measurements. A record is sent at its scheduled time
 // (see Schedule), or, if later, when its Parent and WaitFor have finished
 // (succeeded or failed) plus its ThinkTime / Speedup (think times count
-// under PaceTimestamps only), and when a concurrency slot is free.
+// under PaceTimestamps only), and when a concurrency slot is free (the
+// rules of the pacer, shared with the simulator's driver).
+//
+// With a *SimTarget, Run drives the simulator in virtual time instead (see
+// SimTarget): the same pacing decisions, no goroutine, no clock, the same
+// Result; the Replayer's clock is not used.
 //
 // When ctx is cancelled, Run sends nothing more, lets requests in flight
 // go on for Config.Drain, then cancels them; it returns the partial
@@ -205,22 +210,13 @@ const streamArrivals = 0x6b76_7369_6d5f_6172 // "kvsim_ar"
 // cannot be built fails alone with reason "bad record"; the returned error
 // is non-nil only for repeated record IDs.
 func (r *Replayer) Run(ctx context.Context, recs []traces.Record) (*Result, error) {
-	idx := make(map[string]int, len(recs))
-	for i := range recs {
-		if _, dup := idx[recs[i].ID]; dup {
-			return nil, fmt.Errorf("record %d: id %q: expected unique ids, found a repeat", i, recs[i].ID)
-		}
-		idx[recs[i].ID] = i
+	if st, ok := r.target.(*SimTarget); ok {
+		return st.replay(ctx, r.cfg, recs)
 	}
-	deps := make([][]int, len(recs))
-	for i := range recs {
-		for _, id := range append([]string{recs[i].Parent}, recs[i].WaitFor...) {
-			if j, ok := idx[id]; ok && j < i {
-				deps[i] = append(deps[i], j)
-			}
-		}
+	p, err := newPacer(r.cfg, recs)
+	if err != nil {
+		return nil, err
 	}
-	sched := Schedule(r.cfg, recs)
 
 	// hard is cancelled Drain after ctx, and cancels requests in flight.
 	hard, cancelHard := context.WithCancel(context.WithoutCancel(ctx))
@@ -231,87 +227,101 @@ func (r *Replayer) Run(ctx context.Context, recs []traces.Record) (*Result, erro
 	})
 	defer stop()
 
-	res := &Result{Requests: make([]RequestResult, len(recs))}
-	done := make([]chan struct{}, len(recs))
-	finished := make([]time.Time, len(recs))
-	for i := range done {
-		done[i] = make(chan struct{})
-		res.Requests[i] = RequestResult{Index: i, ID: recs[i].ID, Warmup: recs[i].Kind == "warmup", CachedTokens: -1}
-	}
-	sem := newFIFOSem(r.cfg.MaxConcurrency, r.clock)
-	var wg sync.WaitGroup
+	res := newResult(recs)
 	start := r.clock.Now()
 	res.Start = start
-	at := func(t time.Time) int64 { return int64(t.Sub(start)) }
-
-	for i := range recs {
-		due := start.Add(time.Duration(sched[i]))
-		if err := r.clock.SleepUntil(ctx, due); err != nil {
+	// One dispatcher (this goroutine) owns the pacer: it starts a goroutine
+	// per granted request and learns of completions over done, which never
+	// blocks a sender.
+	done := make(chan int, len(recs))
+	var wg sync.WaitGroup
+	sl := sleeper{clock: r.clock}
+	defer sl.stop()
+	var woke int64
+	for {
+		now := max(int64(r.clock.Now().Sub(start)), woke)
+		for _, g := range p.poll(now) {
+			rr := &res.Requests[g.idx]
+			rr.Due, rr.Slot = g.due, g.slot
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r.send(hard, &recs[g.idx], rr, start)
+				done <- g.idx
+			}()
+		}
+		if p.allGranted() {
 			break
 		}
-		// Independent records take their place in the slot queue now, so
-		// that requests due together are sent in record order.
-		var tk *ticket
-		if len(deps[i]) == 0 {
-			tk = sem.enqueue()
+		var wake <-chan struct{}
+		at, ok := p.nextWake()
+		if ok {
+			wake = sl.until(ctx, start.Add(time.Duration(at)))
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer close(done[i])
-			rr := &res.Requests[i]
-			rec := &recs[i]
-			ready := due
-			for _, j := range deps[i] {
+		select {
+		case i := <-done:
+			p.finish(i, res.Requests[i].End)
+			for more := true; more; {
 				select {
-				case <-done[j]:
-				case <-ctx.Done():
-				}
-				if ctx.Err() != nil {
-					return
-				}
-				if f := finished[j]; f.After(ready) {
-					ready = f
+				case i := <-done:
+					p.finish(i, res.Requests[i].End)
+				default:
+					more = false
 				}
 			}
-			if len(deps[i]) > 0 && r.cfg.Pacing == PaceTimestamps && rec.ThinkTime > 0 {
-				// Think time counts from the dependencies' completion.
-				var last time.Time
-				for _, j := range deps[i] {
-					if finished[j].After(last) {
-						last = finished[j]
-					}
-				}
-				if t := last.Add(time.Duration(float64(rec.ThinkTime) / r.cfg.Speedup)); t.After(ready) {
-					ready = t
-				}
-				if r.clock.SleepUntil(ctx, ready) != nil {
-					return
-				}
-			}
-			rr.Due = at(ready)
-			if tk == nil {
-				tk = sem.enqueue()
-			}
-			if !tk.wait(ctx) {
-				return
-			}
-			defer sem.release()
-			// The request could go at its due time, or when the slot it
-			// queued for was freed if that was later; what remains until
-			// it is sent is the client's own lateness.
-			slot := ready
-			if tk.grantedAt.After(slot) {
-				slot = tk.grantedAt
-			}
-			rr.Slot = at(slot)
-			r.send(hard, rec, rr, start)
-			finished[i] = start.Add(time.Duration(rr.End))
-		}()
+		case <-wake:
+			woke = at
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
 	}
 	wg.Wait()
 	res.Interrupted = ctx.Err() != nil
 	return res, nil
+}
+
+// newResult returns a Result with one unsent entry per record.
+func newResult(recs []traces.Record) *Result {
+	res := &Result{Requests: make([]RequestResult, len(recs))}
+	for i := range recs {
+		res.Requests[i] = RequestResult{Index: i, ID: recs[i].ID, Warmup: recs[i].Kind == "warmup", CachedTokens: -1}
+	}
+	return res
+}
+
+// sleeper turns Clock.SleepUntil into a channel that is closed at a given
+// time, keeping one sleeping goroutine for as long as the time is the same.
+type sleeper struct {
+	clock  Clock
+	at     time.Time
+	ch     chan struct{}
+	cancel context.CancelFunc
+}
+
+func (s *sleeper) until(ctx context.Context, t time.Time) <-chan struct{} {
+	if s.ch != nil && s.at.Equal(t) {
+		return s.ch
+	}
+	s.stop()
+	c, cancel := context.WithCancel(ctx)
+	ch := make(chan struct{})
+	clock := s.clock
+	go func() {
+		if clock.SleepUntil(c, t) == nil {
+			close(ch)
+		}
+	}()
+	s.at, s.ch, s.cancel = t, ch, cancel
+	return ch
+}
+
+func (s *sleeper) stop() {
+	if s.cancel != nil {
+		s.cancel()
+		s.ch, s.cancel = nil, nil
+	}
 }
 
 // send sends one record and fills rr.
@@ -388,81 +398,4 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "..."
-}
-
-// fifoSem is a counting semaphore that grants slots in the order of
-// enqueue calls. n == 0 means unlimited.
-type fifoSem struct {
-	clock Clock
-	mu    sync.Mutex
-	n     int
-	inUse int
-	queue []*ticket
-}
-
-type ticket struct {
-	s       *fifoSem
-	ready   chan struct{}
-	granted bool
-	// grantedAt is when a queued ticket got its slot (zero when a slot
-	// was free at enqueue).
-	grantedAt time.Time
-	gone      bool // the waiter gave up
-}
-
-func newFIFOSem(n int, clock Clock) *fifoSem { return &fifoSem{n: n, clock: clock} }
-
-func (s *fifoSem) enqueue() *ticket {
-	t := &ticket{s: s, ready: make(chan struct{})}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.n == 0 || (len(s.queue) == 0 && s.inUse < s.n) {
-		s.inUse++
-		t.granted = true
-		close(t.ready)
-		return t
-	}
-	s.queue = append(s.queue, t)
-	return t
-}
-
-// wait blocks until the ticket is granted (true) or ctx is done (false;
-// the slot, if granted meanwhile, is handed on).
-func (t *ticket) wait(ctx context.Context) bool {
-	select {
-	case <-t.ready:
-		return true
-	case <-ctx.Done():
-	}
-	s := t.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if t.granted {
-		s.releaseLocked()
-	} else {
-		t.gone = true
-	}
-	return false
-}
-
-func (s *fifoSem) release() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.releaseLocked()
-}
-
-func (s *fifoSem) releaseLocked() {
-	s.inUse--
-	for len(s.queue) > 0 && (s.n == 0 || s.inUse < s.n) {
-		t := s.queue[0]
-		s.queue[0] = nil
-		s.queue = s.queue[1:]
-		if t.gone {
-			continue
-		}
-		s.inUse++
-		t.granted = true
-		t.grantedAt = s.clock.Now()
-		close(t.ready)
-	}
 }

@@ -1,0 +1,220 @@
+package replay
+
+import (
+	"container/heap"
+	"fmt"
+	"math"
+
+	"github.com/kvsim/kvsim/traces"
+)
+
+// pacer is the one definition of a replay's pacing rules, shared by the
+// wall-clock runner (Replayer.Run against an HTTP target) and the
+// simulator's virtual-time driver. It holds no clock and starts nothing:
+// its caller advances it with poll(now) and reports completions with
+// finish; it answers which records may be sent, with their due and slot
+// times. All times are ns from the run's start.
+//
+// The rules:
+//   - Records are released by the schedule (see Schedule) in record order:
+//     record i at max(sched[i], release of i-1).
+//   - A released record whose Parent and WaitFor (earlier records only) have
+//     all finished is ready at max(release, their latest finish) and, under
+//     PaceTimestamps, not before that finish plus ThinkTime / Speedup. That
+//     is its due time.
+//   - Ready records queue for one of MaxConcurrency slots (0: no cap) in the
+//     order they became ready (record order for ties); a slot is granted at
+//     max(due, the finish that freed it). A finish frees its slot before it
+//     readies its dependents, so they queue behind the requests already
+//     waiting.
+type pacer struct {
+	pacing  Pacing
+	speedup float64
+	cap     int
+
+	recs       []traces.Record
+	sched      []int64
+	dependents [][]int
+	ndeps      []int   // dependencies
+	left       []int   // dependencies not yet finished
+	depEnd     []int64 // max(release, the finished dependencies' finishes)
+	lastFinish []int64 // latest finish among the finished dependencies
+	released   []bool
+
+	next   int   // next record to release
+	relAt  int64 // release time of the previous record
+	timers waitHeap
+	seq    uint64
+
+	queue   []queued
+	inUse   int
+	granted int
+	out     []grant
+}
+
+// grant is a record allowed to be sent now.
+type grant struct {
+	idx       int
+	due, slot int64
+}
+
+type queued struct {
+	idx int
+	due int64
+}
+
+// newPacer checks that record IDs are unique and builds the pacer.
+func newPacer(cfg Config, recs []traces.Record) (*pacer, error) {
+	idx := make(map[string]int, len(recs))
+	for i := range recs {
+		if _, dup := idx[recs[i].ID]; dup {
+			return nil, fmt.Errorf("record %d: id %q: expected unique ids, found a repeat", i, recs[i].ID)
+		}
+		idx[recs[i].ID] = i
+	}
+	p := &pacer{
+		pacing: cfg.Pacing, speedup: cfg.Speedup, cap: cfg.MaxConcurrency,
+		recs: recs, sched: Schedule(cfg, recs),
+		dependents: make([][]int, len(recs)),
+		ndeps:      make([]int, len(recs)),
+		left:       make([]int, len(recs)),
+		lastFinish: make([]int64, len(recs)),
+		depEnd:     make([]int64, len(recs)),
+		released:   make([]bool, len(recs)),
+	}
+	for i := range recs {
+		seen := map[int]bool{}
+		for _, id := range append([]string{recs[i].Parent}, recs[i].WaitFor...) {
+			if j, ok := idx[id]; ok && j < i && !seen[j] {
+				seen[j] = true
+				p.dependents[j] = append(p.dependents[j], i)
+				p.left[i]++
+				p.ndeps[i]++
+			}
+		}
+	}
+	return p, nil
+}
+
+// releaseTime is when record p.next is released by the schedule.
+func (p *pacer) releaseTime() int64 { return max(p.sched[p.next], p.relAt) }
+
+// nextWake returns the next time at which poll has something to do by
+// itself (a release or the end of a think time).
+func (p *pacer) nextWake() (int64, bool) {
+	t, ok := int64(math.MaxInt64), false
+	if p.next < len(p.recs) {
+		t, ok = p.releaseTime(), true
+	}
+	if len(p.timers) > 0 && p.timers[0].at < t {
+		t, ok = p.timers[0].at, true
+	}
+	return t, ok
+}
+
+// poll processes the releases and think-time ends up to now, in time order
+// (a release before a think-time end at the same time), and returns every
+// record granted since the last poll, in grant order. The slice is reused
+// by the next call.
+func (p *pacer) poll(now int64) []grant {
+	for {
+		rel := p.next < len(p.recs) && p.releaseTime() <= now
+		tm := len(p.timers) > 0 && p.timers[0].at <= now
+		switch {
+		case rel && (!tm || p.releaseTime() <= p.timers[0].at):
+			i, at := p.next, p.releaseTime()
+			p.next++
+			p.relAt = at
+			p.released[i] = true
+			p.depEnd[i] = max(p.depEnd[i], at)
+			if p.left[i] == 0 {
+				p.ready(i, at)
+			}
+		case tm:
+			w := heap.Pop(&p.timers).(wait)
+			p.enqueue(w.idx, w.at)
+		default:
+			out := p.out
+			p.out = p.out[:0]
+			return out
+		}
+	}
+}
+
+// ready handles a released record whose dependencies have all finished;
+// depEnd holds max(release, their finishes).
+func (p *pacer) ready(i int, at int64) {
+	due := p.depEnd[i]
+	rec := &p.recs[i]
+	if p.pacing == PaceTimestamps && rec.ThinkTime > 0 && p.ndeps[i] > 0 {
+		// Think time counts from the dependencies' completion.
+		due = max(due, p.lastFinish[i]+int64(float64(rec.ThinkTime)/p.speedup))
+	}
+	if due > at {
+		p.seq++
+		heap.Push(&p.timers, wait{at: due, seq: p.seq, idx: i})
+		return
+	}
+	p.enqueue(i, due)
+}
+
+// enqueue puts a ready record in the slot queue and grants what it can.
+func (p *pacer) enqueue(i int, due int64) {
+	p.queue = append(p.queue, queued{i, due})
+	p.grantFree(due)
+}
+
+// grantFree grants slots to the head of the queue while some are free; at
+// is when the slots became free.
+func (p *pacer) grantFree(at int64) {
+	for len(p.queue) > 0 && (p.cap == 0 || p.inUse < p.cap) {
+		q := p.queue[0]
+		p.queue = p.queue[1:]
+		p.inUse++
+		p.granted++
+		p.out = append(p.out, grant{idx: q.idx, due: q.due, slot: max(q.due, at)})
+	}
+}
+
+// finish reports that granted record i finished (succeeded or failed) at
+// at: its slot is handed on, then its dependents are readied.
+func (p *pacer) finish(i int, at int64) {
+	p.inUse--
+	if p.inUse < 0 {
+		panic("replay: pacer: finish without a grant")
+	}
+	p.grantFree(at)
+	for _, d := range p.dependents[i] {
+		p.left[d]--
+		p.depEnd[d] = max(p.depEnd[d], at)
+		p.lastFinish[d] = max(p.lastFinish[d], at)
+		if p.left[d] == 0 && p.released[d] {
+			p.ready(d, at)
+		}
+	}
+}
+
+// allGranted reports whether every record has been granted a slot.
+func (p *pacer) allGranted() bool { return p.granted == len(p.recs) }
+
+// wait is a record in its think time.
+type wait struct {
+	at  int64
+	seq uint64
+	idx int
+}
+
+type waitHeap []wait
+
+func (h waitHeap) Len() int { return len(h) }
+func (h waitHeap) Less(i, j int) bool {
+	return h[i].at < h[j].at || (h[i].at == h[j].at && h[i].seq < h[j].seq)
+}
+func (h waitHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *waitHeap) Push(x any)   { *h = append(*h, x.(wait)) }
+func (h *waitHeap) Pop() any {
+	old := *h
+	w := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return w
+}

@@ -1,0 +1,316 @@
+package replay
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sync"
+	"time"
+
+	"github.com/kvsim/kvsim/sim"
+	"github.com/kvsim/kvsim/traces"
+)
+
+// SimConfig configures a SimTarget.
+type SimConfig struct {
+	// Sim and Cost are the simulated server (configs.File.Build gives
+	// both).
+	Sim  sim.Config
+	Cost sim.CostModel
+	// Model is the model name the target reports (Info); may be empty.
+	Model string
+	// OutputVocab is the token range of generated output ids (default
+	// traces.DefaultVocab). kvsim serve must use the same range for its
+	// outputs to match the in-process target's.
+	OutputVocab traces.Vocab
+}
+
+// SimTarget is the simulator as a replay target, in process. A
+// [Replayer] whose target is a SimTarget runs the replay in virtual time:
+// one goroutine, no clock, the pacer's decisions (schedule, dependencies,
+// think times, concurrency slots) applied at simulated instants, and
+// every request measured from the simulator's token events through the
+// same recorder as an HTTP stream. The same records and configuration
+// give byte-identical results.
+//
+// Like a server, the target keeps its cache from one Run to the next (a
+// warm-up then the measured run), and Flush replaces the simulator with a
+// fresh one (virtual time goes on). Generated output ids are a
+// deterministic function of the prompt ([OutputTokens]) and are cached
+// with it, so a client that echoes them in its next turn hits them, as it
+// would on kvsim serve.
+//
+// Submit, which makes SimTarget a [Target] for callers that send requests
+// one by one (kvsim bench multiturn), runs each request alone to
+// completion; calls are serialised.
+//
+// Per-request timeouts (Config.Timeout) apply in virtual time: past its
+// deadline a request fails as "timeout" and frees its slot, but the
+// simulator, which has no abort, still serves it.
+type SimTarget struct {
+	cfg SimConfig
+
+	mu   sync.Mutex
+	o    *sim.Online
+	base int64 // virtual time at which o started (flushes keep time going)
+	seq  int64 // submissions, for unique simulator ids
+}
+
+var (
+	_ Target    = (*SimTarget)(nil)
+	_ Flusher   = (*SimTarget)(nil)
+	_ Describer = (*SimTarget)(nil)
+)
+
+// NewSimTarget returns a simulator target.
+func NewSimTarget(cfg SimConfig) (*SimTarget, error) {
+	if cfg.OutputVocab == (traces.Vocab{}) {
+		cfg.OutputVocab = traces.DefaultVocab
+	}
+	if err := cfg.OutputVocab.Validate(); err != nil {
+		return nil, fmt.Errorf("output vocab: %w", err)
+	}
+	o, err := sim.NewOnline(cfg.Sim, cfg.Cost)
+	if err != nil {
+		return nil, err
+	}
+	return &SimTarget{cfg: cfg, o: o}, nil
+}
+
+// vtime maps a virtual time (ns) to the time.Time the measurements use.
+func vtime(ns int64) time.Time { return time.Unix(0, ns).UTC() }
+
+// Flush implements Flusher: the simulator is replaced by a fresh one, with
+// an empty cache.
+func (t *SimTarget) Flush(context.Context) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	o, err := sim.NewOnline(t.cfg.Sim, t.cfg.Cost)
+	if err != nil {
+		return err
+	}
+	t.base += t.o.Now()
+	t.o = o
+	return nil
+}
+
+// Info implements Describer.
+func (t *SimTarget) Info(context.Context) (Info, error) {
+	return Info{Server: "kvsim-sim", Model: t.cfg.Model, PageSize: t.cfg.Sim.Cache.PageSize}, nil
+}
+
+// OutputTokens returns the n output ids kvsim's simulated servers generate
+// for prompt: a deterministic function of the prompt (FNV-1a over its ids,
+// then xorshift), drawn from v.
+func OutputTokens(prompt []int32, n int, v traces.Vocab) []int32 {
+	f := fnv.New64a()
+	var b [4]byte
+	for _, x := range prompt {
+		b[0], b[1], b[2], b[3] = byte(x), byte(x>>8), byte(x>>16), byte(x>>24)
+		f.Write(b[:])
+	}
+	h := f.Sum64() | 1
+	span := uint64(v.Hi - v.Lo)
+	out := make([]int32, n)
+	for i := range out {
+		h ^= h << 13
+		h ^= h >> 7
+		h ^= h << 17
+		out[i] = v.Lo + int32(h%span)
+	}
+	return out
+}
+
+// simRecord is the simulator's record for a request: exact prompt and
+// output ids, so that both are cached.
+func simRecord(id string, at int64, req *Request, out []int32) traces.Record {
+	return traces.Record{
+		ID: id, Arrival: at, InputLen: len(req.Tokens), Tokens: req.Tokens,
+		OutputLen: req.MaxNewTokens, OutputTokens: out,
+	}
+}
+
+// simResponse is the response of a finished simulated request.
+func simResponse(r *sim.RequestResult, out []int32, end time.Time) (Response, error) {
+	resp := Response{
+		PromptTokens: int(r.PromptTokens), CompletionTokens: int(r.OutputTokens),
+		CachedTokens: int(r.CachedTokens), FinishReason: "length", End: end,
+	}
+	if r.Failed != "" {
+		resp.FinishReason = "abort"
+		return resp, &RequestError{Reason: "rejected", Detail: r.Failed}
+	}
+	resp.OutputIDs = out[:min(len(out), int(r.OutputTokens))]
+	return resp, nil
+}
+
+// Submit implements Target: the request arrives at the simulator's
+// current time and runs, alone, to completion.
+func (t *SimTarget) Submit(ctx context.Context, req Request, sink Sink) (Response, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.seq++
+	id := fmt.Sprintf("s%d", t.seq)
+	out := OutputTokens(req.Tokens, req.MaxNewTokens, t.cfg.OutputVocab)
+	if err := t.o.Submit(simRecord(id, t.o.Now(), &req, out)); err != nil {
+		return Response{CachedTokens: -1, End: vtime(t.base + t.o.Now())}, &RequestError{Reason: "rejected", Err: err}
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return Response{CachedTokens: -1, End: vtime(t.base + t.o.Now())}, &RequestError{Reason: "canceled", Err: err}
+		}
+		next, ok := t.o.Next()
+		if !ok {
+			return Response{CachedTokens: -1}, &RequestError{Reason: "sim", Detail: "the simulator stopped before the request finished"}
+		}
+		evs, err := t.o.RunUntil(next)
+		if err != nil {
+			return Response{CachedTokens: -1}, &RequestError{Reason: "sim", Err: err}
+		}
+		for _, e := range evs {
+			if e.ID != id {
+				continue
+			}
+			if e.Done {
+				return simResponse(&e.Result, out, vtime(t.base+e.Time))
+			}
+			sink.Chunk(vtime(t.base+e.Time), int(e.Tokens))
+		}
+	}
+}
+
+// flight is a request in the simulator during a replay.
+type flight struct {
+	idx      int
+	start    time.Time
+	rc       recorder
+	out      []int32
+	deadline int64 // simulator time; 0: none
+	gone     bool  // timed out: later events are ignored
+}
+
+// replay is Replayer.Run for the simulator: the pacer's decisions in
+// virtual time. Simulator events and pacer wakes are processed in time
+// order; at equal times the simulator's events (completions) come first,
+// then the pacer's releases, then requests are submitted.
+func (t *SimTarget) replay(ctx context.Context, cfg Config, recs []traces.Record) (*Result, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p, err := newPacer(cfg, recs)
+	if err != nil {
+		return nil, err
+	}
+	res := newResult(recs)
+	off := t.o.Now() // simulator time of the run's start
+	start := vtime(t.base + off)
+	res.Start = start
+	abs := func(simT int64) time.Time { return vtime(t.base + simT) }
+	flights := map[string]*flight{}
+	var deadlines deadlineHeap
+	now := int64(0) // ns since the run's start
+	stopped := false
+	for {
+		if !stopped && ctx.Err() != nil {
+			stopped = true // send nothing more; requests in flight finish
+		}
+		if !stopped {
+			for _, g := range p.poll(now) {
+				rr := &res.Requests[g.idx]
+				rr.Due, rr.Slot, rr.Start, rr.Sent = g.due, g.slot, now, true
+				req, err := requestFor(&recs[g.idx], cfg.Vocab, cfg.DisableIgnoreEOS)
+				if err != nil {
+					rr.End = now
+					rr.Failed, rr.Detail = "bad record", truncate(err.Error(), 300)
+					p.finish(g.idx, now)
+					continue
+				}
+				rr.PromptTokens = len(req.Tokens)
+				t.seq++
+				id := fmt.Sprintf("s%d", t.seq)
+				f := &flight{idx: g.idx, start: abs(off + now), out: OutputTokens(req.Tokens, req.MaxNewTokens, t.cfg.OutputVocab)}
+				f.rc.start = f.start
+				if cfg.Timeout > 0 {
+					f.deadline = off + now + int64(cfg.Timeout)
+					heap.Push(&deadlines, deadline{at: f.deadline, id: id})
+				}
+				if err := t.o.Submit(simRecord(id, off+now, &req, f.out)); err != nil {
+					return nil, fmt.Errorf("record %q: %w", recs[g.idx].ID, err)
+				}
+				flights[id] = f
+			}
+		}
+		// The next instant: a simulator event, a pacer wake or a deadline.
+		next, ok := t.o.Next()
+		if ok {
+			next -= off
+		}
+		if w, wok := p.nextWake(); wok && !stopped && (!ok || w < next) {
+			next, ok = w, true
+		}
+		if len(deadlines) > 0 && (!ok || deadlines[0].at-off < next) {
+			next, ok = deadlines[0].at-off, true
+		}
+		if !ok {
+			break
+		}
+		if stopped && len(flights) == 0 {
+			break
+		}
+		evs, err := t.o.RunUntil(off + next)
+		if err != nil {
+			return nil, err
+		}
+		now = next
+		for _, e := range evs {
+			f := flights[e.ID]
+			if f == nil {
+				continue // a request of an earlier run, or timed out
+			}
+			if !e.Done {
+				f.rc.Chunk(abs(e.Time), int(e.Tokens))
+				continue
+			}
+			delete(flights, e.ID)
+			rr := &res.Requests[f.idx]
+			resp, err := simResponse(&e.Result, f.out, abs(e.Time))
+			fill(context.Background(), rr, &f.rc, resp, err, start, f.start)
+			p.finish(f.idx, rr.End)
+		}
+		for len(deadlines) > 0 && deadlines[0].at <= off+now {
+			d := heap.Pop(&deadlines).(deadline)
+			f := flights[d.id]
+			if f == nil {
+				continue
+			}
+			delete(flights, d.id)
+			rr := &res.Requests[f.idx]
+			resp := Response{CachedTokens: -1, End: abs(d.at)}
+			fill(context.Background(), rr, &f.rc, resp, &RequestError{Reason: "timeout", Err: errors.New("past the per-request timeout in virtual time")}, start, f.start)
+			p.finish(f.idx, rr.End)
+		}
+	}
+	res.Interrupted = stopped
+	return res, nil
+}
+
+type deadline struct {
+	at int64
+	id string
+}
+
+type deadlineHeap []deadline
+
+func (h deadlineHeap) Len() int { return len(h) }
+func (h deadlineHeap) Less(i, j int) bool {
+	return h[i].at < h[j].at || (h[i].at == h[j].at && h[i].id < h[j].id)
+}
+func (h deadlineHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *deadlineHeap) Push(x any)   { *h = append(*h, x.(deadline)) }
+func (h *deadlineHeap) Pop() any {
+	old := *h
+	d := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return d
+}
