@@ -3,7 +3,10 @@ package sim
 import (
 	"fmt"
 	"math"
+	"slices"
+	"sort"
 
+	"github.com/kvsim/kvsim/internal/invariants"
 	"github.com/kvsim/kvsim/tree"
 )
 
@@ -11,37 +14,141 @@ import (
 // batch_exists / batch_get / batch_set take 128 pages at a time).
 const storageBatchPages = 128
 
-// pageKey names a page by where it sits: the prefix id of the pages before
-// it and its own contents. Two keys are equal exactly when the two pages
-// end equal prefixes, so storage needs no hashing and has no collisions
-// (SGLang chains SHA-256 over the same thing).
-type pageKey struct {
-	parent int32
-	page   tree.PageID
+// span is the page positions [lo, hi) of a path.
+type span struct{ lo, hi int }
+
+// l3SmallFanout is the number of children a trie node keeps in a slice;
+// beyond it they are indexed by first page.
+const l3SmallFanout = 8
+
+// l3Node is one run of pages in the storage tier's trie: pages that follow
+// one another on every path through the node, all stored or all absent,
+// and, when stored, used in path order: page i of the node has LRU stamp
+// stamp+i.
+type l3Node struct {
+	parent  *l3Node
+	kids    []*l3Node               // children while there are at most l3SmallFanout (nil once index is built)
+	index   map[tree.PageID]*l3Node // first page -> child, once there were more
+	pages   []tree.PageID           // owned; only the node whose slice ends its backing array may append to it
+	present bool
+	stamp   int64 // LRU stamp of pages[0] when present
+	heapIdx int   // position in the LRU heap, -1 if absent
+	dead    bool  // merged into its parent or deleted
 }
 
-// l3Entry is one interned prefix: its place in the LRU list and whether
-// storage holds its last page.
-type l3Entry struct {
-	prev, next int32
-	present    bool
+func (n *l3Node) numKids() int {
+	if n.index != nil {
+		return len(n.index)
+	}
+	return len(n.kids)
 }
 
-// l3Store is the storage tier's contents: a set of page prefixes with an
-// LRU order. Prefix ids are interned on write and stay fixed for the run,
-// so a page dropped and written again is found again, as a hash would be.
-// Memory grows with the distinct pages ever written (about 60 bytes each).
+func (n *l3Node) child(p tree.PageID) *l3Node {
+	if n.index != nil {
+		return n.index[p]
+	}
+	for _, c := range n.kids {
+		if c.pages[0] == p {
+			return c
+		}
+	}
+	return nil
+}
+
+// onlyChild returns the child of a node with exactly one.
+func (n *l3Node) onlyChild() *l3Node {
+	if n.index == nil {
+		return n.kids[0]
+	}
+	for _, c := range n.index { // a single entry: the order cannot matter
+		return c
+	}
+	panic("sim: onlyChild of a storage node without children")
+}
+
+func (n *l3Node) addChild(c *l3Node) {
+	if n.index != nil {
+		n.index[c.pages[0]] = c
+		return
+	}
+	n.kids = append(n.kids, c)
+	if len(n.kids) > l3SmallFanout {
+		n.index = make(map[tree.PageID]*l3Node, 2*len(n.kids))
+		for _, k := range n.kids {
+			n.index[k.pages[0]] = k
+		}
+		n.kids = nil
+	}
+}
+
+func (n *l3Node) removeChild(c *l3Node) {
+	if n.index != nil {
+		delete(n.index, c.pages[0])
+		return
+	}
+	for i, k := range n.kids {
+		if k == c {
+			n.kids = append(n.kids[:i], n.kids[i+1:]...)
+			return
+		}
+	}
+	panic("sim: removeChild: not a child")
+}
+
+// replaceChild puts nw, which starts with the same page, where old was.
+func (n *l3Node) replaceChild(old, nw *l3Node) {
+	if n.index != nil {
+		n.index[nw.pages[0]] = nw
+		return
+	}
+	for i, k := range n.kids {
+		if k == old {
+			n.kids[i] = nw
+			return
+		}
+	}
+	panic("sim: replaceChild: not a child")
+}
+
+// l3Store is the storage tier's contents: the set of page paths storage
+// holds, with an LRU order over pages and an optional capacity.
+//
+// A page is identified by its exact path, the prefix before it plus its own
+// contents, so lookups have SGLang's chained-hash semantics without
+// collisions. The paths form a compressed trie of runs of pages (like the
+// radix tree's nodes), which is what keeps page size 1 affordable: every
+// operation walks a path comparing runs with the runtime's vectorised memory
+// comparison and touches nodes, never a map entry per page.
+//
+// The LRU order is per page, as a hash-keyed store's would be. Each
+// operation stamps the pages it writes or reads with consecutive numbers in
+// path order, so a stored node's stamps are one interval, the intervals of
+// different nodes are disjoint, and a min-heap of stored nodes by first
+// stamp yields the least recently used page: its first. Capacity eviction
+// drops pages from the front of that node, splitting it, and can therefore
+// leave later pages of a path stored and unreachable (a lookup stops at the
+// first absent page), as in a hash-keyed store. Absent nodes stay only as
+// the path to stored ones; absent leaves are deleted, and adjacent nodes
+// that can be one run are merged, at the end of each operation.
+//
+// Costs: with k nodes on the walked path, L its pages and n nodes in the
+// trie, a lookup is O(k + L/32) (plus the vectorised comparison of L
+// pages), a write or read stamp O(k log n) more, and evicting e pages
+// O(r log n) for the r runs they span. Memory is O(n + stored pages).
 type l3Store struct {
-	ids      map[pageKey]int32
-	ents     []l3Entry // index = prefix id; 0 is the empty prefix and the LRU sentinel
-	pages    int64     // pages present
+	root     *l3Node
+	lru      []*l3Node // stored nodes, a min-heap by stamp
+	seq      int64     // next LRU stamp
+	nodes    int       // trie nodes, root excluded
+	pages    int64     // pages stored
 	limited  bool
 	capPages int64
-	evicted  int64 // pages dropped for capacity
+	evicted  int64     // pages dropped for capacity
+	dirty    []*l3Node // nodes changed by the operation in progress, tidied at its end
 }
 
 func newL3Store(capTokens int64, pageSize int) *l3Store {
-	s := &l3Store{ids: map[pageKey]int32{}, ents: make([]l3Entry, 1, 1024)}
+	s := &l3Store{root: &l3Node{heapIdx: -1}}
 	if capTokens > 0 {
 		s.limited = true
 		s.capPages = capTokens / int64(pageSize)
@@ -49,68 +156,386 @@ func newL3Store(capTokens int64, pageSize int) *l3Store {
 	return s
 }
 
-// intern returns the id of the prefix parent + page, creating it if new.
-func (s *l3Store) intern(parent int32, page tree.PageID) int32 {
-	k := pageKey{parent, page}
-	if id, ok := s.ids[k]; ok {
-		return id
+// ---- LRU heap of stored nodes ----
+
+func (s *l3Store) heapSwap(i, j int) {
+	s.lru[i], s.lru[j] = s.lru[j], s.lru[i]
+	s.lru[i].heapIdx = i
+	s.lru[j].heapIdx = j
+}
+
+func (s *l3Store) heapUp(j int) {
+	for j > 0 {
+		i := (j - 1) / 2
+		if s.lru[i].stamp <= s.lru[j].stamp {
+			break
+		}
+		s.heapSwap(i, j)
+		j = i
 	}
-	if len(s.ents) >= math.MaxInt32 {
-		panic("sim: storage tier holds more than 2^31 distinct pages")
+}
+
+func (s *l3Store) heapDown(i int) {
+	for {
+		j := 2*i + 1
+		if j >= len(s.lru) {
+			return
+		}
+		if r := j + 1; r < len(s.lru) && s.lru[r].stamp < s.lru[j].stamp {
+			j = r
+		}
+		if s.lru[i].stamp <= s.lru[j].stamp {
+			return
+		}
+		s.heapSwap(i, j)
+		i = j
 	}
-	id := int32(len(s.ents))
-	s.ents = append(s.ents, l3Entry{})
-	s.ids[k] = id
-	return id
 }
 
-// lookup returns the id of parent + page if it was ever interned.
-func (s *l3Store) lookup(parent int32, page tree.PageID) (int32, bool) {
-	id, ok := s.ids[pageKey{parent, page}]
-	return id, ok
+func (s *l3Store) heapPush(n *l3Node) {
+	n.heapIdx = len(s.lru)
+	s.lru = append(s.lru, n)
+	s.heapUp(n.heapIdx)
 }
 
-func (s *l3Store) present(id int32) bool { return s.ents[id].present }
-
-func (s *l3Store) unlink(id int32) {
-	e := &s.ents[id]
-	s.ents[e.prev].next = e.next
-	s.ents[e.next].prev = e.prev
-}
-
-// pushBack makes id the most recently used.
-func (s *l3Store) pushBack(id int32) {
-	last := s.ents[0].prev
-	s.ents[id].prev, s.ents[id].next = last, 0
-	s.ents[last].next = id
-	s.ents[0].prev = id
-}
-
-// write stores the page ending prefix id (or refreshes it) and drops the
-// least recently used pages beyond the capacity.
-func (s *l3Store) write(id int32) {
-	if s.ents[id].present {
-		s.unlink(id)
-	} else {
-		s.ents[id].present = true
-		s.pages++
+func (s *l3Store) heapRemove(n *l3Node) {
+	i, last := n.heapIdx, len(s.lru)-1
+	if i != last {
+		s.heapSwap(i, last)
 	}
-	s.pushBack(id)
+	s.lru[last] = nil
+	s.lru = s.lru[:last]
+	n.heapIdx = -1
+	if i != last {
+		s.heapDown(i)
+		s.heapUp(i)
+	}
+}
+
+// ---- Node changes ----
+
+// split cuts c after its first m pages (0 < m < len(c.pages)) and returns
+// the new upper node, which takes c's place; c keeps the rest, so a pointer
+// to c still names the node ending where it did.
+func (s *l3Store) split(c *l3Node, m int) *l3Node {
+	up := &l3Node{parent: c.parent, pages: c.pages[:m:m], present: c.present, stamp: c.stamp, heapIdx: -1}
+	c.parent.replaceChild(c, up)
+	c.pages = c.pages[m:]
+	c.stamp += int64(m)
+	c.parent = up
+	up.kids = []*l3Node{c}
+	s.nodes++
+	if c.present {
+		s.heapPush(up)
+		s.heapDown(c.heapIdx)
+	}
+	return up
+}
+
+// refresh marks stored c as just used.
+func (s *l3Store) refresh(c *l3Node) {
+	c.stamp = s.seq
+	s.seq += int64(len(c.pages))
+	s.heapDown(c.heapIdx)
+	s.dirty = append(s.dirty, c)
+}
+
+// store makes absent c stored and just used.
+func (s *l3Store) store(c *l3Node) {
+	c.present = true
+	c.stamp = s.seq
+	s.seq += int64(len(c.pages))
+	s.pages += int64(len(c.pages))
+	s.heapPush(c)
+	s.dirty = append(s.dirty, c)
+}
+
+// evictOver drops the least recently used pages beyond the capacity.
+func (s *l3Store) evictOver() {
 	for s.limited && s.pages > s.capPages {
-		v := s.ents[0].next
-		s.unlink(v)
-		s.ents[v].present = false
-		s.pages--
-		s.evicted++
+		x := s.lru[0]
+		if over := s.pages - s.capPages; int64(len(x.pages)) > over {
+			x = s.split(x, int(over))
+		}
+		s.heapRemove(x)
+		x.present = false
+		s.pages -= int64(len(x.pages))
+		s.evicted += int64(len(x.pages))
+		s.dirty = append(s.dirty, x)
 	}
 }
 
-// touch marks a present page as just used (read).
-func (s *l3Store) touch(id int32) {
-	if s.ents[id].present {
-		s.unlink(id)
-		s.pushBack(id)
+// step returns the node starting where n ends on the path seg continues,
+// cut so that it holds only pages of seg: an existing child, split if seg
+// ends or differs inside it, or a new absent leaf holding seg.
+func (s *l3Store) step(n *l3Node, seg []tree.PageID) *l3Node {
+	c := n.child(seg[0])
+	if c == nil {
+		c = &l3Node{parent: n, pages: append(make([]tree.PageID, 0, len(seg)), seg...), heapIdx: -1}
+		n.addChild(c)
+		s.nodes++
+		s.dirty = append(s.dirty, c)
+		return c
 	}
+	if m := tree.CommonPrefix(c.pages, seg); m < len(c.pages) {
+		c = s.split(c, m)
+	}
+	return c
+}
+
+// mergeable says whether child c, p's only child, can join p in one run.
+func mergeable(p, c *l3Node) bool {
+	return p.parent != nil && p.numKids() == 1 && p.present == c.present &&
+		(!p.present || p.stamp+int64(len(p.pages)) == c.stamp)
+}
+
+// absorb appends p's only child c to p.
+func (s *l3Store) absorb(p, c *l3Node) {
+	p.pages = append(p.pages, c.pages...)
+	p.kids, p.index = c.kids, c.index
+	for _, k := range c.kids {
+		k.parent = p
+	}
+	for _, k := range c.index { // sets each child's parent: the order cannot matter
+		k.parent = p
+	}
+	if c.present {
+		s.heapRemove(c)
+	}
+	c.dead, c.parent, c.kids, c.index = true, nil, nil, nil
+	s.nodes--
+}
+
+// tidy ends an operation: absent leaves are deleted, upwards, and the
+// changed nodes are merged with a parent or only child they continue.
+func (s *l3Store) tidy() {
+	for _, x := range s.dirty {
+		for !x.dead && x.parent != nil {
+			if p := x.parent; !x.present && x.numKids() == 0 {
+				p.removeChild(x)
+				x.dead, x.parent = true, nil
+				s.nodes--
+				x = p
+			} else if mergeable(p, x) {
+				s.absorb(p, x)
+				x = p
+			} else if x.numKids() == 1 && mergeable(x, x.onlyChild()) {
+				s.absorb(x, x.onlyChild())
+			} else {
+				break
+			}
+		}
+	}
+	clear(s.dirty)
+	s.dirty = s.dirty[:0]
+	s.check()
+}
+
+// ---- Operations ----
+
+// hit returns the number of stored pages of key from page from on, up to
+// the first absent one (SGLang's batch_exists until the first miss).
+func (s *l3Store) hit(key []tree.PageID, from int) int {
+	n, d := s.root, 0
+	for d < len(key) {
+		c := n.child(key[d])
+		if c == nil {
+			break
+		}
+		m := tree.CommonPrefix(c.pages, key[d:])
+		if !c.present && d+m > from {
+			return max(d, from) - from
+		}
+		d += m
+		if m < len(c.pages) {
+			break
+		}
+		n = c
+	}
+	return max(d, from) - from
+}
+
+// absent appends to dst the spans of pages [lo, hi) of key that storage
+// does not hold, in order, and returns it.
+func (s *l3Store) absent(key []tree.PageID, lo, hi int, dst []span) []span {
+	add := func(a, b int) {
+		a, b = max(a, lo), min(b, hi)
+		switch {
+		case a >= b:
+		case len(dst) > 0 && dst[len(dst)-1].hi == a:
+			dst[len(dst)-1].hi = b
+		default:
+			dst = append(dst, span{a, b})
+		}
+	}
+	n, d := s.root, 0
+	for d < hi {
+		c := n.child(key[d])
+		if c == nil {
+			break
+		}
+		m := tree.CommonPrefix(c.pages, key[d:hi])
+		if !c.present {
+			add(d, d+m)
+		}
+		d += m
+		if m < len(c.pages) {
+			break
+		}
+		n = c
+	}
+	add(d, hi)
+	return dst
+}
+
+// write stores the spans of key (sorted, disjoint), page by page in path
+// order: a stored page becomes the most recently used, an absent one is
+// added and the least recently used page dropped if storage is over
+// capacity. The path up to the last span is created as needed. Pages are
+// handled a run at a time; the result is the page-by-page one because a
+// run of added pages only appends to the LRU order, and every run's
+// presence is read after the evictions of the runs before it.
+func (s *l3Store) write(key []tree.PageID, spans []span) {
+	n, d := s.root, 0
+	for _, sp := range spans {
+		for d < sp.hi {
+			end := sp.hi
+			if d < sp.lo {
+				end = sp.lo
+			}
+			c := s.step(n, key[d:end])
+			n, d = c, d+len(c.pages)
+			if d <= sp.lo {
+				continue
+			}
+			if c.present {
+				s.refresh(c)
+			} else {
+				s.store(c)
+				// Eviction splits nodes by cutting their front off, so c
+				// still ends at d; deletions wait for tidy.
+				s.evictOver()
+			}
+		}
+	}
+	s.tidy()
+}
+
+// touch marks the stored pages among [lo, hi) of key as just used, in path
+// order (a read). Absent pages are skipped; the walk stops where the path
+// leaves the trie.
+func (s *l3Store) touch(key []tree.PageID, lo, hi int) {
+	n, d := s.root, 0
+	for d < hi {
+		c := n.child(key[d])
+		if c == nil {
+			break
+		}
+		m := tree.CommonPrefix(c.pages, key[d:hi])
+		full := m == len(c.pages)
+		if c.present && d+m > lo {
+			if d < lo {
+				s.split(c, lo-d) // c keeps the part from lo
+				m -= lo - d
+				d = lo
+			}
+			if m < len(c.pages) {
+				c = s.split(c, m)
+			}
+			s.refresh(c)
+		}
+		if !full {
+			break
+		}
+		n, d = c, d+len(c.pages)
+	}
+	s.tidy()
+}
+
+// check panics if the store breaks an invariant (with -tags invariants).
+func (s *l3Store) check() {
+	if !invariants.Enabled {
+		return
+	}
+	if err := s.verify(); err != nil {
+		panic("sim: " + err.Error())
+	}
+}
+
+// verify checks the store's invariants in O(n log n): the trie's links and
+// indexes, no absent leaves, the page and node counts, the heap, disjoint
+// stamp intervals below seq, and the capacity.
+func (s *l3Store) verify() error {
+	var pages int64
+	nodes := 0
+	type run struct{ lo, hi int64 }
+	var runs []run
+	stack := []*l3Node{s.root}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if n.dead {
+			return fmt.Errorf("storage: dead node in the trie")
+		}
+		var kids []*l3Node
+		if n.index != nil {
+			if n.kids != nil {
+				return fmt.Errorf("storage: node with both a child slice and an index")
+			}
+			for p, c := range n.index { // collected only to be checked
+				if c.pages[0] != p {
+					return fmt.Errorf("storage: child indexed by page %d starts with %d", p, c.pages[0])
+				}
+				kids = append(kids, c)
+			}
+		} else {
+			kids = n.kids
+		}
+		for _, c := range kids {
+			if c.parent != n {
+				return fmt.Errorf("storage: child's parent link is wrong")
+			}
+			if len(c.pages) == 0 {
+				return fmt.Errorf("storage: node without pages")
+			}
+			stack = append(stack, c)
+		}
+		if n == s.root {
+			if n.present || len(n.pages) != 0 {
+				return fmt.Errorf("storage: root holds pages")
+			}
+			continue
+		}
+		nodes++
+		if !n.present && len(kids) == 0 {
+			return fmt.Errorf("storage: absent leaf")
+		}
+		if n.present != (n.heapIdx >= 0) || n.heapIdx >= len(s.lru) || (n.present && s.lru[n.heapIdx] != n) {
+			return fmt.Errorf("storage: heap index %d of a node stored=%v", n.heapIdx, n.present)
+		}
+		if n.present {
+			pages += int64(len(n.pages))
+			runs = append(runs, run{n.stamp, n.stamp + int64(len(n.pages))})
+		}
+	}
+	if nodes != s.nodes || pages != s.pages || len(runs) != len(s.lru) {
+		return fmt.Errorf("storage: counted %d nodes, %d pages, %d stored nodes; the store says %d, %d, %d", nodes, pages, len(runs), s.nodes, s.pages, len(s.lru))
+	}
+	for i := 1; i < len(s.lru); i++ {
+		if s.lru[(i-1)/2].stamp > s.lru[i].stamp {
+			return fmt.Errorf("storage: heap order broken at %d", i)
+		}
+	}
+	sort.Slice(runs, func(i, j int) bool { return runs[i].lo < runs[j].lo })
+	for i, r := range runs {
+		if r.hi > s.seq || (i > 0 && runs[i-1].hi > r.lo) {
+			return fmt.Errorf("storage: stamp intervals overlap or run ahead of the clock")
+		}
+	}
+	if s.limited && s.pages > s.capPages {
+		return fmt.Errorf("storage: %d pages stored over a capacity of %d", s.pages, s.capPages)
+	}
+	return nil
 }
 
 // prefetchOp is one storage prefetch in flight (SGLang's PrefetchOperation):
@@ -118,67 +543,95 @@ func (s *l3Store) touch(id int32) {
 // into host tokens reserved for it.
 type prefetchOp struct {
 	r       *request
-	from    int        // index in r.pages of the first fetched page
-	ids     []int32    // prefix ids of the hit pages
-	hit     int64      // hit tokens
-	lanes   []int64    // reserved host tokens per lane
-	pinned  *tree.Node // the node whose host copy is protected (nil: root)
-	issued  Time       // operation start (the timeout counts from here)
-	ready   Time       // reads may start: after the hit query
+	pages   []tree.PageID // the sequence's pages up to the end of the hit
+	from    int           // index in pages of the first fetched page
+	hitPgs  int           // hit pages: pages[from:]
+	hit     int64         // hit tokens
+	lanes   []int64       // reserved host tokens per lane
+	pinned  *tree.Node    // the node whose host copy is protected (nil: root)
+	issued  Time          // operation start (the timeout counts from here)
+	ready   Time          // reads may start: after the hit query
 	batches int
 	done    int // batches read
 	queued  bool
 }
 
 // backupOp is one L2 -> L3 backup (SGLang's write_backup_storage): the
-// pages of one node that storage lacks, written batch by batch; the node's
-// host copy is protected until the ack.
+// pages of one node that storage lacked when it was queued, written batch by
+// batch; the node's host copy is protected until the ack.
 type backupOp struct {
-	node *tree.Node
-	ids  []int32
-	done Time
+	node  *tree.Node
+	path  [][]tree.PageID // the pages of the node and its ancestors, root first, as queued
+	spans []span          // the positions on the path to write
+	done  Time
 }
 
 // storageState is the simulator's storage tier: contents, links, and the
 // operations in flight.
 type storageState struct {
 	l3        *l3Store
-	ends      map[tree.NodeID]int32 // prefix id at the end of a tree node (a node's path never changes)
-	threshold int64                 // tokens
-	limit     int64                 // prefetch capacity limit, tokens
-	occupied  int64                 // tokens reserved by prefetches in flight
-	reads     []*prefetchOp         // FIFO on the read link
-	readFree  Time                  // the read link is idle from here until the head's next batch
+	threshold int64         // tokens
+	limit     int64         // prefetch capacity limit, tokens
+	occupied  int64         // tokens reserved by prefetches in flight
+	reads     []*prefetchOp // FIFO on the read link
+	readFree  Time          // the read link is idle from here until the head's next batch
 	writeFree Time
 	backups   []*backupOp // FIFO; done times never decrease
 	landed    int         // backups[:landed] are written to storage
+
+	// Batches read one after another by the same prefetch are stamped in
+	// storage's LRU order as one read: the same order, one walk.
+	touchOp          *prefetchOp
+	touchLo, touchHi int // pages [touchLo, touchHi) of touchOp.pages
+	key              []tree.PageID
 }
 
 func newStorageState(cfg Config) *storageState {
 	st := cfg.Storage
 	return &storageState{
 		l3:        newL3Store(st.CapacityTokens, cfg.Cache.PageSize),
-		ends:      map[tree.NodeID]int32{},
 		threshold: max(st.PrefetchThreshold, int64(cfg.Cache.PageSize)),
 		limit:     int64(st.PrefetchCapacityRatio * float64(cfg.Cache.HostTokens*int64(cfg.Cache.CP))),
 	}
 }
 
-// endID returns the prefix id of the path from the root to the end of n,
-// interning what is new. n must be in the tree.
-func (st *storageState) endID(n *tree.Node) int32 {
-	if n.IsRoot() {
-		return 0
+// pathOf returns the pages of n and its ancestors, root first. The slices
+// are the tree's own; their contents never change (see [tree.Node.Pages]).
+func pathOf(n *tree.Node) [][]tree.PageID {
+	var path [][]tree.PageID
+	for a := n; !a.IsRoot(); a = a.Parent() {
+		path = append(path, a.Pages())
 	}
-	if id, ok := st.ends[n.ID()]; ok {
-		return id
+	slices.Reverse(path)
+	return path
+}
+
+// flatten returns path as one key in a buffer reused by the next call.
+func (st *storageState) flatten(path [][]tree.PageID) []tree.PageID {
+	st.key = st.key[:0]
+	for _, p := range path {
+		st.key = append(st.key, p...)
 	}
-	id := st.endID(n.Parent())
-	for _, p := range n.Pages() {
-		id = st.l3.intern(id, p)
+	return st.key
+}
+
+// readPages records that pages [lo, hi) of op's sequence were just read;
+// storage sees it at the next flushReads.
+func (st *storageState) readPages(op *prefetchOp, lo, hi int) {
+	if st.touchOp == op && st.touchHi == lo {
+		st.touchHi = hi
+		return
 	}
-	st.ends[n.ID()] = id
-	return id
+	st.flushReads()
+	st.touchOp, st.touchLo, st.touchHi = op, lo, hi
+}
+
+// flushReads stamps the pending read in storage's LRU order.
+func (st *storageState) flushReads() {
+	if st.touchOp != nil {
+		st.l3.touch(st.touchOp.pages, st.touchLo, st.touchHi)
+		st.touchOp = nil
+	}
 }
 
 // storageTime is the time to move tokens over a storage link at bw bytes/s:
@@ -198,19 +651,21 @@ func (s *Sim) backup(n *tree.Node, protected bool) {
 	if !protected {
 		s.tree.ProtectHost(n)
 	}
-	id := st.endID(n.Parent())
-	var ids []int32
-	for _, p := range n.Pages() {
-		id = st.l3.intern(id, p)
-		if !st.l3.present(id) { // the backend skips pages it has
-			ids = append(ids, id)
-		}
-	}
-	st.ends[n.ID()] = id
 	ps := int64(s.cfg.Cache.PageSize)
-	op := &backupOp{node: n, ids: ids, done: max(s.now, st.writeFree)}
-	for k := 0; k < len(ids); k += storageBatchPages {
-		tok := int64(min(storageBatchPages, len(ids)-k)) * ps
+	path := pathOf(n)
+	lo := int(n.Depth(int(ps)) / ps)
+	// The backend skips the pages it has.
+	spans := st.l3.absent(st.flatten(path), lo, lo+len(n.Pages()), nil)
+	pages := 0
+	for _, sp := range spans {
+		pages += sp.hi - sp.lo
+	}
+	op := &backupOp{node: n, done: max(s.now, st.writeFree)}
+	if pages > 0 {
+		op.path, op.spans = path, spans
+	}
+	for k := 0; k < pages; k += storageBatchPages {
+		tok := int64(min(storageBatchPages, pages-k)) * ps
 		op.done = max(s.now, st.writeFree) + s.cfg.Storage.WriteLatency + s.storageTime(tok, s.cfg.Storage.WriteBandwidth)
 		st.writeFree = op.done
 		s.counters.StorageWriteTokens += tok
@@ -225,8 +680,8 @@ func (s *Sim) backup(n *tree.Node, protected bool) {
 func (s *Sim) landBackups(now Time) {
 	st := s.st
 	for st.landed < len(st.backups) && st.backups[st.landed].done <= now {
-		for _, id := range st.backups[st.landed].ids {
-			st.l3.write(id)
+		if op := st.backups[st.landed]; len(op.spans) > 0 {
+			st.l3.write(st.flatten(op.path), op.spans)
 		}
 		st.landed++
 	}
@@ -304,30 +759,21 @@ func (s *Sim) prefetch(r *request) {
 		return
 	}
 	s.advanceReads(s.now)
-	id := st.endID(m.Last)
-	var ids []int32
-	for _, p := range pages[from:] {
-		next, ok := st.l3.lookup(id, p)
-		if !ok || !st.l3.present(next) {
-			break
-		}
-		ids = append(ids, next)
-		id = next
-	}
+	hitPgs := st.l3.hit(pages, from)
 	// The hit query asks storage batch by batch until the first miss.
-	calls := len(ids)/storageBatchPages + 1
-	if len(ids) == cand {
+	calls := hitPgs/storageBatchPages + 1
+	if hitPgs == cand {
 		calls = (cand + storageBatchPages - 1) / storageBatchPages
 	}
-	hit := int64(len(ids)) * ps
+	hit := int64(hitPgs) * ps
 	if hit < st.threshold {
 		s.counters.PrefetchesRevoked++
 		return
 	}
 	op := &prefetchOp{
-		r: r, from: from, ids: ids, hit: hit, issued: s.now,
+		r: r, pages: pages[:from+hitPgs], from: from, hitPgs: hitPgs, hit: hit, issued: s.now,
 		ready:   s.now + int64(calls)*s.cfg.Storage.ReadLatency,
-		batches: (len(ids) + storageBatchPages - 1) / storageBatchPages,
+		batches: (hitPgs + storageBatchPages - 1) / storageBatchPages,
 		lanes:   s.tree.LaneTokens(int64(from)*ps, int64(from)*ps+hit, make([]int64, s.lanes)),
 	}
 	// Protect the prefix's host copy first, so that the reservation's host
@@ -351,7 +797,7 @@ func (s *Sim) prefetch(r *request) {
 }
 
 func (s *Sim) batchTokens(op *prefetchOp, k int) int64 {
-	return int64(min(storageBatchPages, len(op.ids)-k*storageBatchPages)) * int64(s.cfg.Cache.PageSize)
+	return int64(min(storageBatchPages, op.hitPgs-k*storageBatchPages)) * int64(s.cfg.Cache.PageSize)
 }
 
 func (s *Sim) readBatchTime(op *prefetchOp, k int) Time {
@@ -363,10 +809,8 @@ func (s *Sim) readBatch(op *prefetchOp, k int) {
 	tok := s.batchTokens(op, k)
 	s.counters.StorageReadTokens += tok
 	s.counters.StorageReadBytes += s.bytes(tok)
-	lo := k * storageBatchPages
-	for _, id := range op.ids[lo : lo+int(tok/int64(s.cfg.Cache.PageSize))] {
-		s.st.l3.touch(id)
-	}
+	lo := op.from + k*storageBatchPages
+	s.st.readPages(op, lo, lo+int(tok/int64(s.cfg.Cache.PageSize)))
 }
 
 // advanceReads plays the read link forward to now: batches are read one
@@ -377,8 +821,13 @@ func (s *Sim) readBatch(op *prefetchOp, k int) {
 // lazily, at the same decision points whatever else happens (timeline
 // samples change nothing), so runs stay deterministic.
 func (s *Sim) advanceReads(now Time) {
-	st := s.st
 	s.landBackups(now)
+	s.playReads(now)
+	s.st.flushReads()
+}
+
+func (s *Sim) playReads(now Time) {
+	st := s.st
 	for len(st.reads) > 0 {
 		op := st.reads[0]
 		for op.done < op.batches {
@@ -494,7 +943,7 @@ func (s *Sim) endPrefetch(op *prefetchOp, insert bool) {
 	}
 	r := op.r
 	release := op.lanes
-	completed := min(op.done*storageBatchPages, len(op.ids))
+	completed := min(op.done*storageBatchPages, op.hitPgs)
 	if insert && completed > 0 {
 		ps := int64(s.cfg.Cache.PageSize)
 		res := s.tree.InsertHost(r.pages[:op.from+completed], op.from, s.now)

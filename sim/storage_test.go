@@ -1,10 +1,14 @@
 package sim
 
 import (
+	"slices"
 	"sort"
 	"testing"
 
+	"github.com/kvsim/kvsim/sim/hw"
 	"github.com/kvsim/kvsim/traces"
+	"github.com/kvsim/kvsim/tree"
+	"pgregory.net/rapid"
 )
 
 // storageConfig is a server small enough to push a prefix out of the host
@@ -224,4 +228,289 @@ func TestStorageConfigValidate(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Fatalf("Validate() = %v, want\n%s", err, want)
 	}
+}
+
+// defaultStorageConfig is configs/default.toml with the storage tier on,
+// built by hand (package configs imports sim): Qwen2.5-14B on a TP-4 group
+// of H200s, page size 1, a host pool of twice the device pool, links at
+// 85% of the GPU's host link, storage at its defaults (unlimited capacity,
+// best_effort).
+func defaultStorageConfig(tb testing.TB) (Config, CostModel) {
+	tb.Helper()
+	m, err := hw.ModelPreset("qwen2.5-14b")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	g, err := hw.GPUPreset("h200")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv := hw.DefaultServer()
+	srv.TPSize = 4
+	srv.PageSize = 1
+	srv.HiCacheRatio = 2
+	z, err := hw.Size(m, g, srv)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cost, err := hw.NewRoofline(m, g, srv, hw.DefaultEfficiency())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfg := Config{Seed: 1}
+	cfg.Cache = CacheConfig{PageSize: 1, DeviceTokens: z.DeviceTokens, HostTokens: z.HostTokens, Eviction: "lru", WritePolicy: "write_through"}
+	cfg.Scheduler = SchedulerConfig{Policy: "fcfs", MaxRunningRequests: z.MaxRunningRequests,
+		MaxPrefillTokens: z.MaxPrefillTokens, ChunkedPrefillSize: z.ChunkedPrefillSize}
+	bw := g.HostLinkGBps * 1e9 * 0.85
+	lat := int64(g.HostLinkLatencyUs * 1e3)
+	cfg.Links = LinkConfig{KVBytesPerToken: float64(z.CellBytes), Layers: m.Layers,
+		H2DBandwidth: bw, D2HBandwidth: bw, H2DLatency: lat, D2HLatency: lat}
+	cfg.Storage = StorageConfig{Enabled: true}
+	return cfg, cost
+}
+
+// BenchmarkDefaultStorage runs the whole bundled Mooncake trace (12,031
+// requests of about 12k tokens, page size 1) through the default server with
+// the storage tier on: the case that once took minutes because storage kept
+// one map entry per page.
+func BenchmarkDefaultStorage(b *testing.B) {
+	cfg, cost := defaultStorageConfig(b)
+	b.ReportAllocs()
+	var res *Result
+	for b.Loop() {
+		s, err := New(cfg, cost)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rd, err := traces.Open("../configs/traces/mooncake_conversation.jsonl.zst", traces.FormatMooncake)
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, err = s.Run(rd)
+		rd.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(res.Summary.StorageHitRate, "storage-hit-rate")
+	b.ReportMetric(float64(res.Counters.StorageWriteTokens), "storage-write-tokens")
+	b.ReportMetric(float64(res.Counters.StorageReadTokens), "storage-read-tokens")
+}
+
+// pageStore is the storage tier as first written, one map entry per page:
+// prefixes interned as (prefix id, page) -> prefix id and a linked LRU
+// list of stored pages. The trie (l3Store) must behave exactly like it.
+type pageStore struct {
+	ids      map[[2]uint64]int32 // (parent prefix id, page) -> prefix id
+	ents     []pageEnt           // by prefix id; 0 is the empty prefix and the LRU sentinel
+	pages    int64
+	evicted  int64
+	capPages int64 // 0: unlimited
+}
+
+type pageEnt struct {
+	prev, next int32
+	present    bool
+}
+
+func newPageStore(capPages int64) *pageStore {
+	return &pageStore{ids: map[[2]uint64]int32{}, ents: make([]pageEnt, 1), capPages: capPages}
+}
+
+// id returns the prefix id of path, interning it.
+func (m *pageStore) id(path []tree.PageID) int32 {
+	id := int32(0)
+	for _, p := range path {
+		k := [2]uint64{uint64(id), uint64(p)}
+		next, ok := m.ids[k]
+		if !ok {
+			next = int32(len(m.ents))
+			m.ents = append(m.ents, pageEnt{})
+			m.ids[k] = next
+		}
+		id = next
+	}
+	return id
+}
+
+func (m *pageStore) unlink(id int32) {
+	e := m.ents[id]
+	m.ents[e.prev].next = e.next
+	m.ents[e.next].prev = e.prev
+}
+
+func (m *pageStore) pushBack(id int32) {
+	last := m.ents[0].prev
+	m.ents[id].prev, m.ents[id].next = last, 0
+	m.ents[last].next = id
+	m.ents[0].prev = id
+}
+
+func (m *pageStore) write(id int32) {
+	if m.ents[id].present {
+		m.unlink(id)
+	} else {
+		m.ents[id].present = true
+		m.pages++
+	}
+	m.pushBack(id)
+	for m.capPages > 0 && m.pages > m.capPages {
+		v := m.ents[0].next
+		m.unlink(v)
+		m.ents[v].present = false
+		m.pages--
+		m.evicted++
+	}
+}
+
+func (m *pageStore) touch(id int32) {
+	if m.ents[id].present {
+		m.unlink(id)
+		m.pushBack(id)
+	}
+}
+
+// order returns the stored prefix ids, least recently used first.
+func (m *pageStore) order() []int32 {
+	var ids []int32
+	for id := m.ents[0].next; id != 0; id = m.ents[id].next {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// trieOrder returns the trie's stored pages as the model's prefix ids,
+// least recently used first.
+func trieOrder(s *l3Store, m *pageStore) []int32 {
+	type stamped struct {
+		stamp int64
+		id    int32
+	}
+	var all []stamped
+	var walk func(n *l3Node, path []tree.PageID)
+	walk = func(n *l3Node, path []tree.PageID) {
+		for i, p := range n.pages {
+			path = append(path, p)
+			if n.present {
+				all = append(all, stamped{n.stamp + int64(i), m.id(path)})
+			}
+		}
+		kids := n.kids
+		if n.index != nil {
+			kids = nil
+			for _, c := range n.index {
+				kids = append(kids, c)
+			}
+		}
+		for _, c := range kids {
+			walk(c, slices.Clip(path))
+		}
+	}
+	walk(s.root, nil)
+	sort.Slice(all, func(i, j int) bool { return all[i].stamp < all[j].stamp })
+	ids := make([]int32, len(all))
+	for i, x := range all {
+		ids[i] = x.id
+	}
+	return ids
+}
+
+// TestStateMachineStorageTrie drives the trie and the page-per-entry model
+// with the same writes (spans of a path), reads and lookups, on paths that
+// share prefixes, with and without a capacity, and checks that lookups,
+// absent spans, counts and the whole LRU order agree.
+func TestStateMachineStorageTrie(t *testing.T) {
+	alphabet := []tree.PageID{1, 1, 1, 1, 2, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
+	rapid.Check(t, func(t *rapid.T) {
+		capPages := int64(rapid.SampledFrom([]int{0, 0, 1, 3, 8, 20, 40}).Draw(t, "capacity"))
+		s := newL3Store(capPages, 1)
+		m := newPageStore(capPages)
+		var pool [][]tree.PageID
+		drawPath := func() []tree.PageID {
+			var base []tree.PageID
+			if len(pool) > 0 {
+				b := rapid.SampledFrom(pool).Draw(t, "base")
+				if rapid.IntRange(0, 3).Draw(t, "whole") == 0 {
+					return b
+				}
+				base = b[:rapid.IntRange(0, len(b)).Draw(t, "cut")]
+			}
+			ext := rapid.SliceOfN(rapid.SampledFrom(alphabet), 1, 12).Draw(t, "ext")
+			p := append(slices.Clone(base), ext...)
+			pool = append(pool, p)
+			return p
+		}
+		t.Repeat(map[string]func(*rapid.T){
+			"write": func(t *rapid.T) {
+				p := drawPath()
+				in := rapid.SliceOfN(rapid.Bool(), len(p), len(p)).Draw(t, "in")
+				var spans []span
+				for i, b := range in {
+					switch {
+					case !b:
+					case len(spans) > 0 && spans[len(spans)-1].hi == i:
+						spans[len(spans)-1].hi++
+					default:
+						spans = append(spans, span{i, i + 1})
+					}
+				}
+				s.write(p, spans)
+				for _, sp := range spans {
+					for i := sp.lo; i < sp.hi; i++ {
+						m.write(m.id(p[:i+1]))
+					}
+				}
+			},
+			"read": func(t *rapid.T) {
+				p := drawPath()
+				lo := rapid.IntRange(0, len(p)-1).Draw(t, "lo")
+				hi := rapid.IntRange(lo+1, len(p)).Draw(t, "hi")
+				s.touch(p, lo, hi)
+				for i := lo; i < hi; i++ {
+					m.touch(m.id(p[:i+1]))
+				}
+			},
+			"hit": func(t *rapid.T) {
+				p := drawPath()
+				from := rapid.IntRange(0, len(p)).Draw(t, "from")
+				want := 0
+				for from+want < len(p) && m.ents[m.id(p[:from+want+1])].present {
+					want++
+				}
+				if got := s.hit(p, from); got != want {
+					t.Fatalf("hit(%v, %d) = %d, want %d", p, from, got, want)
+				}
+			},
+			"absent": func(t *rapid.T) {
+				p := drawPath()
+				lo := rapid.IntRange(0, len(p)).Draw(t, "lo")
+				hi := rapid.IntRange(lo, len(p)).Draw(t, "hi")
+				var want []span
+				for i := lo; i < hi; i++ {
+					if m.ents[m.id(p[:i+1])].present {
+						continue
+					}
+					if len(want) > 0 && want[len(want)-1].hi == i {
+						want[len(want)-1].hi++
+					} else {
+						want = append(want, span{i, i + 1})
+					}
+				}
+				if got := s.absent(p, lo, hi, nil); !slices.Equal(got, want) {
+					t.Fatalf("absent(%v, %d, %d) = %v, want %v", p, lo, hi, got, want)
+				}
+			},
+			"": func(t *rapid.T) {
+				if err := s.verify(); err != nil {
+					t.Fatal(err)
+				}
+				if s.pages != m.pages || s.evicted != m.evicted {
+					t.Fatalf("trie stores %d pages, evicted %d; model %d, %d", s.pages, s.evicted, m.pages, m.evicted)
+				}
+				if got, want := trieOrder(s, m), m.order(); !slices.Equal(got, want) {
+					t.Fatalf("LRU order %v, want %v", got, want)
+				}
+			},
+		})
+	})
 }

@@ -114,7 +114,9 @@ func (n *Node) Parent() *Node { return n.parent }
 func (n *Node) IsRoot() bool { return n.parent == nil }
 
 // Pages returns the node's key. The slice is owned by the tree: do not
-// modify it, and do not keep it across tree mutations (a split shortens it).
+// modify it. A split shortens the node's key by reslicing it, but the tree
+// never writes into a key's backing array, so a slice kept across mutations
+// still reads the pages the node held when it was taken.
 func (n *Node) Pages() []PageID { return n.pages }
 
 // Tokens returns the number of tokens the node holds.

@@ -392,6 +392,11 @@ func (t *Tree) walk(key []PageID, visit func(*Node)) *Node {
 	return n
 }
 
+// CommonPrefix returns the number of leading pages a and b share, comparing
+// long keys with the runtime's vectorised memory comparison (as the tree's
+// own matching does). Package sim indexes its storage tier with it.
+func CommonPrefix(a, b []PageID) int { return matchLen(a, b) }
+
 // matchLen returns the length of the common prefix of a and b. Long keys
 // (page size 1 and long prompts) are compared in chunks with the runtime's
 // vectorised memory comparison before the first difference is located.
