@@ -1,0 +1,409 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/kvsim/kvsim/sim"
+	"github.com/kvsim/kvsim/traces"
+)
+
+// ServeConfig configures a Server.
+type ServeConfig struct {
+	// Sim is the simulated server (its Model is the served model name).
+	Sim SimConfig
+	// TimeScale is wall seconds per simulated second: 1 runs in real time
+	// (tokens are streamed when their simulated time comes), 0.1 ten times
+	// faster, 0 as fast as possible (virtual time jumps to the next event
+	// at once, and stands still while no request is in the server). >= 0.
+	TimeScale float64
+	// Version is reported by /server_info.
+	Version string
+	// Info holds extra fields for /server_info (sizes, cost model).
+	Info map[string]any
+	// MaxBodyBytes bounds a request body (default 64 MiB).
+	MaxBodyBytes int64
+	// ShutdownTimeout bounds how long Serve waits for requests in flight
+	// once its context is cancelled (default 10 s); past it connections
+	// are closed.
+	ShutdownTimeout time.Duration
+}
+
+// Server answers SGLang's and OpenAI's HTTP APIs from the simulator. One
+// goroutine owns the simulator (sim.Online): handlers submit requests to
+// it over a channel, and it publishes each request's progress to the
+// request's mailbox, which the handler streams. The simulator never waits
+// for a client: a slow or vanished client only stops its own stream.
+//
+// Requests are submitted at the current virtual time. With TimeScale > 0
+// virtual time follows the wall clock (scaled) and events are released
+// when their wall time comes; with TimeScale 0 the simulator runs to its
+// next event at once while requests are in it, and stands still when it
+// is empty, so a closed-loop client (each request sent when the previous
+// one finished) sees exactly the in-process SimTarget's timeline.
+type Server struct {
+	cfg  ServeConfig
+	cmds chan command
+
+	statsMu sync.Mutex
+	stats   serverStats
+
+	nextRID uint64
+	ridMu   sync.Mutex
+}
+
+// serverStats are the counters /metrics reports.
+type serverStats struct {
+	Requests, Failed, Flushes                       int64
+	PromptTokens, GenTokens                         int64
+	Cached, CachedDevice, CachedHost, CachedStorage int64
+	InSystem, Waiting                               int64
+	VirtualNs                                       int64
+	// From the simulator, when it offers them (see extraStats).
+	Extra []metric
+}
+
+type metric struct {
+	name, help, kind string
+	value            float64
+}
+
+type commandKind int
+
+const (
+	cmdSubmit commandKind = 1 + iota
+	cmdFlush
+)
+
+type command struct {
+	kind  commandKind
+	job   *job
+	reply chan error
+}
+
+// job is one request inside the server: the handler fills the input, the
+// loop publishes progress under mu.
+type job struct {
+	prompt []int32
+	n      int
+	out    []int32
+
+	mu      sync.Mutex
+	tokens  int  // tokens generated so far
+	done    bool // finished (res is set)
+	res     sim.RequestResult
+	arrival int64 // virtual ns (absolute)
+	notify  chan struct{}
+}
+
+func (j *job) publish() {
+	select {
+	case j.notify <- struct{}{}:
+	default:
+	}
+}
+
+// NewServer checks cfg and builds a server (it does not listen yet).
+func NewServer(cfg ServeConfig) (*Server, error) {
+	if !(cfg.TimeScale >= 0) || cfg.TimeScale > 1e6 {
+		return nil, fmt.Errorf("time-scale: must be >= 0 (got %v)", cfg.TimeScale)
+	}
+	if cfg.Sim.OutputVocab == (traces.Vocab{}) {
+		cfg.Sim.OutputVocab = traces.DefaultVocab
+	}
+	if err := cfg.Sim.OutputVocab.Validate(); err != nil {
+		return nil, fmt.Errorf("output vocab: %w", err)
+	}
+	if _, err := sim.NewOnline(cfg.Sim.Sim, cfg.Sim.Cost); err != nil {
+		return nil, err
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = 64 << 20
+	}
+	if cfg.ShutdownTimeout == 0 {
+		cfg.ShutdownTimeout = 10 * time.Second
+	}
+	return &Server{cfg: cfg, cmds: make(chan command, 1024)}, nil
+}
+
+// Serve runs the simulator loop and serves HTTP on ln until ctx is
+// cancelled; then it stops accepting, lets requests in flight finish for
+// ShutdownTimeout, closes what is left and returns nil. Other errors of
+// the listener are returned.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	loopCtx, stopLoop := context.WithCancel(context.Background())
+	loopDone := make(chan error, 1)
+	go func() { loopDone <- s.loop(loopCtx) }()
+	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 30 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	var err error
+	select {
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+		if hs.Shutdown(sctx) != nil {
+			hs.Close()
+		}
+		cancel()
+	case err = <-served:
+	case err = <-loopDone:
+		hs.Close()
+		stopLoop()
+		return fmt.Errorf("simulator: %w", err)
+	}
+	stopLoop()
+	if lerr := <-loopDone; lerr != nil && err == nil {
+		err = fmt.Errorf("simulator: %w", lerr)
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// loop owns the simulator.
+func (s *Server) loop(ctx context.Context) error {
+	o, err := sim.NewOnline(s.cfg.Sim.Sim, s.cfg.Sim.Cost)
+	if err != nil {
+		return err
+	}
+	var base int64 // virtual time at which o started
+	jobs := map[string]*job{}
+	var seq uint64
+	scale := s.cfg.TimeScale
+	wall0 := time.Now()
+	// vOf maps a wall time to the virtual time it stands for.
+	vOf := func(w time.Time) int64 { return int64(float64(w.Sub(wall0)) / scale) }
+	// wallOf maps an absolute virtual time to its wall time.
+	wallOf := func(v int64) time.Time { return wall0.Add(time.Duration(float64(v) * scale)) }
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	touched := map[*job]bool{}
+
+	dispatch := func(evs []sim.Event) {
+		for _, e := range evs {
+			j := jobs[e.ID]
+			if j == nil {
+				panic("replay: serve: event for an unknown request " + e.ID)
+			}
+			j.mu.Lock()
+			j.tokens = int(e.Tokens)
+			if e.Done {
+				j.done = true
+				j.res = e.Result
+				delete(jobs, e.ID)
+			}
+			j.mu.Unlock()
+			touched[j] = true
+			s.account(e)
+		}
+		for j := range touched {
+			j.publish()
+		}
+		clear(touched)
+	}
+	handle := func(c command) error {
+		switch c.kind {
+		case cmdSubmit:
+			seq++
+			id := fmt.Sprintf("r%d", seq)
+			j := c.job
+			j.arrival = base + o.Now()
+			rec := traces.Record{ID: id, Arrival: o.Now(), InputLen: len(j.prompt), Tokens: j.prompt, OutputLen: j.n, OutputTokens: j.out}
+			if err := o.Submit(rec); err != nil {
+				return err
+			}
+			jobs[id] = j
+			s.statsMu.Lock()
+			s.stats.Requests++
+			s.stats.PromptTokens += int64(len(j.prompt))
+			s.stats.InSystem++
+			s.stats.Waiting++
+			s.statsMu.Unlock()
+		case cmdFlush:
+			if len(jobs) > 0 {
+				c.reply <- fmt.Errorf("%d requests running or waiting", len(jobs))
+				return nil
+			}
+			fresh, err := sim.NewOnline(s.cfg.Sim.Sim, s.cfg.Sim.Cost)
+			if err != nil {
+				c.reply <- err
+				return nil
+			}
+			base += o.Now()
+			o = fresh
+			s.statsMu.Lock()
+			s.stats.Flushes++
+			s.statsMu.Unlock()
+			c.reply <- nil
+		}
+		return nil
+	}
+	for {
+		// Virtual time now.
+		if scale > 0 {
+			if v := vOf(time.Now()) - base; v > o.Now() {
+				evs, err := o.RunUntil(v)
+				if err != nil {
+					return err
+				}
+				dispatch(evs)
+			}
+		}
+		// Take every command waiting, at the current virtual time.
+	drain:
+		for {
+			select {
+			case c := <-s.cmds:
+				if err := handle(c); err != nil {
+					return err
+				}
+			default:
+				break drain
+			}
+		}
+		s.statsMu.Lock()
+		s.stats.VirtualNs = base + o.Now()
+		s.extraStats(o)
+		s.statsMu.Unlock()
+		next, ok := o.Next()
+		if scale == 0 {
+			if ok && len(jobs) > 0 {
+				evs, err := o.RunUntil(next)
+				if err != nil {
+					return err
+				}
+				dispatch(evs)
+				continue
+			}
+			select {
+			case c := <-s.cmds:
+				if err := handle(c); err != nil {
+					return err
+				}
+			case <-ctx.Done():
+				return nil
+			}
+			continue
+		}
+		var wake <-chan time.Time
+		if ok {
+			d := time.Until(wallOf(base + next))
+			if d <= 0 {
+				continue
+			}
+			if timer == nil {
+				timer = time.NewTimer(d)
+			} else {
+				timer.Reset(d)
+			}
+			wake = timer.C
+		}
+		select {
+		case c := <-s.cmds:
+			if err := handle(c); err != nil {
+				return err
+			}
+		case <-wake:
+		case <-ctx.Done():
+			return nil
+		}
+		if timer != nil && !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// account updates the counters with one simulator event.
+func (s *Server) account(e sim.Event) {
+	s.statsMu.Lock()
+	defer s.statsMu.Unlock()
+	if !e.Done {
+		s.stats.GenTokens++
+		if e.Tokens == 1 {
+			s.stats.Waiting--
+		}
+		return
+	}
+	s.stats.InSystem--
+	r := &e.Result
+	if r.Failed != "" {
+		s.stats.Failed++
+		if r.OutputTokens == 0 {
+			s.stats.Waiting--
+		}
+		return
+	}
+	s.stats.Cached += r.CachedTokens
+	s.stats.CachedDevice += r.CachedDevice
+	s.stats.CachedHost += r.CachedHost
+	s.stats.CachedStorage += r.CachedStorage
+}
+
+// Optional views of the simulator's internals. sim.Online offers them in
+// newer versions; the metrics they feed are left out otherwise.
+type (
+	onlineCounters interface{ Counters() sim.Counters }
+	onlineQueue    interface{ Queue() (waiting, running int) }
+)
+
+// extraStats refreshes the metrics taken from the simulator itself
+// (statsMu held).
+func (s *Server) extraStats(o *sim.Online) {
+	s.stats.Extra = s.stats.Extra[:0]
+	add := func(name, help, kind string, v float64) {
+		s.stats.Extra = append(s.stats.Extra, metric{name, help, kind, v})
+	}
+	if c, ok := any(o).(onlineCounters); ok {
+		k := c.Counters()
+		add("kvsim_load_back_tokens_total", "Tokens loaded back from host to device since the last flush.", "counter", float64(k.LoadBackTokens))
+		add("kvsim_write_through_tokens_total", "Tokens copied device to host by write-through since the last flush.", "counter", float64(k.WriteThroughTokens))
+		add("kvsim_write_back_tokens_total", "Tokens written back to host at eviction since the last flush.", "counter", float64(k.WriteBackTokens))
+		add("kvsim_retractions_total", "Decode retractions since the last flush.", "counter", float64(k.Retractions))
+		add("kvsim_prefill_batches_total", "Prefill forwards since the last flush.", "counter", float64(k.PrefillBatches))
+		add("kvsim_decode_steps_total", "Decode steps since the last flush.", "counter", float64(k.DecodeSteps))
+	}
+	if q, ok := any(o).(onlineQueue); ok {
+		w, r := q.Queue()
+		add("kvsim_queue_waiting", "Requests in the scheduler's waiting queue.", "gauge", float64(w))
+		add("kvsim_queue_running", "Requests in the running (decode) batch.", "gauge", float64(r))
+	}
+}
+
+// submit hands a job to the loop.
+func (s *Server) submit(ctx context.Context, j *job) error {
+	select {
+	case s.cmds <- command{kind: cmdSubmit, job: j}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// flush asks the loop for a fresh simulator.
+func (s *Server) flush(ctx context.Context) error {
+	reply := make(chan error, 1)
+	select {
+	case s.cmds <- command{kind: cmdFlush, reply: reply}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

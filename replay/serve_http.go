@@ -1,0 +1,626 @@
+package replay
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/kvsim/kvsim/traces"
+)
+
+// Handler returns the server's HTTP handler: SGLang's POST /generate,
+// /flush_cache, GET /server_info, /get_server_info, /health,
+// /health_generate; OpenAI's POST /v1/completions, /v1/chat/completions and
+// GET /v1/models; and GET /metrics (Prometheus text format).
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /generate", s.handleGenerate)
+	mux.HandleFunc("POST /v1/completions", s.handleCompletions)
+	mux.HandleFunc("POST /v1/chat/completions", s.handleCompletions)
+	mux.HandleFunc("/flush_cache", s.handleFlush)
+	mux.HandleFunc("GET /server_info", s.handleInfo)
+	mux.HandleFunc("GET /get_server_info", s.handleInfo)
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {})
+	mux.HandleFunc("GET /health_generate", func(w http.ResponseWriter, r *http.Request) {})
+	mux.HandleFunc("GET /v1/models", s.handleModels)
+	mux.HandleFunc("GET /metrics", s.handleMetrics)
+	return mux
+}
+
+// Limits of a request.
+const (
+	maxNewTokensLimit = 1 << 20
+	defaultGenerate   = 128 // SGLang's default max_new_tokens
+	defaultCompletion = 16  // OpenAI's default max_tokens for completions
+	defaultChat       = 128
+)
+
+// apiError writes an error in the OpenAI shape SGLang and vLLM both use.
+func apiError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	var b bytes.Buffer
+	b.WriteString(`{"object":"error","error":{"message":`)
+	appendJSONString(&b, msg)
+	b.WriteString(`,"type":`)
+	appendJSONString(&b, http.StatusText(code))
+	fmt.Fprintf(&b, `,"code":%d},"message":`, code)
+	appendJSONString(&b, msg)
+	b.WriteString("}\n")
+	w.Write(b.Bytes())
+}
+
+// decode reads a JSON body into v, with a 400-worthy message on failure.
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			apiError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", mb.Limit))
+			return false
+		}
+		apiError(w, http.StatusBadRequest, "reading the request body: "+err.Error())
+		return false
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		apiError(w, http.StatusBadRequest, "invalid JSON body: "+jsonErrorText(body, err))
+		return false
+	}
+	return true
+}
+
+// jsonErrorText says where a JSON body went wrong.
+func jsonErrorText(body []byte, err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("%v (at byte %d)", se, se.Offset)
+	case errors.As(err, &te):
+		return fmt.Sprintf("field %q: expected %v, found a JSON %s", te.Field, te.Type, te.Value)
+	case len(body) == 0:
+		return "empty body"
+	}
+	return err.Error()
+}
+
+// textTokens is serve's tokenizer for text prompts: one token per
+// whitespace-separated word, the word's FNV-1a hash mapped into v. Equal
+// text prefixes give equal token prefixes.
+func textTokens(s string, v traces.Vocab, dst []int32) []int32 {
+	span := uint32(v.Hi - v.Lo)
+	for _, w := range strings.Fields(s) {
+		f := fnv.New32a()
+		f.Write([]byte(w))
+		dst = append(dst, v.Lo+int32(f.Sum32()%span))
+	}
+	return dst
+}
+
+// tokenIDs reads a JSON array of token ids (not a batch).
+func tokenIDs(raw json.RawMessage, field string) ([]int32, error) {
+	var ids []int64
+	if err := json.Unmarshal(raw, &ids); err != nil {
+		var batch [][]int64
+		if json.Unmarshal(raw, &batch) == nil {
+			return nil, fmt.Errorf("%s: batches (a list of lists) are not supported; send one request per prompt", field)
+		}
+		return nil, fmt.Errorf("%s: expected an array of token ids: %v", field, err)
+	}
+	out := make([]int32, len(ids))
+	for i, x := range ids {
+		if x < 0 || x > 1<<31-1 {
+			return nil, fmt.Errorf("%s[%d]: token id %d out of range", field, i, x)
+		}
+		out[i] = int32(x)
+	}
+	return out, nil
+}
+
+// wantTokens checks a requested output length.
+func wantTokens(v *int, def int, field string) (int, error) {
+	if v == nil {
+		return def, nil
+	}
+	if *v < 1 || *v > maxNewTokensLimit {
+		return 0, fmt.Errorf("%s: must be in [1, %d] (got %d)", field, maxNewTokensLimit, *v)
+	}
+	return *v, nil
+}
+
+type generateBody struct {
+	Text           json.RawMessage `json:"text"`
+	InputIDs       json.RawMessage `json:"input_ids"`
+	SamplingParams struct {
+		MaxNewTokens *int `json:"max_new_tokens"`
+	} `json:"sampling_params"`
+	Stream bool            `json:"stream"`
+	RID    json.RawMessage `json:"rid"`
+}
+
+func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
+	var body generateBody
+	if !s.decode(w, r, &body) {
+		return
+	}
+	v := s.cfg.Sim.OutputVocab
+	var prompt []int32
+	var err error
+	switch {
+	case len(body.InputIDs) > 0 && string(body.InputIDs) != "null":
+		prompt, err = tokenIDs(body.InputIDs, "input_ids")
+	case len(body.Text) > 0 && string(body.Text) != "null":
+		var text string
+		if err = json.Unmarshal(body.Text, &text); err != nil {
+			err = errors.New("text: expected a string (batches are not supported)")
+		}
+		prompt = textTokens(text, v, nil)
+	default:
+		err = errors.New("either text or input_ids should be provided")
+	}
+	if err == nil && len(prompt) == 0 {
+		err = errors.New("the prompt is empty")
+	}
+	n := 0
+	if err == nil {
+		n, err = wantTokens(body.SamplingParams.MaxNewTokens, defaultGenerate, "sampling_params.max_new_tokens")
+	}
+	if err != nil {
+		apiError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	rid := s.rid("")
+	var rs string
+	if json.Unmarshal(body.RID, &rs) == nil && rs != "" {
+		rid = rs
+	}
+	g := &genStream{api: APISGLang, rid: rid, stream: body.Stream}
+	s.serveGen(w, r, prompt, n, g)
+}
+
+type completionBody struct {
+	Model    string          `json:"model"`
+	Prompt   json.RawMessage `json:"prompt"`
+	Messages []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	} `json:"messages"`
+	MaxTokens           *int `json:"max_tokens"`
+	MaxCompletionTokens *int `json:"max_completion_tokens"`
+	N                   *int `json:"n"`
+	Stream              bool `json:"stream"`
+	StreamOptions       struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+}
+
+func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
+	chat := strings.HasSuffix(r.URL.Path, "/chat/completions")
+	var body completionBody
+	if !s.decode(w, r, &body) {
+		return
+	}
+	if body.Model != "" && body.Model != s.model() {
+		apiError(w, http.StatusNotFound, fmt.Sprintf("the model `%s` does not exist (this server serves %q)", body.Model, s.model()))
+		return
+	}
+	v := s.cfg.Sim.OutputVocab
+	var prompt []int32
+	var err error
+	if chat {
+		if len(body.Messages) == 0 {
+			err = errors.New("messages: expected at least one message")
+		}
+		for i, m := range body.Messages {
+			text, cerr := messageText(m.Content)
+			if cerr != nil {
+				err = fmt.Errorf("messages[%d].content: %v", i, cerr)
+				break
+			}
+			// A role marker, then the content's words: equal message
+			// prefixes give equal token prefixes.
+			prompt = textTokens("<|"+m.Role+"|>", v, prompt)
+			prompt = textTokens(text, v, prompt)
+		}
+	} else {
+		var text string
+		switch {
+		case len(body.Prompt) == 0 || string(body.Prompt) == "null":
+			err = errors.New("prompt: required")
+		case json.Unmarshal(body.Prompt, &text) == nil:
+			prompt = textTokens(text, v, nil)
+		default:
+			prompt, err = tokenIDs(body.Prompt, "prompt")
+			if err != nil {
+				var texts []string
+				if json.Unmarshal(body.Prompt, &texts) == nil {
+					err = errors.New("prompt: lists of prompts are not supported; send one request per prompt")
+				}
+			}
+		}
+	}
+	if err == nil && len(prompt) == 0 {
+		err = errors.New("the prompt is empty")
+	}
+	if err == nil && body.N != nil && *body.N != 1 {
+		err = fmt.Errorf("n: only 1 is supported (got %d)", *body.N)
+	}
+	n := 0
+	if err == nil {
+		mt, def := body.MaxTokens, defaultCompletion
+		if chat {
+			def = defaultChat
+			if mt == nil {
+				mt = body.MaxCompletionTokens
+			}
+		}
+		n, err = wantTokens(mt, def, "max_tokens")
+	}
+	if err != nil {
+		apiError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	api := APIOpenAI
+	if chat {
+		api = APIOpenAIChat
+	}
+	g := &genStream{api: api, rid: s.rid("cmpl-"), stream: body.Stream, usage: body.StreamOptions.IncludeUsage || !body.Stream, model: s.model()}
+	s.serveGen(w, r, prompt, n, g)
+}
+
+// messageText reads a chat message's content: a string or a list of
+// {"type": "text", "text": ...} parts.
+func messageText(raw json.RawMessage) (string, error) {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, nil
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", errors.New("expected a string or a list of text parts")
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		if p.Type != "text" {
+			return "", fmt.Errorf("content part of type %q is not supported", p.Type)
+		}
+		b.WriteString(p.Text)
+		b.WriteByte(' ')
+	}
+	return b.String(), nil
+}
+
+func (s *Server) model() string {
+	if s.cfg.Sim.Model == "" {
+		return "kvsim"
+	}
+	return s.cfg.Sim.Model
+}
+
+func (s *Server) rid(prefix string) string {
+	s.ridMu.Lock()
+	s.nextRID++
+	n := s.nextRID
+	s.ridMu.Unlock()
+	return prefix + strconv.FormatUint(n, 16)
+}
+
+// serveGen submits a generation and streams (or returns) its result.
+func (s *Server) serveGen(w http.ResponseWriter, r *http.Request, prompt []int32, n int, g *genStream) {
+	j := &job{prompt: prompt, n: n, out: OutputTokens(prompt, n, s.cfg.Sim.OutputVocab), notify: make(chan struct{}, 1)}
+	ctx := r.Context()
+	if err := s.submit(ctx, j); err != nil {
+		return // the client went away
+	}
+	g.job = j
+	g.words = outputWords(j.out)
+	fl, _ := w.(http.Flusher)
+	sent := 0
+	var buf bytes.Buffer
+	for {
+		select {
+		case <-j.notify:
+		case <-ctx.Done():
+			return // stop streaming; the simulator goes on
+		}
+		j.mu.Lock()
+		tokens, done := j.tokens, j.done
+		res := j.res
+		j.mu.Unlock()
+		if done && res.Failed != "" {
+			if sent == 0 {
+				code := http.StatusServiceUnavailable
+				if strings.Contains(res.Failed, "exceeds") {
+					code = http.StatusBadRequest
+				}
+				apiError(w, code, "the simulated server rejected the request: "+res.Failed)
+				return
+			}
+			buf.Reset()
+			buf.WriteString(`data: {"error":{"message":`)
+			appendJSONString(&buf, res.Failed)
+			buf.WriteString("}}\n\ndata: [DONE]\n\n")
+			w.Write(buf.Bytes())
+			return
+		}
+		if !g.stream {
+			if done {
+				g.cached = int(res.CachedTokens)
+				g.e2e = float64(res.Finish-res.Arrival) / 1e9
+				w.Header().Set("Content-Type", "application/json")
+				buf.Reset()
+				g.whole(&buf)
+				w.Write(buf.Bytes())
+				return
+			}
+			continue
+		}
+		if sent == 0 && tokens > 0 {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Header().Set("Cache-Control", "no-cache")
+		}
+		buf.Reset()
+		if done {
+			g.cached = int(res.CachedTokens)
+			g.e2e = float64(res.Finish-res.Arrival) / 1e9
+		}
+		for k := sent + 1; k <= tokens; k++ {
+			g.chunk(&buf, k, done && k == tokens)
+		}
+		sent = tokens
+		if done {
+			g.tail(&buf)
+		}
+		if buf.Len() > 0 {
+			if _, err := w.Write(buf.Bytes()); err != nil {
+				return
+			}
+			if fl != nil {
+				fl.Flush()
+			}
+		}
+		if done {
+			return
+		}
+	}
+}
+
+// outputWords renders output ids as text pieces (" word" each, see
+// WordsText).
+func outputWords(ids []int32) []string {
+	out := make([]string, len(ids))
+	for i, x := range ids {
+		out[i] = " " + words[int(uint32(x))%len(words)]
+	}
+	return out
+}
+
+// genStream writes one generation in its API's format.
+type genStream struct {
+	api    API
+	rid    string
+	model  string
+	stream bool
+	usage  bool
+	job    *job
+	words  []string
+	cached int
+	e2e    float64 // virtual seconds
+}
+
+func (g *genStream) appendIDs(b *bytes.Buffer, k int) {
+	b.WriteByte('[')
+	for i, x := range g.job.out[:k] {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(int(x)))
+	}
+	b.WriteByte(']')
+}
+
+// meta writes SGLang's meta_info after k tokens; last marks the final one.
+func (g *genStream) meta(b *bytes.Buffer, k int, last bool) {
+	b.WriteString(`"meta_info":{"id":`)
+	appendJSONString(b, g.rid)
+	if last {
+		fmt.Fprintf(b, `,"finish_reason":{"type":"length","length":%d}`, k)
+	} else {
+		b.WriteString(`,"finish_reason":null`)
+	}
+	fmt.Fprintf(b, `,"prompt_tokens":%d,"completion_tokens":%d`, len(g.job.prompt), k)
+	if last {
+		fmt.Fprintf(b, `,"cached_tokens":%d,"e2e_latency":%s`, g.cached, strconv.FormatFloat(g.e2e, 'g', -1, 64))
+	}
+	b.WriteByte('}')
+}
+
+func (g *genStream) usageJSON(b *bytes.Buffer) {
+	p, c := len(g.job.prompt), g.job.n
+	fmt.Fprintf(b, `{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d,"prompt_tokens_details":{"cached_tokens":%d}}`, p, c, p+c, g.cached)
+}
+
+// chunk writes the streamed event of token k.
+func (g *genStream) chunk(b *bytes.Buffer, k int, last bool) {
+	b.WriteString("data: ")
+	switch g.api {
+	case APISGLang:
+		b.WriteString(`{"text":`)
+		appendJSONString(b, strings.Join(g.words[:k], ""))
+		b.WriteString(`,"output_ids":`)
+		g.appendIDs(b, k)
+		b.WriteByte(',')
+		g.meta(b, k, last)
+		b.WriteString(`,"index":0}`)
+	case APIOpenAI, APIOpenAIChat:
+		b.WriteString(`{"id":`)
+		appendJSONString(b, g.rid)
+		if g.api == APIOpenAI {
+			b.WriteString(`,"object":"text_completion","created":0,"model":`)
+			appendJSONString(b, g.model)
+			b.WriteString(`,"choices":[{"index":0,"text":`)
+			appendJSONString(b, g.words[k-1])
+			b.WriteString(`,"logprobs":null`)
+		} else {
+			b.WriteString(`,"object":"chat.completion.chunk","created":0,"model":`)
+			appendJSONString(b, g.model)
+			b.WriteString(`,"choices":[{"index":0,"delta":{`)
+			if k == 1 {
+				b.WriteString(`"role":"assistant",`)
+			}
+			b.WriteString(`"content":`)
+			appendJSONString(b, g.words[k-1])
+			b.WriteString(`},"logprobs":null`)
+		}
+		if last {
+			b.WriteString(`,"finish_reason":"length"}]}`)
+		} else {
+			b.WriteString(`,"finish_reason":null}]}`)
+		}
+	}
+	b.WriteString("\n\n")
+}
+
+// tail writes what follows the last token: the usage chunk and [DONE].
+func (g *genStream) tail(b *bytes.Buffer) {
+	if g.api != APISGLang && g.usage {
+		b.WriteString(`data: {"id":`)
+		appendJSONString(b, g.rid)
+		b.WriteString(`,"object":"`)
+		if g.api == APIOpenAI {
+			b.WriteString("text_completion")
+		} else {
+			b.WriteString("chat.completion.chunk")
+		}
+		b.WriteString(`","created":0,"model":`)
+		appendJSONString(b, g.model)
+		b.WriteString(`,"choices":[],"usage":`)
+		g.usageJSON(b)
+		b.WriteString("}\n\n")
+	}
+	b.WriteString("data: [DONE]\n\n")
+}
+
+// whole writes a non-streamed response.
+func (g *genStream) whole(b *bytes.Buffer) {
+	n := g.job.n
+	text := strings.Join(g.words, "")
+	switch g.api {
+	case APISGLang:
+		b.WriteString(`{"text":`)
+		appendJSONString(b, text)
+		b.WriteString(`,"output_ids":`)
+		g.appendIDs(b, n)
+		b.WriteByte(',')
+		g.meta(b, n, true)
+		b.WriteString("}\n")
+	default:
+		b.WriteString(`{"id":`)
+		appendJSONString(b, g.rid)
+		if g.api == APIOpenAI {
+			b.WriteString(`,"object":"text_completion","created":0,"model":`)
+			appendJSONString(b, g.model)
+			b.WriteString(`,"choices":[{"index":0,"text":`)
+			appendJSONString(b, text)
+		} else {
+			b.WriteString(`,"object":"chat.completion","created":0,"model":`)
+			appendJSONString(b, g.model)
+			b.WriteString(`,"choices":[{"index":0,"message":{"role":"assistant","content":`)
+			appendJSONString(b, text)
+			b.WriteByte('}')
+		}
+		b.WriteString(`,"finish_reason":"length"}],"usage":`)
+		g.usageJSON(b)
+		b.WriteString("}\n")
+	}
+}
+
+func (s *Server) handleFlush(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodPost {
+		apiError(w, http.StatusMethodNotAllowed, "use GET or POST")
+		return
+	}
+	if err := s.flush(r.Context()); err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprintf(w, "Cache not flushed: %v. (When there are running or waiting requests, the operation will not be performed.)\n", err)
+		return
+	}
+	io.WriteString(w, "Cache flushed.\n")
+}
+
+func (s *Server) handleInfo(w http.ResponseWriter, r *http.Request) {
+	c := s.cfg.Sim.Sim
+	info := map[string]any{}
+	for k, v := range s.cfg.Info {
+		info[k] = v
+	}
+	for k, v := range map[string]any{
+		"model_path": s.model(), "served_model_name": s.model(), "version": "kvsim-" + s.cfg.Version,
+		"page_size": c.Cache.PageSize, "max_total_num_tokens": c.Cache.DeviceTokens,
+		"enable_hierarchical_cache": c.Cache.HostTokens > 0, "hicache_host_tokens": c.Cache.HostTokens,
+		"max_running_requests": c.Scheduler.MaxRunningRequests, "chunked_prefill_size": c.Scheduler.ChunkedPrefillSize,
+		"schedule_policy": c.Scheduler.Policy, "radix_eviction_policy": c.Cache.Eviction,
+		"hicache_write_policy": c.Cache.WritePolicy, "disable_radix_cache": c.Cache.Disable,
+		"kvsim_time_scale": s.cfg.TimeScale,
+	} {
+		info[k] = v
+	}
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	if err := enc.Encode(info); err != nil {
+		apiError(w, http.StatusInternalServerError, err.Error())
+	}
+}
+
+func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	var b bytes.Buffer
+	b.WriteString(`{"object":"list","data":[{"id":`)
+	appendJSONString(&b, s.model())
+	b.WriteString(`,"object":"model","created":0,"owned_by":"kvsim","root":`)
+	appendJSONString(&b, s.model())
+	b.WriteString("}]}\n")
+	w.Write(b.Bytes())
+}
+
+func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
+	s.statsMu.Lock()
+	st := s.stats
+	st.Extra = append([]metric(nil), s.stats.Extra...)
+	s.statsMu.Unlock()
+	var b bytes.Buffer
+	put := func(name, help, kind, labels string, v float64) {
+		if labels == "" || !strings.Contains(b.String(), "# HELP "+name+" ") {
+			fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, kind)
+		}
+		fmt.Fprintf(&b, "%s%s %s\n", name, labels, strconv.FormatFloat(v, 'g', -1, 64))
+	}
+	put("kvsim_requests_total", "Generation requests received.", "counter", "", float64(st.Requests))
+	put("kvsim_requests_failed_total", "Requests the simulated server rejected.", "counter", "", float64(st.Failed))
+	put("kvsim_prompt_tokens_total", "Prompt tokens received.", "counter", "", float64(st.PromptTokens))
+	put("kvsim_generation_tokens_total", "Output tokens generated.", "counter", "", float64(st.GenTokens))
+	put("kvsim_cached_tokens_total", "Prompt tokens served from the prefix cache (SGLang's cached_tokens), over finished requests.", "counter", "", float64(st.Cached))
+	put("kvsim_cache_hit_tokens_total", "Cached prompt tokens by the tier they were found in.", "counter", `{tier="device"}`, float64(st.CachedDevice))
+	put("kvsim_cache_hit_tokens_total", "", "counter", `{tier="host"}`, float64(st.CachedHost))
+	put("kvsim_cache_hit_tokens_total", "", "counter", `{tier="storage"}`, float64(st.CachedStorage))
+	put("kvsim_requests_in_server", "Requests submitted and not finished.", "gauge", "", float64(st.InSystem))
+	put("kvsim_requests_before_first_token", "Requests queued or in prefill (no token yet).", "gauge", "", float64(st.Waiting))
+	put("kvsim_cache_flushes_total", "Successful /flush_cache calls.", "counter", "", float64(st.Flushes))
+	put("kvsim_virtual_time_seconds", "The simulated clock.", "gauge", "", float64(st.VirtualNs)/1e9)
+	sort.Slice(st.Extra, func(i, j int) bool { return st.Extra[i].name < st.Extra[j].name })
+	for _, m := range st.Extra {
+		put(m.name, m.help, m.kind, "", m.value)
+	}
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	w.Write(b.Bytes())
+}

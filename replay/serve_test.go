@@ -1,0 +1,298 @@
+package replay
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvsim/kvsim/sim"
+	"github.com/kvsim/kvsim/traces"
+)
+
+// startServer runs a Server on a loopback port until the test ends.
+func startServer(t testing.TB, deviceTokens int64, scale float64) (string, *Server) {
+	t.Helper()
+	cost := testFitted
+	srv, err := NewServer(ServeConfig{Sim: SimConfig{Sim: sim.Default(deviceTokens), Cost: &cost, Model: "sim-model"}, TimeScale: scale, Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return "http://" + ln.Addr().String(), srv
+}
+
+func sharedTrace(t testing.TB) []traces.Record {
+	t.Helper()
+	recs, err := traces.GenerateSharedPrefix(traces.SharedPrefixConfig{
+		Questions: []int{4, 3, 5}, SystemPromptLength: 300, QuestionLength: 40, OutputLength: 6,
+		Order: "shuffled", Rate: math.Inf(1), Seed: 9, Vocab: traces.DefaultVocab,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+// The acceptance check of kvsim serve: a closed-loop replay (concurrency 1)
+// against the server at time scale 0 gets, request by request, the cached
+// tokens of the in-process simulator target, on a multi-turn trace and a
+// shared-prefix trace, through each API; with a small device pool, so
+// that eviction and host hits take part.
+func TestServeMatchesSimTarget(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		recs []traces.Record
+		api  API
+	}{
+		{"chat-sglang", chatTrace(t, 8, 4), APISGLang},
+		{"shared-sglang", sharedTrace(t), APISGLang},
+		{"shared-openai", sharedTrace(t), APIOpenAI},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const device = 2000
+			url, _ := startServer(t, device, 0)
+			cfg := Default()
+			cfg.MaxConcurrency = 1
+			tg := newTarget(t, url, tc.api)
+			if _, err := tg.Info(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			r, err := New(cfg, tg, WallClock{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := r.Run(t.Context(), tc.recs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := runSim(t, newSimTarget(t, device), cfg, tc.recs)
+			var g, w []int
+			for i := range tc.recs {
+				if got.Requests[i].Failed != "" || want.Requests[i].Failed != "" {
+					t.Fatalf("%s failed: %q / %q", tc.recs[i].ID, got.Requests[i].Detail, want.Requests[i].Detail)
+				}
+				g = append(g, got.Requests[i].CachedTokens)
+				w = append(w, want.Requests[i].CachedTokens)
+			}
+			if !slices.Equal(g, w) {
+				t.Fatalf("cached tokens via serve %v\nin process          %v", g, w)
+			}
+			if s := Summarize(want.Requests); s.CacheHitRate == nil || *s.CacheHitRate == 0 {
+				t.Fatalf("no hits at all: the check is vacuous")
+			}
+		})
+	}
+}
+
+// A client that echoes SGLang's output_ids gets its previous turn back
+// from the cache, through the server as in process.
+func TestServeEchoedOutputIDsHit(t *testing.T) {
+	url, _ := startServer(t, 100000, 0)
+	tg := newTarget(t, url, APISGLang)
+	prompt := OutputTokens([]int32{5}, 100, traces.DefaultVocab)
+	var sink recorder
+	resp, err := tg.Submit(t.Context(), Request{Tokens: prompt, MaxNewTokens: 10, IgnoreEOS: true}, &sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.OutputIDs) != 10 || resp.CachedTokens != 0 || resp.PromptTokens != 100 || resp.FinishReason != "length" {
+		t.Fatalf("first turn: %+v", resp)
+	}
+	next := append(append(slices.Clone(prompt), resp.OutputIDs...), 1, 2, 3)
+	resp2, err := tg.Submit(t.Context(), Request{Tokens: next, MaxNewTokens: 4, IgnoreEOS: true}, &sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp2.CachedTokens != 109 {
+		t.Fatalf("second turn cached %d, want 109", resp2.CachedTokens)
+	}
+}
+
+func httpDo(t testing.TB, method, url, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.StatusCode, string(b)
+}
+
+// Every endpoint answers in its API's shape; bad requests get 400 with a
+// message; non-streaming requests get one JSON object.
+func TestServeEndpoints(t *testing.T) {
+	url, _ := startServer(t, 100000, 0)
+	for _, tc := range []struct {
+		name, method, path, body string
+		code                     int
+		want                     []string
+	}{
+		{"health", "GET", "/health", "", 200, nil},
+		{"models", "GET", "/v1/models", "", 200, []string{`"id":"sim-model"`, `"owned_by":"kvsim"`}},
+		{"info", "GET", "/server_info", "", 200, []string{`"page_size":1`, `"version":"kvsim-test"`, `"max_total_num_tokens":100000`}},
+		{"old info", "GET", "/get_server_info", "", 200, []string{`"served_model_name":"sim-model"`}},
+		{"generate whole", "POST", "/generate", `{"input_ids":[1,2,3,4],"sampling_params":{"max_new_tokens":3}}`, 200,
+			[]string{`"completion_tokens":3`, `"cached_tokens":0`, `"finish_reason":{"type":"length","length":3}`, `"output_ids":[`}},
+		{"generate text", "POST", "/generate", `{"text":"hello there world","sampling_params":{"max_new_tokens":2},"stream":true}`, 200,
+			[]string{`"prompt_tokens":3`, "data: [DONE]"}},
+		{"completions whole", "POST", "/v1/completions", `{"model":"sim-model","prompt":[5,6,7],"max_tokens":2}`, 200,
+			[]string{`"object":"text_completion"`, `"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5,"prompt_tokens_details":{"cached_tokens":`}},
+		{"chat stream", "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a b c"}],"max_tokens":2,"stream":true,"stream_options":{"include_usage":true}}`, 200,
+			[]string{`"delta":{"role":"assistant","content":`, `"finish_reason":"length"`, `"prompt_tokens_details":{"cached_tokens":`, "data: [DONE]"}},
+		{"bad json", "POST", "/generate", `{"input_ids":[1,2`, 400, []string{"invalid JSON body", "at byte"}},
+		{"wrong type", "POST", "/v1/completions", `{"prompt":[1],"max_tokens":"many"}`, 400, []string{`field \"max_tokens\"`}},
+		{"no prompt", "POST", "/generate", `{"sampling_params":{}}`, 400, []string{"either text or input_ids"}},
+		{"batch", "POST", "/generate", `{"input_ids":[[1,2],[3]]}`, 400, []string{"batches"}},
+		{"zero tokens", "POST", "/generate", `{"input_ids":[1],"sampling_params":{"max_new_tokens":0}}`, 400, []string{"max_new_tokens: must be in"}},
+		{"unknown model", "POST", "/v1/completions", `{"model":"gpt-9","prompt":[1]}`, 404, []string{"does not exist"}},
+		{"n > 1", "POST", "/v1/completions", `{"prompt":[1],"n":2}`, 400, []string{"only 1"}},
+		{"too long", "POST", "/generate", `{"input_ids":[` + strings.Repeat("7,", 100000) + `7]}`, 400, []string{"exceeds the KV pool"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := httpDo(t, tc.method, url+tc.path, tc.body)
+			if code != tc.code {
+				t.Fatalf("status %d, want %d: %s", code, tc.code, body)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(body, w) {
+					t.Errorf("body lacks %s:\n%s", w, body)
+				}
+			}
+		})
+	}
+	code, body := httpDo(t, "GET", url+"/metrics", "")
+	for _, w := range []string{"kvsim_requests_total 5", "kvsim_requests_failed_total 1", `kvsim_cache_hit_tokens_total{tier="host"}`, "# TYPE kvsim_virtual_time_seconds gauge"} {
+		if code != 200 || !strings.Contains(body, w) {
+			t.Errorf("/metrics lacks %q:\n%s", w, body)
+		}
+	}
+}
+
+// /flush_cache empties the cache when the server is idle, and refuses
+// with 400 while a request is in it (time scale 1, so one is).
+func TestServeFlushOnlyWhenIdle(t *testing.T) {
+	url, _ := startServer(t, 100000, 1)
+	gen := `{"input_ids":[1,2,3,4,5,6,7,8],"sampling_params":{"max_new_tokens":2}}`
+	if code, body := httpDo(t, "POST", url+"/generate", gen); code != 200 || !strings.Contains(body, `"cached_tokens":0`) {
+		t.Fatalf("first: %d %s", code, body)
+	}
+	if code, body := httpDo(t, "POST", url+"/generate", gen); code != 200 || !strings.Contains(body, `"cached_tokens":7`) {
+		t.Fatalf("second: %d %s", code, body)
+	}
+	if code, body := httpDo(t, "POST", url+"/flush_cache", ""); code != 200 || body != "Cache flushed.\n" {
+		t.Fatalf("flush: %d %q", code, body)
+	}
+	if code, body := httpDo(t, "POST", url+"/generate", gen); code != 200 || !strings.Contains(body, `"cached_tokens":0`) {
+		t.Fatalf("after flush: %d %s", code, body)
+	}
+	// A long request (200 decode steps of 2 ms at time scale 1) keeps the
+	// server busy while we flush.
+	long := make(chan error, 1)
+	go func() {
+		res, err := http.Post(url+"/generate", "application/json", strings.NewReader(`{"input_ids":[9],"sampling_params":{"max_new_tokens":200}}`))
+		if err == nil {
+			_, err = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+		}
+		long <- err
+	}()
+	defer func() {
+		if err := <-long; err != nil {
+			t.Errorf("long request: %v", err)
+		}
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		code, body := httpDo(t, "GET", url+"/flush_cache", "")
+		if code == 400 && strings.Contains(body, "running or waiting") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("flush while busy: %d %q", code, body)
+		}
+	}
+}
+
+// Time scale 1: tokens come when their simulated time comes (2 ms steps).
+func TestServeRealTimeStreaming(t *testing.T) {
+	url, _ := startServer(t, 100000, 1)
+	tg := newTarget(t, url, APISGLang)
+	var rc recorder
+	rc.start = time.Now()
+	resp, err := tg.Submit(t.Context(), Request{Tokens: []int32{1, 2, 3}, MaxNewTokens: 20}, &rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e2e := resp.End.Sub(rc.start)
+	// 1 ms prefill + 19 decode steps of 2 ms = 39 ms simulated.
+	if e2e < 38*time.Millisecond || e2e > 2*time.Second || len(rc.itl) != 19 {
+		t.Fatalf("e2e %v with %d ITLs; want about 39 ms and 19", e2e, len(rc.itl))
+	}
+}
+
+// A client that disconnects mid-stream stops its stream only: the
+// simulator finishes the request (its output is then cached) and the
+// server keeps serving.
+func TestServeClientDisconnect(t *testing.T) {
+	url, _ := startServer(t, 100000, 1)
+	ctx, cancel := context.WithCancel(t.Context())
+	req, err := http.NewRequestWithContext(ctx, "POST", url+"/generate", strings.NewReader(`{"input_ids":[4,4,4,4],"sampling_params":{"max_new_tokens":50},"stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(res.Body)
+	if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "data: {") {
+		t.Fatalf("first line %q, %v", line, err)
+	}
+	cancel()
+	res.Body.Close()
+	var st struct {
+		MaxTotal int `json:"max_total_num_tokens"`
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, m := httpDo(t, "GET", url+"/metrics", "")
+		if strings.Contains(m, "kvsim_generation_tokens_total 50") && strings.Contains(m, "kvsim_requests_in_server 0") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the simulator did not finish the abandoned request:\n%s", m)
+		}
+	}
+	code, body := httpDo(t, "GET", url+"/server_info", "")
+	if code != 200 || json.Unmarshal([]byte(body), &st) != nil || st.MaxTotal != 100000 {
+		t.Fatalf("server_info after disconnect: %d %s", code, body)
+	}
+}
