@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvsim/kvsim/sim"
 	"github.com/kvsim/kvsim/traces"
 )
 
@@ -21,7 +20,7 @@ import (
 func startServer(t testing.TB, deviceTokens int64, scale float64) (string, *Server) {
 	t.Helper()
 	cost := testFitted
-	srv, err := NewServer(ServeConfig{Sim: SimConfig{Sim: sim.Default(deviceTokens), Cost: &cost, Model: "sim-model"}, TimeScale: scale, Version: "test"})
+	srv, err := NewServer(ServeConfig{Sim: SimConfig{Sim: testSimConfig(deviceTokens), Cost: &cost, Model: "sim-model"}, TimeScale: scale, Version: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +68,7 @@ func TestServeMatchesSimTarget(t *testing.T) {
 		{"shared-openai", sharedTrace(t), APIOpenAI},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			const device = 2000
+			const device = 700
 			url, _ := startServer(t, device, 0)
 			cfg := Default()
 			cfg.MaxConcurrency = 1

@@ -16,9 +16,17 @@ import (
 // token for a decode step.
 var testFitted = hw.Fitted{Prefill: [4]float64{1e6, 1e4, 1, 0}, Decode: [3]float64{2e6, 0, 1}}
 
+// testSimConfig is a server with a device pool of deviceTokens and a host
+// tier twice as large.
+func testSimConfig(deviceTokens int64) sim.Config {
+	cfg := sim.Default(deviceTokens)
+	cfg.Cache.HostTokens = 2 * deviceTokens
+	return cfg
+}
+
 func newSimTarget(t testing.TB, deviceTokens int64) *SimTarget {
 	t.Helper()
-	cfg := sim.Default(deviceTokens)
+	cfg := testSimConfig(deviceTokens)
 	cost := testFitted
 	st, err := NewSimTarget(SimConfig{Sim: cfg, Cost: &cost, Model: "sim-model"})
 	if err != nil {
