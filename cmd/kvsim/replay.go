@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kvsim/kvsim/configs"
 	"github.com/kvsim/kvsim/replay"
 	"github.com/kvsim/kvsim/traces"
 )
@@ -30,12 +31,13 @@ func init() {
 	})
 }
 
-const replayUsage = `usage: kvsim replay --trace FILE --target URL [--format F] [--api sglang|openai|openai-chat]
+const replayUsage = `usage: kvsim replay --trace FILE --target URL|sim [--config F.toml] [--format F] [--api sglang|openai|openai-chat]
                     [--request-rate R | --timestamps [--speedup X]] [--max-concurrency N]
                     [--flush] [--output-file F] [--per-request F] [--json] [--timeout D]
                     [--extra-request-body JSON] [--num-prompts N]
 
-Sends every request of the trace to the server at URL, streaming, and prints
+Sends every request of the trace to the server at URL, streaming, or to the
+simulator described by --config in virtual time (--target sim), and prints
 SGLang's serving-benchmark metrics. Pacing: as fast as possible (default),
 --request-rate R (seeded Poisson or uniform arrivals), or --timestamps (the
 trace's arrival times divided by --speedup). A turn that names a parent
@@ -57,7 +59,7 @@ type replayFlags struct {
 }
 
 func (f *replayFlags) register(fs *flag.FlagSet, defaultTimeout time.Duration) {
-	fs.StringVar(&f.target, "target", "", "server base URL, e.g. http://127.0.0.1:30000 (sim: the in-process simulator, not yet available)")
+	fs.StringVar(&f.target, "target", "", "server base URL, e.g. http://127.0.0.1:30000, or sim (the in-process simulator, with --config)")
 	fs.StringVar(&f.api, "api", "sglang", "API: sglang (/generate), openai (/v1/completions), openai-chat (/v1/chat/completions)")
 	fs.StringVar(&f.model, "model", "", "model name for the OpenAI APIs (default: the first of /v1/models)")
 	fs.StringVar(&f.apiKey, "api-key", "", "bearer token to send, if the server wants one")
@@ -65,6 +67,22 @@ func (f *replayFlags) register(fs *flag.FlagSet, defaultTimeout time.Duration) {
 	fs.StringVar(&f.chatText, "chat-text", "", "openai-chat only: 'words' sends each token id as an English word")
 	fs.DurationVar(&f.timeout, "timeout", defaultTimeout, "per-request timeout, from send to the end of the stream (0: none)")
 	fs.StringVar(&f.vocab, "vocab", traces.DefaultVocab.String(), "token id range LO:HI of synthesised prompts")
+}
+
+// parseVocab parses --vocab.
+func (f *replayFlags) parseVocab() (traces.Vocab, error) {
+	var v traces.Vocab
+	lo, hi, ok := strings.Cut(f.vocab, ":")
+	a, err1 := strconv.ParseInt(lo, 10, 32)
+	b, err2 := strconv.ParseInt(hi, 10, 32)
+	if !ok || err1 != nil || err2 != nil {
+		return v, fmt.Errorf("--vocab: expected LO:HI token ids, found %q", f.vocab)
+	}
+	v = traces.Vocab{Lo: int32(a), Hi: int32(b)}
+	if err := v.Validate(); err != nil {
+		return v, fmt.Errorf("--vocab: %w", err)
+	}
+	return v, nil
 }
 
 // build checks the flags and returns the HTTP target; a non-empty usage
@@ -75,17 +93,11 @@ func (f *replayFlags) build() (*replay.HTTPTarget, traces.Vocab, error) {
 		return nil, v, errors.New("--target is required")
 	}
 	if f.target == "sim" {
-		return nil, v, errors.New("--target sim: the in-process simulator target is not yet available; give a server URL")
+		return nil, v, errors.New("--target sim: this command needs a server URL (kvsim replay --target sim, or kvsim serve for an HTTP simulator)")
 	}
-	lo, hi, ok := strings.Cut(f.vocab, ":")
-	a, err1 := strconv.ParseInt(lo, 10, 32)
-	b, err2 := strconv.ParseInt(hi, 10, 32)
-	if !ok || err1 != nil || err2 != nil {
-		return nil, v, fmt.Errorf("--vocab: expected LO:HI token ids, found %q", f.vocab)
-	}
-	v = traces.Vocab{Lo: int32(a), Hi: int32(b)}
-	if err := v.Validate(); err != nil {
-		return nil, v, fmt.Errorf("--vocab: %w", err)
+	v, err := f.parseVocab()
+	if err != nil {
+		return nil, v, err
 	}
 	api, err := replay.ParseAPI(f.api)
 	if err != nil {
@@ -113,145 +125,263 @@ type replayOutput struct {
 	Version string  `json:"kvsim_version"`
 }
 
+// replayTarget is what a replay needs of its target.
+type replayTarget interface {
+	replay.Target
+	replay.Flusher
+	replay.Describer
+}
+
+// simTarget builds the in-process simulator target from a config file
+// ("" = the bundled default).
+func simTarget(cfgPath string) (*replay.SimTarget, error) {
+	f := configs.Default()
+	if cfgPath != "" {
+		var err error
+		if f, err = configs.Load(cfgPath); err != nil {
+			return nil, err
+		}
+	}
+	built, err := f.Build()
+	if err != nil {
+		return nil, err
+	}
+	return replay.NewSimTarget(replay.SimConfig{Sim: built.Sim, Cost: built.Cost, Model: f.Model.Name})
+}
+
+// replayJob is one replay run: the flags of kvsim replay, parsed.
+type replayJob struct {
+	rf                replayFlags
+	cfgPath           string
+	tracePath, format string
+	rate              float64
+	dist              string
+	seed              uint64
+	stamps            bool
+	speedup           float64
+	maxConc           int
+	flush, warmup     bool
+	numPrompts        int
+	drain             time.Duration
+	noEOS             bool
+	rateSet           bool
+	cfg               replay.Config
+	vocab             traces.Vocab
+	recs              []traces.Record
+}
+
+// register adds the flags of a replay run (target flags included).
+func (j *replayJob) register(fs *flag.FlagSet) {
+	j.rf.register(fs, 10*time.Minute)
+	fs.StringVar(&j.cfgPath, "config", "", "with --target sim: the simulated server (TOML; default: the bundled configs/default.toml)")
+	fs.StringVar(&j.tracePath, "trace", "", "trace file (any format kvsim reads)")
+	fs.StringVar(&j.format, "format", "", "trace format (mooncake, bailian, weka, azure, tokens, kvsim); default: detected")
+	fs.Float64Var(&j.rate, "request-rate", math.Inf(1), "requests per second (inf: as fast as possible)")
+	fs.StringVar(&j.dist, "distribution", "poisson", "arrivals at --request-rate: poisson or uniform")
+	fs.Uint64Var(&j.seed, "seed", 1, "seed of the arrival process")
+	fs.BoolVar(&j.stamps, "timestamps", false, "send at the trace's arrival times")
+	fs.Float64Var(&j.speedup, "speedup", 1, "with --timestamps: divide trace times (and think times) by this")
+	fs.IntVar(&j.maxConc, "max-concurrency", 0, "maximum requests in flight (0: no limit)")
+	fs.BoolVar(&j.flush, "flush", false, "flush the server's cache (after the warm-up) before measuring")
+	fs.BoolVar(&j.warmup, "warmup", true, "send the first record's prompt once before measuring (not measured)")
+	fs.IntVar(&j.numPrompts, "num-prompts", 0, "replay only the first N records (0: all)")
+	fs.DurationVar(&j.drain, "drain", 10*time.Second, "on Ctrl-C, how long requests in flight may finish")
+	fs.BoolVar(&j.noEOS, "disable-ignore-eos", false, "send ignore_eos=false")
+}
+
+// check validates the parsed flags (needTarget: --target must be given)
+// and reads the trace. A usage error is returned as errUsage-wrapped.
+func (j *replayJob) check(fs *flag.FlagSet, needTarget bool) (usage error, fail error) {
+	fs.Visit(func(f *flag.Flag) { j.rateSet = j.rateSet || f.Name == "request-rate" })
+	switch {
+	case fs.NArg() > 0:
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0)), nil
+	case j.tracePath == "":
+		return errors.New("--trace is required"), nil
+	case j.stamps && j.rateSet:
+		return errors.New("--timestamps and --request-rate exclude each other"), nil
+	case j.numPrompts < 0:
+		return fmt.Errorf("--num-prompts: must be >= 0 (got %d)", j.numPrompts), nil
+	case needTarget && j.rf.target == "":
+		return errors.New("--target is required"), nil
+	case j.cfgPath != "" && needTarget && j.rf.target != "sim":
+		return errors.New("--config describes the simulated server: use it with --target sim"), nil
+	}
+	v, err := j.rf.parseVocab()
+	if err != nil {
+		return err, nil
+	}
+	j.vocab = v
+	cfg := replay.Default()
+	cfg.Pacing = replay.PaceASAP
+	switch {
+	case j.stamps:
+		cfg.Pacing = replay.PaceTimestamps
+	case !math.IsInf(j.rate, 1):
+		cfg.Pacing = replay.PaceRate
+	}
+	cfg.Rate, cfg.Distribution, cfg.Speedup, cfg.Seed = j.rate, j.dist, j.speedup, j.seed
+	cfg.MaxConcurrency, cfg.Timeout, cfg.Drain, cfg.Vocab, cfg.DisableIgnoreEOS = j.maxConc, j.rf.timeout, j.drain, v, j.noEOS
+	if err := cfg.Validate(); err != nil {
+		return err, nil
+	}
+	j.cfg = cfg
+	tf := traces.FormatAuto
+	if j.format != "" {
+		if tf, err = traces.ParseFormat(j.format); err != nil {
+			return fmt.Errorf("--format: %v", err), nil
+		}
+	}
+	recs, err := readRecords(j.tracePath, tf, j.numPrompts)
+	if err != nil {
+		return nil, err
+	}
+	if len(recs) == 0 {
+		return nil, fmt.Errorf("%s: no records", j.tracePath)
+	}
+	j.recs = recs
+	return nil, nil
+}
+
+// target builds the target named by --target: "sim" or a URL.
+func (j *replayJob) target(name string) (replayTarget, func(), error) {
+	if name == "sim" {
+		st, err := simTarget(j.cfgPath)
+		if err != nil {
+			return nil, nil, err
+		}
+		return st, func() {}, nil
+	}
+	rf := j.rf
+	rf.target = name
+	tg, _, err := rf.build()
+	if err != nil {
+		return nil, nil, err
+	}
+	return tg, tg.CloseIdle, nil
+}
+
+// replayRun is what one run produced.
+type replayRun struct {
+	res  *replay.Result
+	out  replayOutput
+	info replay.Info
+}
+
+// run does the warm-up, the flush and the measured run against tg, and
+// summarises it. name is the target as given (a URL or "sim").
+func (j *replayJob) run(ctx context.Context, tg replayTarget, name string, stderr io.Writer, prog string) (*replayRun, error) {
+	r, err := replay.New(j.cfg, tg, replay.WallClock{})
+	if err != nil {
+		return nil, err
+	}
+	info, err := tg.Info(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: warning: %v\n", prog, err)
+	}
+	recs := j.recs
+	if j.warmup {
+		w := recs[0]
+		w.ID, w.Kind, w.Parent, w.WaitFor, w.OutputLen = "warmup", "warmup", "", nil, min(max(w.OutputLen, 1), 32)
+		res, err := r.Run(ctx, []traces.Record{w})
+		if err != nil {
+			return nil, fmt.Errorf("warm-up: %w", err)
+		}
+		if wr := res.Requests[0]; !wr.Sent || wr.Failed != "" {
+			return nil, fmt.Errorf("warm-up failed (%s %s); check --target and --api", cmp.Or(wr.Failed, "interrupted"), wr.Detail)
+		}
+	}
+	if j.flush {
+		if err := tg.Flush(ctx); err != nil {
+			return nil, err
+		}
+	}
+	res, err := r.Run(ctx, recs)
+	if err != nil {
+		return nil, err
+	}
+	sum := replay.Summarize(res.Requests)
+	sum.Backend = j.rf.api
+	if name == "sim" {
+		sum.Backend = "sim"
+	}
+	sum.DatasetName = filepath.Base(j.tracePath)
+	sum.RequestRate = replay.Rate(math.Inf(1))
+	if j.cfg.Pacing == replay.PaceRate {
+		sum.RequestRate = replay.Rate(j.rate)
+	}
+	if j.maxConc > 0 {
+		mc := j.maxConc
+		sum.MaxConcurrency = &mc
+	}
+	sum.Interrupted = res.Interrupted
+	model := info.Model
+	if h, ok := tg.(*replay.HTTPTarget); ok {
+		model = cmp.Or(h.Model(), info.Model)
+	}
+	out := replayOutput{Summary: sum, Target: name, Model: model, Pacing: j.cfg.Pacing.String(), Seed: j.seed, Version: version}
+	if j.cfg.Pacing == replay.PaceTimestamps {
+		out.Speedup = j.speedup
+	}
+	return &replayRun{res: res, out: out, info: info}, nil
+}
+
+// writePerRequest writes a run's per-request trace.
+func (j *replayJob) writePerRequest(path, name string, run *replayRun) error {
+	return writeAtomic(path, func(w io.Writer) error {
+		tw, err := traces.NewWriter(w, replay.PerRequestHeader("kvsim replay "+j.tracePath+" against "+name, run.info))
+		if err != nil {
+			return err
+		}
+		return replay.WritePerRequest(tw, j.recs, run.res)
+	})
+}
+
 func runReplay(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { io.WriteString(stderr, replayUsage); fs.PrintDefaults() }
-	var rf replayFlags
-	rf.register(fs, 10*time.Minute)
-	tracePath := fs.String("trace", "", "trace file (any format kvsim reads)")
-	format := fs.String("format", "", "trace format (mooncake, bailian, weka, azure, tokens, kvsim); default: detected")
-	rate := fs.Float64("request-rate", math.Inf(1), "requests per second (inf: as fast as possible)")
-	dist := fs.String("distribution", "poisson", "arrivals at --request-rate: poisson or uniform")
-	seed := fs.Uint64("seed", 1, "seed of the arrival process")
-	stamps := fs.Bool("timestamps", false, "send at the trace's arrival times")
-	speedup := fs.Float64("speedup", 1, "with --timestamps: divide trace times (and think times) by this")
-	maxConc := fs.Int("max-concurrency", 0, "maximum requests in flight (0: no limit)")
-	flush := fs.Bool("flush", false, "flush the server's cache (after the warm-up) before measuring")
-	warmup := fs.Bool("warmup", true, "send the first record's prompt once before measuring (not measured)")
+	var j replayJob
+	j.register(fs)
 	outFile := fs.String("output-file", "", "append the run's JSON object to this JSONL file")
 	perReq := fs.String("per-request", "", "write every request's measurements as a kvsim trace to this file")
 	asJSON := fs.Bool("json", false, "print the run's JSON object instead of the table")
-	numPrompts := fs.Int("num-prompts", 0, "replay only the first N records (0: all)")
-	drain := fs.Duration("drain", 10*time.Second, "on Ctrl-C, how long requests in flight may finish")
-	noEOS := fs.Bool("disable-ignore-eos", false, "send ignore_eos=false")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
 		return exitUsage
 	}
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "kvsim replay: "+format+"\n", a...)
+	uerr, ferr := j.check(fs, true)
+	if uerr != nil {
+		fmt.Fprintf(stderr, "kvsim replay: %v\n", uerr)
 		return exitUsage
 	}
-	if fs.NArg() > 0 {
-		return usageErr("unexpected argument %q", fs.Arg(0))
+	if ferr != nil {
+		fmt.Fprintf(stderr, "kvsim replay: %v\n", ferr)
+		return exitFail
 	}
-	if *tracePath == "" {
-		return usageErr("--trace is required")
-	}
-	rateSet := false
-	fs.Visit(func(f *flag.Flag) { rateSet = rateSet || f.Name == "request-rate" })
-	if *stamps && rateSet {
-		return usageErr("--timestamps and --request-rate exclude each other")
-	}
-	if *numPrompts < 0 {
-		return usageErr("--num-prompts: must be >= 0 (got %d)", *numPrompts)
-	}
-	tg, vocab, err := rf.build()
-	if err != nil {
-		return usageErr("%v", err)
-	}
-	defer tg.CloseIdle()
-	cfg := replay.Default()
-	cfg.Pacing = replay.PaceASAP
-	switch {
-	case *stamps:
-		cfg.Pacing = replay.PaceTimestamps
-	case !math.IsInf(*rate, 1):
-		cfg.Pacing = replay.PaceRate
-	}
-	cfg.Rate, cfg.Distribution, cfg.Speedup, cfg.Seed = *rate, *dist, *speedup, *seed
-	cfg.MaxConcurrency, cfg.Timeout, cfg.Drain, cfg.Vocab, cfg.DisableIgnoreEOS = *maxConc, rf.timeout, *drain, vocab, *noEOS
-	r, err := replay.New(cfg, tg, replay.WallClock{})
-	if err != nil {
-		return usageErr("%v", err)
-	}
-
-	tf := traces.FormatAuto
-	if *format != "" {
-		if tf, err = traces.ParseFormat(*format); err != nil {
-			return usageErr("--format: %v", err)
-		}
-	}
-	recs, err := readRecords(*tracePath, tf, *numPrompts)
+	tg, closeTarget, err := j.target(j.rf.target)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvsim replay: %v\n", err)
-		return exitFail
+		return exitUsage
 	}
-	if len(recs) == 0 {
-		fmt.Fprintf(stderr, "kvsim replay: %s: no records\n", *tracePath)
-		return exitFail
-	}
-	if !recs[0].HasPrefixInfo() {
+	defer closeTarget()
+	if !j.recs[0].HasPrefixInfo() {
 		fmt.Fprintln(stderr, "kvsim replay: note: the trace has no prefix information; every prompt is made of tokens unique to its request")
 	}
 
 	ctx, stop := replaySignalContext()
 	defer stop()
-	info, err := tg.Info(ctx)
-	if err != nil {
-		fmt.Fprintf(stderr, "kvsim replay: warning: %v\n", err)
-	}
-	if *warmup {
-		w := recs[0]
-		w.ID, w.Kind, w.Parent, w.WaitFor, w.OutputLen = "warmup", "warmup", "", nil, min(max(w.OutputLen, 1), 32)
-		res, err := r.Run(ctx, []traces.Record{w})
-		if err != nil {
-			fmt.Fprintf(stderr, "kvsim replay: warm-up: %v\n", err)
-			return exitFail
-		}
-		if wr := res.Requests[0]; !wr.Sent || wr.Failed != "" {
-			fmt.Fprintf(stderr, "kvsim replay: warm-up failed (%s %s); check --target and --api\n", cmp.Or(wr.Failed, "interrupted"), wr.Detail)
-			return exitFail
-		}
-	}
-	if *flush {
-		if err := tg.Flush(ctx); err != nil {
-			fmt.Fprintf(stderr, "kvsim replay: %v\n", err)
-			return exitFail
-		}
-	}
-	res, err := r.Run(ctx, recs)
+	run, err := j.run(ctx, tg, j.rf.target, stderr, "kvsim replay")
 	if err != nil {
 		fmt.Fprintf(stderr, "kvsim replay: %v\n", err)
 		return exitFail
 	}
-	sum := replay.Summarize(res.Requests)
-	sum.Backend = rf.api
-	sum.DatasetName = filepath.Base(*tracePath)
-	sum.RequestRate = replay.Rate(math.Inf(1))
-	if cfg.Pacing == replay.PaceRate {
-		sum.RequestRate = replay.Rate(*rate)
-	}
-	if *maxConc > 0 {
-		sum.MaxConcurrency = maxConc
-	}
-	sum.Interrupted = res.Interrupted
-	out := replayOutput{Summary: sum, Target: rf.target, Model: cmp.Or(tg.Model(), info.Model), Pacing: cfg.Pacing.String(), Seed: *seed, Version: version}
-	if cfg.Pacing == replay.PaceTimestamps {
-		out.Speedup = *speedup
-	}
+	sum, out := &run.out.Summary, run.out
 	code := exitOK
 	if *perReq != "" {
-		if err := writeAtomic(*perReq, func(w io.Writer) error {
-			tw, err := traces.NewWriter(w, replay.PerRequestHeader("kvsim replay "+*tracePath+" against "+rf.target, info))
-			if err != nil {
-				return err
-			}
-			return replay.WritePerRequest(tw, recs, res)
-		}); err != nil {
+		if err := j.writePerRequest(*perReq, j.rf.target, run); err != nil {
 			fmt.Fprintf(stderr, "kvsim replay: %v\n", err)
 			code = exitFail
 		}
@@ -268,10 +398,10 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 			return exitFail
 		}
 	} else {
-		replay.PrintTable(stdout, replay.TableHeader{Backend: sum.Backend, RequestRate: sum.RequestRate, MaxConcurrency: *maxConc}, &sum)
+		replay.PrintTable(stdout, replay.TableHeader{Backend: sum.Backend, RequestRate: sum.RequestRate, MaxConcurrency: j.maxConc}, sum)
 	}
 	switch {
-	case res.Interrupted:
+	case run.res.Interrupted:
 		fmt.Fprintf(stderr, "kvsim replay: interrupted: %d requests not sent; partial results written\n", sum.NotSent)
 		return exitFail
 	case sum.Completed == 0:

@@ -161,7 +161,8 @@ func TestReplayCLIUsageErrors(t *testing.T) {
 	}{
 		{"no trace", []string{"--target", "http://127.0.0.1:1"}, "--trace is required"},
 		{"no target", []string{"--trace", replayTrace}, "--target is required"},
-		{"sim target", []string{"--trace", replayTrace, "--target", "sim"}, "not yet available"},
+		{"config without sim", []string{"--trace", replayTrace, "--target", "http://127.0.0.1:1", "--config", "x.toml"}, "use it with --target sim"},
+		{"bad sim config", []string{"--trace", replayTrace, "--target", "sim", "--config", "testdata/replay/missing.toml"}, "missing.toml"},
 		{"rate and timestamps", []string{"--trace", replayTrace, "--target", "http://127.0.0.1:1", "--timestamps", "--request-rate", "3"}, "exclude each other"},
 		{"bad api", []string{"--trace", replayTrace, "--target", "http://127.0.0.1:1", "--api", "grpc"}, `--api: expected sglang, openai or openai-chat, found "grpc"`},
 		{"chat without text", []string{"--trace", replayTrace, "--target", "http://127.0.0.1:1", "--api", "openai-chat"}, "--chat-text words"},

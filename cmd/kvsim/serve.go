@@ -1,0 +1,106 @@
+package main
+
+import (
+	"cmp"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/kvsim/kvsim/configs"
+	"github.com/kvsim/kvsim/replay"
+)
+
+func init() {
+	register(&command{
+		name:    "serve",
+		summary: "serve the simulator over HTTP (SGLang /generate, OpenAI completions and chat, /flush_cache, /metrics)",
+		run:     runServe,
+	})
+}
+
+const serveUsage = `usage: kvsim serve [--config F.toml] [--addr 127.0.0.1:30000] [--time-scale X]
+
+Answers SGLang's and OpenAI's HTTP APIs from the simulated server of --config
+(default: the bundled configs/default.toml): POST /generate, /v1/completions,
+/v1/chat/completions (streaming or not), /flush_cache, GET /server_info,
+/get_server_info, /health, /v1/models and /metrics (Prometheus). Output token
+ids are a deterministic function of the prompt, so clients that echo them get
+exact cache hits. --time-scale 1 streams tokens at their simulated times; 0
+answers as fast as possible (virtual time stands still between requests).
+Ctrl-C stops accepting, lets requests in flight finish, and exits.
+See docs/replay.md.
+`
+
+// serveSignalContext returns the context that SIGINT/SIGTERM cancel; tests
+// replace it.
+var serveSignalContext = replaySignalContext
+
+// serveListen opens the listener; tests replace it.
+var serveListen = func(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
+
+// serveReady is called with the address once the server listens (tests).
+var serveReady = func(addr string) {}
+
+func runServe(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { io.WriteString(stderr, serveUsage); fs.PrintDefaults() }
+	cfgPath := fs.String("config", "", "the simulated server (TOML); default: the bundled default")
+	addr := fs.String("addr", "127.0.0.1:30000", "address to listen on")
+	scale := fs.Float64("time-scale", 1, "wall seconds per simulated second: 1 real time, 0 as fast as possible")
+	shutdown := fs.Duration("shutdown-timeout", 10*time.Second, "on Ctrl-C, how long requests in flight may finish")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "kvsim serve: "+format+"\n", a...)
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected argument %q", fs.Arg(0))
+	}
+	if !(*scale >= 0) {
+		return usageErr("--time-scale: must be >= 0 (got %v)", *scale)
+	}
+	f := configs.Default()
+	if *cfgPath != "" {
+		var err error
+		if f, err = configs.Load(*cfgPath); err != nil {
+			return usageErr("%v", err)
+		}
+	}
+	built, err := f.Build()
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	srv, err := replay.NewServer(replay.ServeConfig{
+		Sim:       replay.SimConfig{Sim: built.Sim, Cost: built.Cost, Model: f.Model.Name},
+		TimeScale: *scale, Version: version, ShutdownTimeout: *shutdown,
+		Info: map[string]any{"kvsim_config": *cfgPath, "kvsim_explain": built.Explain},
+	})
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	ln, err := serveListen(*addr)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvsim serve: %v\n", err)
+		return exitFail
+	}
+	fmt.Fprintf(stderr, "kvsim serve: %s (%s on %s, device pool %d tokens, page %d) on http://%s, time scale %v\n",
+		f.Model.Name, cmp.Or(f.Cost.Kind, "roofline"), f.GPU.Name, built.Sim.Cache.DeviceTokens, built.Sim.Cache.PageSize, ln.Addr(), *scale)
+	ctx, stop := serveSignalContext()
+	defer stop()
+	serveReady(ln.Addr().String())
+	if err := srv.Serve(ctx, ln); err != nil {
+		fmt.Fprintf(stderr, "kvsim serve: %v\n", err)
+		return exitFail
+	}
+	fmt.Fprintln(stderr, "kvsim serve: stopped")
+	return exitOK
+}
