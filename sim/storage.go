@@ -17,6 +17,49 @@ const storageBatchPages = 128
 // span is the page positions [lo, hi) of a path.
 type span struct{ lo, hi int }
 
+// pathKey is a path of pages given as consecutive runs (a tree node's key
+// and its ancestors', root first), so that it need not be copied into one
+// slice.
+type pathKey struct {
+	runs   [][]tree.PageID
+	starts []int // starts[i] is the position of runs[i][0]; one more entry holds the length
+}
+
+func newPathKey(runs ...[]tree.PageID) pathKey {
+	k := pathKey{runs: runs, starts: make([]int, len(runs)+1)}
+	for i, r := range runs {
+		k.starts[i+1] = k.starts[i] + len(r)
+	}
+	return k
+}
+
+func (k pathKey) len() int { return k.starts[len(k.runs)] }
+
+// run returns the pages from position d up to the end of d's run or to
+// position end, whichever comes first (d < end <= len).
+func (k pathKey) run(d, end int) []tree.PageID {
+	i := sort.SearchInts(k.starts, d+1) - 1 // the last run starting at or before d: not empty
+	off := d - k.starts[i]
+	return k.runs[i][off:min(len(k.runs[i]), off+end-d)]
+}
+
+func (k pathKey) at(d int) tree.PageID { return k.run(d, d+1)[0] }
+
+// match returns how many leading pages of p equal the key's from position
+// d on, looking no further than position end.
+func (k pathKey) match(p []tree.PageID, d, end int) int {
+	m := 0
+	for m < len(p) && d+m < end {
+		r := k.run(d+m, end)
+		x := tree.CommonPrefix(p[m:], r)
+		m += x
+		if x < len(r) {
+			break
+		}
+	}
+	return m
+}
+
 // l3SmallFanout is the number of children a trie node keeps in a slice;
 // beyond it they are indexed by first page.
 const l3SmallFanout = 8
@@ -29,7 +72,7 @@ type l3Node struct {
 	parent  *l3Node
 	kids    []*l3Node               // children while there are at most l3SmallFanout (nil once index is built)
 	index   map[tree.PageID]*l3Node // first page -> child, once there were more
-	pages   []tree.PageID           // owned; only the node whose slice ends its backing array may append to it
+	pages   []tree.PageID           // never written: views of the tree's keys, resliced by splits and merges
 	present bool
 	stamp   int64 // LRU stamp of pages[0] when present
 	heapIdx int   // position in the LRU heap, -1 if absent
@@ -118,7 +161,9 @@ func (n *l3Node) replaceChild(old, nw *l3Node) {
 // collisions. The paths form a compressed trie of runs of pages (like the
 // radix tree's nodes), which is what keeps page size 1 affordable: every
 // operation walks a path comparing runs with the runtime's vectorised memory
-// comparison and touches nodes, never a map entry per page.
+// comparison and touches nodes, never a map entry per page. Nodes do not
+// copy pages: they view the tree's keys (immutable, see [tree.Node.Pages]),
+// and splits and merges only reslice them.
 //
 // The LRU order is per page, as a hash-keyed store's would be. Each
 // operation stamps the pages it writes or reads with consecutive numbers in
@@ -128,13 +173,16 @@ func (n *l3Node) replaceChild(old, nw *l3Node) {
 // drops pages from the front of that node, splitting it, and can therefore
 // leave later pages of a path stored and unreachable (a lookup stops at the
 // first absent page), as in a hash-keyed store. Absent nodes stay only as
-// the path to stored ones; absent leaves are deleted, and adjacent nodes
-// that can be one run are merged, at the end of each operation.
+// the path to stored ones. At the end of each operation absent leaves are
+// deleted, and a changed node is merged with its parent or only child when
+// they are one run (same presence, consecutive stamps) whose pages lie side
+// by side in one array, as a split's halves do.
 //
-// Costs: with k nodes on the walked path, L its pages and n nodes in the
-// trie, a lookup is O(k + L/32) (plus the vectorised comparison of L
-// pages), a write or read stamp O(k log n) more, and evicting e pages
-// O(r log n) for the r runs they span. Memory is O(n + stored pages).
+// Costs, for a path of L pages over k trie nodes, with n stored nodes: a
+// lookup is k child lookups plus the vectorised comparison of the L pages;
+// a write or read adds O(log n) heap work for each node it stamps or
+// splits; evicting e pages costs O(log n) for each run they span, not for
+// each page. Memory is O(nodes), plus the tree keys the nodes keep alive.
 type l3Store struct {
 	root     *l3Node
 	lru      []*l3Node // stored nodes, a min-heap by stamp
@@ -218,7 +266,7 @@ func (s *l3Store) heapRemove(n *l3Node) {
 // the new upper node, which takes c's place; c keeps the rest, so a pointer
 // to c still names the node ending where it did.
 func (s *l3Store) split(c *l3Node, m int) *l3Node {
-	up := &l3Node{parent: c.parent, pages: c.pages[:m:m], present: c.present, stamp: c.stamp, heapIdx: -1}
+	up := &l3Node{parent: c.parent, pages: c.pages[:m], present: c.present, stamp: c.stamp, heapIdx: -1}
 	c.parent.replaceChild(c, up)
 	c.pages = c.pages[m:]
 	c.stamp += int64(m)
@@ -265,33 +313,42 @@ func (s *l3Store) evictOver() {
 	}
 }
 
-// step returns the node starting where n ends on the path seg continues,
-// cut so that it holds only pages of seg: an existing child, split if seg
-// ends or differs inside it, or a new absent leaf holding seg.
-func (s *l3Store) step(n *l3Node, seg []tree.PageID) *l3Node {
-	c := n.child(seg[0])
+// step returns the node starting at position d of key, after n, cut so
+// that it holds only pages of key[d:end]: an existing child, split where
+// the key ends or differs inside it, or a new absent leaf holding the rest
+// of key's run at d (the key's own pages, not a copy).
+func (s *l3Store) step(n *l3Node, key pathKey, d, end int) *l3Node {
+	run := key.run(d, end)
+	c := n.child(run[0])
 	if c == nil {
-		c = &l3Node{parent: n, pages: append(make([]tree.PageID, 0, len(seg)), seg...), heapIdx: -1}
+		c = &l3Node{parent: n, pages: run, heapIdx: -1}
 		n.addChild(c)
 		s.nodes++
 		s.dirty = append(s.dirty, c)
 		return c
 	}
-	if m := tree.CommonPrefix(c.pages, seg); m < len(c.pages) {
+	if m := key.match(c.pages, d, end); m < len(c.pages) {
 		c = s.split(c, m)
 	}
 	return c
 }
 
-// mergeable says whether child c, p's only child, can join p in one run.
+// mergeable says whether child c, p's only child, can join p in one run
+// without copying: same presence, consecutive stamps, and c's pages right
+// after p's in the same array (as the two halves of a split are).
 func mergeable(p, c *l3Node) bool {
 	return p.parent != nil && p.numKids() == 1 && p.present == c.present &&
-		(!p.present || p.stamp+int64(len(p.pages)) == c.stamp)
+		(!p.present || p.stamp+int64(len(p.pages)) == c.stamp) && adjacent(p.pages, c.pages)
 }
 
-// absorb appends p's only child c to p.
+// adjacent reports whether b starts in a's array right where a ends.
+func adjacent(a, b []tree.PageID) bool {
+	return cap(a)-len(a) >= len(b) && &a[:len(a)+1][len(a)] == &b[0]
+}
+
+// absorb merges p's only child c into p.
 func (s *l3Store) absorb(p, c *l3Node) {
-	p.pages = append(p.pages, c.pages...)
+	p.pages = p.pages[:len(p.pages)+len(c.pages)]
 	p.kids, p.index = c.kids, c.index
 	for _, k := range c.kids {
 		k.parent = p
@@ -335,14 +392,14 @@ func (s *l3Store) tidy() {
 
 // hit returns the number of stored pages of key from page from on, up to
 // the first absent one (SGLang's batch_exists until the first miss).
-func (s *l3Store) hit(key []tree.PageID, from int) int {
+func (s *l3Store) hit(key pathKey, from int) int {
 	n, d := s.root, 0
-	for d < len(key) {
-		c := n.child(key[d])
+	for d < key.len() {
+		c := n.child(key.at(d))
 		if c == nil {
 			break
 		}
-		m := tree.CommonPrefix(c.pages, key[d:])
+		m := key.match(c.pages, d, key.len())
 		if !c.present && d+m > from {
 			return max(d, from) - from
 		}
@@ -357,7 +414,7 @@ func (s *l3Store) hit(key []tree.PageID, from int) int {
 
 // absent appends to dst the spans of pages [lo, hi) of key that storage
 // does not hold, in order, and returns it.
-func (s *l3Store) absent(key []tree.PageID, lo, hi int, dst []span) []span {
+func (s *l3Store) absent(key pathKey, lo, hi int, dst []span) []span {
 	add := func(a, b int) {
 		a, b = max(a, lo), min(b, hi)
 		switch {
@@ -370,11 +427,11 @@ func (s *l3Store) absent(key []tree.PageID, lo, hi int, dst []span) []span {
 	}
 	n, d := s.root, 0
 	for d < hi {
-		c := n.child(key[d])
+		c := n.child(key.at(d))
 		if c == nil {
 			break
 		}
-		m := tree.CommonPrefix(c.pages, key[d:hi])
+		m := key.match(c.pages, d, hi)
 		if !c.present {
 			add(d, d+m)
 		}
@@ -391,11 +448,12 @@ func (s *l3Store) absent(key []tree.PageID, lo, hi int, dst []span) []span {
 // write stores the spans of key (sorted, disjoint), page by page in path
 // order: a stored page becomes the most recently used, an absent one is
 // added and the least recently used page dropped if storage is over
-// capacity. The path up to the last span is created as needed. Pages are
-// handled a run at a time; the result is the page-by-page one because a
-// run of added pages only appends to the LRU order, and every run's
-// presence is read after the evictions of the runs before it.
-func (s *l3Store) write(key []tree.PageID, spans []span) {
+// capacity. The path up to the last span is created as needed, from key's
+// own arrays, which must never change. Pages are handled a run at a time;
+// the result is the page-by-page one because a run of added pages only
+// appends to the LRU order, and every run's presence is read after the
+// evictions of the runs before it.
+func (s *l3Store) write(key pathKey, spans []span) {
 	n, d := s.root, 0
 	for _, sp := range spans {
 		for d < sp.hi {
@@ -403,7 +461,7 @@ func (s *l3Store) write(key []tree.PageID, spans []span) {
 			if d < sp.lo {
 				end = sp.lo
 			}
-			c := s.step(n, key[d:end])
+			c := s.step(n, key, d, end)
 			n, d = c, d+len(c.pages)
 			if d <= sp.lo {
 				continue
@@ -424,14 +482,14 @@ func (s *l3Store) write(key []tree.PageID, spans []span) {
 // touch marks the stored pages among [lo, hi) of key as just used, in path
 // order (a read). Absent pages are skipped; the walk stops where the path
 // leaves the trie.
-func (s *l3Store) touch(key []tree.PageID, lo, hi int) {
+func (s *l3Store) touch(key pathKey, lo, hi int) {
 	n, d := s.root, 0
 	for d < hi {
-		c := n.child(key[d])
+		c := n.child(key.at(d))
 		if c == nil {
 			break
 		}
-		m := tree.CommonPrefix(c.pages, key[d:hi])
+		m := key.match(c.pages, d, hi)
 		full := m == len(c.pages)
 		if c.present && d+m > lo {
 			if d < lo {
@@ -542,18 +600,18 @@ func (s *l3Store) verify() error {
 // the request's storage hit, read batch by batch over the storage read link
 // into host tokens reserved for it.
 type prefetchOp struct {
-	r       *request
-	pages   []tree.PageID // the sequence's pages up to the end of the hit
-	from    int           // index in pages of the first fetched page
-	hitPgs  int           // hit pages: pages[from:]
-	hit     int64         // hit tokens
-	lanes   []int64       // reserved host tokens per lane
-	pinned  *tree.Node    // the node whose host copy is protected (nil: root)
-	issued  Time          // operation start (the timeout counts from here)
-	ready   Time          // reads may start: after the hit query
-	batches int
-	done    int // batches read
-	queued  bool
+	r        *request
+	key      pathKey    // the sequence's pages up to the end of the hit
+	from     int        // position in key of the first fetched page
+	hitPages int        // hit pages: key positions [from, from+hitPages)
+	hit      int64      // hit tokens
+	lanes    []int64    // reserved host tokens per lane
+	pinned   *tree.Node // the node whose host copy is protected (nil: root)
+	issued   Time       // operation start (the timeout counts from here)
+	ready    Time       // reads may start: after the hit query
+	batches  int
+	done     int // batches read
+	queued   bool
 }
 
 // backupOp is one L2 -> L3 backup (SGLang's write_backup_storage): the
@@ -561,8 +619,8 @@ type prefetchOp struct {
 // batch; the node's host copy is protected until the ack.
 type backupOp struct {
 	node  *tree.Node
-	path  [][]tree.PageID // the pages of the node and its ancestors, root first, as queued
-	spans []span          // the positions on the path to write
+	path  pathKey // the pages of the node and its ancestors, root first, as queued
+	spans []span  // the positions on the path to write
 	done  Time
 }
 
@@ -582,8 +640,7 @@ type storageState struct {
 	// Batches read one after another by the same prefetch are stamped in
 	// storage's LRU order as one read: the same order, one walk.
 	touchOp          *prefetchOp
-	touchLo, touchHi int // pages [touchLo, touchHi) of touchOp.pages
-	key              []tree.PageID
+	touchLo, touchHi int // pages [touchLo, touchHi) of touchOp.key
 }
 
 func newStorageState(cfg Config) *storageState {
@@ -595,24 +652,16 @@ func newStorageState(cfg Config) *storageState {
 	}
 }
 
-// pathOf returns the pages of n and its ancestors, root first. The slices
-// are the tree's own; their contents never change (see [tree.Node.Pages]).
-func pathOf(n *tree.Node) [][]tree.PageID {
-	var path [][]tree.PageID
+// pathOf returns the path from the root to the end of n. Its runs are the
+// tree's own keys, whose contents never change (see [tree.Node.Pages]), so
+// the storage trie may keep them.
+func pathOf(n *tree.Node) pathKey {
+	var runs [][]tree.PageID
 	for a := n; !a.IsRoot(); a = a.Parent() {
-		path = append(path, a.Pages())
+		runs = append(runs, a.Pages())
 	}
-	slices.Reverse(path)
-	return path
-}
-
-// flatten returns path as one key in a buffer reused by the next call.
-func (st *storageState) flatten(path [][]tree.PageID) []tree.PageID {
-	st.key = st.key[:0]
-	for _, p := range path {
-		st.key = append(st.key, p...)
-	}
-	return st.key
+	slices.Reverse(runs)
+	return newPathKey(runs...)
 }
 
 // readPages records that pages [lo, hi) of op's sequence were just read;
@@ -629,7 +678,7 @@ func (st *storageState) readPages(op *prefetchOp, lo, hi int) {
 // flushReads stamps the pending read in storage's LRU order.
 func (st *storageState) flushReads() {
 	if st.touchOp != nil {
-		st.l3.touch(st.touchOp.pages, st.touchLo, st.touchHi)
+		st.l3.touch(st.touchOp.key, st.touchLo, st.touchHi)
 		st.touchOp = nil
 	}
 }
@@ -655,7 +704,7 @@ func (s *Sim) backup(n *tree.Node, protected bool) {
 	path := pathOf(n)
 	lo := int(n.Depth(int(ps)) / ps)
 	// The backend skips the pages it has.
-	spans := st.l3.absent(st.flatten(path), lo, lo+len(n.Pages()), nil)
+	spans := st.l3.absent(path, lo, lo+len(n.Pages()), nil)
 	pages := 0
 	for _, sp := range spans {
 		pages += sp.hi - sp.lo
@@ -681,7 +730,7 @@ func (s *Sim) landBackups(now Time) {
 	st := s.st
 	for st.landed < len(st.backups) && st.backups[st.landed].done <= now {
 		if op := st.backups[st.landed]; len(op.spans) > 0 {
-			st.l3.write(st.flatten(op.path), op.spans)
+			st.l3.write(op.path, op.spans)
 		}
 		st.landed++
 	}
@@ -759,21 +808,21 @@ func (s *Sim) prefetch(r *request) {
 		return
 	}
 	s.advanceReads(s.now)
-	hitPgs := st.l3.hit(pages, from)
+	hitPages := st.l3.hit(newPathKey(pages), from)
 	// The hit query asks storage batch by batch until the first miss.
-	calls := hitPgs/storageBatchPages + 1
-	if hitPgs == cand {
+	calls := hitPages/storageBatchPages + 1
+	if hitPages == cand {
 		calls = (cand + storageBatchPages - 1) / storageBatchPages
 	}
-	hit := int64(hitPgs) * ps
+	hit := int64(hitPages) * ps
 	if hit < st.threshold {
 		s.counters.PrefetchesRevoked++
 		return
 	}
 	op := &prefetchOp{
-		r: r, pages: pages[:from+hitPgs], from: from, hitPgs: hitPgs, hit: hit, issued: s.now,
+		r: r, key: newPathKey(pages[:from+hitPages]), from: from, hitPages: hitPages, hit: hit, issued: s.now,
 		ready:   s.now + int64(calls)*s.cfg.Storage.ReadLatency,
-		batches: (hitPgs + storageBatchPages - 1) / storageBatchPages,
+		batches: (hitPages + storageBatchPages - 1) / storageBatchPages,
 		lanes:   s.tree.LaneTokens(int64(from)*ps, int64(from)*ps+hit, make([]int64, s.lanes)),
 	}
 	// Protect the prefix's host copy first, so that the reservation's host
@@ -797,7 +846,7 @@ func (s *Sim) prefetch(r *request) {
 }
 
 func (s *Sim) batchTokens(op *prefetchOp, k int) int64 {
-	return int64(min(storageBatchPages, op.hitPgs-k*storageBatchPages)) * int64(s.cfg.Cache.PageSize)
+	return int64(min(storageBatchPages, op.hitPages-k*storageBatchPages)) * int64(s.cfg.Cache.PageSize)
 }
 
 func (s *Sim) readBatchTime(op *prefetchOp, k int) Time {
@@ -943,7 +992,7 @@ func (s *Sim) endPrefetch(op *prefetchOp, insert bool) {
 	}
 	r := op.r
 	release := op.lanes
-	completed := min(op.done*storageBatchPages, op.hitPgs)
+	completed := min(op.done*storageBatchPages, op.hitPages)
 	if insert && completed > 0 {
 		ps := int64(s.cfg.Cache.PageSize)
 		res := s.tree.InsertHost(r.pages[:op.from+completed], op.from, s.now)

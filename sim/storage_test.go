@@ -270,31 +270,47 @@ func defaultStorageConfig(tb testing.TB) (Config, CostModel) {
 }
 
 // BenchmarkDefaultStorage runs the whole bundled Mooncake trace (12,031
-// requests of about 12k tokens, page size 1) through the default server with
-// the storage tier on: the case that once took minutes because storage kept
-// one map entry per page.
+// requests of about 12k tokens, page size 1) through the default server,
+// without (off) and with (on) the storage tier: the case that took minutes
+// while storage kept one map entry per page. The difference is the storage
+// tier's cost.
+//
+//	go test ./sim -run '^$' -bench DefaultStorage -benchtime 1x
 func BenchmarkDefaultStorage(b *testing.B) {
-	cfg, cost := defaultStorageConfig(b)
-	b.ReportAllocs()
-	var res *Result
-	for b.Loop() {
-		s, err := New(cfg, cost)
-		if err != nil {
-			b.Fatal(err)
-		}
-		rd, err := traces.Open("../configs/traces/mooncake_conversation.jsonl.zst", traces.FormatMooncake)
-		if err != nil {
-			b.Fatal(err)
-		}
-		res, err = s.Run(rd)
-		rd.Close()
-		if err != nil {
-			b.Fatal(err)
-		}
+	for _, c := range []struct {
+		name string
+		on   bool
+	}{{"off", false}, {"on", true}} {
+		on := c.on
+		b.Run(c.name, func(b *testing.B) {
+			cfg, cost := defaultStorageConfig(b)
+			cfg.Storage.Enabled = on
+			b.ReportAllocs()
+			var res *Result
+			for b.Loop() {
+				s, err := New(cfg, cost)
+				if err != nil {
+					b.Fatal(err)
+				}
+				rd, err := traces.Open("../configs/traces/mooncake_conversation.jsonl.zst", traces.FormatMooncake)
+				if err != nil {
+					b.Fatal(err)
+				}
+				res, err = s.Run(rd)
+				if cerr := rd.Close(); err == nil {
+					err = cerr
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(res.Summary.CacheHitRate, "hit-rate")
+			if on {
+				b.ReportMetric(res.Summary.StorageHitRate, "storage-hit-rate")
+				b.ReportMetric(float64(res.Counters.StorageWriteTokens), "storage-write-tokens")
+			}
+		})
 	}
-	b.ReportMetric(res.Summary.StorageHitRate, "storage-hit-rate")
-	b.ReportMetric(float64(res.Counters.StorageWriteTokens), "storage-write-tokens")
-	b.ReportMetric(float64(res.Counters.StorageReadTokens), "storage-read-tokens")
 }
 
 // pageStore is the storage tier as first written, one map entry per page:
@@ -420,7 +436,9 @@ func trieOrder(s *l3Store, m *pageStore) []int32 {
 // share prefixes, with and without a capacity, and checks that lookups,
 // absent spans, counts and the whole LRU order agree.
 func TestStateMachineStorageTrie(t *testing.T) {
-	alphabet := []tree.PageID{1, 1, 1, 1, 2, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
+	// Mostly a few pages, so that paths share prefixes, and enough others
+	// that a node outgrows its child slice (l3SmallFanout).
+	alphabet := []tree.PageID{1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
 	rapid.Check(t, func(t *rapid.T) {
 		capPages := int64(rapid.SampledFrom([]int{0, 0, 1, 3, 8, 20, 40}).Draw(t, "capacity"))
 		s := newL3Store(capPages, 1)
@@ -440,32 +458,54 @@ func TestStateMachineStorageTrie(t *testing.T) {
 			pool = append(pool, p)
 			return p
 		}
+		// keyOf cuts p into runs, as a tree path is cut into nodes.
+		keyOf := func(p []tree.PageID) pathKey {
+			cuts := rapid.SliceOfN(rapid.IntRange(0, len(p)), 0, 3).Draw(t, "cuts")
+			slices.Sort(cuts)
+			var runs [][]tree.PageID
+			last := 0
+			for _, c := range cuts {
+				runs = append(runs, p[last:c])
+				last = c
+			}
+			return newPathKey(append(runs, p[last:])...)
+		}
+		write := func(p []tree.PageID, in []bool) {
+			var spans []span
+			for i, b := range in {
+				switch {
+				case !b:
+				case len(spans) > 0 && spans[len(spans)-1].hi == i:
+					spans[len(spans)-1].hi++
+				default:
+					spans = append(spans, span{i, i + 1})
+				}
+			}
+			s.write(keyOf(p), spans)
+			for _, sp := range spans {
+				for i := sp.lo; i < sp.hi; i++ {
+					m.write(m.id(p[:i+1]))
+				}
+			}
+		}
+		// Whole paths first, enough to give a node more than l3SmallFanout
+		// children when the capacity allows.
+		for range rapid.IntRange(0, 20).Draw(t, "prefill") {
+			first := tree.PageID(rapid.IntRange(1, 16).Draw(t, "first"))
+			p := append([]tree.PageID{first}, rapid.SliceOfN(rapid.SampledFrom(alphabet), 0, 6).Draw(t, "rest")...)
+			pool = append(pool, p)
+			write(p, slices.Repeat([]bool{true}, len(p)))
+		}
 		t.Repeat(map[string]func(*rapid.T){
 			"write": func(t *rapid.T) {
 				p := drawPath()
-				in := rapid.SliceOfN(rapid.Bool(), len(p), len(p)).Draw(t, "in")
-				var spans []span
-				for i, b := range in {
-					switch {
-					case !b:
-					case len(spans) > 0 && spans[len(spans)-1].hi == i:
-						spans[len(spans)-1].hi++
-					default:
-						spans = append(spans, span{i, i + 1})
-					}
-				}
-				s.write(p, spans)
-				for _, sp := range spans {
-					for i := sp.lo; i < sp.hi; i++ {
-						m.write(m.id(p[:i+1]))
-					}
-				}
+				write(p, rapid.SliceOfN(rapid.Bool(), len(p), len(p)).Draw(t, "in"))
 			},
 			"read": func(t *rapid.T) {
 				p := drawPath()
 				lo := rapid.IntRange(0, len(p)-1).Draw(t, "lo")
 				hi := rapid.IntRange(lo+1, len(p)).Draw(t, "hi")
-				s.touch(p, lo, hi)
+				s.touch(keyOf(p), lo, hi)
 				for i := lo; i < hi; i++ {
 					m.touch(m.id(p[:i+1]))
 				}
@@ -477,7 +517,7 @@ func TestStateMachineStorageTrie(t *testing.T) {
 				for from+want < len(p) && m.ents[m.id(p[:from+want+1])].present {
 					want++
 				}
-				if got := s.hit(p, from); got != want {
+				if got := s.hit(keyOf(p), from); got != want {
 					t.Fatalf("hit(%v, %d) = %d, want %d", p, from, got, want)
 				}
 			},
@@ -496,7 +536,7 @@ func TestStateMachineStorageTrie(t *testing.T) {
 						want = append(want, span{i, i + 1})
 					}
 				}
-				if got := s.absent(p, lo, hi, nil); !slices.Equal(got, want) {
+				if got := s.absent(keyOf(p), lo, hi, nil); !slices.Equal(got, want) {
 					t.Fatalf("absent(%v, %d, %d) = %v, want %v", p, lo, hi, got, want)
 				}
 			},
