@@ -33,7 +33,7 @@ func sharedPrefixTrace(t *testing.T) []traces.Record {
 	return recs
 }
 
-func newTarget(t *testing.T, url string, api API) *HTTPTarget {
+func newTarget(t testing.TB, url string, api API) *HTTPTarget {
 	t.Helper()
 	cfg := HTTPConfig{BaseURL: url, API: api}
 	if api == APIOpenAIChat {

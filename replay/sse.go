@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"time"
 )
 
 // The event stream of both APIs is Server-Sent Events: lines "data: X"
@@ -39,8 +40,10 @@ func (l *lineReader) next() ([]byte, error) {
 
 // streamState parses one response stream.
 type streamState struct {
-	api    API
-	chunks int // OpenAI: chunks with text, the token count when usage is absent
+	api      API
+	chunks   int             // OpenAI: chunks with text, the token count when usage is absent
+	lastIDs  json.RawMessage // SGLang: the last cumulative output_ids
+	finished bool            // an event carried a finish reason
 }
 
 // sglangEvent holds the fields of a /generate event that the replay uses.
@@ -83,8 +86,6 @@ type openAIEvent struct {
 // reason.
 func (s *streamState) read(ctx context.Context, br *bufio.Reader, clock Clock, sink Sink, resp *Response) error {
 	lr := lineReader{br: br}
-	var lastIDs json.RawMessage
-	finished := false
 	for {
 		line, err := lr.next()
 		now := clock.Now()
@@ -93,104 +94,120 @@ func (s *streamState) read(ctx context.Context, br *bufio.Reader, clock Clock, s
 			if ctx.Err() != nil {
 				return &RequestError{Reason: "canceled", Err: ctx.Err()}
 			}
-			if err == io.EOF && finished {
-				s.finish(resp, lastIDs)
-				return nil
-			}
-			if err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) {
-				return &RequestError{Reason: "stream cut", Detail: "the stream ended before [DONE]"}
-			}
-			return &RequestError{Reason: "stream cut", Err: err}
+			return s.end(err, resp)
 		}
-		if len(line) == 0 || line[0] == ':' {
-			continue
+		done, err := s.line(line, now, sink, resp)
+		if done || err != nil {
+			return err
 		}
-		data, ok := bytes.CutPrefix(line, []byte("data:"))
-		if !ok {
-			if field, _, ok := bytes.Cut(line, []byte(":")); ok && (string(field) == "event" || string(field) == "id" || string(field) == "retry") {
-				continue
-			}
-			resp.End = now
-			return &RequestError{Reason: "malformed event", Detail: "not an SSE data line: " + truncate(string(line), 120)}
+	}
+}
+
+// end handles the end of the byte stream (err is io.EOF or the read
+// error) before [DONE].
+func (s *streamState) end(err error, resp *Response) error {
+	if err == io.EOF && s.finished {
+		s.finish(resp, s.lastIDs)
+		return nil
+	}
+	if err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) {
+		return &RequestError{Reason: "stream cut", Detail: "the stream ended before [DONE]"}
+	}
+	return &RequestError{Reason: "stream cut", Err: err}
+}
+
+// line parses one line of the stream (without its line ending), read at
+// now. done reports the end of the stream ([DONE]); an error ends it too.
+func (s *streamState) line(line []byte, now time.Time, sink Sink, resp *Response) (done bool, err error) {
+	if len(line) == 0 || line[0] == ':' {
+		return false, nil
+	}
+	data, ok := bytes.CutPrefix(line, []byte("data:"))
+	if !ok {
+		if field, _, ok := bytes.Cut(line, []byte(":")); ok && (string(field) == "event" || string(field) == "id" || string(field) == "retry") {
+			return false, nil
 		}
-		data = bytes.TrimSpace(data)
 		resp.End = now
-		if string(data) == "[DONE]" {
-			s.finish(resp, lastIDs)
-			return nil
+		return true, &RequestError{Reason: "malformed event", Detail: "not an SSE data line: " + truncate(string(line), 120)}
+	}
+	data = bytes.TrimSpace(data)
+	resp.End = now
+	if string(data) == "[DONE]" {
+		s.finish(resp, s.lastIDs)
+		return true, nil
+	}
+	switch s.api {
+	case APISGLang:
+		var ev sglangEvent
+		if err := json.Unmarshal(data, &ev); err != nil {
+			return true, &RequestError{Reason: "malformed event", Detail: truncate(string(data), 120), Err: err}
 		}
-		switch s.api {
-		case APISGLang:
-			var ev sglangEvent
-			if err := json.Unmarshal(data, &ev); err != nil {
-				return &RequestError{Reason: "malformed event", Detail: truncate(string(data), 120), Err: err}
+		if len(ev.Error) > 0 && string(ev.Error) != "null" {
+			return true, &RequestError{Reason: "server error", Detail: errorMessage(ev.Error)}
+		}
+		m := ev.MetaInfo
+		if m == nil {
+			return true, &RequestError{Reason: "malformed event", Detail: "no meta_info: " + truncate(string(data), 120)}
+		}
+		resp.PromptTokens = m.PromptTokens
+		resp.CompletionTokens = m.CompletionTokens
+		if m.CachedTokens != nil {
+			resp.CachedTokens = *m.CachedTokens
+		}
+		if fr, msg := finishReason(m.FinishReason); fr != "" {
+			resp.FinishReason = fr
+			s.finished = true
+			if fr == "abort" {
+				return true, &RequestError{Reason: "aborted", Detail: msg}
 			}
-			if len(ev.Error) > 0 && string(ev.Error) != "null" {
-				return &RequestError{Reason: "server error", Detail: errorMessage(ev.Error)}
+		}
+		if len(ev.OutputIDs) > 2 {
+			s.lastIDs = append(s.lastIDs[:0], ev.OutputIDs...)
+		}
+		hasText := len(ev.Text) > 2 // a non-empty JSON string
+		if hasText || (len(ev.Text) == 0 && len(ev.OutputIDs) > 2) {
+			sink.Chunk(now, m.CompletionTokens)
+		}
+	default:
+		var ev openAIEvent
+		if err := json.Unmarshal(data, &ev); err != nil {
+			return true, &RequestError{Reason: "malformed event", Detail: truncate(string(data), 120), Err: err}
+		}
+		if len(ev.Error) > 0 && string(ev.Error) != "null" {
+			return true, &RequestError{Reason: "server error", Detail: errorMessage(ev.Error)}
+		}
+		if u := ev.Usage; u != nil {
+			resp.PromptTokens = u.PromptTokens
+			resp.CompletionTokens = u.CompletionTokens
+			if d := u.PromptTokensDetails; d != nil && d.CachedTokens != nil {
+				resp.CachedTokens = *d.CachedTokens
 			}
-			if m := ev.MetaInfo; m != nil {
-				resp.PromptTokens = m.PromptTokens
-				resp.CompletionTokens = m.CompletionTokens
-				if m.CachedTokens != nil {
-					resp.CachedTokens = *m.CachedTokens
+		}
+		if len(ev.Choices) > 0 {
+			c := &ev.Choices[0]
+			text := c.Text
+			if c.Delta != nil {
+				text = c.Delta.Content
+			}
+			if text != nil && *text != "" {
+				s.chunks++
+				n := s.chunks
+				if ev.Usage != nil && ev.Usage.CompletionTokens > 0 {
+					n = ev.Usage.CompletionTokens
+					s.chunks = n
 				}
-				if fr, msg := finishReason(m.FinishReason); fr != "" {
-					resp.FinishReason = fr
-					finished = true
-					if fr == "abort" {
-						return &RequestError{Reason: "aborted", Detail: msg}
-					}
-				}
-			} else {
-				return &RequestError{Reason: "malformed event", Detail: "no meta_info: " + truncate(string(data), 120)}
+				sink.Chunk(now, n)
 			}
-			if len(ev.OutputIDs) > 2 {
-				lastIDs = ev.OutputIDs
-			}
-			hasText := len(ev.Text) > 2 // a non-empty JSON string
-			if hasText || (len(ev.Text) == 0 && len(ev.OutputIDs) > 2) {
-				sink.Chunk(now, ev.MetaInfo.CompletionTokens)
-			}
-		default:
-			var ev openAIEvent
-			if err := json.Unmarshal(data, &ev); err != nil {
-				return &RequestError{Reason: "malformed event", Detail: truncate(string(data), 120), Err: err}
-			}
-			if len(ev.Error) > 0 && string(ev.Error) != "null" {
-				return &RequestError{Reason: "server error", Detail: errorMessage(ev.Error)}
-			}
-			if u := ev.Usage; u != nil {
-				resp.PromptTokens = u.PromptTokens
-				resp.CompletionTokens = u.CompletionTokens
-				if d := u.PromptTokensDetails; d != nil && d.CachedTokens != nil {
-					resp.CachedTokens = *d.CachedTokens
-				}
-			}
-			if len(ev.Choices) > 0 {
-				c := &ev.Choices[0]
-				text := c.Text
-				if c.Delta != nil {
-					text = c.Delta.Content
-				}
-				if text != nil && *text != "" {
-					s.chunks++
-					n := s.chunks
-					if ev.Usage != nil && ev.Usage.CompletionTokens > 0 {
-						n = ev.Usage.CompletionTokens
-						s.chunks = n
-					}
-					sink.Chunk(now, n)
-				}
-				if c.FinishReason != nil && *c.FinishReason != "" {
-					resp.FinishReason = *c.FinishReason
-					finished = true
-					if *c.FinishReason == "abort" {
-						return &RequestError{Reason: "aborted"}
-					}
+			if c.FinishReason != nil && *c.FinishReason != "" {
+				resp.FinishReason = *c.FinishReason
+				s.finished = true
+				if *c.FinishReason == "abort" {
+					return true, &RequestError{Reason: "aborted"}
 				}
 			}
 		}
 	}
+	return false, nil
 }
 
 // finish completes resp at the end of a stream.

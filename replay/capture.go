@@ -1,0 +1,580 @@
+package replay
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kvsim/kvsim/traces"
+)
+
+// CaptureConfig configures a Proxy.
+type CaptureConfig struct {
+	// Upstream is the server's base URL, e.g. http://127.0.0.1:30000.
+	Upstream string
+	// Client replaces the tuned HTTP client (tests).
+	Client *http.Client
+	// Clock is the time source of arrival times and measurements (default
+	// WallClock).
+	Clock Clock
+	// MaxBodyBytes bounds a request body (default 64 MiB).
+	MaxBodyBytes int64
+}
+
+// Proxy is a recording reverse proxy: it forwards every request to the
+// upstream server unchanged, streams the response back as it comes (one
+// flush per read from the upstream, so per SSE event), and writes each
+// generation request (SGLang /generate, OpenAI /v1/completions and
+// /v1/chat/completions) to a kvsim trace: arrival time (ns since the
+// proxy started), prompt token ids (for text prompts only the length the
+// server reported), sampling parameters, output length and ids (when
+// SGLang returned them), and Observed: TTFT, ITL, E2E and cached tokens
+// parsed from the stream exactly as a replay measures them, and the status
+// ("ok" or the failure reason, as a replay names it).
+//
+// Records are written in arrival order, each as soon as it and every
+// earlier one have finished, and flushed at once, so the file is a valid
+// trace at every moment. A client that goes away cancels the upstream
+// request (recorded as "canceled"); an upstream that cuts its stream cuts
+// the client's the same way (recorded as "stream cut"); an upstream that
+// cannot be reached gets the client a 502 (recorded as "connect").
+type Proxy struct {
+	cfg    CaptureConfig
+	base   string
+	client *http.Client
+	clock  Clock
+	start  time.Time
+
+	mu      sync.Mutex
+	w       *traces.Writer
+	seq     int
+	pending []*captured // in arrival order, not yet written
+	written int
+	closed  bool
+	err     error
+}
+
+// captured is one recorded request.
+type captured struct {
+	rec  traces.Record
+	done bool
+}
+
+// NewProxy checks cfg, asks the upstream what it is (GET /server_info,
+// else /v1/models; a failure only leaves the header's server empty) and
+// writes the trace header to out.
+func NewProxy(ctx context.Context, cfg CaptureConfig, out io.Writer) (*Proxy, error) {
+	u, err := url.Parse(cfg.Upstream)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("upstream: expected a base URL like http://127.0.0.1:30000, found %q", cfg.Upstream)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = WallClock{}
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = 64 << 20
+	}
+	p := &Proxy{cfg: cfg, base: strings.TrimRight(cfg.Upstream, "/"), client: cfg.Client, clock: cfg.Clock}
+	if p.client == nil {
+		p.client = &http.Client{Transport: newTransport(1024)}
+	}
+	server, ver := p.probe(ctx)
+	h := traces.Header{
+		Format: "kvsim", Source: "kvsim capture of " + p.base, Server: server, ServerVersion: ver,
+		Note: "captured by kvsim capture: arrival_ns from the proxy's start; observed holds what the proxy measured",
+	}
+	w, err := traces.NewWriter(out, h)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Flush(); err != nil {
+		return nil, err
+	}
+	p.w = w
+	p.start = p.clock.Now()
+	return p, nil
+}
+
+// probe names the upstream server and its version.
+func (p *Proxy) probe(ctx context.Context) (server, version string) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	get := func(path string) []byte {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.base+path, nil)
+		if err != nil {
+			return nil
+		}
+		res, err := p.client.Do(req)
+		if err != nil {
+			return nil
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+		if err != nil || res.StatusCode != http.StatusOK {
+			return nil
+		}
+		return b
+	}
+	var si struct {
+		Version string `json:"version"`
+	}
+	for _, path := range []string{"/server_info", "/get_server_info"} {
+		if b := get(path); b != nil && json.Unmarshal(b, &si) == nil {
+			return "sglang", si.Version
+		}
+	}
+	var ml struct {
+		Data []struct {
+			OwnedBy string `json:"owned_by"`
+		} `json:"data"`
+	}
+	if b := get("/v1/models"); b != nil && json.Unmarshal(b, &ml) == nil && len(ml.Data) > 0 {
+		return nameOr(ml.Data[0].OwnedBy, "openai"), ""
+	}
+	return "", ""
+}
+
+// Err returns the first error writing the trace, if any.
+func (p *Proxy) Err() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
+// Records returns the number of records written so far.
+func (p *Proxy) Records() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.written
+}
+
+// Close writes the records still pending (requests in flight are recorded
+// with status "interrupted") and flushes. Later requests are forwarded but
+// not recorded.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.pending {
+		if !c.done {
+			if c.rec.InputLen == 0 { // the body was not read yet
+				c.rec.InputLen = 1
+			}
+			c.rec.Observed = &traces.Observed{CachedTokens: -1, Status: "interrupted"}
+			c.done = true
+		}
+	}
+	p.writeReady()
+	p.closed = true
+	return p.err
+}
+
+// enter registers a request arriving now.
+func (p *Proxy) enter() (*captured, time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.clock.Now()
+	p.seq++
+	c := &captured{rec: traces.Record{ID: strconv.Itoa(p.seq), Arrival: max(int64(now.Sub(p.start)), 0)}}
+	if !p.closed {
+		p.pending = append(p.pending, c)
+	}
+	return c, now
+}
+
+// leave marks c finished and writes what can be written.
+func (p *Proxy) leave(c *captured) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c.done = true
+	p.writeReady()
+}
+
+// writeReady writes the finished records at the head of the queue (mu
+// held), flushing after each.
+func (p *Proxy) writeReady() {
+	k := 0
+	for k < len(p.pending) && p.pending[k].done {
+		if p.err == nil {
+			if err := p.w.Write(p.pending[k].rec); err != nil {
+				p.err = err
+			} else if err := p.w.Flush(); err != nil {
+				p.err = err
+			} else {
+				p.written++
+			}
+		}
+		p.pending[k] = nil
+		k++
+	}
+	p.pending = p.pending[k:]
+}
+
+// hop-by-hop headers are not forwarded (RFC 9110 7.6.1).
+var hopHeaders = map[string]bool{
+	"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Proxy-Authenticate": true,
+	"Proxy-Authorization": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
+}
+
+func copyHeaders(dst, src http.Header) {
+	for k, vs := range src {
+		if hopHeaders[k] {
+			continue
+		}
+		for _, v := range vs {
+			dst.Add(k, v)
+		}
+	}
+}
+
+// captureAPI says which API a path belongs to (0: not a generation).
+func captureAPI(path string) API {
+	switch path {
+	case "/generate":
+		return APISGLang
+	case "/v1/completions":
+		return APIOpenAI
+	case "/v1/chat/completions":
+		return APIOpenAIChat
+	}
+	return 0
+}
+
+// ServeHTTP implements http.Handler.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	api := API(0)
+	if r.Method == http.MethodPost {
+		api = captureAPI(r.URL.Path)
+	}
+	var c *captured
+	var start time.Time
+	if api != 0 {
+		c, start = p.enter()
+		defer p.leave(c)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.cfg.MaxBodyBytes))
+	if err != nil {
+		if c != nil {
+			p.mu.Lock()
+			if !c.done {
+				c.rec.InputLen, c.rec.Observed = 1, &traces.Observed{CachedTokens: -1, Status: "bad request"}
+			}
+			p.mu.Unlock()
+		}
+		http.Error(w, "kvsim capture: reading the request body: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	var in capturedInput
+	if c != nil {
+		in = parseCaptured(api, body)
+		p.mu.Lock()
+		if !c.done {
+			p.record(c, &in, &Response{CachedTokens: -1}, &recorder{start: start}, &RequestError{Reason: "interrupted"}, start)
+		}
+		p.mu.Unlock()
+	}
+	out, err := http.NewRequestWithContext(r.Context(), r.Method, p.base+r.URL.RequestURI(), bytes.NewReader(body))
+	if err != nil {
+		http.Error(w, "kvsim capture: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	copyHeaders(out.Header, r.Header)
+	out.ContentLength = int64(len(body))
+	res, err := p.client.Do(out)
+	if err != nil {
+		rerr := transportError(r.Context(), err)
+		if c != nil {
+			p.finishRecord(c, &in, &Response{CachedTokens: -1, End: p.clock.Now()}, &recorder{start: start}, rerr, start)
+		}
+		if r.Context().Err() == nil {
+			http.Error(w, "kvsim capture: upstream: "+err.Error(), http.StatusBadGateway)
+		}
+		return
+	}
+	defer res.Body.Close()
+	copyHeaders(w.Header(), res.Header)
+	w.WriteHeader(res.StatusCode)
+	fl, _ := w.(http.Flusher)
+	var tap *streamTap
+	if c != nil {
+		tap = &streamTap{st: streamState{api: api}, resp: Response{CachedTokens: -1}, rc: recorder{start: start}, status: res.StatusCode}
+		tap.sse = strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream")
+	}
+	buf := make([]byte, 32<<10)
+	var rerr error
+	for {
+		n, err := res.Body.Read(buf)
+		if n > 0 {
+			if tap != nil {
+				tap.feed(buf[:n], p.clock.Now())
+			}
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				rerr = &RequestError{Reason: "client gone", Err: werr}
+				break
+			}
+			if fl != nil {
+				fl.Flush()
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			rerr = transportError(r.Context(), err)
+			if Reason(rerr) == "connection closed" || Reason(rerr) == "transport" {
+				rerr = &RequestError{Reason: "stream cut", Err: err}
+			}
+			break
+		}
+	}
+	if tap != nil {
+		err := tap.finish(rerr, p.clock.Now())
+		p.finishRecord(c, &in, &tap.resp, &tap.rc, err, start)
+	}
+	if rerr != nil && Reason(rerr) == "stream cut" {
+		// Cut the client's stream as the upstream cut ours.
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// capturedInput is what the proxy read from a generation request.
+type capturedInput struct {
+	tokens    []int32
+	textWords int
+	maxNew    int
+	model     string
+	kind      string
+	sampling  *traces.Sampling
+	bad       string
+}
+
+// parseCaptured reads the fields a trace records from a request body.
+func parseCaptured(api API, body []byte) capturedInput {
+	var b struct {
+		Text     json.RawMessage `json:"text"`
+		InputIDs json.RawMessage `json:"input_ids"`
+		Prompt   json.RawMessage `json:"prompt"`
+		Model    string          `json:"model"`
+		Sampling samplingFields  `json:"sampling_params"`
+		Messages []struct {
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+		samplingFields
+		MaxTokens           *int `json:"max_tokens"`
+		MaxCompletionTokens *int `json:"max_completion_tokens"`
+	}
+	in := capturedInput{kind: map[API]string{APISGLang: "generate", APIOpenAI: "completions", APIOpenAIChat: "chat"}[api]}
+	if err := json.Unmarshal(body, &b); err != nil {
+		in.bad = err.Error()
+		return in
+	}
+	in.model = b.Model
+	words := func(raw json.RawMessage) {
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			in.textWords += len(strings.Fields(s))
+		}
+	}
+	sf := b.samplingFields
+	switch api {
+	case APISGLang:
+		sf = b.Sampling
+		if ids, err := tokenIDs(b.InputIDs, "input_ids"); err == nil && len(ids) > 0 {
+			in.tokens = ids
+		} else {
+			words(b.Text)
+		}
+	case APIOpenAI:
+		if ids, err := tokenIDs(b.Prompt, "prompt"); err == nil && len(ids) > 0 {
+			in.tokens = ids
+		} else {
+			words(b.Prompt)
+		}
+	case APIOpenAIChat:
+		for _, m := range b.Messages {
+			if t, err := messageText(m.Content); err == nil {
+				in.textWords += len(strings.Fields(t))
+			}
+		}
+	}
+	switch {
+	case sf.MaxNewTokens != nil:
+		in.maxNew = *sf.MaxNewTokens
+	case b.MaxTokens != nil:
+		in.maxNew = *b.MaxTokens
+	case b.MaxCompletionTokens != nil:
+		in.maxNew = *b.MaxCompletionTokens
+	}
+	if sf.Temperature != nil || sf.TopP != nil || sf.TopK != nil || sf.IgnoreEOS != nil {
+		s := &traces.Sampling{}
+		if sf.Temperature != nil {
+			s.Temperature = *sf.Temperature
+		}
+		if sf.TopP != nil {
+			s.TopP = *sf.TopP
+		}
+		if sf.TopK != nil {
+			s.TopK = *sf.TopK
+		}
+		if sf.IgnoreEOS != nil {
+			s.IgnoreEOS = *sf.IgnoreEOS
+		}
+		in.sampling = s
+	}
+	return in
+}
+
+type samplingFields struct {
+	MaxNewTokens *int     `json:"max_new_tokens"`
+	Temperature  *float64 `json:"temperature"`
+	TopP         *float64 `json:"top_p"`
+	TopK         *int     `json:"top_k"`
+	IgnoreEOS    *bool    `json:"ignore_eos"`
+}
+
+// finishRecord fills c's record unless Close already wrote it.
+func (p *Proxy) finishRecord(c *captured, in *capturedInput, resp *Response, rc *recorder, err error, start time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !c.done {
+		p.record(c, in, resp, rc, err, start)
+	}
+}
+
+// record fills c's record from the request and what was measured (mu
+// held). Before the response it is called with an "interrupted" error, so
+// that Close can write a complete record of a request in flight.
+func (p *Proxy) record(c *captured, in *capturedInput, resp *Response, rc *recorder, err error, start time.Time) {
+	rec := &c.rec
+	rec.Model, rec.Kind, rec.Sampling = in.model, in.kind, in.sampling
+	rec.Tokens = in.tokens
+	switch {
+	case in.tokens != nil:
+		rec.InputLen = len(in.tokens)
+	case resp.PromptTokens > 0:
+		rec.InputLen = resp.PromptTokens
+	default:
+		rec.InputLen = max(in.textWords, 1)
+	}
+	out := rc.lastTokens
+	if rc.first.IsZero() {
+		out = resp.CompletionTokens
+	}
+	obs := &traces.Observed{CachedTokens: resp.CachedTokens, Status: "ok"}
+	end := resp.End
+	if end.IsZero() || end.Before(start) {
+		end = start
+	}
+	obs.E2E = int64(end.Sub(start))
+	if err != nil {
+		obs.Status = Reason(err)
+		if in.bad != "" && obs.Status == "http 400" {
+			obs.Status = "bad request"
+		}
+		rec.OutputLen = max(in.maxNew, 0)
+	} else {
+		rec.OutputLen = out
+		if !rc.first.IsZero() {
+			obs.TTFT = int64(rc.first.Sub(start))
+			obs.ITL = rc.itl
+		}
+		if ids := resp.OutputIDs; len(ids) == out && out > 0 {
+			rec.OutputTokens = ids
+		}
+	}
+	rec.Observed = obs
+}
+
+// streamTap keeps a response as it streams through, with the time each
+// line was read, and parses it once the response is over, so that parsing
+// adds nothing to what the client waits for.
+type streamTap struct {
+	st      streamState
+	resp    Response
+	rc      recorder
+	sse     bool
+	status  int
+	partial []byte // the line being read
+	data    []byte // complete lines, back to back
+	ends    []int  // end offset of each line in data
+	times   []time.Time
+	whole   []byte // a non-streamed body
+}
+
+// feed keeps the bytes read at now.
+func (t *streamTap) feed(b []byte, now time.Time) {
+	if t.status != http.StatusOK {
+		if len(t.whole) < 4096 {
+			t.whole = append(t.whole, b[:min(len(b), 4096-len(t.whole))]...)
+		}
+		return
+	}
+	if !t.sse {
+		if len(t.whole) < 64<<20 {
+			t.whole = append(t.whole, b...)
+		}
+		return
+	}
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			t.partial = append(t.partial, b...)
+			return
+		}
+		t.data = append(t.data, t.partial...)
+		t.data = append(t.data, b[:i]...)
+		t.partial = t.partial[:0]
+		t.ends = append(t.ends, len(t.data))
+		t.times = append(t.times, now)
+		b = b[i+1:]
+	}
+}
+
+// finish parses what was kept: readErr is how the copy ended (nil: EOF).
+func (t *streamTap) finish(readErr error, now time.Time) error {
+	if t.status != http.StatusOK {
+		t.resp.End = now
+		return &RequestError{Reason: "http " + strconv.Itoa(t.status), Detail: strings.TrimSpace(string(t.whole))}
+	}
+	if !t.sse {
+		t.resp.End = now
+		if readErr != nil {
+			return readErr
+		}
+		// A whole JSON response reads like one event.
+		if _, err := t.st.line(append([]byte("data: "), bytes.TrimSpace(t.whole)...), now, &t.rc, &t.resp); err != nil {
+			return err
+		}
+		t.rc = recorder{start: t.rc.start} // not streamed: no TTFT or ITL
+		t.st.finish(&t.resp, t.st.lastIDs)
+		return nil
+	}
+	if len(t.partial) > 0 && readErr == nil {
+		t.data = append(t.data, t.partial...)
+		t.ends = append(t.ends, len(t.data))
+		t.times = append(t.times, now)
+	}
+	from := 0
+	for k, end := range t.ends {
+		line := bytes.TrimRight(t.data[from:end], "\r")
+		from = end
+		if done, err := t.st.line(line, t.times[k], &t.rc, &t.resp); done || err != nil {
+			if err == nil && readErr != nil {
+				t.resp.End = now
+			}
+			return err // complete ([DONE]), or broken
+		}
+	}
+	t.resp.End = now
+	if readErr != nil {
+		return readErr
+	}
+	return t.st.end(io.EOF, &t.resp)
+}

@@ -1,0 +1,301 @@
+package replay
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kvsim/kvsim/replay/replaytest"
+	"github.com/kvsim/kvsim/traces"
+)
+
+// syncBuffer is a bytes.Buffer safe for the proxy's writer and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) records(t testing.TB) (traces.Header, []traces.Record) {
+	t.Helper()
+	s.mu.Lock()
+	data := slices.Clone(s.b.Bytes())
+	s.mu.Unlock()
+	rd, err := traces.NewReader(bytes.NewReader(data), "capture.jsonl", traces.FormatKVSim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []traces.Record
+	for {
+		r, err := rd.Next()
+		if err == io.EOF {
+			return rd.Header(), recs
+		}
+		if err != nil {
+			t.Fatalf("the captured trace does not read back: %v\n%s", err, data)
+		}
+		recs = append(recs, r)
+	}
+}
+
+// startProxy runs a capturing proxy to upstream on a loopback port.
+func startProxy(t testing.TB, upstream string) (string, *Proxy, *syncBuffer) {
+	t.Helper()
+	out := &syncBuffer{}
+	p, err := NewProxy(t.Context(), CaptureConfig{Upstream: upstream}, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+	return srv.URL, p, out
+}
+
+// A replay through the proxy measures what it would directly, and the
+// trace records every request with the replay's own measurements.
+func TestCaptureRecordsAReplay(t *testing.T) {
+	for _, api := range []API{APISGLang, APIOpenAI, APIOpenAIChat} {
+		t.Run(api.String(), func(t *testing.T) {
+			up := replaytest.NewServer(replaytest.Config{TokenDelay: 100 * time.Microsecond})
+			defer up.Close()
+			url, p, out := startProxy(t, up.URL)
+			tg := newTarget(t, url, api)
+			if _, err := tg.Info(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			cfg := Default()
+			cfg.MaxConcurrency = 1
+			r, err := New(cfg, tg, WallClock{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			recs := sharedPrefixTrace(t)
+			res, err := r.Run(t.Context(), recs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Close(); err != nil {
+				t.Fatal(err)
+			}
+			hdr, got := out.records(t)
+			if hdr.Server != "sglang" && hdr.Server != "kvsim-fake" {
+				t.Errorf("header server %q", hdr.Server)
+			}
+			if len(got) != len(recs) {
+				t.Fatalf("captured %d records, want %d", len(got), len(recs))
+			}
+			for i, g := range got {
+				rr := res.Requests[i]
+				o := g.Observed
+				if o == nil || o.Status != "ok" || o.CachedTokens != rr.CachedTokens || g.OutputLen != rr.OutputTokens || len(o.ITL) != len(rr.ITL) {
+					t.Fatalf("record %d: %+v observed %+v; replay measured cached %d output %d itl %d", i, g, o, rr.CachedTokens, rr.OutputTokens, len(rr.ITL))
+				}
+				if o.TTFT <= 0 || o.TTFT > rr.TTFT() || o.E2E <= 0 || o.E2E > rr.E2E() {
+					t.Errorf("record %d: proxy ttft %d e2e %d, client %d %d (the proxy sits inside the client's span)", i, o.TTFT, o.E2E, rr.TTFT(), rr.E2E())
+				}
+				if api != APIOpenAIChat && !slices.Equal(g.Tokens, recs[i].Tokens) {
+					t.Errorf("record %d: tokens differ from the prompt sent", i)
+				}
+				if api == APISGLang && len(g.OutputTokens) != g.OutputLen {
+					t.Errorf("record %d: output ids %d of %d", i, len(g.OutputTokens), g.OutputLen)
+				}
+				if g.Sampling == nil || !g.Sampling.IgnoreEOS {
+					t.Errorf("record %d: sampling %+v", i, g.Sampling)
+				}
+			}
+		})
+	}
+}
+
+// The client receives exactly the bytes the upstream sent.
+func TestCaptureStreamsThroughUnchanged(t *testing.T) {
+	body := `{"input_ids":[5,6,7,8,9],"sampling_params":{"max_new_tokens":6},"stream":true}`
+	get := func(url string) string {
+		res, err := http.Post(url+"/generate", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	a := replaytest.NewServer(replaytest.Config{})
+	defer a.Close()
+	b := replaytest.NewServer(replaytest.Config{})
+	defer b.Close()
+	url, _, _ := startProxy(t, b.URL)
+	if direct, proxied := get(a.URL), get(url); direct != proxied || !strings.Contains(direct, "[DONE]") {
+		t.Fatalf("proxied body differs:\n%s\n%s", direct, proxied)
+	}
+}
+
+// An upstream that cannot be reached: the client gets 502, the trace
+// records "connect". An upstream that cuts its stream: the client's stream
+// is cut too, and the trace records "stream cut".
+func TestCaptureFaults(t *testing.T) {
+	t.Run("upstream down", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		down := "http://" + ln.Addr().String()
+		ln.Close()
+		url, p, out := startProxy(t, down)
+		code, body := httpDo(t, "POST", url+"/generate", `{"input_ids":[1,2,3],"sampling_params":{"max_new_tokens":4}}`)
+		if code != http.StatusBadGateway || !strings.Contains(body, "upstream") {
+			t.Fatalf("status %d body %q", code, body)
+		}
+		p.Close()
+		_, recs := out.records(t)
+		if len(recs) != 1 || recs[0].Observed.Status != "connect" || recs[0].InputLen != 3 || recs[0].OutputLen != 4 {
+			t.Fatalf("records %+v", recs)
+		}
+	})
+	t.Run("stream cut", func(t *testing.T) {
+		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			for k := 1; k <= 2; k++ {
+				fmt.Fprintf(w, "data: {\"text\":\"w\",\"output_ids\":[%d],\"meta_info\":{\"prompt_tokens\":3,\"completion_tokens\":%d,\"cached_tokens\":0,\"finish_reason\":null}}\n\n", k, k)
+				w.(http.Flusher).Flush()
+			}
+			panic(http.ErrAbortHandler)
+		}))
+		defer up.Close()
+		url, p, out := startProxy(t, up.URL)
+		tg := newTarget(t, url, APISGLang)
+		var rc recorder
+		_, err := tg.Submit(t.Context(), Request{Tokens: []int32{1, 2, 3}, MaxNewTokens: 8, IgnoreEOS: true}, &rc)
+		if Reason(err) != "stream cut" {
+			t.Fatalf("client saw %v, want a stream cut", err)
+		}
+		p.Close()
+		_, recs := out.records(t)
+		if len(recs) != 1 || recs[0].Observed.Status != "stream cut" || recs[0].OutputLen != 8 {
+			t.Fatalf("records %+v %+v", recs, recs[0].Observed)
+		}
+	})
+	t.Run("upstream error status", func(t *testing.T) {
+		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, `{"error":"overloaded"}`, http.StatusServiceUnavailable)
+		}))
+		defer up.Close()
+		url, p, out := startProxy(t, up.URL)
+		code, body := httpDo(t, "POST", url+"/v1/completions", `{"prompt":[1,2],"max_tokens":3}`)
+		if code != 503 || !strings.Contains(body, "overloaded") {
+			t.Fatalf("status %d body %q", code, body)
+		}
+		p.Close()
+		_, recs := out.records(t)
+		if len(recs) != 1 || recs[0].Observed.Status != "http 503" {
+			t.Fatalf("records %+v", recs)
+		}
+	})
+}
+
+// Records are written in arrival order as soon as all earlier ones are
+// done; Close records what is still in flight as interrupted, and the file
+// reads back at every step.
+func TestCaptureOrderAndInterrupt(t *testing.T) {
+	release, arrived := make(chan struct{}), make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if bytes.Contains(b, []byte(`"slow"`)) {
+			close(arrived)
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		fmt.Fprint(w, `{"text":"x","output_ids":[1],"meta_info":{"prompt_tokens":1,"completion_tokens":1,"cached_tokens":0,"finish_reason":{"type":"length"}}}`)
+	}))
+	defer up.Close()
+	defer close(release)
+	url, p, out := startProxy(t, up.URL)
+	ctx, cancel := context.WithCancel(t.Context())
+	slowDone := make(chan struct{})
+	go func() {
+		defer close(slowDone)
+		req, _ := http.NewRequestWithContext(ctx, "POST", url+"/generate", strings.NewReader(`{"input_ids":[1],"rid":"slow"}`))
+		if res, err := http.DefaultClient.Do(req); err == nil {
+			res.Body.Close()
+		}
+	}()
+	<-arrived
+	if code, _ := httpDo(t, "POST", url+"/generate", `{"input_ids":[2]}`); code != 200 {
+		t.Fatalf("fast request: %d", code)
+	}
+	if _, recs := out.records(t); len(recs) != 0 {
+		t.Fatalf("a record was written before an earlier request finished: %+v", recs)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, recs := out.records(t)
+	if len(recs) != 2 || recs[0].Observed.Status != "interrupted" || recs[1].Observed.Status != "ok" {
+		t.Fatalf("records %+v", recs)
+	}
+	cancel()
+	<-slowDone
+}
+
+// BenchmarkCaptureOverhead measures the latency the proxy adds to a
+// streamed request: the same sequential requests (16-token prompts, 16
+// output tokens in 16 events) against the fake server on loopback,
+// directly and through the proxy.
+func BenchmarkCaptureOverhead(b *testing.B) {
+	up := replaytest.NewServer(replaytest.Config{})
+	defer up.Close()
+	url, p, _ := startProxy(b, up.URL)
+	defer p.Close()
+	req := Request{Tokens: make([]int32, 16), MaxNewTokens: 16, IgnoreEOS: true}
+	for i := range req.Tokens {
+		req.Tokens[i] = int32(1000 + i)
+	}
+	direct := newTarget(b, up.URL, APISGLang)
+	proxied := newTarget(b, url, APISGLang)
+	// measure returns the mean E2E and TTFT of n requests.
+	measure := func(tg *HTTPTarget, n int) (e2e, ttft time.Duration) {
+		for range n {
+			rc := recorder{start: time.Now()}
+			if _, err := tg.Submit(b.Context(), req, &rc); err != nil {
+				b.Fatal(err)
+			}
+			e2e += time.Since(rc.start)
+			ttft += rc.first.Sub(rc.start)
+		}
+		return e2e / time.Duration(n), ttft / time.Duration(n)
+	}
+	measure(direct, 50)
+	measure(proxied, 50)
+	var d, pr, dt, pt time.Duration
+	b.ResetTimer()
+	for b.Loop() {
+		// Interleaved, so that load changes hit both alike.
+		e, f := measure(direct, 100)
+		d, dt = d+e, dt+f
+		e, f = measure(proxied, 100)
+		pr, pt = pr+e, pt+f
+	}
+	us := func(x time.Duration) float64 { return float64(x.Nanoseconds()) / 1e3 / float64(b.N) }
+	b.ReportMetric(us(d), "µs/direct-e2e")
+	b.ReportMetric(us(pr-d), "µs/added-e2e")
+	b.ReportMetric(us(pt-dt), "µs/added-ttft")
+}
