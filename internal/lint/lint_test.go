@@ -26,7 +26,8 @@ var layer = map[string]int{
 	"sim":     2,
 	"replay":  3,
 	"configs": 4,
-	"cmd":     5,
+	"study":   5,
+	"cmd":     6,
 }
 
 // core lists the top-level directories whose non-test code must be

@@ -1,0 +1,281 @@
+package study
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/kvsim/kvsim/traces"
+)
+
+// MRCPoint is one point of a miss-ratio curve: the share of prompt tokens
+// that miss in a prefix cache of CapacityTokens tokens managed by LRU.
+type MRCPoint struct {
+	CapacityTokens int64
+	MissRatio      float64
+}
+
+// mrcCurve is a trace's LRU miss-ratio curve at every capacity, from the
+// LRU stack distances of its blocks (Mattson et al., "Evaluation
+// techniques for storage hierarchies", 1970): one pass gives the hit rate
+// of every LRU size at once.
+//
+// The cache model is that of traces.Stats: a request's hit is its longest
+// prefix of blocks that are cached before it runs; then its blocks are
+// touched in order. A block at LRU stack position d (d distinct blocks
+// used more recently) is cached in an LRU of C blocks iff d < C, so
+// block j of a request hits iff max(d_0..d_j) < C. The histogram of those
+// running maxima, weighted by the tokens each block covers (block-weighted
+// for the comparison with traces.Stats), gives the hit tokens at every C.
+type mrcCurve struct {
+	blockSize   int
+	need        []int64   // sorted distinct capacities (blocks) at which more hits appear
+	tokens      []float64 // tokens that hit from need[i] blocks on (same index)
+	blocks      []float64 // blocks that hit from need[i] blocks on
+	totalTokens float64
+	totalBlocks float64
+	unique      int64
+}
+
+// fenwick is a binary indexed tree of counts over access times 1..n.
+type fenwick []int64
+
+func (f fenwick) add(i int, v int64) {
+	for ; i < len(f); i += i & -i {
+		f[i] += v
+	}
+}
+
+func (f fenwick) sum(i int) int64 { // counts at times 1..i
+	var s int64
+	for ; i > 0; i -= i & -i {
+		s += f[i]
+	}
+	return s
+}
+
+// computeMRC reads a trace and computes its curve. Token-id traces are cut
+// into chained blocks of traces.DefaultTokenBlockSize tokens (full blocks
+// only), as traces.Stats does; hash traces use their own blocks.
+func computeMRC(rd *traces.Reader) (*mrcCurve, error) {
+	type req struct {
+		blocks []uint64
+		input  int
+	}
+	var reqs []req
+	bs := 0
+	intern := map[string]uint64{}
+	var total int
+	for {
+		r, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		var bl []uint64
+		switch {
+		case r.Blocks != nil:
+			if bs == 0 {
+				bs = r.BlockSize
+			}
+			if r.BlockSize != bs {
+				return nil, fmt.Errorf("request %s: block size %d, earlier ones %d", r.ID, r.BlockSize, bs)
+			}
+			bl = r.Blocks
+		case r.Tokens != nil:
+			if bs == 0 {
+				bs = traces.DefaultTokenBlockSize
+			}
+			var parent uint64
+			key := make([]byte, 8+4*bs)
+			for i := 0; i+bs <= len(r.Tokens); i += bs {
+				binary.LittleEndian.PutUint64(key, parent)
+				for j, t := range r.Tokens[i : i+bs] {
+					binary.LittleEndian.PutUint32(key[8+4*j:], uint32(t))
+				}
+				id, ok := intern[string(key)]
+				if !ok {
+					id = uint64(len(intern))
+					intern[string(key)] = id
+				}
+				bl = append(bl, id)
+				parent = id + 1
+			}
+		default:
+			return nil, errors.New("the trace has neither block hashes nor token ids: no prefix information")
+		}
+		reqs = append(reqs, req{blocks: bl, input: r.InputLen})
+		total += len(bl)
+	}
+	c := &mrcCurve{blockSize: bs}
+	fw := make(fenwick, total+1)
+	last := map[uint64]int{}
+	now := 0
+	tok := map[int64]float64{}
+	blk := map[int64]float64{}
+	inf := int64(math.MaxInt64)
+	for _, q := range reqs {
+		c.totalTokens += float64(q.input)
+		c.totalBlocks += float64(len(q.blocks))
+		var run int64 // max stack position so far; capacity needed = run+1
+		distinct := int64(len(last))
+		for j, b := range q.blocks {
+			if run != inf {
+				if t, ok := last[b]; ok {
+					run = max(run, distinct-fw.sum(t))
+				} else {
+					run = inf
+				}
+			}
+			w := float64(min(bs, q.input-j*bs))
+			if run != inf && w > 0 {
+				tok[run+1] += w
+			}
+			if run != inf {
+				blk[run+1]++
+			}
+		}
+		for _, b := range q.blocks {
+			if t, ok := last[b]; ok {
+				fw.add(t, -1)
+			}
+			now++
+			last[b] = now
+			fw.add(now, 1)
+		}
+	}
+	c.unique = int64(len(last))
+	for k := range blk {
+		c.need = append(c.need, k)
+	}
+	slices.Sort(c.need)
+	for _, k := range c.need {
+		c.tokens = append(c.tokens, tok[k])
+		c.blocks = append(c.blocks, blk[k])
+	}
+	return c, nil
+}
+
+// hitRate returns the token- and block-weighted hit rates of an LRU of
+// capacity blocks.
+func (c *mrcCurve) hitRate(capacity int64) (tokens, blocks float64) {
+	var t, b float64
+	for i, k := range c.need {
+		if k > capacity {
+			break
+		}
+		t += c.tokens[i]
+		b += c.blocks[i]
+	}
+	if c.totalTokens > 0 {
+		tokens = t / c.totalTokens
+	}
+	if c.totalBlocks > 0 {
+		blocks = b / c.totalBlocks
+	}
+	return tokens, blocks
+}
+
+// points samples the token-weighted curve at about n log-spaced capacities
+// from one block to every unique block.
+func (c *mrcCurve) points(n int) []MRCPoint {
+	if c.unique == 0 {
+		return nil
+	}
+	var caps []int64
+	hi := float64(c.unique)
+	for i := range n {
+		v := int64(math.Round(math.Pow(hi, float64(i)/float64(n-1))))
+		if len(caps) == 0 || v > caps[len(caps)-1] {
+			caps = append(caps, v)
+		}
+	}
+	var out []MRCPoint
+	var t float64
+	j := 0
+	for _, cp := range caps {
+		for j < len(c.need) && c.need[j] <= cp {
+			t += c.tokens[j]
+			j++
+		}
+		out = append(out, MRCPoint{CapacityTokens: cp * int64(c.blockSize), MissRatio: 1 - t/c.totalTokens})
+	}
+	return out
+}
+
+// writeMRC computes the curve of the study's trace (the first point's;
+// none when points replay different traces) and writes mrc.csv.
+func writeMRC(s *Study, dir string) error {
+	if len(s.points) == 0 {
+		return nil
+	}
+	pt := s.points[0]
+	for _, q := range s.points[1:] {
+		if q.Trace != pt.Trace {
+			return errors.New("the points replay different traces; no single curve")
+		}
+	}
+	tf := traces.FormatAuto
+	if name := pt.File.Workload.Format; name != "" {
+		var err error
+		if tf, err = traces.ParseFormat(name); err != nil {
+			return err
+		}
+	}
+	rd, err := traces.Open(pt.Trace, tf)
+	if err != nil {
+		return err
+	}
+	defer rd.Close()
+	c, err := computeMRC(rd)
+	if err != nil {
+		return err
+	}
+	return writeAtomic(filepath.Join(dir, MRCFile), func(w io.Writer) error {
+		fmt.Fprintf(w, "# LRU miss-ratio curve of %s: block size %d tokens, %d unique blocks\n", filepath.Base(pt.Trace), c.blockSize, c.unique)
+		fmt.Fprintln(w, "capacity_tokens,miss_ratio")
+		for _, p := range c.points(200) {
+			fmt.Fprintf(w, "%d,%s\n", p.CapacityTokens, strconv.FormatFloat(p.MissRatio, 'f', 6, 64))
+		}
+		return nil
+	})
+}
+
+// readMRC reads mrc.csv (nil when absent).
+func readMRC(dir string) ([]MRCPoint, string, error) {
+	data, err := os.ReadFile(filepath.Join(dir, MRCFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, "", nil
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	var out []MRCPoint
+	var note string
+	for n, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if strings.HasPrefix(l, "#") {
+			note = strings.TrimSpace(strings.TrimPrefix(l, "#"))
+			continue
+		}
+		if strings.HasPrefix(l, "capacity_tokens") {
+			continue
+		}
+		a, b, ok := strings.Cut(l, ",")
+		x, err1 := strconv.ParseInt(a, 10, 64)
+		y, err2 := strconv.ParseFloat(b, 64)
+		if !ok || err1 != nil || err2 != nil {
+			return nil, "", fmt.Errorf("%s:%d: bad line %q", MRCFile, n+1, l)
+		}
+		out = append(out, MRCPoint{CapacityTokens: x, MissRatio: y})
+	}
+	return out, note, nil
+}
