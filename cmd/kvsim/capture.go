@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/kvsim/kvsim/replay"
+)
+
+func init() {
+	register(&command{
+		name:    "capture",
+		summary: "record live traffic to a kvsim trace through a reverse proxy in front of a server",
+		run:     runCapture,
+	})
+}
+
+const captureUsage = `usage: kvsim capture --listen ADDR --upstream URL --out FILE
+
+Listens on ADDR (loopback, e.g. 127.0.0.1:30001), forwards every request to
+the server at URL and streams its responses back unchanged, and writes every
+generation request (/generate, /v1/completions, /v1/chat/completions) to FILE
+as a kvsim trace: arrival time, prompt token ids (text prompts: the length
+the server reported), sampling parameters, output length and ids, and the
+observed TTFT, ITL, E2E, cached tokens and status. Each record is flushed as
+soon as it and every earlier one have finished, so FILE is a valid trace even
+if kvsim is killed; Ctrl-C stops accepting, lets requests in flight finish
+for --drain, records the rest as interrupted and exits. See docs/replay.md.
+`
+
+// captureSignalContext and captureReady are replaced by tests.
+var (
+	captureSignalContext = replaySignalContext
+	captureListen        = func(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
+	captureReady         = func(addr string) {}
+)
+
+func runCapture(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("capture", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { io.WriteString(stderr, captureUsage); fs.PrintDefaults() }
+	listen := fs.String("listen", "127.0.0.1:30001", "address to listen on")
+	upstream := fs.String("upstream", "", "the server's base URL, e.g. http://127.0.0.1:30000")
+	out := fs.String("out", "", "the trace file to write")
+	drain := fs.Duration("drain", 10*time.Second, "on Ctrl-C, how long requests in flight may finish")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "kvsim capture: "+format+"\n", a...)
+		return exitUsage
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usageErr("unexpected argument %q", fs.Arg(0))
+	case *upstream == "":
+		return usageErr("--upstream is required")
+	case *out == "":
+		return usageErr("--out is required")
+	}
+	ctx, stop := captureSignalContext()
+	defer stop()
+	f, err := os.Create(*out)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvsim capture: %v\n", err)
+		return exitFail
+	}
+	defer f.Close()
+	p, err := replay.NewProxy(ctx, replay.CaptureConfig{Upstream: *upstream}, f)
+	if err != nil {
+		os.Remove(*out)
+		return usageErr("%v", err)
+	}
+	ln, err := captureListen(*listen)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvsim capture: %v\n", err)
+		return exitFail
+	}
+	hs := &http.Server{Handler: p, ReadHeaderTimeout: 30 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	fmt.Fprintf(stderr, "kvsim capture: http://%s -> %s, recording to %s\n", ln.Addr(), *upstream, *out)
+	captureReady(ln.Addr().String())
+	code := exitOK
+	select {
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), *drain)
+		if hs.Shutdown(sctx) != nil {
+			hs.Close()
+		}
+		cancel()
+	case err := <-served:
+		fmt.Fprintf(stderr, "kvsim capture: %v\n", err)
+		code = exitFail
+	}
+	if err := p.Close(); err != nil {
+		fmt.Fprintf(stderr, "kvsim capture: %s: %v\n", *out, err)
+		code = exitFail
+	}
+	if err := f.Close(); err != nil {
+		fmt.Fprintf(stderr, "kvsim capture: %s: %v\n", *out, err)
+		code = exitFail
+	}
+	fmt.Fprintf(stderr, "kvsim capture: %d requests recorded to %s\n", p.Records(), *out)
+	return code
+}

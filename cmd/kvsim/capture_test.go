@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// startCapture runs `kvsim capture ARGS` on a loopback port; stop ends it
+// as Ctrl-C would and returns its exit code and stderr.
+func startCapture(t *testing.T, args ...string) (url string, stop func() (int, string)) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	oldCtx, oldListen, oldReady := captureSignalContext, captureListen, captureReady
+	captureSignalContext = func() (context.Context, context.CancelFunc) { return ctx, cancel }
+	captureListen = func(string) (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
+	captureReady = func(addr string) { ready <- addr }
+	var stderr strings.Builder
+	done := make(chan int, 1)
+	go func() { done <- run(append([]string{"capture"}, args...), io.Discard, &stderr) }()
+	defer func() { captureSignalContext, captureListen, captureReady = oldCtx, oldListen, oldReady }()
+	select {
+	case addr := <-ready:
+		var code int
+		stopped := false
+		stop = func() (int, string) {
+			if !stopped {
+				cancel()
+				code, stopped = <-done, true
+			}
+			return code, stderr.String()
+		}
+		t.Cleanup(func() { stop() })
+		return "http://" + addr, stop
+	case code := <-done:
+		cancel()
+		t.Fatalf("kvsim capture exited %d: %s", code, stderr.String())
+	}
+	return "", nil
+}
+
+// kvsim capture between kvsim replay and kvsim serve: every request is
+// recorded with the cached tokens the replay saw, and the captured trace
+// replays in turn against the simulator with the same hits.
+func TestCaptureCLIRecordsAndReplays(t *testing.T) {
+	up := startServe(t, "--config", simConfig, "--time-scale", "0")
+	dir := t.TempDir()
+	captured := filepath.Join(dir, "captured.jsonl")
+	url, stop := startCapture(t, "--upstream", up, "--out", captured)
+	tr := genTrace(t, "shared-prefix", "--groups", "3", "--questions", "4", "--system-prompt-len", "1000", "--question-len", "100", "--output-len", "8", "--rate", "inf")
+	per := filepath.Join(dir, "per.jsonl")
+	if code, _, stderr := runCLI(t, "replay", "--trace", tr, "--target", url, "--max-concurrency", "1", "--warmup=false", "--per-request", per, "--json"); code != exitOK {
+		t.Fatalf("replay through capture: exit %d: %s", code, stderr)
+	}
+	if code, stderr := stop(); code != exitOK || !strings.Contains(stderr, "12 requests recorded") {
+		t.Fatalf("capture exit %d: %s", code, stderr)
+	}
+	recs := readReplayTrace(t, captured)
+	measured := readReplayTrace(t, per)
+	if len(recs) != 12 || len(measured) != 12 {
+		t.Fatalf("captured %d, measured %d", len(recs), len(measured))
+	}
+	for i, r := range recs {
+		if r.Observed.CachedTokens != measured[i].Observed.CachedTokens || r.Observed.Status != "ok" || r.Kind != "generate" || r.InputLen != measured[i].InputLen {
+			t.Errorf("record %d: captured %+v, measured %+v", i, r.Observed, measured[i].Observed)
+		}
+	}
+	// The captured trace (token ids, output lengths) replays against the
+	// simulator with the hits it recorded.
+	again := filepath.Join(dir, "again.jsonl")
+	if code, _, stderr := runCLI(t, "replay", "--trace", captured, "--target", "sim", "--config", simConfig, "--max-concurrency", "1", "--warmup=false", "--per-request", again, "--json"); code != exitOK {
+		t.Fatalf("replay of the capture: exit %d: %s", code, stderr)
+	}
+	for i, r := range readReplayTrace(t, again) {
+		if r.Observed.CachedTokens != recs[i].Observed.CachedTokens {
+			t.Errorf("record %d: cached %d on replay, %d captured", i, r.Observed.CachedTokens, recs[i].Observed.CachedTokens)
+		}
+	}
+}
+
+func TestCaptureCLIUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--out", "x.jsonl"}, "--upstream is required"},
+		{[]string{"--upstream", "http://127.0.0.1:1"}, "--out is required"},
+		{[]string{"--upstream", "localhost:1", "--out", filepath.Join(t.TempDir(), "x.jsonl")}, "expected a base URL"},
+	} {
+		code, _, stderr := runCLI(t, append([]string{"capture"}, tc.args...)...)
+		if code != exitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("capture %v: exit %d, stderr %q; want %q", tc.args, code, stderr, tc.want)
+		}
+	}
+}
