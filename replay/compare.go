@@ -1,0 +1,224 @@
+package replay
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"reflect"
+	"strings"
+
+	"gonum.org/v1/gonum/stat"
+
+	"github.com/kvsim/kvsim/traces"
+)
+
+// Comparison puts a measured run (a real server) and a predicted one (the
+// simulator) side by side.
+type Comparison struct {
+	Measured  Summary `json:"measured"`
+	Predicted Summary `json:"predicted"`
+	// Metrics holds every numeric metric of the Summary, in its order.
+	Metrics []MetricDiff `json:"metrics"`
+	// Requests is the number of requests that succeeded in both runs
+	// (matched by record ID); the per-request figures are over them.
+	Requests int `json:"requests_compared"`
+	// TTFTMAPE and E2EMAPE are mean absolute percentage errors of the
+	// prediction, per request: mean(|predicted - measured| / measured) *
+	// 100 over requests whose measured value is > 0.
+	TTFTMAPE float64 `json:"ttft_mape_pct"`
+	E2EMAPE  float64 `json:"e2e_mape_pct"`
+	// TTFTPearson and E2EPearson are Pearson's r between measured and
+	// predicted values (NaN, written null, with fewer than 2 requests or
+	// no variance).
+	TTFTPearson JSONFloat `json:"ttft_pearson_r"`
+	E2EPearson  JSONFloat `json:"e2e_pearson_r"`
+	// CachedExact is the share of compared requests whose cached tokens
+	// are equal in both runs (both reported).
+	CachedExact JSONFloat `json:"cached_tokens_exact_share"`
+	// HitRateDiffPP is predicted minus measured cache hit rate in
+	// percentage points; nil when either run reported no cached tokens.
+	HitRateDiffPP *float64 `json:"cache_hit_rate_diff_pp"`
+}
+
+// MetricDiff is one metric in both runs. RelError is (predicted -
+// measured) / measured (NaN when measured is 0).
+type MetricDiff struct {
+	Name      string    `json:"name"`
+	Measured  float64   `json:"measured"`
+	Predicted float64   `json:"predicted"`
+	RelError  JSONFloat `json:"rel_error"`
+}
+
+// JSONFloat is a float64 whose NaN and infinities are written as null.
+type JSONFloat float64
+
+// MarshalJSON implements json.Marshaler.
+func (f JSONFloat) MarshalJSON() ([]byte, error) {
+	x := float64(f)
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return []byte("null"), nil
+	}
+	return []byte(formatFloat(x)), nil
+}
+
+// Compare compares two runs of the same records.
+func Compare(measured, predicted []RequestResult) Comparison {
+	c := Comparison{Measured: Summarize(measured), Predicted: Summarize(predicted)}
+	mv, pv := reflect.ValueOf(c.Measured), reflect.ValueOf(c.Predicted)
+	tp := mv.Type()
+	for i := range tp.NumField() {
+		f := tp.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.Type != reflect.TypeFor[float64]() && f.Type != reflect.TypeFor[int64]() || name == "num_prompts" {
+			continue
+		}
+		m, p := toFloat(mv.Field(i)), toFloat(pv.Field(i))
+		c.Metrics = append(c.Metrics, MetricDiff{Name: name, Measured: m, Predicted: p, RelError: JSONFloat(relErr(m, p))})
+	}
+	if h, g := c.Measured.CacheHitRate, c.Predicted.CacheHitRate; h != nil && g != nil {
+		c.Metrics = append(c.Metrics, MetricDiff{Name: "cache_hit_rate", Measured: *h, Predicted: *g, RelError: JSONFloat(relErr(*h, *g))})
+		d := (*g - *h) * 100
+		c.HitRateDiffPP = &d
+	}
+	byID := make(map[string]*RequestResult, len(predicted))
+	for i := range predicted {
+		byID[predicted[i].ID] = &predicted[i]
+	}
+	var mt, pt, me, pe []float64
+	var ttftErr, e2eErr []float64
+	exact, reported := 0, 0
+	for i := range measured {
+		m := &measured[i]
+		p := byID[m.ID]
+		if p == nil || m.Warmup || !m.Sent || !p.Sent || m.Failed != "" || p.Failed != "" {
+			continue
+		}
+		c.Requests++
+		mt, pt = append(mt, float64(m.TTFT())), append(pt, float64(p.TTFT()))
+		me, pe = append(me, float64(m.E2E())), append(pe, float64(p.E2E()))
+		if m.TTFT() > 0 {
+			ttftErr = append(ttftErr, math.Abs(float64(p.TTFT()-m.TTFT()))/float64(m.TTFT()))
+		}
+		if m.E2E() > 0 {
+			e2eErr = append(e2eErr, math.Abs(float64(p.E2E()-m.E2E()))/float64(m.E2E()))
+		}
+		if m.CachedTokens >= 0 && p.CachedTokens >= 0 {
+			reported++
+			if m.CachedTokens == p.CachedTokens {
+				exact++
+			}
+		}
+	}
+	c.TTFTMAPE, c.E2EMAPE = 100*meanOr0(ttftErr), 100*meanOr0(e2eErr)
+	c.TTFTPearson, c.E2EPearson = JSONFloat(pearson(mt, pt)), JSONFloat(pearson(me, pe))
+	c.CachedExact = JSONFloat(math.NaN())
+	if reported > 0 {
+		c.CachedExact = JSONFloat(float64(exact) / float64(reported))
+	}
+	return c
+}
+
+func toFloat(v reflect.Value) float64 {
+	if v.Kind() == reflect.Int64 {
+		return float64(v.Int())
+	}
+	return v.Float()
+}
+
+func relErr(m, p float64) float64 {
+	if m == 0 {
+		if p == 0 {
+			return 0
+		}
+		return math.NaN()
+	}
+	return (p - m) / m
+}
+
+func meanOr0(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	return mean(xs)
+}
+
+// pearson is gonum's stat.Correlation, NaN when undefined.
+func pearson(x, y []float64) float64 {
+	if len(x) < 2 {
+		return math.NaN()
+	}
+	return stat.Correlation(x, y, nil)
+}
+
+// PrintComparison prints c as a table: every metric side by side with its
+// relative error, then the per-request figures.
+func PrintComparison(w io.Writer, measuredName, predictedName string, c *Comparison) {
+	fmt.Fprintf(w, "%-32s %14s %14s %10s\n", "metric", trunc(measuredName, 14), trunc(predictedName, 14), "rel.err")
+	fmt.Fprintln(w, strings.Repeat("-", 73))
+	for _, m := range c.Metrics {
+		re := "-"
+		if !math.IsNaN(float64(m.RelError)) {
+			re = fmt.Sprintf("%+.1f%%", 100*float64(m.RelError))
+		}
+		fmt.Fprintf(w, "%-32s %14s %14s %10s\n", m.Name, num(m.Measured), num(m.Predicted), re)
+	}
+	fmt.Fprintln(w, strings.Repeat("-", 73))
+	fmt.Fprintf(w, "%-40s %d\n", "requests compared:", c.Requests)
+	fmt.Fprintf(w, "%-40s %.2f%%\n", "per-request TTFT MAPE:", c.TTFTMAPE)
+	fmt.Fprintf(w, "%-40s %.2f%%\n", "per-request E2E MAPE:", c.E2EMAPE)
+	fmt.Fprintf(w, "%-40s %s\n", "per-request TTFT Pearson r:", fnum(float64(c.TTFTPearson)))
+	fmt.Fprintf(w, "%-40s %s\n", "per-request E2E Pearson r:", fnum(float64(c.E2EPearson)))
+	fmt.Fprintf(w, "%-40s %s\n", "cached tokens equal (share):", fnum(float64(c.CachedExact)))
+	if c.HitRateDiffPP != nil {
+		fmt.Fprintf(w, "%-40s %+.2f pp\n", "cache hit rate difference:", *c.HitRateDiffPP)
+	} else {
+		fmt.Fprintf(w, "%-40s %s\n", "cache hit rate difference:", "not reported by both")
+	}
+}
+
+func trunc(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "..." + s[len(s)-n+3:]
+}
+
+func num(x float64) string {
+	if x == math.Trunc(x) && math.Abs(x) < 1e12 {
+		return fmt.Sprintf("%.0f", x)
+	}
+	return fmt.Sprintf("%.4g", x)
+}
+
+func fnum(x float64) string {
+	if math.IsNaN(x) {
+		return "-"
+	}
+	return fmt.Sprintf("%.4f", x)
+}
+
+// ResultsFromTrace turns a per-request trace (records with Observed, as
+// WritePerRequest or a capture writes them) back into request results, so
+// that comparisons can be redone offline. Times count from each record's
+// Arrival; records without Observed are skipped.
+func ResultsFromTrace(recs []traces.Record) []RequestResult {
+	var out []RequestResult
+	for i := range recs {
+		r := &recs[i]
+		o := r.Observed
+		if o == nil {
+			continue
+		}
+		rr := RequestResult{
+			Index: len(out), ID: r.ID, Sent: true, Due: r.Arrival, Slot: r.Arrival, Start: r.Arrival,
+			FirstToken: r.Arrival + o.TTFT, End: r.Arrival + o.E2E,
+			PromptTokens: r.InputLen, ServerPromptTokens: r.InputLen, OutputTokens: r.OutputLen,
+			CachedTokens: o.CachedTokens, ITL: o.ITL, Warmup: r.Kind == "warmup",
+		}
+		if o.Status != "ok" && o.Status != "" {
+			rr.Failed, rr.CachedTokens = o.Status, -1
+		}
+		out = append(out, rr)
+	}
+	return out
+}
