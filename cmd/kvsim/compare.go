@@ -1,0 +1,180 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/kvsim/kvsim/replay"
+	"github.com/kvsim/kvsim/traces"
+)
+
+func init() {
+	register(&command{
+		name:    "compare",
+		summary: "replay a trace against a server and the simulator and put them side by side (or compare two per-request traces)",
+		run:     runCompare,
+	})
+}
+
+const compareUsage = `usage: kvsim compare --trace T --url URL [--config C.toml] [flags of replay]
+       kvsim compare --measured F --predicted F
+
+Replays the trace against the server at URL (measured) and against the
+simulator of --config (predicted) with the same pacing, prints every metric
+of both side by side with its relative error, the per-request TTFT and E2E
+MAPE and Pearson r, and the cache hit rate difference in percentage points;
+--json prints one object instead. With --measured and --predicted it compares
+two per-request traces (kvsim replay --per-request, kvsim capture) offline.
+Exits 1 when the TTFT MAPE or the hit rate difference passes its threshold.
+See docs/replay.md.
+`
+
+// compareOutput is compare's JSON object.
+type compareOutput struct {
+	replay.Comparison
+	MeasuredFrom  string   `json:"measured_from"`
+	PredictedFrom string   `json:"predicted_from"`
+	MaxTTFTMAPE   float64  `json:"max_ttft_mape_pct"`
+	MaxHitRatePP  float64  `json:"max_hit_rate_pp"`
+	Pass          bool     `json:"pass"`
+	Violations    []string `json:"violations"`
+	Version       string   `json:"kvsim_version"`
+}
+
+func runCompare(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { io.WriteString(stderr, compareUsage); fs.PrintDefaults() }
+	var j replayJob
+	j.register(fs)
+	url := fs.String("url", "", "the server's base URL (measured)")
+	measuredPath := fs.String("measured", "", "offline: a per-request trace of the server")
+	predictedPath := fs.String("predicted", "", "offline: a per-request trace of the simulator")
+	saveMeasured := fs.String("save-measured", "", "write the server's per-request trace to this file")
+	savePredicted := fs.String("save-predicted", "", "write the simulator's per-request trace to this file")
+	maxMAPE := fs.Float64("max-ttft-mape", 15, "fail (exit 1) when the per-request TTFT MAPE is above this, in percent")
+	maxPP := fs.Float64("max-hit-rate-pp", 5, "fail (exit 1) when the hit rates differ by more than this many percentage points")
+	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "kvsim compare: "+format+"\n", a...)
+		return exitUsage
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "kvsim compare: %v\n", err)
+		return exitFail
+	}
+	if !(*maxMAPE >= 0) || !(*maxPP >= 0) {
+		return usageErr("--max-ttft-mape and --max-hit-rate-pp must be >= 0")
+	}
+	offline := *measuredPath != "" || *predictedPath != ""
+	var measured, predicted []replay.RequestResult
+	out := compareOutput{MaxTTFTMAPE: *maxMAPE, MaxHitRatePP: *maxPP, Version: version}
+	if offline {
+		if *measuredPath == "" || *predictedPath == "" || *url != "" || j.rf.target != "" {
+			return usageErr("offline: give both --measured and --predicted, and no --url or --target")
+		}
+		for _, x := range []struct {
+			path string
+			dst  *[]replay.RequestResult
+		}{{*measuredPath, &measured}, {*predictedPath, &predicted}} {
+			recs, err := readRecords(x.path, traces.FormatAuto, 0)
+			if err != nil {
+				return fail(err)
+			}
+			*x.dst = replay.ResultsFromTrace(recs)
+			if len(*x.dst) == 0 {
+				return fail(fmt.Errorf("%s: no record with observed results", x.path))
+			}
+		}
+		out.MeasuredFrom, out.PredictedFrom = *measuredPath, *predictedPath
+	} else {
+		if *url == "" {
+			return usageErr("--url is required (or --measured and --predicted)")
+		}
+		if j.rf.target != "" {
+			return usageErr("--target: compare replays against --url and the simulator; use --url")
+		}
+		j.rf.target = *url
+		uerr, ferr := j.check(fs, false)
+		if uerr != nil {
+			return usageErr("%v", uerr)
+		}
+		if ferr != nil {
+			return fail(ferr)
+		}
+		ctx, stop := replaySignalContext()
+		defer stop()
+		runs := map[string]*replayRun{}
+		for _, name := range []string{*url, "sim"} {
+			tg, closeTarget, err := j.target(name)
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			run, err := j.run(ctx, tg, name, stderr, "kvsim compare")
+			closeTarget()
+			if err != nil {
+				return fail(fmt.Errorf("%s: %w", name, err))
+			}
+			if run.res.Interrupted {
+				return fail(errors.New("interrupted"))
+			}
+			runs[name] = run
+		}
+		for _, x := range []struct{ path, name string }{{*saveMeasured, *url}, {*savePredicted, "sim"}} {
+			if x.path != "" {
+				if err := j.writePerRequest(x.path, x.name, runs[x.name]); err != nil {
+					return fail(err)
+				}
+			}
+		}
+		measured, predicted = runs[*url].res.Requests, runs["sim"].res.Requests
+		out.MeasuredFrom, out.PredictedFrom = *url, "sim "+j.cfgPath
+	}
+	out.Comparison = replay.Compare(measured, predicted)
+	c := &out.Comparison
+	if c.Requests == 0 {
+		return fail(errors.New("no request succeeded in both runs"))
+	}
+	if c.TTFTMAPE > *maxMAPE {
+		out.Violations = append(out.Violations, fmt.Sprintf("TTFT MAPE %.2f%% > %.2f%%", c.TTFTMAPE, *maxMAPE))
+	}
+	switch {
+	case c.HitRateDiffPP == nil:
+		out.Violations = append(out.Violations, "cache hit rate not reported by both")
+	case math.Abs(*c.HitRateDiffPP) > *maxPP:
+		out.Violations = append(out.Violations, fmt.Sprintf("cache hit rate differs by %.2f pp > %.2f", math.Abs(*c.HitRateDiffPP), *maxPP))
+	}
+	out.Pass = len(out.Violations) == 0
+	if out.Violations == nil {
+		out.Violations = []string{}
+	}
+	if *asJSON {
+		if err := json.NewEncoder(stdout).Encode(out); err != nil {
+			return fail(err)
+		}
+	} else {
+		replay.PrintComparison(stdout, "measured", "predicted", c)
+		if out.Pass {
+			fmt.Fprintf(stdout, "\nPASS (TTFT MAPE <= %g%%, hit rate within %g pp)\n", *maxMAPE, *maxPP)
+		} else {
+			for _, v := range out.Violations {
+				fmt.Fprintf(stdout, "\nFAIL: %s", v)
+			}
+			fmt.Fprintln(stdout)
+		}
+	}
+	if !out.Pass {
+		return exitFail
+	}
+	return exitOK
+}

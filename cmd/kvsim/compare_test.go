@@ -1,0 +1,81 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+type compareJSON struct {
+	Requests      int      `json:"requests_compared"`
+	TTFTMAPE      float64  `json:"ttft_mape_pct"`
+	E2EMAPE       float64  `json:"e2e_mape_pct"`
+	TTFTPearson   *float64 `json:"ttft_pearson_r"`
+	CachedExact   *float64 `json:"cached_tokens_exact_share"`
+	HitRateDiffPP *float64 `json:"cache_hit_rate_diff_pp"`
+	Pass          bool     `json:"pass"`
+	Violations    []string `json:"violations"`
+	Metrics       []struct {
+		Name string `json:"name"`
+	} `json:"metrics"`
+}
+
+// kvsim compare against kvsim serve in real time with the same config: the
+// cached tokens agree exactly and the times closely; offline comparison of
+// the saved per-request traces gives the same figures; a tight threshold
+// fails with exit 1.
+func TestCompareCLIAgainstServe(t *testing.T) {
+	url := startServe(t, "--config", simConfig, "--time-scale", "1")
+	tr := genTrace(t, "shared-prefix", "--groups", "3", "--questions", "3", "--system-prompt-len", "1500", "--question-len", "300", "--output-len", "4", "--rate", "inf")
+	dir := t.TempDir()
+	m, p := filepath.Join(dir, "m.jsonl"), filepath.Join(dir, "p.jsonl")
+	code, stdout, stderr := runCLI(t, "compare", "--trace", tr, "--url", url, "--config", simConfig, "--max-concurrency", "1", "--flush",
+		"--max-ttft-mape", "60", "--json", "--save-measured", m, "--save-predicted", p)
+	var c compareJSON
+	if err := json.Unmarshal([]byte(stdout), &c); err != nil {
+		t.Fatalf("exit %d: %v\n%s%s", code, err, stdout, stderr)
+	}
+	if code != exitOK || !c.Pass || c.Requests != 9 || c.CachedExact == nil || *c.CachedExact != 1 || c.HitRateDiffPP == nil || *c.HitRateDiffPP != 0 {
+		t.Fatalf("exit %d: %+v\n%s", code, c, stderr)
+	}
+	if len(c.Metrics) < 30 || c.TTFTPearson == nil || *c.TTFTPearson < 0.8 {
+		t.Errorf("metrics %d, ttft r %v", len(c.Metrics), c.TTFTPearson)
+	}
+	code, off, stderr := runCLI(t, "compare", "--measured", m, "--predicted", p, "--max-ttft-mape", "60", "--json")
+	var o compareJSON
+	if err := json.Unmarshal([]byte(off), &o); err != nil || code != exitOK {
+		t.Fatalf("offline: exit %d %v %s", code, err, stderr)
+	}
+	if o.Requests != c.Requests || *o.HitRateDiffPP != 0 || abs(o.TTFTMAPE-c.TTFTMAPE) > 1e-6 || abs(o.E2EMAPE-c.E2EMAPE) > 1e-6 {
+		t.Errorf("offline %+v, live %+v", o, c)
+	}
+	code, table, _ := runCLI(t, "compare", "--measured", m, "--predicted", p, "--max-ttft-mape", "0.0001")
+	if code != exitFail || !strings.Contains(table, "FAIL: TTFT MAPE") || !strings.Contains(table, "mean_ttft_ms") {
+		t.Errorf("tight threshold: exit %d\n%s", code, table)
+	}
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+func TestCompareCLIUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--trace", "x"}, "--url is required"},
+		{[]string{"--measured", "a.jsonl"}, "give both --measured and --predicted"},
+		{[]string{"--trace", replayTrace, "--url", "http://127.0.0.1:1", "--target", "sim"}, "use --url"},
+		{[]string{"--measured", "a", "--predicted", "b", "--max-ttft-mape", "-1"}, "must be >= 0"},
+	} {
+		code, _, stderr := runCLI(t, append([]string{"compare"}, tc.args...)...)
+		if code != exitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("compare %v: exit %d, stderr %q; want %q", tc.args, code, stderr, tc.want)
+		}
+	}
+}
