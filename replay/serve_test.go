@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 	"net"
@@ -294,4 +295,40 @@ func TestServeClientDisconnect(t *testing.T) {
 	if code != 200 || json.Unmarshal([]byte(body), &st) != nil || st.MaxTotal != 100000 {
 		t.Fatalf("server_info after disconnect: %d %s", code, body)
 	}
+}
+
+// BenchmarkServeLoopback measures kvsim serve's throughput at time scale 0:
+// the replay client (64 in flight) against the server on loopback, both on
+// the same CPUs; 1000 requests of 128-token prompts sharing a 64-token
+// prefix, 8 output tokens each, per iteration.
+func BenchmarkServeLoopback(b *testing.B) {
+	url, _ := startServer(b, 1<<20, 0)
+	tg := newTarget(b, url, APISGLang)
+	cfg := Default()
+	cfg.MaxConcurrency = 64
+	r, err := New(cfg, tg, WallClock{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	const n = 1000
+	shared := OutputTokens([]int32{1}, 64, traces.DefaultVocab)
+	recs := make([]traces.Record, n)
+	for i := range recs {
+		p := append(slices.Clone(shared), OutputTokens([]int32{int32(i), 2}, 64, traces.DefaultVocab)...)
+		recs[i] = traces.Record{ID: fmt.Sprint(i), InputLen: len(p), Tokens: p, OutputLen: 8}
+	}
+	var total time.Duration
+	for b.Loop() {
+		start := time.Now()
+		res, err := r.Run(b.Context(), recs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		total += time.Since(start)
+		if s := Summarize(res.Requests); s.Completed != n {
+			b.Fatalf("completed %d of %d: %v", s.Completed, n, s.FailedReasons)
+		}
+	}
+	b.ReportMetric(float64(n*b.N)/total.Seconds(), "req/s")
+	b.ReportMetric(float64(8*n*b.N)/total.Seconds(), "tokens/s")
 }
