@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/kvsim/kvsim/study"
+)
+
+func init() {
+	register(&command{
+		name:    "study",
+		summary: "run a what-if capacity study from a TOML file: a sweep, a table with the best point, plots and a report",
+		run:     runStudy,
+	})
+}
+
+const studyUsage = `usage: kvsim study FILE.toml [--out DIR] [--jobs N] [--shard i/n]
+       kvsim study merge [--out DIR] DIR...
+
+Runs every point of the study's grid (in parallel; the results do not
+depend on --jobs), appending each to DIR/results.jsonl as it finishes, then
+writes results.csv, plots/ and report.md and prints the table with the best
+point for the study's objective. Rerunning resumes: points already in
+results.jsonl are skipped.
+
+--shard i/n runs only the points whose index mod n is i, into DIR/shard-i-of-n;
+'kvsim study merge DIR...' joins such folders into one (default: a folder
+"merged" beside the first). docs/studies.md describes the study file,
+docs/scale-out.md Kubernetes and Slurm manifests.
+`
+
+func runStudy(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "merge" {
+		return runStudyMerge(args[1:], stdout, stderr)
+	}
+	fs := flag.NewFlagSet("study", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { io.WriteString(stderr, studyUsage); fs.PrintDefaults() }
+	out := fs.String("out", "", `output folder (default: the study's [output] dir, else out/<study name>)`)
+	jobs := fs.Int("jobs", 0, "points simulated at once (default: one per CPU; each may take ~0.5 GB on the bundled trace)")
+	shard := fs.String("shard", "", "run only the share i/n of the grid (point index mod n == i)")
+	// Flags may follow the file name.
+	var file string
+	rest := args
+	for len(rest) > 0 {
+		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return exitOK
+			}
+			return exitUsage
+		}
+		rest = fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if file != "" {
+			fmt.Fprintf(stderr, "kvsim study: unexpected argument %q\n", rest[0])
+			return exitUsage
+		}
+		file, rest = rest[0], rest[1:]
+	}
+	if file == "" {
+		fmt.Fprintln(stderr, "kvsim study: give a study file (configs/studies/*.toml are bundled)")
+		fs.Usage()
+		return exitUsage
+	}
+	var sh study.Shard
+	if *shard != "" {
+		var err error
+		if sh, err = study.ParseShard(*shard); err != nil {
+			fmt.Fprintf(stderr, "kvsim study: --%v\n", err)
+			return exitUsage
+		}
+	}
+	s, err := study.Load(file)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvsim study: %v\n", err)
+		return exitUsage
+	}
+	dir := *out
+	if dir == "" {
+		dir = s.OutDir
+	}
+	if dir == "" {
+		dir = filepath.Join("out", strings.TrimSuffix(filepath.Base(file), filepath.Ext(file)))
+	}
+	if sh.Count > 1 {
+		dir = filepath.Join(dir, fmt.Sprintf("shard-%d-of-%d", sh.Index, sh.Count))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	fmt.Fprintf(stderr, "kvsim study: %s: %d points%s -> %s\n", s.Title, len(s.Points()), shardNote(sh), dir)
+	res, err := study.Run(ctx, s, study.Options{
+		Out: dir, Jobs: *jobs, Shard: sh, Version: version, Log: stderr, TTY: isTerminal(stderr),
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "kvsim study: %v\n", err)
+		return exitFail
+	}
+	return printStudy(stdout, stderr, dir, res)
+}
+
+func shardNote(sh study.Shard) string {
+	if sh.Count <= 1 {
+		return ""
+	}
+	return fmt.Sprintf(" (shard %s: index mod %d == %d)", sh, sh.Count, sh.Index)
+}
+
+func runStudyMerge(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("study merge", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { io.WriteString(stderr, studyUsage); fs.PrintDefaults() }
+	out := fs.String("out", "", `output folder (default: "merged" beside the first folder)`)
+	var dirs []string
+	rest := args
+	for {
+		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return exitOK
+			}
+			return exitUsage
+		}
+		rest = fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		dirs, rest = append(dirs, rest[0]), rest[1:]
+	}
+	if len(dirs) == 0 {
+		fmt.Fprintln(stderr, "kvsim study merge: give the shards' output folders")
+		return exitUsage
+	}
+	dir := *out
+	if dir == "" {
+		dir = filepath.Join(filepath.Dir(filepath.Clean(dirs[0])), "merged")
+	}
+	res, err := study.Merge(dirs, study.Options{Out: dir, Version: version, Log: stderr})
+	if err != nil {
+		fmt.Fprintf(stderr, "kvsim study merge: %v\n", err)
+		return exitFail
+	}
+	return printStudy(stdout, stderr, dir, res)
+}
+
+// printStudy prints the table and where the files are.
+func printStudy(stdout, stderr io.Writer, dir string, res *study.Outcome) int {
+	m := res.Manifest
+	fmt.Fprintf(stdout, "%s\n\n", m.Title)
+	if err := study.WriteTable(stdout, res, isTerminal(stdout)); err != nil {
+		fmt.Fprintf(stderr, "kvsim study: %v\n", err)
+		return exitFail
+	}
+	if res.Missing > 0 {
+		fmt.Fprintf(stdout, "%d points have no result yet\n", res.Missing)
+	}
+	fmt.Fprintln(stdout)
+	for _, f := range res.Files {
+		if strings.HasSuffix(f, ".svg") {
+			continue
+		}
+		fmt.Fprintf(stdout, "wrote %s\n", filepath.Join(dir, f))
+	}
+	return exitOK
+}
+
+// isTerminal reports whether w is a character device (a terminal), so
+// that progress is drawn as a bar and the best row in bold; pipes, files
+// and batch-job logs get plain lines.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

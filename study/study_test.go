@@ -1,0 +1,430 @@
+package study
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/kvsim/kvsim/traces"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+const tiny = "testdata/tiny.toml"
+
+func loadTiny(t *testing.T) *Study {
+	t.Helper()
+	s, err := Load(tiny)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func runTo(t *testing.T, s *Study, dir string, opt Options) *Outcome {
+	t.Helper()
+	opt.Out = dir
+	if opt.Version == "" {
+		opt.Version = "test"
+	}
+	out, err := Run(context.Background(), s, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func read(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", "golden", name)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want := read(t, path)
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file (rerun with -update and review the diff):\n%s", name, got)
+	}
+}
+
+// The tiny study's outputs are pinned; the grid order, best point and
+// table follow from the file.
+func TestGoldenTinyStudy(t *testing.T) {
+	s := loadTiny(t)
+	if len(s.Points()) != 6 {
+		t.Fatalf("points = %d, want 6", len(s.Points()))
+	}
+	// The first axis varies slowest.
+	if p := s.Points()[1].Params; p[0].Value != int64(1500) || p[1].Value != "write_back" {
+		t.Errorf("point 1 params = %v, want host_tokens 1500, write_back", p)
+	}
+	dir := t.TempDir()
+	out := runTo(t, s, dir, Options{Jobs: 2})
+	if out.Ran != 6 || out.Skipped != 0 || out.Missing != 0 {
+		t.Errorf("ran %d skipped %d missing %d, want 6 0 0", out.Ran, out.Skipped, out.Missing)
+	}
+	var table bytes.Buffer
+	if err := WriteTable(&table, out, false); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "tiny.results.jsonl", read(t, filepath.Join(dir, ResultsJSONL)))
+	golden(t, "tiny.results.csv", read(t, filepath.Join(dir, ResultsCSV)))
+	golden(t, "tiny.report.md", read(t, filepath.Join(dir, ReportFile)))
+	golden(t, "tiny.table.txt", table.Bytes())
+	for _, f := range []string{"plots/hit_rate.png", "plots/hit_rate.svg", "plots/ttft.png", "plots/throughput.png",
+		"plots/mrc.png", "plots/occupancy.png", "timelines/point-0004.csv", MRCFile, ManifestFile} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: missing or empty (%v)", f, err)
+		}
+	}
+}
+
+// Results do not depend on the number of workers.
+func TestJobsDoNotChangeResults(t *testing.T) {
+	s := loadTiny(t)
+	a, b := t.TempDir(), t.TempDir()
+	runTo(t, s, a, Options{Jobs: 1})
+	runTo(t, s, b, Options{Jobs: 4})
+	for _, f := range []string{ResultsJSONL, ResultsCSV, ReportFile} {
+		if !bytes.Equal(read(t, filepath.Join(a, f)), read(t, filepath.Join(b, f))) {
+			t.Errorf("%s differs between --jobs 1 and --jobs 4", f)
+		}
+	}
+}
+
+// An interrupted run leaves a truncated last line: the next run warns,
+// drops it, runs only the missing points and ends with the same files.
+func TestResumeAfterTruncatedLine(t *testing.T) {
+	s := loadTiny(t)
+	ref := t.TempDir()
+	runTo(t, s, ref, Options{Jobs: 2})
+	want := read(t, filepath.Join(ref, ResultsJSONL))
+
+	dir := t.TempDir()
+	runTo(t, s, dir, Options{Jobs: 2})
+	lines := strings.SplitAfter(string(want), "\n")
+	// Keep points 0..3 in completion-like order, then half of point 4's line.
+	kept := []string{lines[2], lines[0], lines[3], lines[1], lines[4][:len(lines[4])/2]}
+	if err := os.WriteFile(filepath.Join(dir, ResultsJSONL), []byte(strings.Join(kept, "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	out := runTo(t, s, dir, Options{Jobs: 2, Log: &log})
+	if out.Ran != 2 || out.Skipped != 4 {
+		t.Errorf("ran %d skipped %d, want 2 and 4", out.Ran, out.Skipped)
+	}
+	if !strings.Contains(log.String(), "results.jsonl:5: ignoring a truncated last line") {
+		t.Errorf("no warning about the truncated line:\n%s", log.String())
+	}
+	if got := read(t, filepath.Join(dir, ResultsJSONL)); !bytes.Equal(got, want) {
+		t.Errorf("resumed results.jsonl differs from an uninterrupted run:\n%s\nwant\n%s", got, want)
+	}
+	// A third run has nothing to do.
+	if out := runTo(t, s, dir, Options{}); out.Ran != 0 || out.Skipped != 6 {
+		t.Errorf("third run: ran %d skipped %d, want 0 and 6", out.Ran, out.Skipped)
+	}
+}
+
+// A corrupt line that is not the last is an error, not silently dropped;
+// results of another study are refused.
+func TestResumeRefusesForeignOrCorruptResults(t *testing.T) {
+	s := loadTiny(t)
+	dir := t.TempDir()
+	runTo(t, s, dir, Options{})
+	path := filepath.Join(dir, ResultsJSONL)
+	data := read(t, path)
+	bad := strings.Replace(string(data), "\n", "\n{not json\n", 1)
+	os.WriteFile(path, []byte(bad), 0o644)
+	if _, err := Run(context.Background(), s, Options{Out: dir}); err == nil || !strings.Contains(err.Error(), "results.jsonl:2:") {
+		t.Errorf("corrupt middle line: err = %v, want results.jsonl:2: ...", err)
+	}
+	foreign := strings.ReplaceAll(string(data), s.Digest(), strings.Repeat("0", 64))
+	os.WriteFile(path, []byte(foreign), 0o644)
+	if _, err := Run(context.Background(), s, Options{Out: dir}); err == nil || !strings.Contains(err.Error(), "another study") {
+		t.Errorf("foreign results: err = %v, want another study", err)
+	}
+}
+
+// Shards cover the grid exactly once and merge into the unsharded files.
+func TestShardsMergeToUnsharded(t *testing.T) {
+	s := loadTiny(t)
+	whole := t.TempDir()
+	runTo(t, s, whole, Options{Jobs: 2})
+	root := t.TempDir()
+	var dirs []string
+	for i := range 4 {
+		d := filepath.Join(root, "shard", string(rune('a'+i)))
+		out := runTo(t, s, d, Options{Shard: Shard{Index: i, Count: 4}})
+		for _, r := range out.Records {
+			if r.Point%4 != i {
+				t.Errorf("shard %d/4 ran point %d", i, r.Point)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(d, ReportFile)); err == nil {
+			t.Errorf("shard %d wrote a report; only whole runs and merges do", i)
+		}
+		dirs = append(dirs, d)
+	}
+	// A shard given twice is deduplicated.
+	merged := filepath.Join(root, "merged")
+	out, err := Merge(append(dirs, dirs[0]), Options{Out: merged})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Records) != 6 || out.Missing != 0 {
+		t.Errorf("merged %d records, %d missing", len(out.Records), out.Missing)
+	}
+	for _, f := range []string{ResultsJSONL, ResultsCSV, ReportFile, ManifestFile, MRCFile, "timelines/point-0005.csv"} {
+		if !bytes.Equal(read(t, filepath.Join(whole, f)), read(t, filepath.Join(merged, f))) {
+			t.Errorf("%s: merged differs from unsharded", f)
+		}
+	}
+	// A folder of another study is refused.
+	other := t.TempDir()
+	s2, err := Parse(bytes.Replace(read(t, tiny), []byte("6000]"), []byte("7000]"), 1), tiny)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runTo(t, s2, other, Options{Shard: Shard{Index: 0, Count: 4}})
+	if _, err := Merge([]string{dirs[1], other}, Options{Out: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "not shards of one study") {
+		t.Errorf("merging two studies: err = %v", err)
+	}
+}
+
+// Every bad study file fails with the exact, positioned errors in its
+// .err golden file.
+func TestStudyFileErrors(t *testing.T) {
+	files, err := filepath.Glob("testdata/bad/*.toml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no bad study files: %v", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			_, err := Load(f)
+			if err == nil {
+				t.Fatal("loaded without error")
+			}
+			got := []byte(err.Error() + "\n")
+			errPath := strings.TrimSuffix(f, ".toml") + ".err"
+			if *update {
+				os.WriteFile(errPath, got, 0o644)
+				return
+			}
+			if want := read(t, errPath); !bytes.Equal(got, want) {
+				t.Errorf("error:\n%s\nwant:\n%s", got, want)
+			}
+		})
+	}
+}
+
+func TestParseObjective(t *testing.T) {
+	for _, tc := range []struct {
+		in, want, err string
+	}{
+		{in: "maximize cache_hit_rate", want: "maximize cache_hit_rate"},
+		{in: "minimise  host_kv_gb subject to p99_ttft_ms <= 3e4 and failed == 0", want: "minimize host_kv_gb subject to p99_ttft_ms <= 30000 and failed == 0"},
+		{in: "maximize", err: "want"},
+		{in: "best cache_hit_rate", err: `must start with "maximize"`},
+		{in: "maximize x such that y < 1", err: `want "subject to"`},
+		{in: "maximize x subject to y ~ 1", err: "operator"},
+		{in: "maximize x subject to y < z", err: "not a number"},
+		{in: "maximize x subject to y < 1 or z > 2", err: `joined by "and"`},
+		{in: "maximize x subject to y < 1 and", err: "want a constraint"},
+	} {
+		o, err := ParseObjective(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("ParseObjective(%q) error = %v, want %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || o.String() != tc.want {
+			t.Errorf("ParseObjective(%q) = %q, %v; want %q", tc.in, o, err, tc.want)
+		}
+	}
+}
+
+// Best honours the constraints, the direction, and breaks ties by point.
+func TestObjectiveBest(t *testing.T) {
+	mk := func(point int, hit, p99, host float64) *Record {
+		r := &Record{Point: point}
+		r.Metrics.CacheHitRate, r.Metrics.P99TTFT, r.Sizing.HostKVGB = hit, p99, host
+		return r
+	}
+	recs := []*Record{mk(0, 0.1, 50, 0), mk(1, 0.3, 20, 100), mk(2, 0.5, 40, 200), mk(3, 0.3, 10, 100)}
+	for _, tc := range []struct {
+		obj  string
+		want int
+	}{
+		{"maximize cache_hit_rate", 2},
+		{"maximize cache_hit_rate subject to p99_ttft_ms <= 30", 1}, // tie with 3: lowest point
+		{"minimize host_kv_gb subject to cache_hit_rate >= 0.3", 1},
+		{"minimize host_kv_gb", 0},
+		{"minimize p99_ttft_ms subject to cache_hit_rate > 0.9", -1},
+	} {
+		o, err := ParseObjective(tc.obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := o.Best(recs); got != tc.want {
+			t.Errorf("%s: best = %d, want %d", tc.obj, got, tc.want)
+		}
+	}
+}
+
+// Every key path of the server schema is sweepable, tables and unknown
+// paths are not.
+func TestSchemaKeys(t *testing.T) {
+	keys := schemaKeys()
+	for _, k := range []string{"seed", "server.hicache_ratio", "cache.write_policy", "cache.cp", "gpu.preset",
+		"gpu.memory_mib", "model.preset", "model.layers", "cost.efficiency.gemm_mfu", "cost.fitted.prefill",
+		"storage.enabled", "workload.trace"} {
+		if !slices.Contains(keys, k) {
+			t.Errorf("schema lacks %q", k)
+		}
+		if err := checkKeyPath(k); err != nil {
+			t.Errorf("checkKeyPath(%q) = %v", k, err)
+		}
+	}
+	for _, k := range []string{"server", "cost.efficiency", "server.nope", "gpu.preset.x"} {
+		if checkKeyPath(k) == nil {
+			t.Errorf("checkKeyPath(%q) accepted", k)
+		}
+	}
+}
+
+// The miss-ratio curve agrees with traces.Stats' LRU hit rates (the same
+// cache model, computed by simulating each LRU) on a Mooncake sample and
+// the tiny token trace.
+func TestMRCMatchesTraceStats(t *testing.T) {
+	for _, path := range []string{"../cmd/kvsim/testdata/trace/mooncake.jsonl", "testdata/tiny_chat.jsonl"} {
+		rd, err := traces.Open(path, traces.FormatAuto)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := computeMRC(rd)
+		rd.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := traces.ComputeStats(func() (*traces.Reader, error) { return traces.Open(path, traces.FormatAuto) }, traces.StatsOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int64(st.UniqueBlocks) != c.unique {
+			t.Errorf("%s: unique blocks %d, stats %d", path, c.unique, st.UniqueBlocks)
+		}
+		for _, f := range traces.DefaultLRUFractions {
+			capacity := max(1, int64(math.Floor(float64(st.UniqueBlocks)*f)))
+			_, blocks := c.hitRate(capacity)
+			want, found := st.LRUHitRate[strconv.FormatFloat(f, 'f', -1, 64)]
+			if !found {
+				t.Fatalf("%s: stats have no LRU rate for %v: %v", path, f, st.LRUHitRate)
+			}
+			if math.Abs(blocks-want) > 1e-9 {
+				t.Errorf("%s: LRU hit rate at %v of unique blocks (%d) = %v, stats say %v", path, f, capacity, blocks, want)
+			}
+		}
+	}
+}
+
+// A brute-force LRU per capacity gives the curve's hit rates on random
+// block streams (prefix semantics, duplicate blocks within a request).
+func TestPropMRCMatchesBruteForceLRU(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		nreq := rapid.IntRange(1, 25).Draw(t, "requests")
+		var reqs [][]uint64
+		var b bytes.Buffer
+		b.WriteString(`{"kvsim_trace":1,"block_size":4}` + "\n")
+		for i := range nreq {
+			bl := rapid.SliceOfN(rapid.Uint64Range(1, 12), 1, 8).Draw(t, "blocks")
+			reqs = append(reqs, bl)
+			in := 4*len(bl) - rapid.IntRange(0, 3).Draw(t, "short")
+			b.WriteString(`{"id":"r` + itoa(i) + `","arrival_ns":` + itoa(i) + `,"input_len":` + itoa(in) + `,"output_len":1,"block_size":4,"blocks":[`)
+			for j, x := range bl {
+				if j > 0 {
+					b.WriteString(",")
+				}
+				b.WriteString(itoa(int(x)))
+			}
+			b.WriteString("]}\n")
+		}
+		rd, err := traces.NewReader(&b, "prop.jsonl", traces.FormatAuto)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := computeMRC(rd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		capacity := rapid.Int64Range(1, 14).Draw(t, "capacity")
+		// Brute force: a slice, most recent first.
+		var lru []uint64
+		var hits, total float64
+		for _, bl := range reqs {
+			k := 0
+			for k < len(bl) && slices.Contains(lru, bl[k]) {
+				k++
+			}
+			hits += float64(k)
+			total += float64(len(bl))
+			for _, x := range bl {
+				if i := slices.Index(lru, x); i >= 0 {
+					lru = slices.Delete(lru, i, i+1)
+				}
+				lru = slices.Insert(lru, 0, x)
+				if int64(len(lru)) > capacity {
+					lru = lru[:capacity]
+				}
+			}
+		}
+		if _, got := c.hitRate(capacity); math.Abs(got-hits/total) > 1e-12 {
+			t.Fatalf("capacity %d: curve hit rate %v, brute force %v", capacity, got, hits/total)
+		}
+	})
+}
+
+func itoa(i int) string { return formatValue(int64(i)) }
+
+// A cancelled run keeps what finished and resumes.
+func TestCancelledRunResumes(t *testing.T) {
+	s := loadTiny(t)
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := Run(ctx, s, Options{Out: dir, Jobs: 1, Version: "test"})
+	if err == nil || !strings.Contains(err.Error(), "interrupted") {
+		// The one worker may win the race for every point; then there is
+		// nothing to resume.
+		if err != nil {
+			t.Fatalf("err = %v", err)
+		}
+	}
+	out := runTo(t, s, dir, Options{})
+	if len(out.Records) != 6 {
+		t.Fatalf("after resume %d records, want 6", len(out.Records))
+	}
+}
