@@ -18,8 +18,8 @@ build: ## build bin/kvsim
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/kvsim
 
 .PHONY: run
-run: build ## run kvsim's main job on the bundled defaults (configs/default.toml)
-	./$(BIN) sim --config configs/default.toml
+run: build ## run kvsim's main job: the default capacity study (configs/studies/default.toml -> out/default)
+	./$(BIN) study configs/studies/default.toml
 
 .PHONY: plan-bench
 plan-bench: build ## the owner-lane planner micro-benchmark (the seed's case)
