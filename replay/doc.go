@@ -1,7 +1,9 @@
-// Package replay sends request traces to an LLM server (or, later, to the
-// simulator) and measures every request the way SGLang's serving
-// benchmarks do, so that a real server and kvsim's simulation can be put
-// side by side on the same workload.
+// Package replay sends request traces to an LLM server or to the simulator
+// and measures every request the way SGLang's serving benchmarks do, so
+// that a real server and kvsim's simulation can be put side by side on the
+// same workload ([Compare]) and the simulator calibrated against the
+// server ([Calibrate]). It also serves the simulator over HTTP ([Server])
+// and records live traffic as a trace ([Proxy]).
 //
 // # Model
 //
@@ -9,14 +11,20 @@
 // Target is declared here, where it is used: [HTTPTarget] speaks SGLang's
 // native POST /generate (input_ids) or the OpenAI-compatible
 // /v1/completions (token-id prompt) and /v1/chat/completions (text) with
-// streaming; an in-process simulator target will implement the same
-// interface. Optional capabilities are small separate interfaces:
+// streaming; [SimTarget] is the simulator in process. Optional capabilities are small separate interfaces:
 // [Flusher] (empty the prefix cache) and [Describer] (server info, model
 // name).
 //
-// Time comes from an injected [Clock]: [WallClock] for real servers, a
-// virtual clock for a simulated one, and testing/synctest's fake time in
-// tests. Measurements are recorded, never fed back into any simulation.
+// Time comes from an injected [Clock]: [WallClock] for real servers and
+// testing/synctest's fake time in tests. Measurements are recorded, never
+// fed back into any simulation. A [Replayer] whose target is a
+// [SimTarget] does not use the clock: it runs single-threaded in the
+// simulator's virtual time (sim.Online), applying the same pacing
+// decisions (one clock-free pacer serves both runners) at simulated
+// instants, and measures each request from the simulator's token events
+// through the same recorder as an HTTP stream, so every output (table,
+// JSON, per-request trace) is produced the same way and is byte-identical
+// from run to run.
 //
 // # Prompts
 //
@@ -74,6 +82,21 @@
 // [WarmCache] is bench_warm_cache.py's exact shared-prefix sweep;
 // [MultiTurn] is bench_multiturn.py's closed-loop multi-turn chat
 // (history grows by the server's own output ids when it returns them).
+//
+// # Serving, capturing, comparing, calibrating
+//
+// [Server] answers SGLang's /generate and OpenAI's completions and chat
+// APIs from one goroutine that owns a sim.Online, streaming tokens at
+// their simulated times scaled to the wall clock, or as fast as possible;
+// output ids are [OutputTokens] of the prompt, as in SimTarget, so a
+// closed-loop replay against it reproduces the in-process target's cached
+// tokens exactly. [Proxy] forwards to a server and writes every
+// generation request, with what it measured, to a kvsim trace.
+// [Compare] sets two runs side by side (every metric, per-request MAPE
+// and Pearson r, hit-rate difference); [ResultsFromTrace] reads a
+// per-request trace back for offline comparisons. [Calibrate] fits
+// hw.Fitted to a concurrency-1 per-request trace by non-negative least
+// squares.
 //
 // # Not done here
 //
