@@ -60,10 +60,11 @@
 // backend is modelled as a set of pages with an optional capacity (LRU
 // beyond it), a read link and a write link (bandwidth per rank plus a fixed
 // latency per call of up to 128 pages). A page is identified by its exact
-// path: the prefix before it plus its own contents, interned as (prefix id,
-// PageID) -> prefix id, so lookups have SGLang's chained-hash semantics
-// without collisions: contiguous from the prefix's start, stopping at the
-// first missing page.
+// path: the prefix before it plus its own contents, so lookups have SGLang's
+// chained-hash semantics without collisions: contiguous from the prefix's
+// start, stopping at the first missing page. The store is a compressed trie
+// of page runs (views of the tree's own keys) with a per-page LRU order, so
+// its cost grows with runs, not pages.
 //
 // Backup (L2 -> L3): when a write-through copy is acknowledged, or a
 // write-back copy is made, the node's pages that storage lacks are queued on
