@@ -381,7 +381,7 @@ func plotHitRate(dir string, ss []series, xl string, m *Manifest) error {
 	if anyStorage {
 		entries = 4
 	}
-	p.Y.Max = min(p.Y.Max*(1+0.05*float64(entries*len(ss))), 1.3)
+	p.Y.Max = min(p.Y.Max*(1+0.05*float64(entries*len(ss))), 1)
 	for i, s := range ss {
 		c := plotutil.Color(i)
 		get := func(f func(r *Record) float64) []float64 {
