@@ -357,6 +357,9 @@ func (s *Server) account(e sim.Event) {
 type (
 	onlineCounters interface{ Counters() sim.Counters }
 	onlineQueue    interface{ Queue() (waiting, running int) }
+	onlineEvicted  interface {
+		Evictions() (deviceDeleted, demoted, hostEvicted int64)
+	}
 )
 
 // extraStats refreshes the metrics taken from the simulator itself
@@ -374,6 +377,12 @@ func (s *Server) extraStats(o *sim.Online) {
 		add("kvsim_retractions_total", "Decode retractions since the last flush.", "counter", float64(k.Retractions))
 		add("kvsim_prefill_batches_total", "Prefill forwards since the last flush.", "counter", float64(k.PrefillBatches))
 		add("kvsim_decode_steps_total", "Decode steps since the last flush.", "counter", float64(k.DecodeSteps))
+	}
+	if e, ok := any(o).(onlineEvicted); ok {
+		del, dem, host := e.Evictions()
+		add("kvsim_device_evicted_tokens_total", "Device tokens evicted (deleted or demoted to host) since the last flush.", "counter", float64(del+dem))
+		add("kvsim_demoted_tokens_total", "Device tokens evicted to a host copy since the last flush.", "counter", float64(dem))
+		add("kvsim_host_evicted_tokens_total", "Host tokens evicted since the last flush.", "counter", float64(host))
 	}
 	if q, ok := any(o).(onlineQueue); ok {
 		w, r := q.Queue()
