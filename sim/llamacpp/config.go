@@ -1,0 +1,88 @@
+package llamacpp
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/kvsim/kvsim/traces"
+)
+
+// Config holds the llama-server arguments the model follows, under their
+// server names.
+type Config struct {
+	// Slots is -np, the number of server slots, >= 1. Default 4.
+	Slots int `toml:"parallel"`
+	// Context is -c, the total context in tokens, >= Slots. Without
+	// --kv-unified (the server's default when -np is given) each slot gets
+	// Context / Slots tokens. Default 8192.
+	Context int `toml:"ctx_size"`
+	// Batch is -b, the most tokens one llama_decode call takes (decode
+	// tokens and prompt chunks together), >= 1. Default 2048.
+	Batch int `toml:"batch_size"`
+	// SlotPromptSimilarity is -sps: a request goes to the idle slot with
+	// the longest common prefix only if that prefix is more than this
+	// fraction of the new prompt; 0 disables the similarity choice (always
+	// LRU). In [0, 1]. Default 0.10.
+	SlotPromptSimilarity float64 `toml:"slot_prompt_similarity"`
+	// CacheRAMMiB is --cache-ram, the host-RAM prompt cache's size limit in
+	// MiB (2^20 bytes): 0 disables the cache, -1 removes the size limit
+	// (the cache then holds at most Context tokens). Default 8192.
+	CacheRAMMiB int64 `toml:"cache_ram"`
+	// NoCacheIdleSlots is --no-cache-idle-slots: by default every idle
+	// slot's state is saved to the RAM cache whenever a task starts.
+	NoCacheIdleSlots bool `toml:"no_cache_idle_slots"`
+	// StateBytesPerToken is the size of one token's slot state in the RAM
+	// cache: the KV bytes per token (K and V of every layer, f16 by
+	// default) plus 8 bytes of cell metadata (position and sequence
+	// count), as llama_state_seq_get_size reports it. > 0. Default 4104,
+	// the tiny model's (4096 + 8).
+	StateBytesPerToken int64 `toml:"state_bytes_per_token"`
+	// Vocab is the id range traces.PromptTokens draws synthesised prompts
+	// from; it must be the one replay sends to the server, so that the
+	// simulated prompts are the real ones token for token. Default
+	// traces.DefaultVocab.
+	Vocab traces.Vocab `toml:"-"`
+}
+
+// DefaultConfig returns the server's defaults with -np 4 -c 8192 and the
+// tiny model's state size.
+func DefaultConfig() Config {
+	return Config{
+		Slots: 4, Context: 8192, Batch: 2048, SlotPromptSimilarity: 0.10,
+		CacheRAMMiB: 8192, StateBytesPerToken: 4104, Vocab: traces.DefaultVocab,
+	}
+}
+
+// SlotContext is the context of one slot in tokens.
+func (c Config) SlotContext() int { return c.Context / c.Slots }
+
+// Validate reports every invalid field at once (llamacpp.<key>).
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(key string, v any, want string) {
+		errs = append(errs, fmt.Errorf("llamacpp.%s: %s (got %v)", key, want, v))
+	}
+	if c.Slots < 1 {
+		bad("parallel", c.Slots, "must be >= 1")
+	}
+	if c.Slots >= 1 && c.Context < c.Slots {
+		bad("ctx_size", c.Context, fmt.Sprintf("must be >= parallel (%d)", c.Slots))
+	}
+	if c.Batch < 1 {
+		bad("batch_size", c.Batch, "must be >= 1")
+	}
+	if !(c.SlotPromptSimilarity >= 0 && c.SlotPromptSimilarity <= 1) || math.IsNaN(c.SlotPromptSimilarity) {
+		bad("slot_prompt_similarity", c.SlotPromptSimilarity, "must be in [0, 1]")
+	}
+	if c.CacheRAMMiB < -1 {
+		bad("cache_ram", c.CacheRAMMiB, "must be -1 (no limit), 0 (off) or a size in MiB")
+	}
+	if c.StateBytesPerToken <= 0 {
+		bad("state_bytes_per_token", c.StateBytesPerToken, "must be > 0")
+	}
+	if err := c.Vocab.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("llamacpp.vocab: %w", err))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,74 @@
+package llamacpp
+
+import (
+	"math"
+
+	"github.com/kvsim/kvsim/sim/hw"
+)
+
+// CostModel gives the duration of one llama_decode call, in nanoseconds.
+type CostModel interface {
+	// BatchTime is the time of one call that processes the prompt chunks
+	// (each with the tokens of its prompt already in the KV cache) and one
+	// token for each of decodes generating slots whose KV lengths, this
+	// token included, add up to context.
+	BatchTime(prompt []hw.Extend, decodes int, context int64) int64
+}
+
+// CPUCost is a llama.cpp-on-CPU cost model with hw.Fitted's coefficients:
+// the prompt part costs a1 per new token, a2 per causal (query, key) pair
+// and a3 per prompt chunk; the decode part b1 per generating slot and b2
+// per context token; the call's fixed cost is a0 for a prompt-only call,
+// b0 for a decode-only call and the larger of the two for a mixed call.
+// [Fitted] coefficients from `kvsim calibrate` plug in unchanged.
+type CPUCost struct {
+	hw.Fitted
+}
+
+// BatchTime implements CostModel: round(max(0, t)) ns, 0 for an empty call.
+func (c *CPUCost) BatchTime(prompt []hw.Extend, decodes int, context int64) int64 {
+	x := hw.PrefillFeatures(prompt)
+	hasPrompt, hasDecode := x[3] > 0, decodes > 0
+	var t float64
+	switch {
+	case hasPrompt && hasDecode:
+		t = max(c.Prefill[0], c.Decode[0])
+	case hasPrompt:
+		t = c.Prefill[0]
+	case hasDecode:
+		t = c.Decode[0]
+	default:
+		return 0
+	}
+	for i := 1; i < hw.NumPrefillFeatures; i++ {
+		t += c.Prefill[i] * x[i]
+	}
+	if hasDecode {
+		d := hw.DecodeFeatures(decodes, context)
+		for i := 1; i < hw.NumDecodeFeatures; i++ {
+			t += c.Decode[i] * d[i]
+		}
+	}
+	return int64(math.Round(max(0, t)))
+}
+
+// TinyCPU returns CPUCost coefficients measured for the tiny random-weight
+// model (internal/gguf preset "tiny": 256 hidden, 4 layers, f16) on
+// llama-server b11669 with -t 2 on this project's 2-vCPU machines, by
+// e2e's TestMeasureCPUCost (go test -tags e2e -run TestMeasureCPUCost -v
+// ./e2e/) on 2026-11-30: minimum of three runs per point, least squares on
+// relative error, 13 prompt points (16 to 2000 new tokens, 0 to 1536
+// cached) and 11 decode points (batch 1 to 4, context 16 to 1900 per
+// slot). The machine was shared (load average 4 to 6 on 2 vCPUs): the fit
+// leaves 37% (prompt) and 31% (decode) mean absolute error on its own
+// points, so these are a starting point for `kvsim calibrate`, not a
+// calibration.
+//
+//	prompt call = 1.84 ms + 57.9 µs per new token + 186 ns per causal pair
+//	decode step = 0.45 ms + 124 µs per generating slot + 0.52 µs per context token
+func TinyCPU() *CPUCost {
+	return &CPUCost{hw.Fitted{
+		Prefill: [hw.NumPrefillFeatures]float64{1.84447e6, 57852.8, 185.951, 0},
+		Decode:  [hw.NumDecodeFeatures]float64{452420, 123932, 516.749},
+	}}
+}

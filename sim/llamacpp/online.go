@@ -1,0 +1,126 @@
+package llamacpp
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/kvsim/kvsim/sim"
+	"github.com/kvsim/kvsim/traces"
+)
+
+// Online runs a simulation incrementally, with the shape of [sim.Online]:
+// requests are submitted while it runs, virtual time advances only when
+// asked, and token and completion events are reported as [sim.Event]s.
+// replay drives either simulator through this shape.
+type Online struct {
+	s      *Sim
+	q      *queueSource
+	events []sim.Event
+	err    error
+}
+
+type queueSource struct {
+	recs []traces.Record
+	head int
+}
+
+func (q *queueSource) Next() (traces.Record, error) {
+	if q.head == len(q.recs) {
+		q.recs, q.head = q.recs[:0], 0
+		return traces.Record{}, errNoneYet
+	}
+	q.head++
+	return q.recs[q.head-1], nil
+}
+
+// NewOnline returns an online simulation of a llama-server.
+func NewOnline(cfg Config, cost CostModel) (*Online, error) {
+	s, err := New(cfg, cost)
+	if err != nil {
+		return nil, err
+	}
+	o := &Online{s: s, q: &queueSource{}}
+	s.src = o.q
+	s.observe = func(e sim.Event) { o.events = append(o.events, e) }
+	return o, nil
+}
+
+// Now returns the virtual time the simulation has reached.
+func (o *Online) Now() sim.Time { return o.s.now }
+
+// Submit queues a request that arrives at rec.Arrival, which must not be
+// before Now() nor before an earlier submission's arrival.
+func (o *Online) Submit(rec traces.Record) error {
+	if o.err != nil {
+		return o.err
+	}
+	if rec.Arrival < o.s.now {
+		return fmt.Errorf("request %q submitted for %d ns, before the simulation's time %d ns", rec.ID, rec.Arrival, o.s.now)
+	}
+	if rec.Arrival < o.s.lastArr {
+		return fmt.Errorf("request %q arrives at %d ns, before the previous submission (%d ns)", rec.ID, rec.Arrival, o.s.lastArr)
+	}
+	o.q.recs = append(o.q.recs, rec)
+	if err := o.s.pull(); err != nil {
+		o.err = err
+		return err
+	}
+	return nil
+}
+
+// Next returns the time of the next pending event, if there is one.
+func (o *Online) Next() (sim.Time, bool) { return o.s.nextTime() }
+
+// RunUntil processes every event up to and including time t, advances the
+// clock to t, and returns the events reported, in order. The slice is
+// reused by the next call.
+func (o *Online) RunUntil(t sim.Time) ([]sim.Event, error) {
+	o.events = o.events[:0]
+	if o.err != nil {
+		return nil, o.err
+	}
+	if t < o.s.now {
+		return nil, fmt.Errorf("RunUntil(%d) is before the simulation's time %d", t, o.s.now)
+	}
+	for {
+		ok, err := o.s.step(t)
+		if err != nil {
+			o.err = err
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+	}
+	o.s.now = t
+	return o.events, nil
+}
+
+// Active returns the number of requests arrived and not yet finished.
+func (o *Online) Active() int { return o.s.active }
+
+// Sim returns the simulator, for inspection (SlotTokens, SlotOf). Do not
+// run it directly.
+func (o *Online) Sim() *Sim { return o.s }
+
+// Stats returns the cache decision counts so far.
+func (o *Online) Stats() Stats { return o.s.stats }
+
+// Finish runs every remaining event and returns the run's results. The
+// Online cannot be used afterwards.
+func (o *Online) Finish() (*sim.Result, error) {
+	if o.err != nil {
+		return nil, o.err
+	}
+	for {
+		ok, err := o.s.step(1<<63 - 1)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+	}
+	o.err = errors.New("llamacpp: online simulation already finished")
+	return o.s.result(), nil
+}

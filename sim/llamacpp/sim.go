@@ -1,0 +1,454 @@
+package llamacpp
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/kvsim/kvsim/sim"
+	"github.com/kvsim/kvsim/sim/hw"
+	"github.com/kvsim/kvsim/traces"
+)
+
+// Stats counts the cache decisions of a run.
+type Stats struct {
+	// SlotBySimilarity and SlotByLRU count how requests got their slot.
+	SlotBySimilarity int64 `json:"slot_by_similarity"`
+	SlotByLRU        int64 `json:"slot_by_lru"`
+	// FullHits counts prompts entirely in the slot (the last token was
+	// re-evaluated anyway).
+	FullHits int64 `json:"full_hits"`
+	// RAMSaves counts slot states stored in the RAM cache; RAMSaveSkipped
+	// those already there (a cached state had them as a prefix);
+	// RAMObsolete cached states dropped because a new one extended them;
+	// RAMTooLarge states larger than the whole cache.
+	RAMSaves       int64 `json:"ram_saves"`
+	RAMSaveSkipped int64 `json:"ram_save_skipped"`
+	RAMObsolete    int64 `json:"ram_obsolete"`
+	RAMTooLarge    int64 `json:"ram_too_large"`
+	// RAMRestores counts states loaded back into a slot.
+	RAMRestores int64 `json:"ram_restores"`
+	// RAMEvictedTokens is the tokens of states removed for capacity.
+	RAMEvictedTokens int64 `json:"ram_evicted_tokens"`
+	// Calls counts llama_decode calls; MixedCalls those with both prompt
+	// chunks and decode tokens.
+	Calls      int64 `json:"calls"`
+	MixedCalls int64 `json:"mixed_calls"`
+}
+
+// Sim simulates one llama-server. It is single-threaded and deterministic.
+type Sim struct {
+	cfg   Config
+	cost  CostModel
+	nctx  int
+	now   sim.Time
+	slots []*slot
+	ram   *ramCache
+	queue []*request // arrived, waiting for a free slot, in arrival order
+
+	busy     bool
+	batchEnd sim.Time
+	parts    []part // the call in flight
+	extends  []hw.Extend
+
+	src     sim.Source
+	pending *traces.Record // the next record, not yet arrived
+	srcDone bool
+	lastArr sim.Time
+	observe func(sim.Event)
+
+	results  []sim.RequestResult
+	itls     []float64
+	counters sim.Counters
+	stats    Stats
+	active   int
+	nextOut  int32          // next synthetic output id: negative, so it never matches a prompt
+	slotOf   map[string]int // the slot each request got, by ID (inspection)
+}
+
+type slot struct {
+	id       int
+	tokens   []int32  // the tokens whose KV the slot holds
+	lastUsed sim.Time // release time; -1 before the first use
+	req      *request // nil when idle
+}
+
+type request struct {
+	id        string
+	prompt    []int32
+	outputs   []int32 // known output ids (captured traces), or nil
+	maxNew    int
+	slot      *slot
+	processed int  // prompt tokens in the slot's KV
+	nOut      int  // tokens sampled
+	restored  bool // the slot's tokens were restored from the RAM cache for it
+	lastTok   sim.Time
+	res       sim.RequestResult
+}
+
+// part is one slot's share of a llama_decode call: a prompt chunk of n
+// tokens, or (n == 0) one decode token.
+type part struct {
+	r *request
+	n int
+}
+
+// New returns a simulator of a llama-server configured by cfg.
+func New(cfg Config, cost CostModel) (*Sim, error) {
+	if cfg.Vocab == (traces.Vocab{}) {
+		cfg.Vocab = traces.DefaultVocab
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cost == nil {
+		return nil, errors.New("llamacpp: nil cost model")
+	}
+	s := &Sim{cfg: cfg, cost: cost, nctx: cfg.SlotContext(), nextOut: -1, slotOf: map[string]int{}}
+	for i := range cfg.Slots {
+		s.slots = append(s.slots, &slot{id: i, lastUsed: -1})
+	}
+	s.ram = newRAMCache(cfg, &s.stats)
+	return s, nil
+}
+
+// Stats returns the cache decision counts so far.
+func (s *Sim) Stats() Stats { return s.stats }
+
+// SlotTokens returns a copy of the tokens slot i holds (for tests and
+// inspection).
+func (s *Sim) SlotTokens(i int) []int32 { return append([]int32(nil), s.slots[i].tokens...) }
+
+// SlotOf returns the slot request id was given, if it got one.
+func (s *Sim) SlotOf(id string) (int, bool) {
+	i, ok := s.slotOf[id]
+	return i, ok
+}
+
+// Run simulates the whole trace and returns the results.
+func (s *Sim) Run(src sim.Source) (*sim.Result, error) {
+	s.src = src
+	if err := s.pull(); err != nil {
+		return nil, err
+	}
+	for {
+		ok, err := s.step(math.MaxInt64)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+	}
+	if s.active != 0 {
+		panic(fmt.Sprintf("llamacpp: run ended with %d requests unfinished", s.active))
+	}
+	return s.result(), nil
+}
+
+// errNoneYet tells pull that an online source has nothing queued now.
+var errNoneYet = errors.New("llamacpp: no record queued yet")
+
+// pull reads the next record into pending, checking the arrival order.
+func (s *Sim) pull() error {
+	if s.pending != nil || s.srcDone {
+		return nil
+	}
+	rec, err := s.src.Next()
+	switch {
+	case errors.Is(err, errNoneYet):
+		return nil
+	case errors.Is(err, io.EOF):
+		s.srcDone = true
+		return nil
+	case err != nil:
+		return err
+	}
+	if rec.Arrival < s.lastArr {
+		return fmt.Errorf("record %q arrives at %d ns, before the previous record (%d ns)", rec.ID, rec.Arrival, s.lastArr)
+	}
+	s.lastArr = rec.Arrival
+	s.pending = &rec
+	return nil
+}
+
+// nextTime is the time of the next event, if any.
+func (s *Sim) nextTime() (sim.Time, bool) {
+	t, ok := sim.Time(math.MaxInt64), false
+	if s.busy {
+		t, ok = s.batchEnd, true
+	}
+	if s.pending != nil && max(s.pending.Arrival, s.now) < t {
+		t, ok = max(s.pending.Arrival, s.now), true
+	}
+	return t, ok
+}
+
+// step processes the next event if it is at or before limit. A call that
+// ends at the same time as an arrival ends first.
+func (s *Sim) step(limit sim.Time) (bool, error) {
+	t, ok := s.nextTime()
+	if !ok || t > limit {
+		return false, nil
+	}
+	s.now = t
+	if s.busy && s.batchEnd == t {
+		s.endCall()
+	}
+	for s.pending != nil && s.pending.Arrival <= s.now {
+		rec := s.pending
+		s.pending = nil
+		if err := s.arrive(rec); err != nil {
+			return false, err
+		}
+		if err := s.pull(); err != nil {
+			return false, err
+		}
+	}
+	if !s.busy {
+		s.iterate()
+	}
+	s.checkInvariants()
+	return true, nil
+}
+
+// arrive turns a record into a queued request; prompts longer than a slot's
+// context fail at once, as the server answers them HTTP 400.
+func (s *Sim) arrive(rec *traces.Record) error {
+	prompt, err := traces.PromptTokens(rec, s.cfg.Vocab)
+	if err != nil {
+		return err
+	}
+	r := &request{id: rec.ID, prompt: prompt, outputs: rec.OutputTokens, maxNew: max(rec.OutputLen, 1)}
+	r.res = sim.RequestResult{ID: rec.ID, Arrival: s.now, PromptTokens: int64(len(prompt))}
+	s.active++
+	if len(prompt) > s.nctx {
+		r.res.Failed = fmt.Sprintf("request (%d tokens) exceeds the available context size (%d tokens)", len(prompt), s.nctx)
+		r.res.Admitted, r.res.FirstToken, r.res.Finish = s.now, s.now, s.now
+		s.done(r)
+		return nil
+	}
+	// Generation stops when the slot's context is full (no context shift).
+	r.maxNew = min(r.maxNew, max(1, s.nctx-len(prompt)))
+	s.queue = append(s.queue, r)
+	return nil
+}
+
+// iterate is one turn of the server loop with no call in flight: start the
+// queued tasks that find a slot, then build and run one llama_decode call.
+func (s *Sim) iterate() {
+	for len(s.queue) > 0 {
+		sl := s.choose(s.queue[0])
+		if sl == nil {
+			break
+		}
+		s.launch(s.queue[0], sl)
+		s.queue = s.queue[1:]
+	}
+	s.parts = s.parts[:0]
+	s.extends = s.extends[:0]
+	var decodes, tokens int
+	var context int64
+	for _, sl := range s.slots {
+		if r := sl.req; r != nil && r.processed == len(r.prompt) {
+			s.parts = append(s.parts, part{r: r})
+			decodes++
+			tokens++
+			context += int64(len(sl.tokens)) + 1
+		}
+	}
+	for _, sl := range s.slots {
+		r := sl.req
+		if r == nil || r.processed == len(r.prompt) {
+			continue
+		}
+		n := min(len(r.prompt)-r.processed, s.cfg.Batch-tokens)
+		if n <= 0 {
+			break
+		}
+		s.parts = append(s.parts, part{r: r, n: n})
+		s.extends = append(s.extends, hw.Extend{New: int64(n), Cached: int64(r.processed)})
+		tokens += n
+	}
+	if tokens == 0 {
+		return
+	}
+	d := s.cost.BatchTime(s.extends, decodes, context)
+	s.stats.Calls++
+	switch {
+	case len(s.extends) > 0 && decodes > 0:
+		s.stats.MixedCalls++
+		s.counters.PrefillBatches++
+		s.counters.PrefillNs += d
+	case len(s.extends) > 0:
+		s.counters.PrefillBatches++
+		s.counters.PrefillNs += d
+	default:
+		s.counters.DecodeSteps++
+		s.counters.DecodeNs += d
+	}
+	s.busy = true
+	s.batchEnd = s.now + d
+}
+
+// choose is get_available_slot: the idle slot whose tokens share the
+// longest prefix with the prompt, if that is more than the similarity
+// threshold of the prompt; else the least recently released idle slot
+// (never-used slots first, lowest id on ties). When the slot was chosen by
+// LRU, or by similarity but would keep less than half of its tokens, its
+// state goes to the RAM cache and a better cached state is restored into it.
+func (s *Sim) choose(r *request) *slot {
+	var ret *slot
+	update := false
+	if s.cfg.SlotPromptSimilarity != 0 {
+		simBest, retLCP := float32(0), 0
+		for _, sl := range s.slots {
+			if sl.req != nil || len(sl.tokens) == 0 {
+				continue
+			}
+			l := lcp(sl.tokens, r.prompt)
+			sim := float32(l) / float32(len(r.prompt))
+			if sim > simBest && sim > float32(s.cfg.SlotPromptSimilarity) {
+				simBest, ret, retLCP = sim, sl, l
+			}
+		}
+		if ret != nil {
+			s.stats.SlotBySimilarity++
+			if float32(retLCP)/float32(len(ret.tokens)) < 0.5 {
+				update = true
+			}
+		}
+	}
+	if ret == nil {
+		for _, sl := range s.slots {
+			if sl.req == nil && (ret == nil || sl.lastUsed < ret.lastUsed) {
+				ret = sl
+			}
+		}
+		if ret == nil {
+			return nil
+		}
+		s.stats.SlotByLRU++
+		update = true
+	}
+	if update && s.ram != nil && len(ret.tokens) > 0 {
+		s.ram.save(ret.tokens)
+		if toks, ok := s.ram.load(ret.tokens, r.prompt); ok {
+			ret.tokens = toks
+			r.restored = true
+		}
+		s.ram.update()
+	}
+	return ret
+}
+
+// launch gives the slot to the request, saves the idle slots to the RAM
+// cache, and keeps the common prefix of the slot's tokens: the cached
+// tokens, one fewer when the whole prompt is there (the last prompt token
+// is always evaluated again, to get its logits).
+func (s *Sim) launch(r *request, sl *slot) {
+	sl.req = r
+	r.slot = sl
+	s.slotOf[r.id] = sl.id
+	r.res.Admitted = s.now
+	if s.ram != nil && !s.cfg.NoCacheIdleSlots {
+		for _, o := range s.slots {
+			if o.req == nil && len(o.tokens) > 0 {
+				s.ram.save(o.tokens)
+				s.ram.update()
+			}
+		}
+	}
+	n := lcp(sl.tokens, r.prompt)
+	if n == len(r.prompt) && n > 0 {
+		n--
+		s.stats.FullHits++
+	}
+	sl.tokens = sl.tokens[:n]
+	r.processed = n
+	r.res.CachedTokens = int64(n)
+	if r.restored {
+		r.res.CachedHost = int64(n)
+	} else {
+		r.res.CachedDevice = int64(n)
+	}
+}
+
+// endCall applies the call that just ended: decode tokens enter the KV
+// and each generating slot samples its next token; prompt chunks enter the
+// KV and a finished prompt samples its first token.
+func (s *Sim) endCall() {
+	s.busy = false
+	for _, p := range s.parts {
+		r := p.r
+		sl := r.slot
+		if p.n == 0 {
+			sl.tokens = append(sl.tokens, s.outputID(r, r.nOut-1))
+			r.nOut++
+			s.itls = append(s.itls, float64(s.now-r.lastTok)/1e6)
+		} else {
+			sl.tokens = append(sl.tokens, r.prompt[r.processed:r.processed+p.n]...)
+			r.processed += p.n
+			if r.processed < len(r.prompt) {
+				continue
+			}
+			r.nOut = 1
+			r.res.FirstToken = s.now
+		}
+		r.lastTok = s.now
+		if s.observe != nil {
+			s.observe(sim.Event{ID: r.id, Time: s.now, Tokens: int64(r.nOut)})
+		}
+		if r.nOut == r.maxNew {
+			sl.req = nil
+			sl.lastUsed = s.now
+			r.res.Finish = s.now
+			r.res.OutputTokens = int64(r.nOut)
+			s.counters.OutputTokens += int64(r.nOut)
+			s.done(r)
+		}
+	}
+}
+
+// outputID is the id of the request's i-th output token: the trace's when
+// it has them, else a synthetic id that matches no prompt.
+func (s *Sim) outputID(r *request, i int) int32 {
+	if i < len(r.outputs) {
+		return r.outputs[i]
+	}
+	id := s.nextOut
+	s.nextOut--
+	return id
+}
+
+func (s *Sim) done(r *request) {
+	s.active--
+	s.counters.Requests++
+	if r.res.Failed != "" {
+		s.counters.Failed++
+	}
+	s.results = append(s.results, r.res)
+	if s.observe != nil {
+		s.observe(sim.Event{ID: r.id, Time: s.now, Tokens: int64(r.nOut), Done: true, Result: r.res})
+	}
+}
+
+func (s *Sim) result() *sim.Result {
+	return &sim.Result{Requests: s.results, Summary: sim.Summarize(s.results, s.itls), Counters: s.counters}
+}
+
+// checkInvariants panics when the state is impossible.
+func (s *Sim) checkInvariants() {
+	for _, sl := range s.slots {
+		if len(sl.tokens) > s.nctx {
+			panic(fmt.Sprintf("llamacpp: slot %d holds %d tokens, more than its context %d", sl.id, len(sl.tokens), s.nctx))
+		}
+		if r := sl.req; r != nil && (r.slot != sl || r.processed > len(r.prompt) || r.nOut > r.maxNew) {
+			panic(fmt.Sprintf("llamacpp: slot %d request %q inconsistent", sl.id, r.id))
+		}
+	}
+	if s.ram != nil && s.ram.limitBytes > 0 && len(s.ram.states) > 1 && s.ram.bytes > s.ram.limitBytes {
+		panic(fmt.Sprintf("llamacpp: RAM cache holds %d bytes over its limit %d", s.ram.bytes, s.ram.limitBytes))
+	}
+}
