@@ -14,8 +14,11 @@ type Event struct {
 	ID     string
 	Time   Time
 	Tokens int64
-	Done   bool
-	Result RequestResult // set when Done
+	// CachedTokens is the request's cached_tokens (known from its first
+	// admission on), carried by every event as SGLang's meta_info does.
+	CachedTokens int64
+	Done         bool
+	Result       RequestResult // set when Done
 }
 
 // Online runs a simulation incrementally: requests are submitted while it
@@ -118,6 +121,20 @@ func (o *Online) RunUntil(t Time) ([]Event, error) {
 	}
 	o.s.now = t
 	return o.events, nil
+}
+
+// Counters returns the run's counters so far.
+func (o *Online) Counters() Counters { return o.s.counters }
+
+// Queue returns the number of waiting and running requests.
+func (o *Online) Queue() (waiting, running int) { return len(o.s.waiting), len(o.s.running) }
+
+// Evictions returns the device tokens evicted without a host copy
+// (deleted), the device tokens demoted to host, and the host tokens evicted,
+// so far.
+func (o *Online) Evictions() (deviceDeleted, demoted, hostEvicted int64) {
+	st := o.s.tree.Stats()
+	return st.DeviceEvicted - st.Demoted, st.Demoted, st.HostEvicted
 }
 
 // Active returns the number of requests submitted and arrived but not yet

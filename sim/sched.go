@@ -469,7 +469,7 @@ func (s *Sim) emitToken(r *request) {
 	}
 	r.lastToken = s.now
 	if s.observe != nil {
-		s.observe(Event{ID: r.id, Time: s.now, Tokens: r.out})
+		s.observe(Event{ID: r.id, Time: s.now, Tokens: r.out, CachedTokens: r.res.CachedTokens})
 	}
 }
 
@@ -543,7 +543,7 @@ func (s *Sim) finishBookkeeping(r *request) {
 	r.seqTokens = nil
 	s.results = append(s.results, r.res)
 	if s.observe != nil {
-		s.observe(Event{ID: r.id, Time: s.now, Tokens: r.out, Done: true, Result: r.res})
+		s.observe(Event{ID: r.id, Time: s.now, Tokens: r.out, CachedTokens: r.res.CachedTokens, Done: true, Result: r.res})
 	}
 }
 
