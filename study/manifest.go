@@ -231,6 +231,13 @@ func Merge(dirs []string, opt Options) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
+	versions := map[string]bool{}
+	for _, l := range lines {
+		versions[l.rec.Version] = true
+	}
+	if len(versions) > 1 {
+		fmt.Fprintf(logw, "kvsim study: warning: the shards ran different kvsim versions %v; results may differ between versions\n", sortedKeys(versions))
+	}
 	for _, l := range lines {
 		name := timelineName(l.rec.Point)
 		for _, d := range dirs {
