@@ -95,6 +95,7 @@ type job struct {
 
 	mu      sync.Mutex
 	tokens  int  // tokens generated so far
+	cached  int  // cached_tokens, known from the first token on
 	done    bool // finished (res is set)
 	res     sim.RequestResult
 	arrival int64 // virtual ns (absolute)
@@ -197,6 +198,7 @@ func (s *Server) loop(ctx context.Context) error {
 			}
 			j.mu.Lock()
 			j.tokens = int(e.Tokens)
+			j.cached = int(e.CachedTokens)
 			if e.Done {
 				j.done = true
 				j.res = e.Result
@@ -352,16 +354,6 @@ func (s *Server) account(e sim.Event) {
 	s.stats.CachedStorage += r.CachedStorage
 }
 
-// Optional views of the simulator's internals. sim.Online offers them in
-// newer versions; the metrics they feed are left out otherwise.
-type (
-	onlineCounters interface{ Counters() sim.Counters }
-	onlineQueue    interface{ Queue() (waiting, running int) }
-	onlineEvicted  interface {
-		Evictions() (deviceDeleted, demoted, hostEvicted int64)
-	}
-)
-
 // extraStats refreshes the metrics taken from the simulator itself
 // (statsMu held).
 func (s *Server) extraStats(o *sim.Online) {
@@ -369,8 +361,8 @@ func (s *Server) extraStats(o *sim.Online) {
 	add := func(name, help, kind string, v float64) {
 		s.stats.Extra = append(s.stats.Extra, metric{name, help, kind, v})
 	}
-	if c, ok := any(o).(onlineCounters); ok {
-		k := c.Counters()
+	{
+		k := o.Counters()
 		add("kvsim_load_back_tokens_total", "Tokens loaded back from host to device since the last flush.", "counter", float64(k.LoadBackTokens))
 		add("kvsim_write_through_tokens_total", "Tokens copied device to host by write-through since the last flush.", "counter", float64(k.WriteThroughTokens))
 		add("kvsim_write_back_tokens_total", "Tokens written back to host at eviction since the last flush.", "counter", float64(k.WriteBackTokens))
@@ -378,14 +370,14 @@ func (s *Server) extraStats(o *sim.Online) {
 		add("kvsim_prefill_batches_total", "Prefill forwards since the last flush.", "counter", float64(k.PrefillBatches))
 		add("kvsim_decode_steps_total", "Decode steps since the last flush.", "counter", float64(k.DecodeSteps))
 	}
-	if e, ok := any(o).(onlineEvicted); ok {
-		del, dem, host := e.Evictions()
+	{
+		del, dem, host := o.Evictions()
 		add("kvsim_device_evicted_tokens_total", "Device tokens evicted (deleted or demoted to host) since the last flush.", "counter", float64(del+dem))
 		add("kvsim_demoted_tokens_total", "Device tokens evicted to a host copy since the last flush.", "counter", float64(dem))
 		add("kvsim_host_evicted_tokens_total", "Host tokens evicted since the last flush.", "counter", float64(host))
 	}
-	if q, ok := any(o).(onlineQueue); ok {
-		w, r := q.Queue()
+	{
+		w, r := o.Queue()
 		add("kvsim_queue_waiting", "Requests in the scheduler's waiting queue.", "gauge", float64(w))
 		add("kvsim_queue_running", "Requests in the running (decode) batch.", "gauge", float64(r))
 	}

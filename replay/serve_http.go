@@ -336,6 +336,7 @@ func (s *Server) serveGen(w http.ResponseWriter, r *http.Request, prompt []int32
 		j.mu.Lock()
 		tokens, done := j.tokens, j.done
 		res := j.res
+		g.cached = j.cached
 		j.mu.Unlock()
 		if done && res.Failed != "" {
 			if sent == 0 {
@@ -438,9 +439,11 @@ func (g *genStream) meta(b *bytes.Buffer, k int, last bool) {
 	} else {
 		b.WriteString(`,"finish_reason":null`)
 	}
-	fmt.Fprintf(b, `,"prompt_tokens":%d,"completion_tokens":%d`, len(g.job.prompt), k)
+	// cached_tokens is in every event, as SGLang sends it (the benchmarks
+	// read it from the first chunk).
+	fmt.Fprintf(b, `,"prompt_tokens":%d,"completion_tokens":%d,"cached_tokens":%d`, len(g.job.prompt), k, g.cached)
 	if last {
-		fmt.Fprintf(b, `,"cached_tokens":%d,"e2e_latency":%s`, g.cached, strconv.FormatFloat(g.e2e, 'g', -1, 64))
+		fmt.Fprintf(b, `,"e2e_latency":%s`, strconv.FormatFloat(g.e2e, 'g', -1, 64))
 	}
 	b.WriteByte('}')
 }
