@@ -2,7 +2,7 @@
 // (go test ./internal/lint):
 //
 //   - import direction: packages import only "downwards" in the layering
-//     tree, traces <- planner <- sim <- replay <- configs <- cmd, with
+//     tree, traces <- planner <- sim <- replay <- configs <- study <- cmd, with
 //     internal/* usable by all;
 //   - determinism: the simulator core (tree, planner, sim, traces) calls no
 //     wall clock, no global math/rand, no crypto/rand, and starts no

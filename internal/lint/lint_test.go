@@ -128,7 +128,7 @@ func TestImportDirection(t *testing.T) {
 				continue
 			}
 			if toLayer >= fromLayer {
-				t.Errorf("%s: %s must not import %s <- imports flow tree, traces <- planner <- sim <- replay <- configs <- cmd",
+				t.Errorf("%s: %s must not import %s <- imports flow tree, traces <- planner <- sim <- replay <- configs <- study <- cmd",
 					fset.Position(imp.Pos()), from, path)
 			}
 		}
