@@ -65,14 +65,13 @@ func (f JSONFloat) MarshalJSON() ([]byte, error) {
 func Compare(measured, predicted []RequestResult) Comparison {
 	c := Comparison{Measured: Summarize(measured), Predicted: Summarize(predicted)}
 	mv, pv := reflect.ValueOf(c.Measured), reflect.ValueOf(c.Predicted)
-	tp := mv.Type()
-	for i := range tp.NumField() {
-		f := tp.Field(i)
+	// VisibleFields flattens the embedded serving metric set, in order.
+	for _, f := range reflect.VisibleFields(mv.Type()) {
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if f.Type != reflect.TypeFor[float64]() && f.Type != reflect.TypeFor[int64]() || name == "num_prompts" {
+		if f.Anonymous || f.Type != reflect.TypeFor[float64]() && f.Type != reflect.TypeFor[int64]() || name == "num_prompts" {
 			continue
 		}
-		m, p := toFloat(mv.Field(i)), toFloat(pv.Field(i))
+		m, p := toFloat(mv.FieldByIndex(f.Index)), toFloat(pv.FieldByIndex(f.Index))
 		c.Metrics = append(c.Metrics, MetricDiff{Name: name, Measured: m, Predicted: p, RelError: JSONFloat(relErr(m, p))})
 	}
 	if h, g := c.Measured.CacheHitRate, c.Predicted.CacheHitRate; h != nil && g != nil {

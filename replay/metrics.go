@@ -103,36 +103,8 @@ type Summary struct {
 	RequestRate       Rate    `json:"request_rate"`
 	MaxConcurrency    *int    `json:"max_concurrency"`
 	NumPrompts        int     `json:"num_prompts"`
-	Completed         int64   `json:"completed"`
-	Duration          float64 `json:"benchmark_duration"`
-	TotalInput        int64   `json:"total_input"`
-	TotalOutput       int64   `json:"total_output"`
-	RequestThroughput float64 `json:"request_throughput"`
-	InputThroughput   float64 `json:"input_throughput"`
-	OutputThroughput  float64 `json:"output_throughput"`
-	TotalThroughput   float64 `json:"total_throughput"`
-
-	MeanTTFT    float64 `json:"mean_ttft_ms"`
-	MedianTTFT  float64 `json:"median_ttft_ms"`
-	StdTTFT     float64 `json:"std_ttft_ms"`
-	P90TTFT     float64 `json:"p90_ttft_ms"`
-	P99TTFT     float64 `json:"p99_ttft_ms"`
-	MeanTPOT    float64 `json:"mean_tpot_ms"`
-	MedianTPOT  float64 `json:"median_tpot_ms"`
-	StdTPOT     float64 `json:"std_tpot_ms"`
-	P90TPOT     float64 `json:"p90_tpot_ms"`
-	P99TPOT     float64 `json:"p99_tpot_ms"`
-	MeanITL     float64 `json:"mean_itl_ms"`
-	MedianITL   float64 `json:"median_itl_ms"`
-	StdITL      float64 `json:"std_itl_ms"`
-	P90ITL      float64 `json:"p90_itl_ms"`
-	P99ITL      float64 `json:"p99_itl_ms"`
-	MeanE2E     float64 `json:"mean_e2e_latency_ms"`
-	MedianE2E   float64 `json:"median_e2e_latency_ms"`
-	StdE2E      float64 `json:"std_e2e_latency_ms"`
-	P90E2E      float64 `json:"p90_e2e_latency_ms"`
-	P99E2E      float64 `json:"p99_e2e_latency_ms"`
-	Concurrency float64 `json:"concurrency"`
+	// Serving is the seed's metric set (completed ... concurrency).
+	sim.Serving
 
 	// CacheHitRate is sum(cached_tokens) / sum(server prompt_tokens) over
 	// the completed requests that reported both; nil when none did.
@@ -220,15 +192,7 @@ func Summarize(results []RequestResult) Summary {
 			itls = append(itls, float64(x)/1e6)
 		}
 	}
-	m := sim.Summarize(rs, itls)
-	s.Completed, s.TotalInput, s.TotalOutput, s.Duration = m.Completed, m.TotalInput, m.TotalOutput, m.Duration
-	s.RequestThroughput, s.InputThroughput, s.OutputThroughput, s.TotalThroughput =
-		m.RequestThroughput, m.InputThroughput, m.OutputThroughput, m.TotalThroughput
-	s.MeanTTFT, s.MedianTTFT, s.StdTTFT, s.P90TTFT, s.P99TTFT = m.MeanTTFT, m.MedianTTFT, m.StdTTFT, m.P90TTFT, m.P99TTFT
-	s.MeanTPOT, s.MedianTPOT, s.StdTPOT, s.P90TPOT, s.P99TPOT = m.MeanTPOT, m.MedianTPOT, m.StdTPOT, m.P90TPOT, m.P99TPOT
-	s.MeanITL, s.MedianITL, s.StdITL, s.P90ITL, s.P99ITL = m.MeanITL, m.MedianITL, m.StdITL, m.P90ITL, m.P99ITL
-	s.MeanE2E, s.MedianE2E, s.StdE2E, s.P90E2E, s.P99E2E = m.MeanE2E, m.MedianE2E, m.StdE2E, m.P90E2E, m.P99E2E
-	s.Concurrency = m.Concurrency
+	s.Serving = sim.Summarize(rs, itls).Serving
 	// The hit rate uses the server's prompt counts, over the requests
 	// that reported a cached count.
 	var prompt int64

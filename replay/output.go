@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kvsim/kvsim/sim"
 	"github.com/kvsim/kvsim/traces"
 )
 
@@ -23,18 +24,8 @@ type TableHeader struct {
 // (print_benchmark_result), without the retokenized line (kvsim has no
 // tokenizer), followed by kvsim's failure, cache and client sections.
 func PrintTable(w io.Writer, h TableHeader, s *Summary) {
-	line := func(k string, v any) {
-		switch v := v.(type) {
-		case float64:
-			fmt.Fprintf(w, "%-40s %-10.2f\n", k, v)
-		default:
-			fmt.Fprintf(w, "%-40s %-10v\n", k, v)
-		}
-	}
-	head := func(title string, fill string) {
-		n := max(50-len(title), 0)
-		fmt.Fprintf(w, "%s%s%s\n", strings.Repeat(fill, n/2), title, strings.Repeat(fill, n-n/2))
-	}
+	line := func(k string, v any) { sim.TableLine(w, k, v) }
+	head := func(title string, fill string) { sim.TableHeading(w, title, fill[0]) }
 	fmt.Fprintln(w)
 	head(" Serving Benchmark Result ", "=")
 	line("Backend:", h.Backend)
@@ -44,33 +35,7 @@ func PrintTable(w io.Writer, h TableHeader, s *Summary) {
 	} else {
 		line("Max request concurrency:", "not set")
 	}
-	line("Successful requests:", s.Completed)
-	line("Benchmark duration (s):", s.Duration)
-	line("Total input tokens:", s.TotalInput)
-	line("Total generated tokens:", s.TotalOutput)
-	line("Request throughput (req/s):", s.RequestThroughput)
-	line("Input token throughput (tok/s):", s.InputThroughput)
-	line("Output token throughput (tok/s):", s.OutputThroughput)
-	line("Total token throughput (tok/s):", s.TotalThroughput)
-	line("Concurrency:", s.Concurrency)
-	head("End-to-End Latency", "-")
-	line("Mean E2E Latency (ms):", s.MeanE2E)
-	line("Median E2E Latency (ms):", s.MedianE2E)
-	head("Time to First Token", "-")
-	line("Mean TTFT (ms):", s.MeanTTFT)
-	line("Median TTFT (ms):", s.MedianTTFT)
-	line("P90 TTFT (ms):", s.P90TTFT)
-	line("P99 TTFT (ms):", s.P99TTFT)
-	head("Time per Output Token (excl. 1st token)", "-")
-	line("Mean TPOT (ms):", s.MeanTPOT)
-	line("Median TPOT (ms):", s.MedianTPOT)
-	line("P90 TPOT (ms):", s.P90TPOT)
-	line("P99 TPOT (ms):", s.P99TPOT)
-	head("Inter-token Latency", "-")
-	line("Mean ITL (ms):", s.MeanITL)
-	line("Median ITL (ms):", s.MedianITL)
-	line("P90 ITL (ms):", s.P90ITL)
-	line("P99 ITL (ms):", s.P99ITL)
+	s.Serving.WriteTable(w)
 	head("Cache and client (kvsim)", "-")
 	if s.CacheHitRate != nil {
 		line("Cache hit rate (cached/prompt):", fmt.Sprintf("%.4f", *s.CacheHitRate))

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"github.com/kvsim/kvsim/sim"
 	"math"
 	"os"
 	"path/filepath"
@@ -20,11 +21,15 @@ func TestPrintTableGolden(t *testing.T) {
 	h := 0.4567
 	mc := 4
 	s := Summary{
-		Backend: "sglang", RequestRate: Rate(math.Inf(1)), MaxConcurrency: &mc, Completed: 62, Duration: 12.3456,
-		TotalInput: 4340000, TotalOutput: 12400, RequestThroughput: 5.02, InputThroughput: 351543.2, OutputThroughput: 1004.4,
-		TotalThroughput: 352547.6, MeanTTFT: 812.5, MedianTTFT: 790.25, P90TTFT: 1200, P99TTFT: 1350.75,
-		MeanTPOT: 12.5, MedianTPOT: 12.25, P90TPOT: 14, P99TPOT: 15.5, MeanITL: 12.4, MedianITL: 12, P90ITL: 13.9, P99ITL: 30.1,
-		MeanE2E: 3300.5, MedianE2E: 3250, Concurrency: 3.98, CacheHitRate: &h, Failed: 2,
+		Backend: "sglang", RequestRate: Rate(math.Inf(1)), MaxConcurrency: &mc,
+		Serving: sim.Serving{
+			Completed: 62, Duration: 12.3456,
+			TotalInput: 4340000, TotalOutput: 12400, RequestThroughput: 5.02, InputThroughput: 351543.2, OutputThroughput: 1004.4,
+			TotalThroughput: 352547.6, MeanTTFT: 812.5, MedianTTFT: 790.25, P90TTFT: 1200, P99TTFT: 1350.75,
+			MeanTPOT: 12.5, MedianTPOT: 12.25, P90TPOT: 14, P99TPOT: 15.5, MeanITL: 12.4, MedianITL: 12, P90ITL: 13.9, P99ITL: 30.1,
+			MeanE2E: 3300.5, MedianE2E: 3250, Concurrency: 3.98,
+		},
+		CacheHitRate: &h, Failed: 2,
 		FailedReasons: map[string]int64{"timeout": 1, "http 503": 1}, MeanLateness: 0.0123, P99Lateness: 0.25, MeanQueueWait: 1500.5,
 	}
 	var b bytes.Buffer

@@ -148,14 +148,17 @@ func (s *Sim) result() *Result {
 	return &Result{Requests: s.results, Summary: sum, Counters: c, Timeline: s.timeline}
 }
 
-// Summary is the run's metric set. Latency fields and their names follow
-// SGLang's serving benchmarks (bench_serving.py, bench_warm_cache.py).
-type Summary struct {
+// Serving is the metric set of SGLang's serving benchmarks
+// (bench_serving.py, bench_warm_cache.py), under their JSON field names and
+// in their order, minus the *_retokenized fields (which need the model's
+// tokenizer). Times are milliseconds, throughputs per second of the
+// benchmark duration. The simulator and the replay of a real server both
+// report it.
+type Serving struct {
 	Completed         int64   `json:"completed"`
-	Failed            int64   `json:"failed"`
+	Duration          float64 `json:"benchmark_duration"`
 	TotalInput        int64   `json:"total_input"`
 	TotalOutput       int64   `json:"total_output"`
-	Duration          float64 `json:"benchmark_duration"`
 	RequestThroughput float64 `json:"request_throughput"`
 	InputThroughput   float64 `json:"input_throughput"`
 	OutputThroughput  float64 `json:"output_throughput"`
@@ -182,6 +185,13 @@ type Summary struct {
 	P90E2E      float64 `json:"p90_e2e_latency_ms"`
 	P99E2E      float64 `json:"p99_e2e_latency_ms"`
 	Concurrency float64 `json:"concurrency"`
+}
+
+// Summary is a simulation's metric set: the serving benchmark's, plus the
+// cache's.
+type Summary struct {
+	Serving
+	Failed int64 `json:"failed"`
 
 	CacheHitRate   float64 `json:"cache_hit_rate"`
 	DeviceHitRate  float64 `json:"device_hit_rate"`

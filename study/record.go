@@ -84,7 +84,7 @@ func sizingOf(f *configs.File, b *configs.Built) Sizing {
 type metricField struct {
 	name   string
 	sizing bool
-	index  int
+	index  []int
 }
 
 // metricFields lists the metrics in results.csv's order: the sizing, then
@@ -92,9 +92,14 @@ type metricField struct {
 var metricFields = sync.OnceValue(func() []metricField {
 	var out []metricField
 	add := func(t reflect.Type, sizing bool) {
-		for i := range t.NumField() {
-			name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-			out = append(out, metricField{name: name, sizing: sizing, index: i})
+		// VisibleFields flattens embedded structs (sim.Summary embeds the
+		// serving benchmark's sim.Serving) in declaration order.
+		for _, f := range reflect.VisibleFields(t) {
+			if f.Anonymous {
+				continue
+			}
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			out = append(out, metricField{name: name, sizing: sizing, index: f.Index})
 		}
 	}
 	add(reflect.TypeFor[Sizing](), true)
@@ -124,7 +129,7 @@ func (r *Record) Metric(name string) (float64, bool) {
 		if f.sizing {
 			v = reflect.ValueOf(r.Sizing)
 		}
-		fv := v.Field(f.index)
+		fv := v.FieldByIndex(f.index)
 		switch fv.Kind() {
 		case reflect.Float64:
 			return fv.Float(), true

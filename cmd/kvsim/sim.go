@@ -196,19 +196,9 @@ func writeAtomic(path string, fill func(io.Writer) error) error {
 func printSimTable(w io.Writer, trace string, f *configs.File, b *configs.Built, res *sim.Result) {
 	s := res.Summary
 	c := b.Sim.Cache
-	line := func(k string, v any) {
-		switch v := v.(type) {
-		case float64:
-			fmt.Fprintf(w, "%-40s %-10.2f\n", k, v)
-		default:
-			fmt.Fprintf(w, "%-40s %-10v\n", k, v)
-		}
-	}
-	head := func(title string, fill byte) {
-		n := 50 - len(title)
-		fmt.Fprintf(w, "%s%s%s\n", strings.Repeat(string(fill), n/2), title, strings.Repeat(string(fill), n-n/2))
-	}
-	head(" kvsim simulation ", '=')
+	line := func(k string, v any) { sim.TableLine(w, k, v) }
+	head := sim.TableHeading
+	head(w, " kvsim simulation ", '=')
 	line("Server:", fmt.Sprintf("%s on %s, tp %d", f.Model.Name, f.GPU.Name, f.Server.TPSize))
 	hostDesc := "off"
 	if c.HostTokens > 0 {
@@ -217,38 +207,11 @@ func printSimTable(w io.Writer, trace string, f *configs.File, b *configs.Built,
 	line("Device KV pool (tokens per rank):", c.DeviceTokens)
 	line("Host KV pool:", hostDesc)
 	line("Trace:", filepath.Base(trace))
-	line("Successful requests:", s.Completed)
 	if s.Failed > 0 {
 		line("Failed requests:", s.Failed)
 	}
-	line("Benchmark duration (s):", s.Duration)
-	line("Total input tokens:", s.TotalInput)
-	line("Total generated tokens:", s.TotalOutput)
-	line("Request throughput (req/s):", s.RequestThroughput)
-	line("Input token throughput (tok/s):", s.InputThroughput)
-	line("Output token throughput (tok/s):", s.OutputThroughput)
-	line("Total token throughput (tok/s):", s.TotalThroughput)
-	line("Concurrency:", s.Concurrency)
-	head("End-to-End Latency", '-')
-	line("Mean E2E Latency (ms):", s.MeanE2E)
-	line("Median E2E Latency (ms):", s.MedianE2E)
-	line("P99 E2E Latency (ms):", s.P99E2E)
-	head("Time to First Token", '-')
-	line("Mean TTFT (ms):", s.MeanTTFT)
-	line("Median TTFT (ms):", s.MedianTTFT)
-	line("P90 TTFT (ms):", s.P90TTFT)
-	line("P99 TTFT (ms):", s.P99TTFT)
-	head("Time per Output Token (excl. 1st token)", '-')
-	line("Mean TPOT (ms):", s.MeanTPOT)
-	line("Median TPOT (ms):", s.MedianTPOT)
-	line("P90 TPOT (ms):", s.P90TPOT)
-	line("P99 TPOT (ms):", s.P99TPOT)
-	head("Inter-token Latency", '-')
-	line("Mean ITL (ms):", s.MeanITL)
-	line("Median ITL (ms):", s.MedianITL)
-	line("P90 ITL (ms):", s.P90ITL)
-	line("P99 ITL (ms):", s.P99ITL)
-	head("KV Cache", '-')
+	s.Serving.WriteTable(w)
+	head(w, "KV Cache", '-')
 	line("Cache hit rate (cached/prompt):", fmt.Sprintf("%.4f", s.CacheHitRate))
 	line("  device hit rate:", fmt.Sprintf("%.4f", s.DeviceHitRate))
 	line("  host hit rate (loaded back):", fmt.Sprintf("%.4f", s.HostHitRate))
