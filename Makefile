@@ -72,6 +72,10 @@ tidy-check: ## fail if go mod tidy changes go.mod or go.sum
 	$(GO) mod tidy
 	@git diff --exit-code -- go.mod go.sum || { echo "go mod tidy changed go.mod/go.sum"; exit 1; }
 
+.PHONY: e2e-real
+e2e-real: ## end-to-end checks against a real llama-server (root; Debian sid chroot + tiny model); skips loudly if the Debian mirror lacks llama.cpp
+	bash e2e/run.sh
+
 .PHONY: golden-check
 golden-check: golden ## fail if rewriting the golden files changes any
 	@git diff --exit-code -- '*.golden' '*.err' || { echo "golden files are stale: run make golden and review the diff"; exit 1; }

@@ -28,6 +28,7 @@ var layer = map[string]int{
 	"configs": 4,
 	"study":   5,
 	"cmd":     6,
+	"e2e":     7,
 }
 
 // core lists the top-level directories whose non-test code must be
