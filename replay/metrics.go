@@ -98,11 +98,11 @@ func (r *RequestResult) E2E() int64 { return r.End - r.Start }
 // the *_retokenized fields, which need the model's tokenizer and are not
 // computed), followed by kvsim's additions.
 type Summary struct {
-	Backend           string  `json:"backend"`
-	DatasetName       string  `json:"dataset_name"`
-	RequestRate       Rate    `json:"request_rate"`
-	MaxConcurrency    *int    `json:"max_concurrency"`
-	NumPrompts        int     `json:"num_prompts"`
+	Backend        string `json:"backend"`
+	DatasetName    string `json:"dataset_name"`
+	RequestRate    Rate   `json:"request_rate"`
+	MaxConcurrency *int   `json:"max_concurrency"`
+	NumPrompts     int    `json:"num_prompts"`
 	// Serving is the seed's metric set (completed ... concurrency).
 	sim.Serving
 
