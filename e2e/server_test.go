@@ -21,6 +21,12 @@ import (
 	"time"
 )
 
+// probeClient opens a fresh connection for every request: llama-server may
+// close an idle keep-alive connection at any time, and a POST sent on a
+// connection it just closed fails with EOF (net/http does not retry
+// non-idempotent requests), which made the probes flaky.
+var probeClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+
 // llamaRoot is the chroot setup.sh made.
 func llamaRoot() string {
 	if r := os.Getenv("KVSIM_LLAMA_ROOT"); r != "" {
@@ -120,7 +126,7 @@ func (s *server) get(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := probeClient.Do(req)
 	if err != nil {
 		return err
 	}
@@ -165,7 +171,7 @@ func (s *server) post(ctx context.Context, path string, body any) (*http.Respons
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	return http.DefaultClient.Do(req)
+	return probeClient.Do(req)
 }
 
 // complete sends a native POST /completion (not streamed) with a token-id
@@ -295,7 +301,7 @@ func (s *server) metrics() map[string]float64 {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := probeClient.Do(req)
 	if err != nil {
 		s.t.Fatalf("GET /metrics: %v", err)
 	}
