@@ -13,6 +13,7 @@ import (
 
 	"github.com/kvsim/kvsim/sim"
 	"github.com/kvsim/kvsim/sim/hw"
+	"github.com/kvsim/kvsim/sim/llamacpp"
 )
 
 // DefaultTOML is the bundled default server: Qwen2.5-14B on one H200 with
@@ -26,6 +27,12 @@ var DefaultTOML []byte
 type File struct {
 	// Seed seeds every random choice of the run. Default 1.
 	Seed uint64 `toml:"seed"`
+	// Engine chooses the simulated server: SGLang (default) or llama.cpp's
+	// llama-server.
+	Engine EngineSection `toml:"engine"`
+	// Llama is llama-server's arguments and CPU cost (engine
+	// "llamacpp" only).
+	Llama LlamaSection `toml:"llamacpp"`
 	// Model is the model: a preset, with any field overridden.
 	Model ModelSection `toml:"model"`
 	// GPU is the accelerator: a preset, with any field overridden.
@@ -47,6 +54,38 @@ type File struct {
 
 	path string // where the file was read from, for relative paths
 }
+
+// The engines a file can describe.
+const (
+	// EngineSGLang is SGLang with HiCache (package sim): every section but
+	// [llamacpp].
+	EngineSGLang = "sglang"
+	// EngineLlamaCpp is llama.cpp's llama-server (package sim/llamacpp):
+	// [llamacpp] and [workload] only.
+	EngineLlamaCpp = "llamacpp"
+)
+
+// EngineSection chooses the simulated server.
+type EngineSection struct {
+	// Kind is "sglang" (default) or "llamacpp".
+	Kind string `toml:"kind"`
+}
+
+// LlamaSection holds llama-server's arguments under their long option
+// names (sim/llamacpp.Config: parallel, ctx_size, batch_size,
+// slot_prompt_similarity, cache_ram, no_cache_idle_slots) and the CPU cost
+// model's coefficients, which kvsim calibrate fits.
+type LlamaSection struct {
+	llamacpp.Config `toml:",inline"`
+	// Cost holds llamacpp.CPUCost's coefficients, hw.Fitted's layout:
+	// prefill [a0 per prompt call, a1 per new token, a2 per causal pair,
+	// a3 per prompt chunk], decode [b0 per decode call, b1 per generating
+	// slot, b2 per context token], ns. Required.
+	Cost hw.Fitted `toml:"cost"`
+}
+
+// sglangOnly are the top-level tables of the SGLang engine.
+var sglangOnly = []string{"model", "gpu", "server", "cache", "scheduler", "cost", "links", "storage"}
 
 // ModelSection names a model preset and overrides its fields.
 type ModelSection struct {
@@ -174,13 +213,37 @@ func Parse(data []byte, name string) (*File, error) {
 		GPU struct {
 			Preset string `toml:"preset"`
 		} `toml:"gpu"`
+		Engine EngineSection `toml:"engine"`
 	}
 	if err := toml.Unmarshal(data, &presets); err != nil {
 		return nil, posError(name, data, err)
 	}
+	var raw map[string]any
+	if err := toml.Unmarshal(data, &raw); err != nil {
+		return nil, posError(name, data, err)
+	}
 	f := &File{Server: hw.DefaultServer(), path: name}
 	f.Cost.Efficiency = hw.DefaultEfficiency()
+	f.Llama.Config = llamacpp.DefaultConfig()
 	var errs []error
+	switch presets.Engine.Kind {
+	case "", EngineSGLang:
+		if _, ok := raw["llamacpp"]; ok {
+			errs = append(errs, tableError(name, data, "llamacpp", `only for engine.kind = "llamacpp"`))
+		}
+	case EngineLlamaCpp:
+		for _, t := range sglangOnly {
+			if _, ok := raw[t]; ok {
+				errs = append(errs, tableError(name, data, t, `only for engine.kind = "sglang" (this file describes a llama-server)`))
+			}
+		}
+		if len(errs) > 0 {
+			return nil, errors.Join(errs...)
+		}
+		return parseLlama(data, name, f)
+	default:
+		return nil, positioned(name, data, fmt.Errorf(`engine.kind: must be "sglang" or "llamacpp" (got %q)`, presets.Engine.Kind))
+	}
 	if p := presets.Model.Preset; p != "" {
 		m, err := hw.ModelPreset(p)
 		if err != nil {
@@ -209,6 +272,31 @@ func Parse(data []byte, name string) (*File, error) {
 	return f, nil
 }
 
+// parseLlama decodes a llama-server file: [engine], [llamacpp] and
+// [workload] (checked by the caller).
+func parseLlama(data []byte, name string, f *File) (*File, error) {
+	dec := toml.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(f); err != nil {
+		return nil, posError(name, data, err)
+	}
+	if err := f.Validate(); err != nil {
+		return nil, positioned(name, data, err)
+	}
+	return f, nil
+}
+
+// tableError is an error about a whole [table], placed at its header.
+func tableError(name string, data []byte, table, msg string) error {
+	for n, l := range strings.Split(string(data), "\n") {
+		t := strings.TrimSpace(l)
+		if t == "["+table+"]" || strings.HasPrefix(t, "["+table+".") {
+			return fmt.Errorf("%s:%d:%d: %s: %s", name, n+1, strings.Index(l, "[")+1, table, msg)
+		}
+	}
+	return fmt.Errorf("%s: %s: %s", name, table, msg)
+}
+
 // posError turns go-toml's errors into "file:line:col: key: message" lines.
 func posError(name string, data []byte, err error) error {
 	var de *toml.DecodeError
@@ -232,8 +320,15 @@ func posError(name string, data []byte, err error) error {
 	return fmt.Errorf("%s: %w", name, err)
 }
 
+// IsLlamaCpp reports whether the file describes a llama-server
+// (engine.kind = "llamacpp").
+func (f *File) IsLlamaCpp() bool { return f.Engine.Kind == EngineLlamaCpp }
+
 // Validate reports every problem in the file at once, with key paths.
 func (f *File) Validate() error {
+	if f.IsLlamaCpp() {
+		return f.validateLlama()
+	}
 	var errs []error
 	if f.Model.Name == "" {
 		errs = append(errs, errors.New("model: set model.preset or the model's fields"))
@@ -305,6 +400,48 @@ func (f *File) Validate() error {
 	return errors.Join(errs...)
 }
 
+// validateLlama checks the [llamacpp] section.
+func (f *File) validateLlama() error {
+	var errs []error
+	if err := f.Llama.Config.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if f.Llama.Cost == (hw.Fitted{}) {
+		errs = append(errs, errors.New("llamacpp.cost.prefill: set [llamacpp.cost] prefill and decode (kvsim calibrate writes them)"))
+	} else if err := f.Llama.Cost.Validate(); err != nil {
+		for _, e := range unjoin(err) {
+			errs = append(errs, errors.New(strings.Replace(e.Error(), "hw.fitted.", "llamacpp.cost.", 1)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// unjoin returns the errors of a joined error, or err alone.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// LlamaBuilt is a llama-server file turned into what sim/llamacpp runs.
+type LlamaBuilt struct {
+	Config llamacpp.Config
+	Cost   *llamacpp.CPUCost
+}
+
+// BuildLlama composes sim/llamacpp's configuration and CPU cost model
+// from a file with engine.kind = "llamacpp".
+func (f *File) BuildLlama() (*LlamaBuilt, error) {
+	if !f.IsLlamaCpp() {
+		return nil, errors.New(`configs: not a llama-server file (engine.kind is not "llamacpp")`)
+	}
+	if err := f.validateLlama(); err != nil {
+		return nil, err
+	}
+	return &LlamaBuilt{Config: f.Llama.Config, Cost: &llamacpp.CPUCost{Fitted: f.Llama.Cost}}, nil
+}
+
 // Built is a file turned into what the simulator runs.
 type Built struct {
 	Sim    sim.Config
@@ -314,8 +451,13 @@ type Built struct {
 	Explain []string
 }
 
-// Build composes the simulator's configuration and cost model.
+// Build composes the simulator's configuration and cost model. A
+// llama-server file (engine.kind = "llamacpp") has no SGLang simulator:
+// Build returns an error that says so; use BuildLlama.
 func (f *File) Build() (*Built, error) {
+	if f.IsLlamaCpp() {
+		return nil, errors.New(`configs: engine.kind = "llamacpp" describes a llama-server, which kvsim replay --target sim, compare and calibrate run; this command simulates SGLang only`)
+	}
 	b, _, err := f.build(true)
 	return b, err
 }

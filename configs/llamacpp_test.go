@@ -1,0 +1,75 @@
+package configs
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/kvsim/kvsim/sim/llamacpp"
+)
+
+// The bundled llama-server file loads, maps every key onto
+// sim/llamacpp.Config and builds a CPU cost model; the SGLang builder
+// refuses it.
+func TestLlamaCppTinyLoads(t *testing.T) {
+	f, err := Load("llamacpp/tiny.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.IsLlamaCpp() {
+		t.Fatal("tiny.toml is not a llama-server file")
+	}
+	b, err := f.BuildLlama()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := llamacpp.DefaultConfig()
+	if b.Config != want {
+		t.Errorf("config %+v, want the server defaults %+v", b.Config, want)
+	}
+	if b.Cost.Prefill[1] <= 0 || b.Cost.Decode[0] <= 0 {
+		t.Errorf("cost %+v", b.Cost)
+	}
+	if _, err := f.Build(); err == nil || !strings.Contains(err.Error(), "llama-server") {
+		t.Errorf("Build of a llama-server file: %v", err)
+	}
+	if _, err := Default().BuildLlama(); err == nil {
+		t.Error("BuildLlama of the SGLang default succeeded")
+	}
+}
+
+// Every [llamacpp] key reaches the simulator's Config.
+func TestLlamaCppKeys(t *testing.T) {
+	f, err := Parse([]byte(`[engine]
+kind = "llamacpp"
+[llamacpp]
+parallel = 2
+ctx_size = 1024
+batch_size = 256
+slot_prompt_similarity = 0.5
+cache_ram = -1
+no_cache_idle_slots = true
+state_bytes_per_token = 100
+[llamacpp.cost]
+prefill = [1.0, 2.0, 3.0, 4.0]
+decode = [5.0, 6.0, 7.0]
+[workload]
+trace = "x.jsonl"
+`), "mem.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := f.BuildLlama()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := b.Config
+	if c.Slots != 2 || c.Context != 1024 || c.Batch != 256 || c.SlotPromptSimilarity != 0.5 || c.CacheRAMMiB != -1 || !c.NoCacheIdleSlots || c.StateBytesPerToken != 100 {
+		t.Errorf("config %+v", c)
+	}
+	if b.Cost.Prefill != [4]float64{1, 2, 3, 4} || b.Cost.Decode != [3]float64{5, 6, 7} {
+		t.Errorf("cost %+v", b.Cost)
+	}
+	if f.Workload.Trace != "x.jsonl" {
+		t.Errorf("workload %+v", f.Workload)
+	}
+}
