@@ -19,7 +19,8 @@
 // testing/synctest's fake time in tests. Measurements are recorded, never
 // fed back into any simulation. A [Replayer] whose target is a
 // [SimTarget] does not use the clock: it runs single-threaded in the
-// simulator's virtual time (sim.Online), applying the same pacing
+// simulator's virtual time ([OnlineSim]: sim.Online for SGLang,
+// llamacpp.Online for llama-server), applying the same pacing
 // decisions (one clock-free pacer serves both runners) at simulated
 // instants, and measures each request from the simulator's token events
 // through the same recorder as an HTTP stream, so every output (table,

@@ -10,15 +10,48 @@ import (
 	"time"
 
 	"github.com/kvsim/kvsim/sim"
+	"github.com/kvsim/kvsim/sim/llamacpp"
 	"github.com/kvsim/kvsim/traces"
+)
+
+// OnlineSim is what a SimTarget needs of a simulated server: requests
+// submitted while it runs, virtual time advanced on demand, token and
+// completion events back. sim.Online (SGLang) and llamacpp.Online
+// (llama-server) both have it; the pacing, measurement and timeouts of a
+// replay are written once, over this interface.
+type OnlineSim interface {
+	// Now is the virtual time reached.
+	Now() sim.Time
+	// Submit queues a request arriving at rec.Arrival (>= Now()).
+	Submit(rec traces.Record) error
+	// Next is the time of the next pending event, if any.
+	Next() (sim.Time, bool)
+	// RunUntil processes the events up to t and returns them.
+	RunUntil(t sim.Time) ([]sim.Event, error)
+}
+
+var (
+	_ OnlineSim = (*sim.Online)(nil)
+	_ OnlineSim = (*llamacpp.Online)(nil)
 )
 
 // SimConfig configures a SimTarget.
 type SimConfig struct {
-	// Sim and Cost are the simulated server (configs.File.Build gives
-	// both).
+	// Sim and Cost are the simulated SGLang server (configs.File.Build
+	// gives both). Ignored when Llama is set.
 	Sim  sim.Config
 	Cost sim.CostModel
+	// Llama, when not nil, makes the target a simulated llama-server
+	// (sim/llamacpp) with LlamaCost (configs.File.BuildLlama gives both).
+	Llama     *llamacpp.Config
+	LlamaCost llamacpp.CostModel
+	// TraceOutputs makes a replayed record's OutputTokens, when it has at
+	// least OutputLen of them, the ids the simulator generates (and
+	// caches) for it, instead of [OutputTokens] of the prompt: the ids a
+	// real server generated, recorded in the trace, so that a later turn
+	// whose prompt contains them hits them as it did on the server.
+	// Closed-loop Submit always uses [OutputTokens].
+	TraceOutputs bool
 	// Model is the model name the target reports (Info); may be empty.
 	Model string
 	// OutputVocab is the token range of generated output ids (default
@@ -53,7 +86,7 @@ type SimTarget struct {
 	cfg SimConfig
 
 	mu   sync.Mutex
-	o    *sim.Online
+	o    OnlineSim
 	base int64 // virtual time at which o started (flushes keep time going)
 	seq  int64 // submissions, for unique simulator ids
 }
@@ -72,11 +105,21 @@ func NewSimTarget(cfg SimConfig) (*SimTarget, error) {
 	if err := cfg.OutputVocab.Validate(); err != nil {
 		return nil, fmt.Errorf("output vocab: %w", err)
 	}
-	o, err := sim.NewOnline(cfg.Sim, cfg.Cost)
+	t := &SimTarget{cfg: cfg}
+	o, err := t.newOnline()
 	if err != nil {
 		return nil, err
 	}
-	return &SimTarget{cfg: cfg, o: o}, nil
+	t.o = o
+	return t, nil
+}
+
+// newOnline starts a fresh simulator of the configured server.
+func (t *SimTarget) newOnline() (OnlineSim, error) {
+	if t.cfg.Llama != nil {
+		return llamacpp.NewOnline(*t.cfg.Llama, t.cfg.LlamaCost)
+	}
+	return sim.NewOnline(t.cfg.Sim, t.cfg.Cost)
 }
 
 // vtime maps a virtual time (ns) to the time.Time the measurements use.
@@ -87,7 +130,7 @@ func vtime(ns int64) time.Time { return time.Unix(0, ns).UTC() }
 func (t *SimTarget) Flush(context.Context) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	o, err := sim.NewOnline(t.cfg.Sim, t.cfg.Cost)
+	o, err := t.newOnline()
 	if err != nil {
 		return err
 	}
@@ -98,6 +141,9 @@ func (t *SimTarget) Flush(context.Context) error {
 
 // Info implements Describer.
 func (t *SimTarget) Info(context.Context) (Info, error) {
+	if t.cfg.Llama != nil {
+		return Info{Server: "kvsim-sim-llamacpp", Model: t.cfg.Model, PageSize: 1}, nil
+	}
 	return Info{Server: "kvsim-sim", Model: t.cfg.Model, PageSize: t.cfg.Sim.Cache.PageSize}, nil
 }
 
@@ -181,6 +227,14 @@ func (t *SimTarget) Submit(ctx context.Context, req Request, sink Sink) (Respons
 	}
 }
 
+// outputs are the ids the simulator generates for a replayed record.
+func (t *SimTarget) outputs(rec *traces.Record, req *Request) []int32 {
+	if t.cfg.TraceOutputs && len(rec.OutputTokens) >= req.MaxNewTokens {
+		return rec.OutputTokens[:req.MaxNewTokens]
+	}
+	return OutputTokens(req.Tokens, req.MaxNewTokens, t.cfg.OutputVocab)
+}
+
 // flight is a request in the simulator during a replay.
 type flight struct {
 	idx      int
@@ -229,7 +283,7 @@ func (t *SimTarget) replay(ctx context.Context, cfg Config, recs []traces.Record
 				rr.PromptTokens = len(req.Tokens)
 				t.seq++
 				id := fmt.Sprintf("s%d", t.seq)
-				f := &flight{idx: g.idx, start: abs(off + now), out: OutputTokens(req.Tokens, req.MaxNewTokens, t.cfg.OutputVocab)}
+				f := &flight{idx: g.idx, start: abs(off + now), out: t.outputs(&recs[g.idx], &req)}
 				f.rc.start = f.start
 				if cfg.Timeout > 0 {
 					f.deadline = off + now + int64(cfg.Timeout)

@@ -142,6 +142,15 @@ func simTarget(cfgPath string) (*replay.SimTarget, error) {
 			return nil, err
 		}
 	}
+	if f.IsLlamaCpp() {
+		lb, err := f.BuildLlama()
+		if err != nil {
+			return nil, err
+		}
+		// A llama-server's outputs are its own: a trace that recorded them
+		// (a realized chat, a capture) gives them to the simulator.
+		return replay.NewSimTarget(replay.SimConfig{Llama: &lb.Config, LlamaCost: lb.Cost, Model: "llama-server", TraceOutputs: true})
+	}
 	built, err := f.Build()
 	if err != nil {
 		return nil, err
