@@ -245,15 +245,17 @@ func (s *Sim) arrive() error {
 	rec := s.pending
 	r := newRequest(rec, s.nextIdx, s.lanes)
 	s.nextIdx++
-	if err := s.computePromptPages(r, rec); err != nil {
-		return fmt.Errorf("request %q: %w", rec.ID, err)
-	}
 	s.active++
 	s.counters.Requests++
-	// SGLang rejects a prompt that cannot fit the KV pool at all.
-	if capTokens := s.cfg.Cache.DeviceTokens * int64(s.lanes); r.input+1 > capTokens {
-		s.fail(r, fmt.Sprintf("prompt of %d tokens exceeds the KV pool of %d tokens", r.input, capTokens))
+	// SGLang rejects a request whose prompt and output cannot fit the KV
+	// pool at all (its context-length check); checking before paging also
+	// keeps an absurd length in a trace from costing memory or time.
+	if capTokens := s.cfg.Cache.DeviceTokens * int64(s.lanes); r.input+r.maxNew > capTokens {
+		s.fail(r, fmt.Sprintf("prompt of %d tokens plus %d output tokens exceeds the KV pool of %d tokens", r.input, r.maxNew, capTokens))
 	} else {
+		if err := s.computePromptPages(r, rec); err != nil {
+			return fmt.Errorf("request %q: %w", rec.ID, err)
+		}
 		s.waiting = append(s.waiting, r)
 		if s.st != nil {
 			s.prefetch(r)

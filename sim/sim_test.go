@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/kvsim/kvsim/sim/hw"
@@ -156,5 +157,23 @@ func TestDeterministic(t *testing.T) {
 	}
 	if a.Summary.Completed+a.Summary.Failed != 200 {
 		t.Fatalf("completed %d failed %d of 200", a.Summary.Completed, a.Summary.Failed)
+	}
+}
+
+// Absurd lengths in a trace fail the request at once, without paging a
+// petabyte-long prompt or decoding for ever.
+func TestHugeRequestsFailFast(t *testing.T) {
+	res := runSim(t, Default(10000),
+		traces.Record{ID: "long-prompt", InputLen: 1 << 50, OutputLen: 1},
+		traces.Record{ID: "long-output", Arrival: 1, InputLen: 10, Tokens: tokens(10, 1), OutputLen: 1 << 50},
+		rec("ok", 2, tokens(10, 1), 2))
+	got := byID(res)
+	for _, id := range []string{"long-prompt", "long-output"} {
+		if !strings.Contains(got[id].Failed, "exceeds the KV pool") {
+			t.Errorf("%s: failed = %q", id, got[id].Failed)
+		}
+	}
+	if got["ok"].Failed != "" || got["ok"].OutputTokens != 2 {
+		t.Errorf("ok: %+v", got["ok"])
 	}
 }
