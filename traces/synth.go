@@ -34,6 +34,11 @@ const (
 	streamTail  = 0x6b76_7369_6d5f_746c // "kvsim_tl"
 )
 
+// MaxSynthTokens bounds the prompts PromptTokens synthesises (16M tokens,
+// far beyond any model's context), so that a corrupt length in a trace is
+// an error instead of an unbounded allocation.
+const MaxSynthTokens = 1 << 24
+
 // PromptTokens returns exactly r.InputLen prompt token ids for sending r to
 // a real server:
 //   - a token trace's ids as they are;
@@ -56,6 +61,9 @@ func PromptTokens(r *Record, v Vocab) ([]int32, error) {
 	}
 	if r.Tokens != nil {
 		return append([]int32(nil), r.Tokens...), nil
+	}
+	if r.InputLen > MaxSynthTokens {
+		return nil, fmt.Errorf("prompt for %q: input_len %d is over %d tokens, more than any server's context; refusing to synthesise it", r.ID, r.InputLen, MaxSynthTokens)
 	}
 	out := make([]int32, 0, r.InputLen)
 	span := uint64(v.Hi - v.Lo)
