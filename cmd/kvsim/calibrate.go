@@ -21,6 +21,8 @@ func init() {
 }
 
 const calibrateUsage = `usage: kvsim calibrate --per-request F [--config C.toml] --out snippet.toml [--json]
+       kvsim calibrate --config LLAMA.toml --gen-trace cal.jsonl [--seed N] [--repeats N] [--vocab LO:HI]
+       kvsim calibrate --config LLAMA.toml --per-request F --out calibrated.toml [--json]
 
 Fits the fitted cost model (prefill ns = a0 + a1*new + a2*attention_pairs,
 decode ns = b0 + b2*context) to a per-request trace of a concurrency-1 replay
@@ -30,7 +32,16 @@ server's chunked_prefill_size, from --config), each ITL a decode step at
 batch 1. Non-negative least squares (slopes >= 0), relative weights. Prints
 R² and MAPE of TTFT and ITL, and writes the [cost] section kvsim loads to
 --out (paste it into a config in place of its [cost] section).
-See docs/replay.md.
+
+With a llama-server config (engine.kind = "llamacpp"), --gen-trace writes the
+calibration trace (cold prompts, cached prefixes and full hits one at a time,
+then decode batches of 2 to -np requests; every shape repeated), to be
+replayed with kvsim replay --max-concurrency NP --per-request F; calibrate
+then fits the llama-server CPU cost (prompt call: fixed, per new token, per
+causal pair; decode call: fixed, per generating slot, per context token) to
+the median of each shape's repeats, and writes a complete llama-server config
+(the --config's server arguments and the fitted [llamacpp.cost]) to --out.
+See docs/replay.md and docs/fidelity.md.
 `
 
 func runCalibrate(args []string, stdout, stderr io.Writer) int {
@@ -41,6 +52,11 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 	cfgPath := fs.String("config", "", "the measured server's config, for its chunked_prefill_size and page size (default: the bundled default)")
 	out := fs.String("out", "", "write the TOML snippet to this file")
 	absolute := fs.Bool("absolute", false, "minimise absolute instead of relative errors")
+	genTrace := fs.String("gen-trace", "", "llama-server config: write the calibration trace to this file and exit")
+	seed := fs.Uint64("seed", 1, "with --gen-trace: seed of the prompts")
+	repeats := fs.Int("repeats", 3, "with --gen-trace: measurements of each shape (the fit takes their median)")
+	vocab := vocabFlag(traces.Vocab{Lo: 1, Hi: 256})
+	fs.Var(&vocab, "vocab", "with --gen-trace: token id range `LO:HI` of the prompts (replay them with the same --vocab)")
 	asJSON := fs.Bool("json", false, "print the fit as JSON instead of text")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -52,13 +68,8 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvsim calibrate: "+format+"\n", a...)
 		return exitUsage
 	}
-	switch {
-	case fs.NArg() > 0:
+	if fs.NArg() > 0 {
 		return usageErr("unexpected argument %q", fs.Arg(0))
-	case *perReq == "":
-		return usageErr("--per-request is required")
-	case *out == "":
-		return usageErr("--out is required")
 	}
 	f := configs.Default()
 	if *cfgPath != "" {
@@ -66,6 +77,17 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 		if f, err = configs.Load(*cfgPath); err != nil {
 			return usageErr("%v", err)
 		}
+	}
+	if f.IsLlamaCpp() {
+		return calibrateLlama(f, *cfgPath, *genTrace, *perReq, *out, llamaTraceOpts{*seed, *repeats, traces.Vocab(vocab)}, *asJSON, stdout, stderr)
+	}
+	switch {
+	case *genTrace != "":
+		return usageErr("--gen-trace: only for a llama-server config (engine.kind = \"llamacpp\")")
+	case *perReq == "":
+		return usageErr("--per-request is required")
+	case *out == "":
+		return usageErr("--out is required")
 	}
 	built, err := f.Build()
 	if err != nil {
@@ -106,5 +128,91 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 		d[0], d[2], c.DecodeSamples, c.DecodeR2, c.ITLMAPE)
 	fmt.Fprintf(stdout, "method: %s (chunked_prefill_size %d, page size %d)\n", c.Method, cc.ChunkedPrefillSize, cc.PageSize)
 	fmt.Fprintf(stdout, "wrote %s\n", *out)
+	return exitOK
+}
+
+// llamaTraceOpts are the --gen-trace settings.
+type llamaTraceOpts struct {
+	seed    uint64
+	repeats int
+	vocab   traces.Vocab
+}
+
+// calibrateLlama is kvsim calibrate for a llama-server config: write the
+// calibration trace, or fit the CPU cost to its replay.
+func calibrateLlama(f *configs.File, cfgPath, genTrace, perReq, out string, o llamaTraceOpts, asJSON bool, stdout, stderr io.Writer) int {
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "kvsim calibrate: %v\n", err)
+		return exitFail
+	}
+	usageErr := func(msg string) int {
+		fmt.Fprintf(stderr, "kvsim calibrate: %s\n", msg)
+		return exitUsage
+	}
+	lb, err := f.BuildLlama()
+	if err != nil {
+		return usageErr(err.Error())
+	}
+	cfg := lb.Config
+	if genTrace != "" {
+		if perReq != "" || out != "" {
+			return usageErr("--gen-trace writes the calibration trace only: no --per-request or --out")
+		}
+		recs, err := replay.LlamaCalibrationTrace(replay.LlamaCalibrationConfig{
+			Slots: cfg.Slots, SlotContext: cfg.SlotContext(), Repeats: o.repeats, Seed: o.seed, Vocab: o.vocab,
+		})
+		if err != nil {
+			return usageErr(err.Error())
+		}
+		hdr := traces.Header{Format: "kvsim", Source: fmt.Sprintf("kvsim calibrate --config %s --gen-trace --seed %d --repeats %d --vocab %s", cfgPath, o.seed, o.repeats, o.vocab)}
+		err = writeAtomic(genTrace, func(w io.Writer) error {
+			tw, err := traces.NewWriter(w, hdr)
+			if err != nil {
+				return err
+			}
+			for _, r := range recs {
+				if err := tw.Write(r); err != nil {
+					return err
+				}
+			}
+			return tw.Flush()
+		})
+		if err != nil {
+			return fail(err)
+		}
+		fmt.Fprintf(stdout, "wrote %s: %d requests; replay it with --max-concurrency %d --vocab %s --per-request F, then kvsim calibrate --config %s --per-request F --out calibrated.toml\n",
+			genTrace, len(recs), cfg.Slots, o.vocab, cfgPath)
+		return exitOK
+	}
+	switch {
+	case perReq == "":
+		return usageErr("--per-request is required (or --gen-trace)")
+	case out == "":
+		return usageErr("--out is required")
+	}
+	recs, err := readRecords(perReq, traces.FormatAuto, 0)
+	if err != nil {
+		return fail(err)
+	}
+	c, err := replay.CalibrateLlama(recs, cfg.Batch)
+	if err != nil {
+		return fail(fmt.Errorf("%s: %w", perReq, err))
+	}
+	if err := writeAtomic(out, func(w io.Writer) error { return c.WriteLlamaTOML(w, cfg, perReq) }); err != nil {
+		return fail(err)
+	}
+	if asJSON {
+		if err := json.NewEncoder(stdout).Encode(c); err != nil {
+			return fail(err)
+		}
+		return exitOK
+	}
+	p, d := c.Cost.Prefill, c.Cost.Decode
+	fmt.Fprintf(stdout, "prompt call ns = %.6g + %.6g*new_tokens + %.6g*causal_pairs   (%d requests alone, %d shapes: MAPE %.2f%% on medians, %.2f%% on all)\n",
+		p[0], p[1], p[2], c.PrefillSamples, c.PrefillShapes, c.PrefillMAPE, c.PrefillMAPEAll)
+	fmt.Fprintf(stdout, "decode call ns = %.6g + %.6g*slots + %.6g*context_tokens      (%d requests, %d shapes, batch up to %.2f: MAPE %.2f%% on medians, %.2f%% on all)\n",
+		d[0], d[1], d[2], c.DecodeSamples, c.DecodeShapes, c.MaxBatch, c.DecodeMAPE, c.DecodeMAPEAll)
+	fmt.Fprintf(stdout, "method: %s (-b %d)\n", c.Method, cfg.Batch)
+	fmt.Fprintf(stdout, "wrote %s\n", out)
 	return exitOK
 }

@@ -61,3 +61,45 @@ func TestCalibrateCLIErrors(t *testing.T) {
 		t.Errorf("a trace without observations: exit %d %q", code, stderr)
 	}
 }
+
+// The llama-server loop: --gen-trace, a replay of it against the simulated
+// llama-server, and calibrate give back the config's own coefficients in a
+// complete config that loads.
+func TestCalibrateCLILlamaCpp(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join("..", "..", "configs", "llamacpp", "tiny.toml")
+	tr := filepath.Join(dir, "cal.jsonl")
+	if code, stdout, stderr := runCLI(t, "calibrate", "--config", cfg, "--gen-trace", tr, "--repeats", "2"); code != exitOK || !strings.Contains(stdout, "--max-concurrency 4") {
+		t.Fatalf("gen-trace: exit %d\n%s%s", code, stdout, stderr)
+	}
+	per := filepath.Join(dir, "per.jsonl")
+	if code, _, stderr := runCLI(t, "replay", "--trace", tr, "--target", "sim", "--config", cfg, "--max-concurrency", "4", "--vocab", "1:256", "--per-request", per, "--json"); code != exitOK {
+		t.Fatalf("replay: exit %d: %s", code, stderr)
+	}
+	out := filepath.Join(dir, "calibrated.toml")
+	code, stdout, stderr := runCLI(t, "calibrate", "--config", cfg, "--per-request", per, "--out", out)
+	if code != exitOK || !strings.Contains(stdout, "batch up to 4.00") {
+		t.Fatalf("calibrate: exit %d\n%s%s", code, stdout, stderr)
+	}
+	want, err := configs.Load(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := configs.Load(out)
+	if err != nil {
+		t.Fatalf("the written config does not load: %v", err)
+	}
+	if got.Llama.Config != want.Llama.Config {
+		t.Errorf("server arguments %+v, want %+v", got.Llama.Config, want.Llama.Config)
+	}
+	g, w := got.Llama.Cost, want.Llama.Cost
+	all := [][2]float64{{g.Prefill[0], w.Prefill[0]}, {g.Prefill[1], w.Prefill[1]}, {g.Prefill[2], w.Prefill[2]}, {g.Decode[0], w.Decode[0]}, {g.Decode[1], w.Decode[1]}, {g.Decode[2], w.Decode[2]}}
+	for i, c := range all {
+		if d := c[0] - c[1]; d > 0.01*c[1] || d < -0.01*c[1] {
+			t.Errorf("coefficient %d = %v, want %v within 1%%", i, c[0], c[1])
+		}
+	}
+	if code, _, stderr := runCLI(t, "calibrate", "--gen-trace", tr); code != exitUsage || !strings.Contains(stderr, "only for a llama-server config") {
+		t.Errorf("--gen-trace with the SGLang default: exit %d %q", code, stderr)
+	}
+}
