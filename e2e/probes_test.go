@@ -83,14 +83,22 @@ func TestProbeSlotKeepsOutput(t *testing.T) {
 // not when its task started.
 func TestProbeLRUClock(t *testing.T) {
 	s := startServer(t, serverOpts{NP: 2, Extra: []string{"-lv", "4"}})
-	long, short := tokens(20, 600), tokens(21, 10)
+	// The long request must still run when the short one ends: 1000
+	// prompt tokens and 400 outputs take well over a second here, the
+	// short one a few milliseconds; the end times are checked.
+	long, short := tokens(20, 1000), tokens(21, 10)
 	var wg sync.WaitGroup
 	var rl result
-	wg.Go(func() { rl = s.complete(long, 40, nil) })
+	var longEnd time.Time
+	wg.Go(func() { rl = s.complete(long, 400, nil); longEnd = time.Now() })
 	time.Sleep(100 * time.Millisecond)
 	rs := s.complete(short, 2, nil)
+	shortEnd := time.Now()
 	wg.Wait()
-	t.Logf("long (600, 40 out) on slot %d, short (10, 2 out) started later on slot %d and finished first", rl.Slot, rs.Slot)
+	if !shortEnd.Before(longEnd) {
+		t.Skipf("the long request ended first (%v before the short one): no conclusion", shortEnd.Sub(longEnd))
+	}
+	t.Logf("long (1000, 400 out) on slot %d, short (10, 2 out) started later on slot %d and finished %v earlier", rl.Slot, rs.Slot, longEnd.Sub(shortEnd).Round(time.Millisecond))
 	c := s.complete(tokens(22, 50), 2, nil)
 	t.Logf("C (unrelated) went to slot %d", c.Slot)
 	if c.Slot != rs.Slot {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -56,6 +57,7 @@ type replayFlags struct {
 	target, api, model, apiKey, extra, chatText string
 	timeout                                     time.Duration
 	vocab                                       string
+	noKeepAlive                                 bool
 }
 
 func (f *replayFlags) register(fs *flag.FlagSet, defaultTimeout time.Duration) {
@@ -67,6 +69,7 @@ func (f *replayFlags) register(fs *flag.FlagSet, defaultTimeout time.Duration) {
 	fs.StringVar(&f.chatText, "chat-text", "", "openai-chat only: 'words' sends each token id as an English word")
 	fs.DurationVar(&f.timeout, "timeout", defaultTimeout, "per-request timeout, from send to the end of the stream (0: none)")
 	fs.StringVar(&f.vocab, "vocab", traces.DefaultVocab.String(), "token id range LO:HI of synthesised prompts")
+	fs.BoolVar(&f.noKeepAlive, "no-keep-alive", false, "open a new connection for every request (llama-server closes idle keep-alive connections under load)")
 }
 
 // parseVocab parses --vocab.
@@ -103,10 +106,17 @@ func (f *replayFlags) build() (*replay.HTTPTarget, traces.Vocab, error) {
 	if err != nil {
 		return nil, v, fmt.Errorf("--api: %w", err)
 	}
-	tg, err := replay.NewHTTPTarget(replay.HTTPConfig{
+	hc := replay.HTTPConfig{
 		BaseURL: f.target, API: api, Model: f.model, APIKey: f.apiKey,
 		Extra: json.RawMessage(f.extra), ChatText: f.chatText,
-	}, replay.WallClock{})
+	}
+	if f.noKeepAlive {
+		// llama-server (cpp-httplib) binds a worker thread to each kept-alive
+		// connection and drops connections it cannot serve; a request sent
+		// on one fails. A connection per request costs ~0.1 ms on loopback.
+		hc.Client = &http.Client{Transport: &http.Transport{DisableKeepAlives: true, DisableCompression: true, Proxy: nil}}
+	}
+	tg, err := replay.NewHTTPTarget(hc, replay.WallClock{})
 	if err != nil {
 		return nil, v, err
 	}
