@@ -16,5 +16,8 @@
 //
 // The probes confirm each cache rule the simulator's llamacpp model
 // (sim/llamacpp) relies on; e2e/llama/PROBES.md records what was sent and
-// what came back, with the server version.
+// what came back, with the server version. e2e/fidelity.sh calibrates
+// kvsim's llama-server model on one run and compares it with the server on
+// traces not used for calibration (docs/fidelity.md); e2e/run.sh, which
+// make e2e-real and CI run, gates on its cache predictions.
 package e2e

@@ -281,3 +281,27 @@ func TestReplayCLIInterruptWritesPartialResults(t *testing.T) {
 		t.Errorf("output file lacks the interrupted run")
 	}
 }
+
+// --target sim with a llama-server config replays against sim/llamacpp:
+// a shared-prefix trace at concurrency 1 hits every document after its
+// first question, exactly as the real server did (docs/fidelity.md).
+func TestReplayCLILlamaCppConfig(t *testing.T) {
+	tr := genTrace(t, "shared-prefix", "--groups", "2", "--questions", "3", "--system-prompt-len", "400", "--question-len", "40", "--output-len", "4", "--vocab", "1:256")
+	per := filepath.Join(t.TempDir(), "per.jsonl")
+	cfg := filepath.Join("..", "..", "configs", "llamacpp", "tiny.toml")
+	code, stdout, stderr := runCLI(t, "replay", "--trace", tr, "--target", "sim", "--config", cfg, "--max-concurrency", "1", "--vocab", "1:256", "--warmup=false", "--per-request", per, "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var out struct {
+		Backend      string  `json:"backend"`
+		CacheHitRate float64 `json:"cache_hit_rate"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatal(err)
+	}
+	// 6 prompts of 440 tokens; the 4 later questions hit their 400-token document.
+	if want := 4 * 400.0 / (6 * 440); out.CacheHitRate != want || out.Backend != "sim" {
+		t.Errorf("backend %q hit rate %v, want sim and %v", out.Backend, out.CacheHitRate, want)
+	}
+}
