@@ -13,6 +13,7 @@ import (
 
 	"github.com/kvsim/kvsim/configs"
 	"github.com/kvsim/kvsim/sim"
+	"github.com/kvsim/kvsim/sim/llamacpp"
 	"github.com/kvsim/kvsim/traces"
 )
 
@@ -67,13 +68,36 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	if *seed != 0 {
 		f.Seed = *seed
 	}
-	built, err := f.Build()
-	if err != nil {
-		fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
-		return exitUsage
+	// The server model: SGLang (the default) or llama.cpp's llama-server.
+	type runner interface {
+		Run(sim.Source) (*sim.Result, error)
+	}
+	var (
+		built     *configs.Built
+		llama     *configs.LlamaBuilt
+		newRunner func() (runner, error)
+		explains  []string
+		seedUsed  uint64
+		err       error
+	)
+	if f.IsLlamaCpp() {
+		if llama, err = f.BuildLlama(); err != nil {
+			fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
+			return exitUsage
+		}
+		newRunner = func() (runner, error) { return llamacpp.New(llama.Config, llama.Cost) }
+		explains = []string{fmt.Sprintf("llama-server model: %+v", llama.Config), fmt.Sprintf("cost (fitted, ns): %+v", *llama.Cost)}
+	} else {
+		if built, err = f.Build(); err != nil {
+			fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
+			return exitUsage
+		}
+		newRunner = func() (runner, error) { return sim.New(built.Sim, built.Cost) }
+		explains = built.Explain
+		seedUsed = built.Sim.Seed
 	}
 	if *explain {
-		for _, l := range built.Explain {
+		for _, l := range explains {
 			fmt.Fprintln(stdout, l)
 		}
 		fmt.Fprintln(stdout)
@@ -103,7 +127,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	defer rd.Close()
-	s, err := sim.New(built.Sim, built.Cost)
+	s, err := newRunner()
 	if err != nil {
 		fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
 		return exitUsage
@@ -146,12 +170,16 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 			Config  string `json:"config"`
 			Seed    uint64 `json:"seed"`
 			Version string `json:"kvsim_version"`
-		}{res.Summary, tp, nameOr(*cfgPath, "default"), built.Sim.Seed, version}
+		}{res.Summary, tp, nameOr(*cfgPath, "default"), seedUsed, version}
 		enc := json.NewEncoder(stdout)
 		if err := enc.Encode(out); err != nil {
 			fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
 			return exitFail
 		}
+		return exitOK
+	}
+	if llama != nil {
+		printLlamaTable(stdout, tp, llama, res)
 		return exitOK
 	}
 	printSimTable(stdout, tp, f, built, res)
@@ -225,5 +253,24 @@ func printSimTable(w io.Writer, trace string, f *configs.File, b *configs.Built,
 	line("Load-back tokens (H2D):", s.LoadBackTokens)
 	line("PCIe H2D / D2H (GB):", fmt.Sprintf("%.2f / %.2f", s.H2DGB, s.D2HGB))
 	line("Retractions:", s.Retractions)
+	fmt.Fprintln(w, strings.Repeat("=", 50))
+}
+
+// printLlamaTable prints the results of the llama-server model: the serving
+// benchmark's block and the slot and RAM-cache hits.
+func printLlamaTable(w io.Writer, trace string, lb *configs.LlamaBuilt, res *sim.Result) {
+	s := res.Summary
+	line := func(k string, v any) { sim.TableLine(w, k, v) }
+	sim.TableHeading(w, " kvsim simulation ", '=')
+	line("Server:", fmt.Sprintf("llama-server model, %d slots of %d tokens", lb.Config.Slots, lb.Config.Context/max(lb.Config.Slots, 1)))
+	line("Trace:", filepath.Base(trace))
+	if s.Failed > 0 {
+		line("Failed requests:", s.Failed)
+	}
+	s.Serving.WriteTable(w)
+	sim.TableHeading(w, "Prompt cache", '-')
+	line("Cache hit rate (cached/prompt):", fmt.Sprintf("%.4f", s.CacheHitRate))
+	line("  kept in the slot:", fmt.Sprintf("%.4f", s.DeviceHitRate))
+	line("  restored from the RAM cache:", fmt.Sprintf("%.4f", s.HostHitRate))
 	fmt.Fprintln(w, strings.Repeat("=", 50))
 }

@@ -98,3 +98,22 @@ func TestSimBadTrace(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
 }
+
+// A llama-server config simulates llama.cpp's server model instead.
+func TestSimLlamaCppConfig(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "sim", "--config", "../../configs/llamacpp/tiny.toml", "--trace", simTrace(t), "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var out map[string]any
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatal(err)
+	}
+	if out["completed"].(float64) != 12 || out["cache_hit_rate"].(float64) <= 0.3 {
+		t.Fatalf("llama-server model: completed %v, hit rate %v", out["completed"], out["cache_hit_rate"])
+	}
+	code, stdout, _ = runCLI(t, "sim", "--config", "../../configs/llamacpp/tiny.toml", "--trace", simTrace(t))
+	if code != exitOK || !strings.Contains(stdout, "llama-server model, 4 slots of 2048 tokens") || !strings.Contains(stdout, "kept in the slot") {
+		t.Fatalf("table:\n%s", stdout)
+	}
+}
