@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/kvsim/kvsim/internal/atomicfile"
 	"io"
 	"os"
 	"reflect"
@@ -230,41 +231,9 @@ func (a *appender) add(raw []byte) error {
 
 func (a *appender) close() error { return a.f.Close() }
 
-// writeAtomic writes a file through a temporary file in the same folder,
-// renamed into place only when complete.
+// writeAtomic writes a file atomically (see internal/atomicfile).
 func writeAtomic(path string, fill func(io.Writer) error) error {
-	dir, base := splitPath(path)
-	tmp, err := os.CreateTemp(dir, "."+base+".*")
-	if err != nil {
-		return err
-	}
-	bw := bufio.NewWriter(tmp)
-	err = fill(bw)
-	if err == nil {
-		err = bw.Flush()
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
-}
-
-func splitPath(path string) (dir, base string) {
-	i := strings.LastIndexByte(path, '/')
-	if i < 0 {
-		return ".", path
-	}
-	return path[:i+1], path[i+1:]
+	return atomicfile.Write(path, fill)
 }
 
 // writeCSV writes results.csv: one row per record, the swept keys in axis

@@ -1,17 +1,16 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/kvsim/kvsim/configs"
+	"github.com/kvsim/kvsim/internal/atomicfile"
 	"github.com/kvsim/kvsim/sim"
 	"github.com/kvsim/kvsim/sim/llamacpp"
 	"github.com/kvsim/kvsim/traces"
@@ -193,30 +192,10 @@ func nameOr(s, def string) string {
 	return s
 }
 
-// writeAtomic writes a file through a temporary file in the same folder,
-// renamed into place only when everything was written: a failure never
-// leaves a truncated file behind.
+// writeAtomic writes a file atomically (see internal/atomicfile): a
+// failure never leaves a truncated file behind.
 func writeAtomic(path string, fill func(io.Writer) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	bw := bufio.NewWriter(tmp)
-	err = fill(bw)
-	if err == nil {
-		err = bw.Flush()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return atomicfile.Write(path, fill)
 }
 
 // printSimTable prints the results in the layout of SGLang's serving

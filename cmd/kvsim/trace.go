@@ -5,12 +5,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/kvsim/kvsim/internal/atomicfile"
 	"hash/fnv"
 	"io"
 	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -130,11 +129,10 @@ func (in *traceInput) open() (*traces.Reader, error) {
 	return traces.OpenFiles(in.paths, in.f)
 }
 
-// output writes to stdout, or atomically to a file: a temporary file in the
-// same directory, renamed over the target only when everything succeeded.
+// output writes to stdout, or atomically to a file (internal/atomicfile):
+// renamed over the target only when everything succeeded.
 type output struct {
-	path string
-	tmp  *os.File
+	file *atomicfile.File // nil for stdout
 	w    io.Writer
 }
 
@@ -142,32 +140,19 @@ func openOutput(path string, stdout io.Writer) (*output, error) {
 	if path == "" || path == "-" {
 		return &output{w: stdout}, nil
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	f, err := atomicfile.Create(path)
 	if err != nil {
-		return nil, fmt.Errorf("create output: %w", err)
+		return nil, err
 	}
-	return &output{path: path, tmp: tmp, w: tmp}, nil
+	return &output{file: f, w: f}, nil
 }
 
-// finish renames the temporary file into place if err is nil, and removes
-// it otherwise.
+// finish puts the file in place if err is nil, and removes it otherwise.
 func (o *output) finish(err error) error {
-	if o.tmp == nil {
+	if o.file == nil {
 		return err
 	}
-	cerr := o.tmp.Close()
-	if err == nil && cerr != nil {
-		err = fmt.Errorf("write %s: %w", o.path, cerr)
-	}
-	if err == nil {
-		if rerr := os.Rename(o.tmp.Name(), o.path); rerr != nil {
-			err = fmt.Errorf("write %s: %w", o.path, rerr)
-		}
-	}
-	if err != nil {
-		os.Remove(o.tmp.Name())
-	}
-	return err
+	return o.file.Finish(err)
 }
 
 func fail(stderr io.Writer, err error) int {

@@ -1,0 +1,67 @@
+// Package atomicfile writes files so that a reader never sees a partial
+// one: the content goes to a temporary file in the same folder, is flushed
+// and synced, and is renamed over the target only when everything
+// succeeded. A failure leaves the target as it was and removes the
+// temporary file.
+package atomicfile
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// Write writes path with what fill writes to the buffered writer it is
+// given.
+func Write(path string, fill func(io.Writer) error) error {
+	f, err := Create(path)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(f)
+	err = fill(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	return f.Finish(err)
+}
+
+// File is a file being written atomically: write to it, then call Finish.
+type File struct {
+	path string
+	tmp  *os.File
+}
+
+// Create starts writing path.
+func Create(path string) (*File, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return nil, fmt.Errorf("create %s: %w", path, err)
+	}
+	return &File{path: path, tmp: tmp}, nil
+}
+
+// Write implements io.Writer.
+func (f *File) Write(p []byte) (int, error) { return f.tmp.Write(p) }
+
+// Finish syncs and renames the file into place if err is nil; otherwise,
+// or if that fails, it removes the temporary file. It returns the first
+// error, naming the path.
+func (f *File) Finish(err error) error {
+	if err == nil {
+		err = f.tmp.Sync()
+	}
+	if cerr := f.tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.tmp.Name(), f.path)
+	}
+	if err != nil {
+		os.Remove(f.tmp.Name())
+		return fmt.Errorf("write %s: %w", f.path, err)
+	}
+	return nil
+}
