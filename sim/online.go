@@ -29,25 +29,30 @@ type Event struct {
 // give the same events.
 type Online struct {
 	s      *Sim
-	q      *queueSource
+	q      *Queue
 	events []Event
 	err    error
 }
 
-// errNoneYet tells the simulator that no record is queued now but more may
-// be submitted.
-var errNoneYet = errors.New("sim: no record queued yet")
+// ErrNoneYet is what a [Queue] returns when nothing is queued now but more
+// may be submitted: an online simulator waits instead of ending the run.
+var ErrNoneYet = errors.New("sim: no record queued yet")
 
-// queueSource holds the records submitted and not yet arrived.
-type queueSource struct {
+// Queue is the Source of an online simulation: records submitted and not
+// yet arrived, in submission order.
+type Queue struct {
 	recs []traces.Record
 	head int
 }
 
-func (q *queueSource) Next() (traces.Record, error) {
+// Push queues rec.
+func (q *Queue) Push(rec traces.Record) { q.recs = append(q.recs, rec) }
+
+// Next implements Source; it returns ErrNoneYet when the queue is empty.
+func (q *Queue) Next() (traces.Record, error) {
 	if q.head == len(q.recs) {
 		q.recs, q.head = q.recs[:0], 0
-		return traces.Record{}, errNoneYet
+		return traces.Record{}, ErrNoneYet
 	}
 	q.head++
 	return q.recs[q.head-1], nil
@@ -59,7 +64,7 @@ func NewOnline(cfg Config, cost CostModel) (*Online, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &Online{s: s, q: &queueSource{}}
+	o := &Online{s: s, q: &Queue{}}
 	s.src = o.q
 	s.observe = func(e Event) { o.events = append(o.events, e) }
 	return o, nil
@@ -80,7 +85,7 @@ func (o *Online) Submit(rec traces.Record) error {
 	if rec.Arrival < o.s.lastArr {
 		return fmt.Errorf("request %q arrives at %d ns, before the previous submission (%d ns)", rec.ID, rec.Arrival, o.s.lastArr)
 	}
-	o.q.recs = append(o.q.recs, rec)
+	o.q.Push(rec)
 	if o.s.pending == nil {
 		if err := o.s.scheduleNextArrival(); err != nil {
 			o.err = err

@@ -220,7 +220,7 @@ func (s *Sim) scheduleNextArrival() error {
 		return nil
 	}
 	rec, err := s.src.Next()
-	if err == errNoneYet {
+	if err == ErrNoneYet {
 		s.pending = nil // online: more records may be submitted later
 		return nil
 	}

@@ -14,23 +14,9 @@ import (
 // replay drives either simulator through this shape.
 type Online struct {
 	s      *Sim
-	q      *queueSource
+	q      *sim.Queue
 	events []sim.Event
 	err    error
-}
-
-type queueSource struct {
-	recs []traces.Record
-	head int
-}
-
-func (q *queueSource) Next() (traces.Record, error) {
-	if q.head == len(q.recs) {
-		q.recs, q.head = q.recs[:0], 0
-		return traces.Record{}, errNoneYet
-	}
-	q.head++
-	return q.recs[q.head-1], nil
 }
 
 // NewOnline returns an online simulation of a llama-server.
@@ -39,7 +25,7 @@ func NewOnline(cfg Config, cost CostModel) (*Online, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &Online{s: s, q: &queueSource{}}
+	o := &Online{s: s, q: &sim.Queue{}}
 	s.src = o.q
 	s.observe = func(e sim.Event) { o.events = append(o.events, e) }
 	return o, nil
@@ -60,7 +46,7 @@ func (o *Online) Submit(rec traces.Record) error {
 	if rec.Arrival < o.s.lastArr {
 		return fmt.Errorf("request %q arrives at %d ns, before the previous submission (%d ns)", rec.ID, rec.Arrival, o.s.lastArr)
 	}
-	o.q.recs = append(o.q.recs, rec)
+	o.q.Push(rec)
 	if err := o.s.pull(); err != nil {
 		o.err = err
 		return err

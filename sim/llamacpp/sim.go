@@ -147,9 +147,6 @@ func (s *Sim) Run(src sim.Source) (*sim.Result, error) {
 	return s.result(), nil
 }
 
-// errNoneYet tells pull that an online source has nothing queued now.
-var errNoneYet = errors.New("llamacpp: no record queued yet")
-
 // pull reads the next record into pending, checking the arrival order.
 func (s *Sim) pull() error {
 	if s.pending != nil || s.srcDone {
@@ -157,7 +154,7 @@ func (s *Sim) pull() error {
 	}
 	rec, err := s.src.Next()
 	switch {
-	case errors.Is(err, errNoneYet):
+	case errors.Is(err, sim.ErrNoneYet):
 		return nil
 	case errors.Is(err, io.EOF):
 		s.srcDone = true
