@@ -46,50 +46,74 @@
 // device children, and scores each eligible node in O(cp). A plan with V
 // victims over N nodes costs O(V * N * cp). It is the specification.
 //
-// [Planner.Plan] produces the identical plan with a min-heap of eligible
-// nodes keyed by score and lazy re-evaluation. Scores depend on the current
-// deficits, which change after every choice, so a heap keyed by the initial
-// scores is not correct, and re-keying every node after every choice would
-// cost as much as the rescan. Instead each heap entry stores the score its
-// node had when the entry was last evaluated, and:
+// [Planner.Plan] produces the identical plan with a priority queue of
+// eligible nodes keyed by score and lazy re-evaluation. Scores depend on the
+// current deficits, which change after every choice, so a queue keyed by the
+// initial scores is not correct, and re-keying every node after every choice
+// would cost as much as the rescan. Instead each queue entry stores the score
+// its node had when the entry was last evaluated, and:
 //
-//  1. Initially every eligible node is in the heap with its current score.
+//  1. Initially every eligible node is in the queue with its current score.
 //  2. Look at the minimum entry and recompute its node's score. If it
-//     differs from the stored one the entry is stale: store the fresh score,
-//     sift it down, and look again.
+//     differs from the stored one the entry is stale: take it out, store the
+//     fresh score, put it back, and look again.
 //  3. Otherwise (the entry is up to date) it is the choice. Stop if it scores
-//     (0, 0); else pop it, record it, and update the deficits.
+//     (0, 0); else take it out, record it, and update the deficits.
 //  4. Let p be the victim's parent. If p is not the root, is unlocked, and
-//     now has no device child left, push p with its fresh score
+//     now has no device child left, add p with its fresh score
 //     (parent-push). If p is not the root, is unlocked, and has exactly one
-//     device child s left, and s is in the heap, re-key s with its fresh
-//     score (sibling refresh).
+//     device child s left, and s is eligible (so in the queue), re-key s
+//     with its fresh score (sibling refresh).
 //
-// The heap holds one entry per eligible node, with an index from node to
-// slot (container/heap's Fix pattern, hand-rolled with a typed comparator).
 // The last remaining child of p is found in O(1): p keeps the XOR of its
 // remaining device children's indices, which is the last child's index when
 // exactly one is left.
 //
-// # Why the heap picks what the rescan picks
+// The queue is a bucket queue on the stored (contribution, unlock) pair:
+// bucket index(c, u) = row(c) * cols + column(u), where with small
+// contributions (below half the bucket limit) every contribution has its own
+// row and the unlocks are split into as many columns as fit, and with large
+// ones a row holds a range of contributions and has a single column. Any pair
+// beyond the last row goes to the last bucket. The index never decreases
+// when (c, u) grows lexicographically, so every entry of a higher bucket has
+// a strictly smaller score than every entry of a lower one, and the minimum
+// is the minimum of the highest non-empty bucket (found with a two-level
+// bitmap). Inside a bucket the entries are a binary min-heap by the full
+// score, built (heapified) only when the bucket first becomes the highest
+// non-empty one; until then entries are merely appended. The layout only
+// affects speed: the order inside a bucket is the full score order, so a
+// bucket that holds several pairs is still ordered correctly.
+//
+// A sibling refresh re-keys an entry that may sit anywhere in the queue. It
+// does not look for it: it bumps the node's version, which makes the old
+// entry dead, and adds a new one. A dead entry is dropped when it reaches
+// the top of its bucket. So "the entry of a node" below means its live
+// entry, the one whose version is the node's current version.
+//
+// # Why the queue picks what the rescan picks
 //
 // Write score_t(n) for n's score after t choices, and S(e) for the score
 // stored in entry e. The claim rests on one invariant:
 //
-//	(I) every eligible node n has exactly one entry e, and S(e) <= score_t(n).
+//	(I) every eligible node n has exactly one live entry e, and S(e) <= score_t(n);
+//	    no other node has a live entry.
 //
 // That is, stored scores are optimistic: they may be too good, never too bad.
 //
-// If (I) holds and the minimum entry e of node n is up to date
+// Dead entries are skipped and change nothing. If (I) holds and the minimum
+// live entry e of node n is up to date
 // (S(e) = score_t(n)), then for every other eligible node m with entry f:
 // score_t(n) = S(e) <= S(f) <= score_t(m), and the first inequality is strict
-// because the scores of distinct nodes differ in the id component. So n is
+// because the scores of distinct nodes differ in the id component. (The
+// queue returns the minimum over all entries; a dead entry found there is
+// dropped first, so the first live one found is the minimum live entry.) So n is
 // exactly the node with the smallest current score: the rescan's choice, and
 // the stop test sees the same (contribution, unlock) pair. If instead e is
 // stale, re-keying it to score_t(n) keeps (I) (the new stored score equals
 // the current one) and does not change any node's current score, so step 2
 // can repeat. It terminates: a re-keyed entry is up to date until the next
-// choice, so between two choices each entry is re-keyed at most once.
+// choice, so between two choices each entry is re-keyed at most once, and
+// every dead entry is dropped at most once.
 //
 // (I) holds initially by step 1. It must survive a choice, which changes
 // three things: deficits shrink, one node leaves the eligible set, and the
@@ -137,23 +161,34 @@
 //
 // # Cost
 //
-// Building the heap is O(N) (heapify). Each choice costs O(cp + log N) plus
-// the stale re-keys it triggers, each O(cp + log N). An entry is re-keyed
-// only after its contribution or unlock changed, which happens only while a
-// lane's deficit is below the node's count on that lane, i.e. near the end
-// of a plan, so in practice the total stays near O((V + N) log N). In the
-// worst case (every node's count above the lane deficits for many steps) it
-// degrades towards the rescan's O(V * N * cp), never beyond it by more than
-// the log factor. [Planner.Stats] reports the evaluation counts.
+// Loading the snapshot and filling the queue is O(N * cp). Each choice costs
+// O(cp + log m) plus the stale re-keys it triggers, each O(cp + log m), where
+// m is the size of the bucket at the top; appending to a lower bucket is
+// O(1), and each bucket is heapified at most once per plan (O(its size)).
+// Finding the highest non-empty bucket reads at most B/4096 + 1 words for B
+// buckets (B <= 16384). In the worst case, when one bucket holds everything
+// (all contributions within one coarse row), this is the single binary heap
+// with the log N factor. An entry is re-keyed only after its contribution
+// or unlock changed, which happens only while a lane's deficit is below the
+// node's count on that lane, i.e. near the end of a plan, so in practice the
+// total stays near O(N * cp + (V + N) log N). In the worst case (every
+// node's count above the lane deficits for many steps) it degrades towards
+// the rescan's O(V * N * cp), never beyond it by more than the log factor.
+// [Planner.Stats] reports the evaluation counts.
 //
-// On the synthetic snapshots of `kvsim plan-bench` (package synth), about
-// five stale re-keys happen per victim, and almost every re-keyed entry
-// sinks to near the bottom of the heap, so sift-down follows Floyd's
-// bottom-up variant (one comparison per level, then a short sift-up). Two
-// other layouts were measured and gave no gain worth their complexity: a
-// 4-ary heap (slower), and keys packed into one uint64 with duplicate
-// entries instead of the slot index (same speed, plus a fallback for
-// deficits beyond 2^32 pages).
+// On the synthetic snapshots of `kvsim plan-bench` (package synth),
+// contributions are below 130 pages, so every bucket holds one exact
+// (contribution, unlock) pair; about five stale re-keys happen per victim,
+// and a stale entry's contribution or unlock has dropped, so it moves to a
+// lower bucket where it is only appended. What remains is popping the top
+// bucket's heap (Floyd's bottom-up sift: one comparison per level, then a
+// short sift-up, since the entry moved to the root belongs near the bottom).
+// Before the buckets, one binary heap over all entries spent 60% of the plan
+// sifting re-keyed entries through its full depth. Layouts measured without
+// a gain worth their complexity: a 4-ary heap (slower), keys packed into one
+// uint64 with duplicate entries instead of a slot index (same speed), and
+// buckets kept sorted instead of heapified (sorting the 48-byte entries cost
+// more than the heap pops it saved).
 //
 // # What it does not do
 //

@@ -1,14 +1,17 @@
 package planner
 
-// entry is one node's slot in the planner's min-heap: the node's score as it
-// was when the entry was last evaluated. contrib and unlock go stale as the
-// deficits shrink; slru and id never change.
+import "math/bits"
+
+// entry is one node's slot in the planner's priority queue: the node's score
+// as it was when the entry was last evaluated. contrib and unlock go stale as
+// the deficits shrink; slru and id never change.
 type entry struct {
 	contrib int64 // contribution when last evaluated
 	unlock  int64 // unlock when last evaluated
 	slru    Priority
 	id      int64
-	node    int32 // internal index
+	node    int32  // internal index
+	ver     uint32 // the entry is live iff ver equals its node's current version
 }
 
 // less is the score order (-contrib, -unlock, slru, id): a strict total order
@@ -29,127 +32,207 @@ func less(a, b *entry) bool {
 	return a.id < b.id
 }
 
-// scoreHeap is a binary min-heap of entries with at most one entry per node
-// and an index (pos) from node to slot, so that an entry can be re-keyed in
-// place. It is the typed equivalent of container/heap with index tracking
-// and Fix, without the interface calls.
-type scoreHeap struct {
-	e   []entry
-	pos []int32 // pos[node] is the node's slot in e, or -1
+// maxBuckets bounds the number of buckets of a scoreQueue. A variable so
+// that tests can shrink it to exercise coarse and clamped buckets.
+var maxBuckets = 1 << 14
+
+// scoreQueue is the planner's priority queue (see the package
+// documentation): a bucket queue on the stored (contribution, unlock) pair.
+// Every bucket is a slice of entries; once a bucket has been the highest
+// non-empty one it is a binary min-heap by the full score order (ordered),
+// before that its entries are in arrival order. The minimum of the queue is
+// the root of the highest non-empty bucket, possibly a dead entry.
+//
+// An entry is re-keyed by adding a new one: the stale minimum is popped
+// first, and a sibling refresh (the only re-key of an entry that is not the
+// minimum) bumps its node's version, which makes the old entry dead; dead
+// entries are dropped when they reach the root of their bucket.
+//
+// Why this shape: a stale entry's contribution or unlock has dropped, so
+// re-keying it moves it to a lower bucket, usually one that is not ordered
+// yet, where it is appended in O(1); with one heap over all entries every
+// re-key sifted through its full depth.
+type scoreQueue struct {
+	b       [][]entry // b[k] is bucket k's entries
+	ordered []bool    // ordered[k]: b[k] is a heap
+	touched []int32   // buckets that may be non-empty since the last reset
+	bits    []uint64  // bit k is set iff bucket k is non-empty
+	summary []uint64  // bit w is set iff bits[w] != 0
+	ver     []uint32  // ver[node] is the version of the node's live entry
+	shiftC  uint      // contribution row: c >> shiftC
+	shiftU  uint      // unlock column: u >> shiftU
+	rows    int64     // number of contribution rows
+	cols    int64     // number of unlock columns per row
+	last    int       // index of the last bucket
 }
 
-// reset empties the heap for a snapshot of n internal indices.
-func (h *scoreHeap) reset(n int) {
-	h.e = h.e[:0]
-	h.pos = resize(h.pos, n)
-	for i := range h.pos {
-		h.pos[i] = -1
+// reset empties the queue for a snapshot of n internal indices whose
+// contributions (and so unlocks) are at most bound.
+func (h *scoreQueue) reset(n int, bound int64) {
+	h.ver = resize(h.ver, n)
+	clear(h.ver)
+	h.shiftC, h.shiftU = 0, 0
+	if bound < int64(maxBuckets/2) {
+		// Exact contributions, and as fine unlocks as fit.
+		h.rows = bound + 1
+		for bound>>h.shiftU >= int64(maxBuckets)/h.rows {
+			h.shiftU++
+		}
+		h.cols = bound>>h.shiftU + 1
+	} else {
+		// Ranges of contributions only: a row may hold several
+		// contributions, so the unlock must not split it.
+		for bound>>h.shiftC >= int64(maxBuckets) {
+			h.shiftC++
+		}
+		h.rows, h.cols = bound>>h.shiftC+1, 1
+	}
+	nb := int(h.rows * h.cols)
+	for _, k := range h.touched {
+		h.b[k] = h.b[k][:0]
+		h.ordered[k] = false
+	}
+	h.touched = h.touched[:0]
+	if len(h.b) < nb {
+		h.b = append(h.b, make([][]entry, nb-len(h.b))...)
+		h.ordered = append(h.ordered, make([]bool, nb-len(h.ordered))...)
+	}
+	h.last = nb - 1
+	h.bits = resize(h.bits, (nb+63)/64)
+	clear(h.bits)
+	h.summary = resize(h.summary, (len(h.bits)+63)/64)
+	clear(h.summary)
+}
+
+// index returns the bucket of an entry with contribution c and unlock u,
+// both >= 0. It is non-decreasing in (c, u) ordered lexicographically: rows
+// are non-decreasing in c; columns split a row only when the row holds one
+// contribution (shiftC == 0) and are non-decreasing in u; and every pair
+// beyond the last row goes to the last bucket.
+func (h *scoreQueue) index(c, u int64) int {
+	r := c >> h.shiftC
+	if r >= h.rows {
+		return h.last
+	}
+	return int(r*h.cols + min(u>>h.shiftU, h.cols-1))
+}
+
+// top returns the highest non-empty bucket, heapified, or -1 if the queue is
+// empty. Its root is the minimum, possibly dead.
+func (h *scoreQueue) top() int {
+	for v := len(h.summary) - 1; v >= 0; v-- {
+		if y := h.summary[v]; y != 0 {
+			w := v*64 + 63 - bits.LeadingZeros64(y)
+			k := w*64 + 63 - bits.LeadingZeros64(h.bits[w])
+			if !h.ordered[k] {
+				e := h.b[k]
+				for i := len(e)/2 - 1; i >= 0; i-- {
+					down(e, i)
+				}
+				h.ordered[k] = true
+			}
+			return k
+		}
+	}
+	return -1
+}
+
+// live reports whether x is its node's current entry.
+func (h *scoreQueue) live(x *entry) bool { return x.ver == h.ver[x.node] }
+
+// push adds x as its node's live entry, with x.ver set by the caller.
+func (h *scoreQueue) push(x entry) {
+	k := h.index(x.contrib, x.unlock)
+	e := h.b[k]
+	if len(e) == 0 {
+		h.touched = append(h.touched, int32(k))
+		h.bits[k/64] |= 1 << (k % 64)
+		h.summary[k/4096] |= 1 << (k / 64 % 64)
+	}
+	e = append(e, x)
+	h.b[k] = e
+	if h.ordered[k] {
+		up(e, len(e)-1)
 	}
 }
 
-// add appends an entry without restoring the heap order; call init after the
-// last add.
-func (h *scoreHeap) add(x entry) {
-	h.pos[x.node] = int32(len(h.e))
-	h.e = append(h.e, x)
-}
-
-// init establishes the heap order in O(len) time.
-func (h *scoreHeap) init() {
-	for i := len(h.e)/2 - 1; i >= 0; i-- {
-		h.down(i)
+// pop removes the minimum of the ordered bucket k and returns it.
+func (h *scoreQueue) pop(k int) entry {
+	e := h.b[k]
+	x := e[0]
+	last := len(e) - 1
+	e[0] = e[last]
+	e = e[:last]
+	h.b[k] = e
+	if last == 0 {
+		h.bits[k/64] &^= 1 << (k % 64)
+		if h.bits[k/64] == 0 {
+			h.summary[k/4096] &^= 1 << (k / 64 % 64)
+		}
+	} else {
+		sink(e)
 	}
+	return x
 }
 
-func (h *scoreHeap) push(x entry) {
-	h.add(x)
-	h.up(len(h.e) - 1)
-}
+// kill makes node i's live entry dead; the caller then pushes a new one.
+func (h *scoreQueue) kill(i int32) { h.ver[i]++ }
 
-// pop removes the minimum entry.
-func (h *scoreHeap) pop() entry {
-	top := h.e[0]
-	last := len(h.e) - 1
-	h.move(0, last)
-	h.e = h.e[:last]
-	h.pos[top.node] = -1
-	if last > 0 {
-		h.sink(0)
-	}
-	return top
-}
-
-// fix restores the order after the entry in slot i changed its key.
-func (h *scoreHeap) fix(i int) {
-	if !h.down(i) {
-		h.up(i)
-	}
-}
-
-// move copies slot from into slot to and updates pos.
-func (h *scoreHeap) move(to, from int) {
-	h.e[to] = h.e[from]
-	h.pos[h.e[to].node] = int32(to)
-}
-
-func (h *scoreHeap) up(i int) {
-	x := h.e[i]
+// up sifts slot i of the heap e up.
+func up(e []entry, i int) {
+	x := e[i]
 	for i > 0 {
 		p := (i - 1) / 2
-		if !less(&x, &h.e[p]) {
+		if !less(&x, &e[p]) {
 			break
 		}
-		h.move(i, p)
+		e[i] = e[p]
 		i = p
 	}
-	h.e[i] = x
-	h.pos[x.node] = int32(i)
+	e[i] = x
 }
 
-// sink restores the order after the entry in slot i got a larger key, the
+// sink restores the order of the heap e after its root got a larger key, the
 // way Floyd's heapsort does: it walks the hole down along the smaller
 // children to a leaf (one comparison per level) and then sifts the entry up
-// from there. Entries that sink far, as re-keyed stale entries and the
-// element moved up by pop usually do, need about half the comparisons of
-// down.
-func (h *scoreHeap) sink(i int) {
-	x := h.e[i]
-	n := len(h.e)
+// from there. The entry moved to the root by a pop usually belongs near the
+// bottom, so this needs about half the comparisons of down.
+func sink(e []entry) {
+	x := e[0]
+	n := len(e)
+	i := 0
 	for {
 		c := 2*i + 1
 		if c >= n {
 			break
 		}
-		if r := c + 1; r < n && less(&h.e[r], &h.e[c]) {
+		if r := c + 1; r < n && less(&e[r], &e[c]) {
 			c = r
 		}
-		h.move(i, c)
+		e[i] = e[c]
 		i = c
 	}
-	h.e[i] = x
-	h.up(i)
+	e[i] = x
+	up(e, i)
 }
 
-// down sifts slot i down and reports whether it moved.
-func (h *scoreHeap) down(i int) bool {
-	x := h.e[i]
-	n := len(h.e)
-	start := i
+// down sifts slot i of the heap e down.
+func down(e []entry, i int) {
+	x := e[i]
+	n := len(e)
 	for {
 		c := 2*i + 1
 		if c >= n {
 			break
 		}
-		if r := c + 1; r < n && less(&h.e[r], &h.e[c]) {
+		if r := c + 1; r < n && less(&e[r], &e[c]) {
 			c = r
 		}
-		if !less(&h.e[c], &x) {
+		if !less(&e[c], &x) {
 			break
 		}
-		h.move(i, c)
+		e[i] = e[c]
 		i = c
 	}
-	h.e[i] = x
-	h.pos[x.node] = int32(i)
-	return i > start
+	e[i] = x
 }

@@ -26,17 +26,19 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Planner plans owner-lane evictions with the lazy re-evaluation min-heap
+// Planner plans owner-lane evictions with the lazy re-evaluation queue
 // described in the package documentation. Its output is identical to
-// [Reference]'s. A Planner keeps its scratch space (heap, indices, working
+// [Reference]'s. A Planner keeps its scratch space (queue, versions, working
 // copies) between calls, so a simulator that plans every scheduler tick
 // allocates only the returned [Plan]. A Planner is not safe for concurrent
 // use.
 type Planner struct {
 	cfg  Config
 	s    snapshot
-	h    scoreHeap
+	h    scoreQueue
 	stat Stats
+
+	liveAt []*entry // checkInvariants' scratch: node -> its live entry
 }
 
 // Stats counts the work done by the last [Planner.Plan] call.
@@ -76,25 +78,33 @@ func (p *Planner) Plan(nodes []Node, deficits []int64) (Plan, error) {
 		return Plan{}, err
 	}
 	p.stat = Stats{}
-	h.reset(s.n)
+	h.reset(s.n, s.bound)
 	if s.positive > 0 {
 		for i := int32(1); i < int32(s.n); i++ {
 			if s.eligible(i) {
-				h.add(p.evaluate(i))
+				h.push(p.evaluate(i))
+				p.stat.Candidates++
 			}
 		}
-		h.init()
-		p.stat.Candidates = len(h.e)
 	}
-	for s.positive > 0 && len(h.e) > 0 {
-		top := &h.e[0]
+	for s.positive > 0 {
+		k := h.top()
+		if k < 0 {
+			break // nothing eligible
+		}
+		top := &h.b[k][0]
+		if !h.live(top) {
+			h.pop(k) // replaced by a sibling refresh
+			continue
+		}
 		i := top.node
 		c, u := s.contribution(i), s.unlock(i)
 		if c != top.contrib || u != top.unlock {
-			// Stale: re-key in place and look again. See doc.go for why the
-			// first up-to-date minimum is the rescan's choice.
-			top.contrib, top.unlock = c, u
-			h.sink(0)
+			// Stale: re-key and look again. See doc.go for why the first
+			// up-to-date minimum is the rescan's choice.
+			x := h.pop(k)
+			x.contrib, x.unlock = c, u
+			h.push(x)
 			p.stat.Stale++
 			p.stat.Evaluations++
 			continue
@@ -102,7 +112,7 @@ func (p *Planner) Plan(nodes []Node, deficits []int64) (Plan, error) {
 		if c == 0 && u == 0 {
 			break // every eligible node scores (0, 0): nothing left helps
 		}
-		h.pop()
+		h.pop(k)
 		par := s.choose(i)
 		if par != root && s.device[par] && !s.locked[par] {
 			switch s.children[par] {
@@ -113,11 +123,9 @@ func (p *Planner) Plan(nodes []Node, deficits []int64) (Plan, error) {
 				// The last remaining sibling's unlock may have grown from 0
 				// to the parent's contribution: its entry would no longer be
 				// optimistic, so refresh it now.
-				if sib := s.lastKid[par]; h.pos[sib] >= 0 {
-					e := &h.e[h.pos[sib]]
-					e.contrib, e.unlock = s.contribution(sib), s.unlock(sib)
-					h.fix(int(h.pos[sib]))
-					p.stat.Evaluations++
+				if sib := s.lastKid[par]; s.eligible(sib) {
+					h.kill(sib)
+					h.push(p.evaluate(sib))
 				}
 			}
 		}
@@ -128,36 +136,55 @@ func (p *Planner) Plan(nodes []Node, deficits []int64) (Plan, error) {
 	return s.result(), nil
 }
 
-// evaluate returns a fresh heap entry for node i.
+// evaluate returns a fresh live queue entry for node i.
 func (p *Planner) evaluate(i int32) entry {
 	p.stat.Evaluations++
 	s := &p.s
-	return entry{contrib: s.contribution(i), unlock: s.unlock(i), slru: s.slru[i], id: s.id[i], node: i}
+	return entry{contrib: s.contribution(i), unlock: s.unlock(i), slru: s.slru[i], id: s.id[i], node: i, ver: p.h.ver[i]}
 }
 
-// checkInvariants panics unless the heap is ordered, its index is
-// consistent, it holds exactly the eligible nodes, and every stored score is
-// optimistic (no larger than the node's current score). O(n * cp).
+// checkInvariants panics unless every entry is in its bucket, ordered buckets
+// are heaps, the non-empty bits are right, the live entries are exactly
+// one per eligible node, and every stored score is optimistic (no larger
+// than the node's current score). O(buckets + n * cp).
 func (p *Planner) checkInvariants() {
 	s, h := &p.s, &p.h
-	for k := range h.e {
-		if h.pos[h.e[k].node] != int32(k) {
-			panic(fmt.Sprintf("planner: heap index of node %d is %d, want %d", h.e[k].node, h.pos[h.e[k].node], k))
+	p.liveAt = resize(p.liveAt, s.n)
+	clear(p.liveAt)
+	liveAt := p.liveAt
+	for k := range h.last + 1 {
+		e := h.b[k]
+		if (len(e) > 0) != (h.bits[k/64]&(1<<(k%64)) != 0) {
+			panic(fmt.Sprintf("planner: non-empty bit of bucket %d is wrong", k))
 		}
-		if k > 0 && less(&h.e[k], &h.e[(k-1)/2]) {
-			panic(fmt.Sprintf("planner: heap order broken at slot %d", k))
+		if (h.bits[k/64] != 0) != (h.summary[k/4096]&(1<<(k/64%64)) != 0) {
+			panic(fmt.Sprintf("planner: summary bit of bucket %d is wrong", k))
+		}
+		for j := range e {
+			if h.index(e[j].contrib, e[j].unlock) != k {
+				panic(fmt.Sprintf("planner: node %d with score (%d, %d) is in bucket %d", e[j].node, e[j].contrib, e[j].unlock, k))
+			}
+			if h.ordered[k] && j > 0 && less(&e[j], &e[(j-1)/2]) {
+				panic(fmt.Sprintf("planner: order of bucket %d broken at slot %d", k, j))
+			}
+			if h.live(&e[j]) {
+				if liveAt[e[j].node] != nil {
+					panic(fmt.Sprintf("planner: node %d has two live entries", e[j].node))
+				}
+				liveAt[e[j].node] = &e[j]
+			}
 		}
 	}
 	for i := int32(1); i < int32(s.n); i++ {
-		if s.eligible(i) != (h.pos[i] >= 0) {
-			panic(fmt.Sprintf("planner: node %d eligible=%v but in heap=%v", s.id[i], s.eligible(i), h.pos[i] >= 0))
+		if s.eligible(i) != (liveAt[i] != nil) {
+			panic(fmt.Sprintf("planner: node %d eligible=%v but in queue=%v", s.id[i], s.eligible(i), liveAt[i] != nil))
 		}
-		if h.pos[i] < 0 {
+		if liveAt[i] == nil {
 			continue
 		}
 		cur := p.evaluate(i)
 		p.stat.Evaluations--
-		if less(&cur, &h.e[h.pos[i]]) {
+		if less(&cur, liveAt[i]) {
 			panic(fmt.Sprintf("planner: stored score of node %d is pessimistic", s.id[i]))
 		}
 	}

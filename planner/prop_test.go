@@ -444,3 +444,27 @@ func TestPropInvalidInputRejected(t *testing.T) {
 		}
 	})
 }
+
+// TestPropHeapMatchesReferenceCoarseBuckets repeats the comparison with the
+// queue limited to a few buckets, so that its coarse layouts are exercised
+// on small snapshots: unlock columns that hold several unlocks, rows that
+// hold several contributions, and contributions clamped into the last
+// bucket.
+func TestPropHeapMatchesReferenceCoarseBuckets(t *testing.T) {
+	ps := planners{}
+	rapid.Check(t, func(t *rapid.T) {
+		defer planner.SetMaxBuckets(rapid.SampledFrom([]int{1, 2, 3, 8, 40, 200}).Draw(t, "maxBuckets"))()
+		c := genSnapshot(t)
+		want, err := planner.Reference(c.Nodes, c.Deficits)
+		if err != nil {
+			t.Fatalf("Reference: %v", err)
+		}
+		got, err := ps.get(t, len(c.Deficits)).Plan(c.Nodes, c.Deficits)
+		if err != nil {
+			t.Fatalf("Plan: %v", err)
+		}
+		if !equalPlans(got, want) {
+			t.Fatalf("heap plan differs from reference\n heap: %+v\n  ref: %+v", got, want)
+		}
+	})
+}

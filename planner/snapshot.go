@@ -102,6 +102,8 @@ type snapshot struct {
 	deficits []int64 // current deficits
 	freed    []int64 // planned_freed so far
 	positive int     // number of lanes with deficits[o] > 0
+	bound    int64   // an upper bound on every contribution of the plan
+	laneMax  []int64 // laneMax[o]: the largest count on lane o
 	victims  []int64
 
 	// id -> internal index: a dense table when the IDs are small positive
@@ -163,6 +165,9 @@ func (s *snapshot) load(nodes []Node, deficits []int64) error {
 
 	s.resetIndex(nodes)
 	laneTotal := s.freed // zero now; used as scratch and cleared again below
+	s.laneMax = resize(s.laneMax, cp)
+	laneMax := s.laneMax
+	clear(laneMax)
 	for k := range nodes {
 		nd := &nodes[k]
 		i := int32(k + 1)
@@ -194,15 +199,28 @@ func (s *snapshot) load(nodes []Node, deficits []int64) error {
 			return nodeErr(k, nd.ID, "counts", "want %d lanes, got %d", cp, len(nd.Counts))
 		}
 		row := s.counts[int(i)*cp : int(i+1)*cp]
+		// One combined sign test for the whole row: a count is negative or
+		// a lane total overflows exactly when some c or new total is
+		// negative (counts and totals are otherwise >= 0).
+		var bad int64
+		laneTotal, laneMax := laneTotal[:len(row)], laneMax[:len(row)]
 		for o, c := range nd.Counts {
-			if c < 0 {
-				return nodeErr(k, nd.ID, fmt.Sprintf("counts[%d]", o), "must be >= 0 (got %d)", c)
-			}
-			if c > math.MaxInt64-laneTotal[o] {
-				return nodeErr(k, nd.ID, fmt.Sprintf("counts[%d]", o), "lane total overflows int64")
-			}
-			laneTotal[o] += c
+			t := laneTotal[o] + c
+			bad |= c | t
+			laneTotal[o] = t
 			row[o] = c
+			laneMax[o] = max(laneMax[o], c)
+		}
+		if bad < 0 {
+			for o, c := range nd.Counts {
+				prev := laneTotal[o] - c // undo the (wrapping) addition
+				if c < 0 {
+					return nodeErr(k, nd.ID, fmt.Sprintf("counts[%d]", o), "must be >= 0 (got %d)", c)
+				}
+				if c > math.MaxInt64-prev {
+					return nodeErr(k, nd.ID, fmt.Sprintf("counts[%d]", o), "lane total overflows int64")
+				}
+			}
 		}
 		if nd.Device && !s.device[p] {
 			return nodeErr(k, nd.ID, "device", "true under non-device parent %d (device residency is prefix-closed)", nd.Parent)
@@ -215,6 +233,12 @@ func (s *snapshot) load(nodes []Node, deficits []int64) error {
 		}
 	}
 	clear(s.freed)
+	// contribution(i) = Σ_o min(counts[i][o], d[o]) <= Σ_o min(laneMax[o], d[o]),
+	// and deficits only shrink; the sum is at most total, so it fits.
+	s.bound = 0
+	for o, d := range deficits {
+		s.bound += min(s.laneMax[o], d)
+	}
 	return nil
 }
 
