@@ -14,23 +14,9 @@ import (
 	"github.com/kvsim/kvsim/traces"
 )
 
-// policyGolden compares got with testdata/policy/<name>.golden (rewritten
-// with -update).
 func policyGolden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", "policy", name+".golden")
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update)", err)
-	}
-	if got != string(want) {
-		t.Fatalf("%s:\n got:\n%s\nwant:\n%s", name, got, want)
-	}
+	checkGolden(t, "policy", name, got)
 }
 
 var policySmall = filepath.Join("testdata", "policy", "small.jsonl")

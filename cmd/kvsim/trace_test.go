@@ -12,23 +12,9 @@ import (
 	"github.com/kvsim/kvsim/traces"
 )
 
-// traceGolden compares got with testdata/trace/<name>.golden (rewritten
-// with -update).
 func traceGolden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", "trace", name+".golden")
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update)", err)
-	}
-	if got != string(want) {
-		t.Fatalf("%s:\n got:\n%s\nwant:\n%s", name, got, want)
-	}
+	checkGolden(t, "trace", name, got)
 }
 
 func readTrace(t *testing.T, path string) (traces.Header, []traces.Record) {
