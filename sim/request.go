@@ -15,9 +15,8 @@ type request struct {
 
 	// pages holds the page keys of the sequence (prompt, then output) as far
 	// as they are known; see pagesFor.
-	pages      []tree.PageID
-	seqTokens  []tree.Token // prompt + output token ids when the trace has both
-	promptDone bool         // prompt pages computed
+	pages     []tree.PageID
+	seqTokens []tree.Token // prompt + output token ids when the trace has both
 
 	out       int64      // tokens generated so far
 	kv        int64      // tokens whose KV is allocated (tree-locked or held)
@@ -39,7 +38,6 @@ type request struct {
 	prefetch    *prefetchOp // storage prefetch in flight (nil: none)
 	l3From      int64       // tokens [l3From, l3To) of the sequence came from storage
 	l3To        int64
-	failed      string
 	res         RequestResult
 	lastToken   Time
 }
@@ -89,7 +87,6 @@ func (s *Sim) computePromptPages(r *request, rec *traces.Record) error {
 	for len(r.pages) < want {
 		r.pages = append(r.pages, s.pager.Fresh())
 	}
-	r.promptDone = true
 	return nil
 }
 

@@ -275,7 +275,6 @@ func (s *Sim) fail(r *request, why string) {
 		s.endPrefetch(r.prefetch, false)
 		s.counters.PrefetchesCancelled++
 	}
-	r.failed = why
 	r.res.Failed = why
 	s.counters.Failed++
 	s.finishBookkeeping(r)
