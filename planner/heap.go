@@ -117,24 +117,38 @@ func (h *scoreQueue) index(c, u int64) int {
 	return int(r*h.cols + min(u>>h.shiftU, h.cols-1))
 }
 
-// top returns the highest non-empty bucket, heapified, or -1 if the queue is
-// empty. Its root is the minimum, possibly dead.
+// top returns the highest non-empty bucket, or -1 if the queue is empty.
+// If that bucket is ordered, its root is the minimum, possibly dead.
 func (h *scoreQueue) top() int {
 	for v := len(h.summary) - 1; v >= 0; v-- {
 		if y := h.summary[v]; y != 0 {
 			w := v*64 + 63 - bits.LeadingZeros64(y)
-			k := w*64 + 63 - bits.LeadingZeros64(h.bits[w])
-			if !h.ordered[k] {
-				e := h.b[k]
-				for i := len(e)/2 - 1; i >= 0; i-- {
-					down(e, i)
-				}
-				h.ordered[k] = true
-			}
-			return k
+			return w*64 + 63 - bits.LeadingZeros64(h.bits[w])
 		}
 	}
 	return -1
+}
+
+// order keeps the first n entries of bucket k and makes it a heap.
+func (h *scoreQueue) order(k, n int) {
+	e := h.b[k][:n]
+	h.b[k] = e
+	if n == 0 {
+		h.clearBit(k)
+		return
+	}
+	for i := n/2 - 1; i >= 0; i-- {
+		down(e, i)
+	}
+	h.ordered[k] = true
+}
+
+// clearBit marks bucket k empty.
+func (h *scoreQueue) clearBit(k int) {
+	h.bits[k/64] &^= 1 << (k % 64)
+	if h.bits[k/64] == 0 {
+		h.summary[k/4096] &^= 1 << (k / 64 % 64)
+	}
 }
 
 // live reports whether x is its node's current entry.
@@ -165,10 +179,7 @@ func (h *scoreQueue) pop(k int) entry {
 	e = e[:last]
 	h.b[k] = e
 	if last == 0 {
-		h.bits[k/64] &^= 1 << (k % 64)
-		if h.bits[k/64] == 0 {
-			h.summary[k/4096] &^= 1 << (k / 64 % 64)
-		}
+		h.clearBit(k)
 	} else {
 		sink(e)
 	}

@@ -92,6 +92,10 @@ func (p *Planner) Plan(nodes []Node, deficits []int64) (Plan, error) {
 		if k < 0 {
 			break // nothing eligible
 		}
+		if !h.ordered[k] {
+			p.settle(k)
+			continue
+		}
 		top := &h.b[k][0]
 		if !h.live(top) {
 			h.pop(k) // replaced by a sibling refresh
@@ -134,6 +138,39 @@ func (p *Planner) Plan(nodes []Node, deficits []int64) (Plan, error) {
 		}
 	}
 	return s.result(), nil
+}
+
+// settle orders bucket k, which has just become the highest non-empty one.
+// First it re-evaluates the bucket's entries: dead ones are dropped and
+// stale ones move to the lower buckets of their fresh scores, each in O(1),
+// so that the heap is built from up-to-date entries only. Every entry of the
+// highest bucket is popped or re-keyed before any lower one is used, so
+// this moves work forward rather than adding it, except at the end of a
+// plan; and a stale entry re-keyed here costs no sift through the heap.
+func (p *Planner) settle(k int) {
+	s, h := &p.s, &p.h
+	e := h.b[k]
+	n := 0
+	for _, x := range e {
+		if !h.live(&x) {
+			continue
+		}
+		c, u := s.contribution(x.node), s.unlock(x.node)
+		if c != x.contrib || u != x.unlock {
+			p.stat.Stale++
+			p.stat.Evaluations++
+			x.contrib, x.unlock = c, u
+			if h.index(c, u) != k {
+				// Stale scores are optimistic, so the fresh one belongs
+				// to a lower bucket, never to a higher one.
+				h.push(x)
+				continue
+			}
+		}
+		e[n] = x
+		n++
+	}
+	h.order(k, n)
 }
 
 // evaluate returns a fresh live queue entry for node i.

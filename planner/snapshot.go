@@ -306,10 +306,11 @@ func (s *snapshot) eligible(i int32) bool {
 
 // contribution is sum over lanes o of min(counts[i][o], deficits[o]).
 func (s *snapshot) contribution(i int32) int64 {
-	row := s.counts[int(i)*s.cp : int(i+1)*s.cp]
+	d := s.deficits
+	row := s.counts[int(i)*s.cp:][:len(d)] // len(d) == cp; lets the loop skip bounds checks
 	var c int64
-	for o, d := range s.deficits {
-		c += min(row[o], d)
+	for o := range d {
+		c += min(row[o], d[o])
 	}
 	return c
 }
