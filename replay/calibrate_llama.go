@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/kvsim/kvsim/sim"
 	"github.com/kvsim/kvsim/sim/hw"
 	"github.com/kvsim/kvsim/sim/llamacpp"
 	"github.com/kvsim/kvsim/traces"
@@ -325,12 +325,8 @@ func promptFeatures(input, cached, batch int64) [3]float64 {
 
 func median(xs []float64) float64 {
 	s := slices.Clone(xs)
-	slices.SortFunc(s, cmp.Compare)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
+	slices.Sort(s)
+	return sim.Percentile(s, 50)
 }
 
 // WriteLlamaTOML writes a complete llama-server config: engine, the

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kvsim/kvsim/planner"
 	"github.com/kvsim/kvsim/planner/synth"
+	"github.com/kvsim/kvsim/sim"
 )
 
 func init() {
@@ -30,17 +31,25 @@ forked conversations, locked request paths, host-only leaves; see package
 planner/synth) with N initially eligible leaves and a total page deficit D
 spread unevenly over C owner lanes, runs the reference planner (full rescan
 per step) and the lazy re-evaluation heap on it, checks that their plans are
-identical, and reports the wall time per plan of each. Each planner is run
-repeatedly until at least 200 ms have passed (at least once).
+identical, and reports the wall time per plan of each. The two are timed in
+interleaved rounds for about 1.5 s (at least one round): in each round the
+reference runs for at least 25 ms (at least once), then the heap for as
+long. The times shown are the medians over rounds and the speed-up is the
+median of the per-round ratios, so that noise from other work on the
+machine hits both planners alike.
 
 Exit status: 0 if the plans are identical, 1 if they differ, 2 for bad flags.
 
 flags:
 `
 
-// planBenchMinTime is how long each planner is repeated for, so that the
-// per-plan figures are stable. Tests shorten it.
-var planBenchMinTime = 200 * time.Millisecond
+// planBenchMinTime is how long the interleaved rounds go on, and
+// planBenchRound how long each planner runs in one round (see
+// planBenchMeasure). Tests shorten both.
+var (
+	planBenchMinTime = 1500 * time.Millisecond
+	planBenchRound   = 25 * time.Millisecond
+)
 
 // planBenchResult is the --json output.
 type planBenchResult struct {
@@ -56,6 +65,7 @@ type planBenchResult struct {
 	Nodes         int     `json:"nodes"`
 	ReferenceRuns int     `json:"reference_runs"`
 	HeapRuns      int     `json:"heap_runs"`
+	Rounds        int     `json:"rounds"`
 	Evaluations   int     `json:"heap_evaluations"`
 	Version       string  `json:"version"`
 }
@@ -100,28 +110,23 @@ func runPlanBench(args []string, stdout, stderr io.Writer) int {
 	}
 
 	var ref, heap planner.Plan
-	refPer, refRuns, err := planBenchTime(func() (err error) {
+	m, err := planBenchMeasure(func() (err error) {
 		ref, err = planner.Reference(nodes, deficits)
 		return err
-	})
-	if err != nil {
-		fmt.Fprintf(stderr, "kvsim plan-bench: reference: %v\n", err)
-		return exitFail
-	}
-	heapPer, heapRuns, err := planBenchTime(func() (err error) {
+	}, func() (err error) {
 		heap, err = p.Plan(nodes, deficits)
 		return err
 	})
 	if err != nil {
-		fmt.Fprintf(stderr, "kvsim plan-bench: heap: %v\n", err)
+		fmt.Fprintf(stderr, "kvsim plan-bench: %v\n", err)
 		return exitFail
 	}
 	diff := planBenchDiff(ref, heap)
 	res := planBenchResult{
-		ReferenceMS: ms(refPer), HeapMS: ms(heapPer), Speedup: float64(refPer) / float64(max(heapPer, 1)),
+		ReferenceMS: ms(m.ref), HeapMS: ms(m.heap), Speedup: m.speedup, Rounds: m.rounds,
 		Identical: diff == "", Victims: len(heap.Victims),
 		Candidates: cfg.Candidates, Deficit: cfg.Deficit, CP: cfg.Lanes, Seed: cfg.Seed,
-		Nodes: len(nodes), ReferenceRuns: refRuns, HeapRuns: heapRuns,
+		Nodes: len(nodes), ReferenceRuns: m.refRuns, HeapRuns: m.heapRuns,
 		Evaluations: p.Stats().Evaluations, Version: version,
 	}
 	if *asJSON {
@@ -141,7 +146,54 @@ func runPlanBench(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// planBenchTime runs f until planBenchMinTime has passed (at least once) and
+// planBenchMeasurement is what planBenchMeasure found: the median time per
+// plan of each planner over the rounds, the median of the per-round
+// speed-ups, and the run counts.
+type planBenchMeasurement struct {
+	ref, heap         time.Duration
+	speedup           float64
+	rounds            int
+	refRuns, heapRuns int
+}
+
+// planBenchMeasure times the reference and the heap in interleaved rounds:
+// each round runs the reference for at least planBenchRound (at least once)
+// and then the heap for as long, and rounds go on until planBenchMinTime has
+// passed (at least one round). Medians over rounds, and a speed-up taken
+// within each round, keep a noisy neighbour on a shared machine from
+// landing on one planner's runs only, as it does when each is timed in one
+// block. The heap runs once untimed first, so that its scratch space is
+// allocated; the reference has no scratch space to warm up, and a warm-up
+// run would double the time of large cases.
+func planBenchMeasure(reference, heap func() error) (planBenchMeasurement, error) {
+	var m planBenchMeasurement
+	if err := heap(); err != nil {
+		return m, fmt.Errorf("heap: %w", err)
+	}
+	var refs, heaps, ratios []float64
+	start := time.Now()
+	for m.rounds == 0 || time.Since(start) < planBenchMinTime {
+		r, n, err := planBenchTime(reference)
+		if err != nil {
+			return m, fmt.Errorf("reference: %w", err)
+		}
+		m.refRuns += n
+		h, n, err := planBenchTime(heap)
+		if err != nil {
+			return m, fmt.Errorf("heap: %w", err)
+		}
+		m.heapRuns += n
+		m.rounds++
+		refs, heaps = append(refs, float64(r)), append(heaps, float64(h))
+		ratios = append(ratios, float64(r)/float64(max(h, 1)))
+	}
+	median := func(v []float64) float64 { slices.Sort(v); return sim.Percentile(v, 50) }
+	m.ref, m.heap = time.Duration(median(refs)), time.Duration(median(heaps))
+	m.speedup = median(ratios)
+	return m, nil
+}
+
+// planBenchTime runs f until planBenchRound has passed (at least once) and
 // returns the mean wall time per run and the number of runs.
 func planBenchTime(f func() error) (time.Duration, int, error) {
 	start := time.Now()
@@ -149,7 +201,7 @@ func planBenchTime(f func() error) (time.Duration, int, error) {
 		if err := f(); err != nil {
 			return 0, runs, err
 		}
-		if el := time.Since(start); el >= planBenchMinTime {
+		if el := time.Since(start); el >= planBenchRound {
 			return el / time.Duration(runs), runs, nil
 		}
 	}

@@ -12,9 +12,9 @@ import (
 
 func shortPlanBench(t *testing.T) {
 	t.Helper()
-	old := planBenchMinTime
-	planBenchMinTime = time.Millisecond
-	t.Cleanup(func() { planBenchMinTime = old })
+	oldMin, oldRound := planBenchMinTime, planBenchRound
+	planBenchMinTime, planBenchRound = time.Millisecond, 100*time.Microsecond
+	t.Cleanup(func() { planBenchMinTime, planBenchRound = oldMin, oldRound })
 }
 
 func TestPlanBenchJSON(t *testing.T) {
