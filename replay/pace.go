@@ -27,10 +27,14 @@ import (
 //     max(due, the finish that freed it). A finish frees its slot before it
 //     readies its dependents, so they queue behind the requests already
 //     waiting.
+//   - With a SendGap, a granted record is sent no sooner than SendGap after
+//     the previous send, in grant order: its slot time is max(grant time,
+//     previous slot + SendGap). Its concurrency slot is held meanwhile.
 type pacer struct {
 	pacing  Pacing
 	speedup float64
 	cap     int
+	gap     int64 // SendGap in ns
 
 	recs       []traces.Record
 	sched      []int64
@@ -46,10 +50,12 @@ type pacer struct {
 	timers waitHeap
 	seq    uint64
 
-	queue   []queued
-	inUse   int
-	granted int
-	out     []grant
+	queue    []queued
+	inUse    int
+	outbox   []grant // granted a slot, waiting for the send gap; slot is the grant time
+	lastSend int64   // slot time of the previous send
+	sent     int
+	out      []grant
 }
 
 // grant is a record allowed to be sent now.
@@ -73,7 +79,7 @@ func newPacer(cfg Config, recs []traces.Record) (*pacer, error) {
 		idx[recs[i].ID] = i
 	}
 	p := &pacer{
-		pacing: cfg.Pacing, speedup: cfg.Speedup, cap: cfg.MaxConcurrency,
+		pacing: cfg.Pacing, speedup: cfg.Speedup, cap: cfg.MaxConcurrency, gap: int64(cfg.SendGap),
 		recs: recs, sched: Schedule(cfg, recs),
 		dependents: make([][]int, len(recs)),
 		ndeps:      make([]int, len(recs)),
@@ -109,13 +115,26 @@ func (p *pacer) nextWake() (int64, bool) {
 	if len(p.timers) > 0 && p.timers[0].at < t {
 		t, ok = p.timers[0].at, true
 	}
+	if len(p.outbox) > 0 && p.sendAt() < t {
+		t, ok = p.sendAt(), true
+	}
 	return t, ok
+}
+
+// sendAt is when the head of the outbox may be sent.
+func (p *pacer) sendAt() int64 {
+	at := p.outbox[0].slot
+	if p.gap > 0 && p.sent > 0 {
+		at = max(at, p.lastSend+p.gap)
+	}
+	return at
 }
 
 // poll processes the releases and think-time ends up to now, in time order
 // (a release before a think-time end at the same time), and returns every
-// record granted since the last poll, in grant order. The slice is reused
-// by the next call.
+// record to be sent by now that was not returned before, in grant order,
+// with its slot time set to its send time. The slice is reused by the next
+// call.
 func (p *pacer) poll(now int64) []grant {
 	for {
 		rel := p.next < len(p.recs) && p.releaseTime() <= now
@@ -134,6 +153,16 @@ func (p *pacer) poll(now int64) []grant {
 			w := heap.Pop(&p.timers).(wait)
 			p.enqueue(w.idx, w.at)
 		default:
+			for len(p.outbox) > 0 && p.sendAt() <= now {
+				g := p.outbox[0]
+				g.slot = p.sendAt()
+				p.outbox = p.outbox[1:]
+				// now, not g.slot: a caller that polls late (a wall
+				// clock) still leaves the whole gap before the next send.
+				p.lastSend = now
+				p.sent++
+				p.out = append(p.out, g)
+			}
 			out := p.out
 			p.out = p.out[:0]
 			return out
@@ -171,8 +200,7 @@ func (p *pacer) grantFree(at int64) {
 		q := p.queue[0]
 		p.queue = p.queue[1:]
 		p.inUse++
-		p.granted++
-		p.out = append(p.out, grant{idx: q.idx, due: q.due, slot: max(q.due, at)})
+		p.outbox = append(p.outbox, grant{idx: q.idx, due: q.due, slot: max(q.due, at)})
 	}
 }
 
@@ -194,8 +222,8 @@ func (p *pacer) finish(i int, at int64) {
 	}
 }
 
-// allGranted reports whether every record has been granted a slot.
-func (p *pacer) allGranted() bool { return p.granted == len(p.recs) }
+// allGranted reports whether every record has been returned by poll.
+func (p *pacer) allGranted() bool { return p.sent == len(p.recs) }
 
 // wait is a record in its think time.
 type wait struct {

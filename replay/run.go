@@ -62,6 +62,11 @@ type Config struct {
 	// MaxConcurrency caps the requests in flight (0: no cap). Requests
 	// that are due while the cap is reached wait in arrival order.
 	MaxConcurrency int
+	// SendGap is the least time between two sends (0: none). Requests due
+	// together then reach the server in the pacer's order (arrival order,
+	// record order for ties) instead of the order in which its HTTP threads
+	// happen to accept them; the simulated target applies the same gap.
+	SendGap time.Duration
 	// Timeout bounds each request from send to the end of its stream
 	// (0: none). A request past it fails with reason "timeout".
 	Timeout time.Duration
@@ -102,6 +107,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxConcurrency < 0 {
 		errs = append(errs, fmt.Errorf("max-concurrency: must be >= 0 (got %d)", c.MaxConcurrency))
+	}
+	if c.SendGap < 0 {
+		errs = append(errs, fmt.Errorf("send-gap: must be >= 0 (got %v)", c.SendGap))
 	}
 	if c.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("timeout: must be >= 0 (got %v)", c.Timeout))

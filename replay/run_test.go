@@ -270,3 +270,43 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// With a send gap, requests due together are sent one by one in record
+// order, each at least the gap after the previous one, and the cap still
+// holds.
+func TestRunSendGapOrdersSimultaneousSends(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ft := &fakeTarget{ttft: 10 * time.Millisecond, perToken: time.Millisecond}
+		var recs []traces.Record
+		ids := []string{"r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7"}
+		for _, id := range ids {
+			recs = append(recs, rec(id, 0, 4, 2))
+		}
+		cfg := Default()
+		cfg.MaxConcurrency, cfg.SendGap = 3, 2*time.Millisecond
+		r, err := New(cfg, ft, WallClock{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Now()
+		res, err := r.Run(t.Context(), recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(ft.order, ids) || ft.maxFly != 3 {
+			t.Fatalf("send order %v (max in flight %d), want %v with at most 3", ft.order, ft.maxFly, ids)
+		}
+		for i := 1; i < len(ids); i++ {
+			if gap := ft.sentAt(ids[i], t0) - ft.sentAt(ids[i-1], t0); gap < cfg.SendGap {
+				t.Errorf("%s sent %v after %s, want >= %v", ids[i], gap, ids[i-1], cfg.SendGap)
+			}
+		}
+		// r1 and r2 wait for the gap only: 2 and 4 ms.
+		if got := ft.sentAt("r2", t0); got != 4*time.Millisecond {
+			t.Errorf("r2 sent at %v, want 4ms", got)
+		}
+		if s := Summarize(res.Requests); s.Completed != 8 {
+			t.Errorf("completed %d", s.Completed)
+		}
+	})
+}

@@ -2,9 +2,11 @@ package replay
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/kvsim/kvsim/sim"
 	"github.com/kvsim/kvsim/sim/hw"
@@ -203,5 +205,29 @@ func TestSimTargetRejectsAndTimesOut(t *testing.T) {
 	slow, ok := res.Requests[1], res.Requests[2]
 	if slow.E2E() != 50e6 || ok.Start != slow.End {
 		t.Errorf("slow e2e %d; ok sent at %d, slow ended %d", slow.E2E(), ok.Start, slow.End)
+	}
+}
+
+// The simulated target applies the send gap in virtual time exactly.
+func TestSimTargetSendGap(t *testing.T) {
+	var recs []traces.Record
+	for i := range 6 {
+		recs = append(recs, traces.Record{ID: fmt.Sprintf("g%d", i), InputLen: 64, OutputLen: 4})
+	}
+	cfg := Default()
+	cfg.MaxConcurrency, cfg.SendGap = 4, 3*time.Millisecond
+	res := runSim(t, newSimTarget(t, 100000), cfg, recs)
+	for i, rr := range res.Requests {
+		if !rr.Sent || rr.Failed != "" {
+			t.Fatalf("%s: sent %v failed %q", rr.ID, rr.Sent, rr.Failed)
+		}
+		if i > 0 && i < 4 {
+			if want := res.Requests[i-1].Start + 3e6; rr.Start != want {
+				t.Errorf("%s started at %d, want the previous send + 3 ms = %d", rr.ID, rr.Start, want)
+			}
+		}
+		if i > 0 && rr.Start-res.Requests[i-1].Start < 3e6 {
+			t.Errorf("%s started %d ns after %s", rr.ID, rr.Start-res.Requests[i-1].Start, res.Requests[i-1].ID)
+		}
 	}
 }

@@ -179,6 +179,7 @@ type replayJob struct {
 	stamps            bool
 	speedup           float64
 	maxConc           int
+	sendGap           time.Duration
 	flush, warmup     bool
 	numPrompts        int
 	drain             time.Duration
@@ -201,6 +202,7 @@ func (j *replayJob) register(fs *flag.FlagSet) {
 	fs.BoolVar(&j.stamps, "timestamps", false, "send at the trace's arrival times")
 	fs.Float64Var(&j.speedup, "speedup", 1, "with --timestamps: divide trace times (and think times) by this")
 	fs.IntVar(&j.maxConc, "max-concurrency", 0, "maximum requests in flight (0: no limit)")
+	fs.DurationVar(&j.sendGap, "send-gap", 0, "least time between two sends, so that requests due together reach the server in a known order (0: none)")
 	fs.BoolVar(&j.flush, "flush", false, "flush the server's cache (after the warm-up) before measuring")
 	fs.BoolVar(&j.warmup, "warmup", true, "send the first record's prompt once before measuring (not measured)")
 	fs.IntVar(&j.numPrompts, "num-prompts", 0, "replay only the first N records (0: all)")
@@ -241,6 +243,7 @@ func (j *replayJob) check(fs *flag.FlagSet, needTarget bool) (usage error, fail 
 	}
 	cfg.Rate, cfg.Distribution, cfg.Speedup, cfg.Seed = j.rate, j.dist, j.speedup, j.seed
 	cfg.MaxConcurrency, cfg.Timeout, cfg.Drain, cfg.Vocab, cfg.DisableIgnoreEOS = j.maxConc, j.rf.timeout, j.drain, v, j.noEOS
+	cfg.SendGap = j.sendGap
 	if err := cfg.Validate(); err != nil {
 		return err, nil
 	}
