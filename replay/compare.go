@@ -24,7 +24,8 @@ type Comparison struct {
 	Requests int `json:"requests_compared"`
 	// TTFTMAPE and E2EMAPE are mean absolute percentage errors of the
 	// prediction, per request: mean(|predicted - measured| / measured) *
-	// 100 over requests whose measured value is > 0.
+	// 100 over requests whose measured value is > 0 (for TTFT: whose
+	// measured and predicted values both are: a stream without text has none).
 	TTFTMAPE float64 `json:"ttft_mape_pct"`
 	E2EMAPE  float64 `json:"e2e_mape_pct"`
 	// TTFTPearson and E2EPearson are Pearson's r between measured and
@@ -93,11 +94,13 @@ func Compare(measured, predicted []RequestResult) Comparison {
 			continue
 		}
 		c.Requests++
-		mt, pt = append(mt, float64(m.TTFT())), append(pt, float64(p.TTFT()))
-		me, pe = append(me, float64(m.E2E())), append(pe, float64(p.E2E()))
-		if m.TTFT() > 0 {
+		// A stream whose chunks carried no text has no TTFT (llama-server
+		// holds back incomplete UTF-8): such a request has no TTFT error.
+		if m.TTFT() > 0 && p.TTFT() > 0 {
+			mt, pt = append(mt, float64(m.TTFT())), append(pt, float64(p.TTFT()))
 			ttftErr = append(ttftErr, math.Abs(float64(p.TTFT()-m.TTFT()))/float64(m.TTFT()))
 		}
+		me, pe = append(me, float64(m.E2E())), append(pe, float64(p.E2E()))
 		if m.E2E() > 0 {
 			e2eErr = append(e2eErr, math.Abs(float64(p.E2E()-m.E2E()))/float64(m.E2E()))
 		}

@@ -43,6 +43,14 @@ func TestCompareFigures(t *testing.T) {
 	if !found {
 		t.Fatal("no mean_ttft_ms metric")
 	}
+
+	// A request without a TTFT on either side (a stream without text)
+	// counts for E2E only.
+	p[1].FirstToken = 0
+	m[2].FirstToken = 0
+	if c := Compare(m, p); c.Requests != 3 || math.Abs(c.TTFTMAPE-10) > 1e-9 || math.Abs(c.E2EMAPE-10) > 1e-9 {
+		t.Errorf("without TTFTs on a and c: %d requests, MAPE ttft %v e2e %v; want 3, 10 (b only), 10", c.Requests, c.TTFTMAPE, c.E2EMAPE)
+	}
 	b, err := json.Marshal(c)
 	if err != nil || !strings.Contains(string(b), `"ttft_mape_pct":10`) {
 		t.Fatalf("json %s %v", b, err)
