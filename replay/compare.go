@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 
 	"gonum.org/v1/gonum/stat"
@@ -39,6 +40,26 @@ type Comparison struct {
 	// HitRateDiffPP is predicted minus measured cache hit rate in
 	// percentage points; nil when either run reported no cached tokens.
 	HitRateDiffPP *float64 `json:"cache_hit_rate_diff_pp"`
+
+	// MeasuredRuns is the number of measured runs (see [CompareRuns]); 1
+	// for [Compare].
+	MeasuredRuns int `json:"measured_runs"`
+	// Noise is the measured runs' own disagreement, set when there are
+	// several: each run in turn is compared, as if it were the prediction,
+	// with the per-request median of the other runs, and the figures are
+	// the means over runs. A prediction cannot be expected to come closer
+	// to the server than the server comes to itself.
+	Noise *RunNoise `json:"noise,omitempty"`
+}
+
+// RunNoise is the disagreement between repeated measured runs.
+type RunNoise struct {
+	TTFTMAPE    float64 `json:"ttft_mape_pct"`
+	E2EMAPE     float64 `json:"e2e_mape_pct"`
+	CachedExact float64 `json:"cached_tokens_exact_share"`
+	// HitRatePP is the largest difference between two runs' hit rates, in
+	// percentage points; nil when a run reported no cached tokens.
+	HitRatePP *float64 `json:"cache_hit_rate_spread_pp"`
 }
 
 // MetricDiff is one metric in both runs. RelError is (predicted -
@@ -62,9 +83,94 @@ func (f JSONFloat) MarshalJSON() ([]byte, error) {
 	return []byte(formatFloat(x)), nil
 }
 
+// CompareRuns compares a prediction with several measured runs of the same
+// records, for servers whose timing does not repeat: the measured side is
+// the per-request median run (see [MedianRun]), and [Comparison.Noise] says
+// how far the runs are from each other. With one run it is [Compare].
+func CompareRuns(measured [][]RequestResult, predicted []RequestResult) Comparison {
+	if len(measured) == 1 {
+		return Compare(measured[0], predicted)
+	}
+	c := Compare(MedianRun(measured), predicted)
+	c.MeasuredRuns = len(measured)
+	var n RunNoise
+	lo, hi, spread := math.Inf(1), math.Inf(-1), true
+	others := make([][]RequestResult, 0, len(measured)-1)
+	for i := range measured {
+		others = append(others[:0], measured[:i]...)
+		others = append(others, measured[i+1:]...)
+		ci := Compare(MedianRun(others), measured[i])
+		n.TTFTMAPE += ci.TTFTMAPE / float64(len(measured))
+		n.E2EMAPE += ci.E2EMAPE / float64(len(measured))
+		n.CachedExact += float64(ci.CachedExact) / float64(len(measured))
+		if h := Summarize(measured[i]).CacheHitRate; h != nil {
+			lo, hi = min(lo, *h), max(hi, *h)
+		} else {
+			spread = false
+		}
+	}
+	if spread {
+		d := (hi - lo) * 100
+		n.HitRatePP = &d
+	}
+	c.Noise = &n
+	return c
+}
+
+// MedianRun merges several runs of the same records into one: every
+// request that succeeded in all of them gets the median TTFT, E2E and
+// cached tokens of the runs (the lower middle value for an even count, so
+// that cached tokens stay a value some run saw), measured from the first
+// run's start; the rest of it, and every other request, is as in the first
+// run, except that a request that failed or was not sent in some run is
+// marked failed ("not in every run").
+func MedianRun(runs [][]RequestResult) []RequestResult {
+	out := append([]RequestResult(nil), runs[0]...)
+	byID := make([]map[string]*RequestResult, len(runs))
+	for k, run := range runs {
+		byID[k] = make(map[string]*RequestResult, len(run))
+		for i := range run {
+			byID[k][run[i].ID] = &run[i]
+		}
+	}
+	ttft, e2e, cached := make([]int64, len(runs)), make([]int64, len(runs)), make([]int64, len(runs))
+	for i := range out {
+		r := &out[i]
+		if r.Warmup || !r.Sent || r.Failed != "" {
+			continue
+		}
+		ok := true
+		for k := range runs {
+			x := byID[k][r.ID]
+			if x == nil || !x.Sent || x.Failed != "" {
+				ok = false
+				break
+			}
+			ttft[k], e2e[k], cached[k] = x.TTFT(), x.E2E(), int64(x.CachedTokens)
+		}
+		if !ok {
+			r.Failed, r.Detail = "not in every run", "failed or not sent in some measured run"
+			continue
+		}
+		if r.FirstToken > 0 {
+			r.FirstToken = r.Start + lowerMedian(ttft)
+		}
+		r.End = r.Start + lowerMedian(e2e)
+		r.CachedTokens = int(lowerMedian(cached))
+	}
+	return out
+}
+
+// lowerMedian returns the middle value of v (the lower of the two middle
+// ones for an even count); it sorts v.
+func lowerMedian(v []int64) int64 {
+	slices.Sort(v)
+	return v[(len(v)-1)/2]
+}
+
 // Compare compares two runs of the same records.
 func Compare(measured, predicted []RequestResult) Comparison {
-	c := Comparison{Measured: Summarize(measured), Predicted: Summarize(predicted)}
+	c := Comparison{Measured: Summarize(measured), Predicted: Summarize(predicted), MeasuredRuns: 1}
 	mv, pv := reflect.ValueOf(c.Measured), reflect.ValueOf(c.Predicted)
 	// VisibleFields flattens the embedded serving metric set, in order.
 	for _, f := range reflect.VisibleFields(mv.Type()) {
@@ -175,6 +281,15 @@ func PrintComparison(w io.Writer, measuredName, predictedName string, c *Compari
 		fmt.Fprintf(w, "%-40s %+.2f pp\n", "cache hit rate difference:", *c.HitRateDiffPP)
 	} else {
 		fmt.Fprintf(w, "%-40s %s\n", "cache hit rate difference:", "not reported by both")
+	}
+	if n := c.Noise; n != nil {
+		fmt.Fprintf(w, "\nthe %d measured runs against each other (each against the median of the others):\n", c.MeasuredRuns)
+		fmt.Fprintf(w, "%-40s %.2f%%\n", "per-request TTFT MAPE:", n.TTFTMAPE)
+		fmt.Fprintf(w, "%-40s %.2f%%\n", "per-request E2E MAPE:", n.E2EMAPE)
+		fmt.Fprintf(w, "%-40s %.4f\n", "cached tokens equal (share):", n.CachedExact)
+		if n.HitRatePP != nil {
+			fmt.Fprintf(w, "%-40s %.2f pp\n", "cache hit rate spread:", *n.HitRatePP)
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 
 	"github.com/kvsim/kvsim/replay"
 	"github.com/kvsim/kvsim/traces"
@@ -21,7 +22,7 @@ func init() {
 }
 
 const compareUsage = `usage: kvsim compare --trace T --url URL [--config C.toml] [flags of replay]
-       kvsim compare --measured F --predicted F
+       kvsim compare --measured F [--measured F2 ...] --predicted F
 
 Replays the trace against the server at URL (measured) and against the
 simulator of --config (predicted) with the same pacing, prints every metric
@@ -29,6 +30,10 @@ of both side by side with its relative error, the per-request TTFT and E2E
 MAPE and Pearson r, and the cache hit rate difference in percentage points;
 --json prints one object instead. With --measured and --predicted it compares
 two per-request traces (kvsim replay --per-request, kvsim capture) offline.
+Given --measured several times (runs of the same trace against fresh
+servers), it compares the prediction with the per-request median of the
+runs and also prints the runs' own disagreement, each run against the
+median of the others: the noise floor of the comparison.
 Exits 1 when the TTFT MAPE or the hit rate difference passes its threshold.
 See docs/replay.md.
 `
@@ -45,6 +50,18 @@ type compareOutput struct {
 	Version       string   `json:"kvsim_version"`
 }
 
+// pathsFlag is a flag that may be given several times; each gives one path.
+type pathsFlag []string
+
+func (p *pathsFlag) String() string { return strings.Join(*p, ",") }
+func (p *pathsFlag) Set(s string) error {
+	if s == "" {
+		return errors.New("empty path")
+	}
+	*p = append(*p, s)
+	return nil
+}
+
 func runCompare(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -52,7 +69,8 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 	var j replayJob
 	j.register(fs)
 	url := fs.String("url", "", "the server's base URL (measured)")
-	measuredPath := fs.String("measured", "", "offline: a per-request trace of the server")
+	var measuredPaths pathsFlag
+	fs.Var(&measuredPaths, "measured", "offline: a per-request trace of the server; repeat it for several runs (compared by their per-request median)")
 	predictedPath := fs.String("predicted", "", "offline: a per-request trace of the simulator")
 	saveMeasured := fs.String("save-measured", "", "write the server's per-request trace to this file")
 	savePredicted := fs.String("save-predicted", "", "write the simulator's per-request trace to this file")
@@ -76,27 +94,37 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 	if !(*maxMAPE >= 0) || !(*maxPP >= 0) {
 		return usageErr("--max-ttft-mape and --max-hit-rate-pp must be >= 0")
 	}
-	offline := *measuredPath != "" || *predictedPath != ""
-	var measured, predicted []replay.RequestResult
+	offline := len(measuredPaths) > 0 || *predictedPath != ""
+	var measured [][]replay.RequestResult
+	var predicted []replay.RequestResult
 	out := compareOutput{MaxTTFTMAPE: *maxMAPE, MaxHitRatePP: *maxPP, Version: version}
 	if offline {
-		if *measuredPath == "" || *predictedPath == "" || *url != "" || j.rf.target != "" {
+		if len(measuredPaths) == 0 || *predictedPath == "" || *url != "" || j.rf.target != "" {
 			return usageErr("offline: give both --measured and --predicted, and no --url or --target")
 		}
-		for _, x := range []struct {
-			path string
-			dst  *[]replay.RequestResult
-		}{{*measuredPath, &measured}, {*predictedPath, &predicted}} {
-			recs, err := readRecords(x.path, traces.FormatAuto, 0)
+		read := func(path string) ([]replay.RequestResult, error) {
+			recs, err := readRecords(path, traces.FormatAuto, 0)
+			if err != nil {
+				return nil, err
+			}
+			res := replay.ResultsFromTrace(recs)
+			if len(res) == 0 {
+				return nil, fmt.Errorf("%s: no record with observed results", path)
+			}
+			return res, nil
+		}
+		for _, path := range measuredPaths {
+			res, err := read(path)
 			if err != nil {
 				return fail(err)
 			}
-			*x.dst = replay.ResultsFromTrace(recs)
-			if len(*x.dst) == 0 {
-				return fail(fmt.Errorf("%s: no record with observed results", x.path))
-			}
+			measured = append(measured, res)
 		}
-		out.MeasuredFrom, out.PredictedFrom = *measuredPath, *predictedPath
+		var err error
+		if predicted, err = read(*predictedPath); err != nil {
+			return fail(err)
+		}
+		out.MeasuredFrom, out.PredictedFrom = strings.Join(measuredPaths, ","), *predictedPath
 	} else {
 		if *url == "" {
 			return usageErr("--url is required (or --measured and --predicted)")
@@ -137,10 +165,10 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 				}
 			}
 		}
-		measured, predicted = runs[*url].res.Requests, runs["sim"].res.Requests
+		measured, predicted = [][]replay.RequestResult{runs[*url].res.Requests}, runs["sim"].res.Requests
 		out.MeasuredFrom, out.PredictedFrom = *url, "sim "+j.cfgPath
 	}
-	out.Comparison = replay.Compare(measured, predicted)
+	out.Comparison = replay.CompareRuns(measured, predicted)
 	c := &out.Comparison
 	if c.Requests == 0 {
 		return fail(errors.New("no request succeeded in both runs"))

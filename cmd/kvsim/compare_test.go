@@ -19,6 +19,11 @@ type compareJSON struct {
 	Metrics       []struct {
 		Name string `json:"name"`
 	} `json:"metrics"`
+	MeasuredRuns int `json:"measured_runs"`
+	Noise        *struct {
+		TTFTMAPE float64 `json:"ttft_mape_pct"`
+		E2EMAPE  float64 `json:"e2e_mape_pct"`
+	} `json:"noise"`
 }
 
 // kvsim compare against kvsim serve in real time with the same config: the
@@ -50,7 +55,21 @@ func TestCompareCLIAgainstServe(t *testing.T) {
 	if o.Requests != c.Requests || *o.HitRateDiffPP != 0 || abs(o.TTFTMAPE-c.TTFTMAPE) > 1e-6 || abs(o.E2EMAPE-c.E2EMAPE) > 1e-6 {
 		t.Errorf("offline %+v, live %+v", o, c)
 	}
-	code, table, _ := runCLI(t, "compare", "--measured", m, "--predicted", p, "--max-ttft-mape", "0.0001")
+	// Several measured runs: three copies of one run have that run as their
+	// median and no disagreement; the predicted run as a fourth adds some.
+	code, off, stderr = runCLI(t, "compare", "--measured", m, "--measured", m, "--measured", m, "--predicted", p, "--max-ttft-mape", "60", "--json")
+	var three compareJSON
+	if err := json.Unmarshal([]byte(off), &three); err != nil || code != exitOK {
+		t.Fatalf("three runs: exit %d %v %s", code, err, stderr)
+	}
+	if three.MeasuredRuns != 3 || three.Noise == nil || three.Noise.TTFTMAPE != 0 || three.Noise.E2EMAPE != 0 || abs(three.TTFTMAPE-c.TTFTMAPE) > 1e-6 {
+		t.Errorf("three copies: %+v (noise %+v), want 3 runs, no noise, the one-run MAPE %v", three, three.Noise, c.TTFTMAPE)
+	}
+	code, table, _ := runCLI(t, "compare", "--measured", m, "--measured", p, "--measured", m, "--predicted", p, "--max-ttft-mape", "60")
+	if code != exitOK || !strings.Contains(table, "the 3 measured runs against each other") {
+		t.Errorf("mixed runs: exit %d\n%s", code, table)
+	}
+	code, table, _ = runCLI(t, "compare", "--measured", m, "--predicted", p, "--max-ttft-mape", "0.0001")
 	if code != exitFail || !strings.Contains(table, "FAIL: TTFT MAPE") || !strings.Contains(table, "mean_ttft_ms") {
 		t.Errorf("tight threshold: exit %d\n%s", code, table)
 	}
