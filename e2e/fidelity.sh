@@ -18,9 +18,9 @@
 #      GATE_TIMING=1 (gate the TTFT / E2E MAPE targets too), MAX_HIT_PP (default 2),
 #      SEND_GAP (kvsim compare --send-gap, default 5ms: requests due together reach the server
 #      in the client's order, the one the simulator takes; 0 turns it off),
-#      NOISE (default 1: run each trace a second time at NP against another fresh server and
-#      print that run against the first as row TRACE.noise, the real server's own
-#      run-to-run error; never gated; 0 skips it),
+#      REAL_RUNS (default 3: real runs of each trace at NP, each against a fresh server; the
+#      simulator is compared with their per-request median, and the table prints how far the
+#      runs are from each other; 1 gives the single-run comparison),
 #      CONFIG (skip calibration and use this llamacpp config), TRACES (default
 #      "chat shared warm shared-shuffled"; shared-shuffled is never gated).
 set -euo pipefail
@@ -31,6 +31,7 @@ GO=${GO:-go}
 command -v "$GO" >/dev/null || GO=/usr/local/go/bin/go
 export NP=${NP:-4} CTX=${CTX:-8192} THREADS=${THREADS:-1} TIMEOUT=${TIMEOUT:-60}
 REPEATS=${REPEATS:-5}
+REAL_RUNS=${REAL_RUNS:-3}
 SEND_GAP=${SEND_GAP:-5ms}
 TRACES=${TRACES:-"chat shared warm shared-shuffled"}
 BASE=configs/llamacpp/tiny.toml
@@ -110,39 +111,36 @@ for t in $TRACES; do
   esac
 done
 
-# 3. Predicted against measured: a fresh server per run. compare's own thresholds are off
-# (the table below applies the targets); a non-zero exit is a real failure.
+# 3. Predicted against measured: a fresh server per real run; at the slot count REAL_RUNS real
+# runs, compared by their per-request median, and their own disagreement (the noise floor).
+# compare's own thresholds are off (the table below applies the targets); a non-zero exit is a
+# real failure.
 for t in $TRACES; do
   for c in 1 "$NP"; do
-    url=$(start "$t-c$c")
-    say "$t at concurrency $c against $url"
-    "$KV" compare --trace "$OUT/$t.jsonl" --url "$url" --api openai --config "$CFG" --max-concurrency "$c" \
-      --send-gap "$SEND_GAP" --vocab "$VOCAB" --no-keep-alive --max-ttft-mape 1e9 --max-hit-rate-pp 100 --json \
-      --save-measured "$OUT/$t-c$c.measured.jsonl" --save-predicted "$OUT/$t-c$c.predicted.jsonl" >"$OUT/$t-c$c.json"
-    stop "$t-c$c"
+    runs=1
+    [ "$c" = 1 ] || runs=$REAL_RUNS
+    measured=()
+    for r in $(seq "$runs"); do
+      url=$(start "$t-c$c-r$r")
+      say "$t at concurrency $c against $url (real run $r of $runs)"
+      "$KV" replay --trace "$OUT/$t.jsonl" --target "$url" --api openai --max-concurrency "$c" \
+        --send-gap "$SEND_GAP" --vocab "$VOCAB" --no-keep-alive --per-request "$OUT/$t-c$c.real$r.jsonl" \
+        --json >/dev/null
+      stop "$t-c$c-r$r"
+      measured+=(--measured "$OUT/$t-c$c.real$r.jsonl")
+    done
+    "$KV" replay --trace "$OUT/$t.jsonl" --target sim --config "$CFG" --max-concurrency "$c" \
+      --send-gap "$SEND_GAP" --vocab "$VOCAB" --per-request "$OUT/$t-c$c.predicted.jsonl" --json >/dev/null
+    "$KV" compare "${measured[@]}" --predicted "$OUT/$t-c$c.predicted.jsonl" \
+      --max-ttft-mape 1e9 --max-hit-rate-pp 100 --json >"$OUT/$t-c$c.json"
   done
-  if [ "${NOISE:-1}" = 1 ]; then
-    # The noise floor: a second real run at the slot count against another fresh server,
-    # compared with the first as if it were a prediction (row "TRACE.noise": real / real again).
-    url=$(start "$t-again")
-    say "$t at concurrency $NP again against $url (noise floor)"
-    "$KV" replay --trace "$OUT/$t.jsonl" --target "$url" --api openai --max-concurrency "$NP" \
-      --send-gap "$SEND_GAP" --vocab "$VOCAB" --no-keep-alive --per-request "$OUT/$t-again.jsonl" \
-      --json >/dev/null
-    stop "$t-again"
-    "$KV" compare --measured "$OUT/$t-c$NP.measured.jsonl" --predicted "$OUT/$t-again.jsonl" \
-      --max-ttft-mape 1e9 --max-hit-rate-pp 100 --json >"$OUT/$t.noise-c$NP.json"
-  fi
 done
 
 # 4. The table.
 ver=$(chroot "${KVSIM_LLAMA_ROOT:-/opt/kvsim-llama}" llama-server --version 2>&1 | grep -m1 version || true)
 echo "llama-server: $ver; -np $NP -c $CTX -t $THREADS; model tiny.gguf; config $CFG; results in $OUT"
 runs=()
-for t in $TRACES; do
-  for c in 1 "$NP"; do runs+=("$OUT/$t-c$c.json"); done
-  [ "${NOISE:-1}" = 1 ] && runs+=("$OUT/$t.noise-c$NP.json")
-done
+for t in $TRACES; do for c in 1 "$NP"; do runs+=("$OUT/$t-c$c.json"); done; done
 gate=()
 [ "${GATE:-0}" = 1 ] && gate+=(-gate)
 [ "${GATE_TIMING:-0}" = 1 ] && gate+=(-gate-timing)

@@ -205,6 +205,12 @@ type run struct {
 	E2EMAPE     float64  `json:"e2e_mape_pct"`
 	CachedExact *float64 `json:"cached_tokens_exact_share"`
 	HitPP       *float64 `json:"cache_hit_rate_diff_pp"`
+	Runs        int      `json:"measured_runs"`
+	Noise       *struct {
+		TTFTMAPE  float64  `json:"ttft_mape_pct"`
+		E2EMAPE   float64  `json:"e2e_mape_pct"`
+		HitRatePP *float64 `json:"cache_hit_rate_spread_pp"`
+	} `json:"noise"`
 }
 
 func (r *run) metric(name string) (m, p float64) {
@@ -234,8 +240,8 @@ func table(args []string, w io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	fmt.Fprintln(w, "| trace | conc. | requests | hit rate real / sim | cached_tokens exact | TTFT p50 ms real / sim | TTFT p99 | E2E p50 ms | E2E p99 | throughput tok/s | TTFT MAPE | E2E MAPE |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| trace | conc. | real runs | requests | hit rate real / sim | cached_tokens exact | TTFT p50 ms real / sim | TTFT p99 | E2E p50 ms | E2E p99 | throughput tok/s | TTFT MAPE | E2E MAPE | real vs real: TTFT / E2E MAPE |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	var misses, timing []string
 	for _, path := range fs.Args() {
 		m := runName.FindStringSubmatch(filepath.Base(path))
@@ -259,14 +265,18 @@ func table(args []string, w io.Writer) error {
 		if r.CachedExact != nil {
 			exact = fmt.Sprintf("%.0f%%", 100**r.CachedExact)
 		}
-		fmt.Fprintf(w, "| %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %.1f%% | %.1f%% |\n",
-			m[1], conc, r.Requests, pair("cache_hit_rate", "%.4f"), exact,
+		noise := "-"
+		if r.Noise != nil {
+			noise = fmt.Sprintf("%.1f%% / %.1f%%", r.Noise.TTFTMAPE, r.Noise.E2EMAPE)
+		}
+		fmt.Fprintf(w, "| %s | %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %.1f%% | %.1f%% | %s |\n",
+			m[1], conc, max(r.Runs, 1), r.Requests, pair("cache_hit_rate", "%.4f"), exact,
 			pair("median_ttft_ms", "%.1f"), pair("p99_ttft_ms", "%.1f"),
 			pair("median_e2e_latency_ms", "%.1f"), pair("p99_e2e_latency_ms", "%.1f"),
-			pair("total_throughput", "%.0f"), r.TTFTMAPE, r.E2EMAPE)
+			pair("total_throughput", "%.0f"), r.TTFTMAPE, r.E2EMAPE, noise)
 		name := fmt.Sprintf("%s at concurrency %d", m[1], conc)
-		if strings.HasSuffix(m[1], ".noise") || conc > 1 && slices.Contains(strings.Split(*ungated, ","), m[1]) {
-			continue // a real run against another (the noise floor), or ungated
+		if conc > 1 && slices.Contains(strings.Split(*ungated, ","), m[1]) {
+			continue
 		}
 		if conc == 1 {
 			if r.CachedExact == nil || *r.CachedExact != 1 {
