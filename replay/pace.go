@@ -29,7 +29,7 @@ import (
 //     waiting.
 //   - With a SendGap, a granted record is sent no sooner than SendGap after
 //     the previous send, in grant order: its slot time is max(grant time,
-//     previous slot + SendGap). Its concurrency slot is held meanwhile.
+//     previous send + SendGap). Its concurrency slot is held meanwhile.
 type pacer struct {
 	pacing  Pacing
 	speedup float64
@@ -53,7 +53,7 @@ type pacer struct {
 	queue    []queued
 	inUse    int
 	outbox   []grant // granted a slot, waiting for the send gap; slot is the grant time
-	lastSend int64   // slot time of the previous send
+	lastSend int64   // when poll returned the previous send
 	sent     int
 	out      []grant
 }
