@@ -46,10 +46,11 @@ type Stats struct {
 	// Candidates is the number of nodes eligible at the start.
 	Candidates int
 	// Evaluations is the number of scores computed, including the initial
-	// ones: Candidates + parent pushes + sibling refreshes + stale pops.
+	// ones: Candidates + parent pushes + sibling refreshes + Stale.
 	Evaluations int
-	// Stale is the number of popped entries whose stored score was out of
-	// date and were re-keyed instead of consumed.
+	// Stale is the number of entries whose stored score was found out of
+	// date (when their bucket was settled, or at the top of the queue) and
+	// that were re-keyed instead of consumed.
 	Stale int
 }
 
