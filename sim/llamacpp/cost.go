@@ -15,14 +15,29 @@ type CostModel interface {
 	BatchTime(prompt []hw.Extend, decodes int, context int64) int64
 }
 
+// StateCopier is implemented by cost models that charge for copying slot
+// states to and from the host-RAM prompt cache. Without it copies are free.
+type StateCopier interface {
+	// CopyTime is the time to copy bytes of slot state, in nanoseconds.
+	CopyTime(bytes int64) int64
+}
+
 // CPUCost is a llama.cpp-on-CPU cost model with hw.Fitted's coefficients:
 // the prompt part costs a1 per new token, a2 per causal (query, key) pair
 // and a3 per prompt chunk; the decode part b1 per generating slot and b2
 // per context token; the call's fixed cost is a0 for a prompt-only call,
 // b0 for a decode-only call and the larger of the two for a mixed call.
-// [Fitted] coefficients from `kvsim calibrate` plug in unchanged.
+// [Fitted] coefficients from `kvsim calibrate` plug in unchanged. StateCopy
+// is the time per byte of slot state saved to or restored from the RAM
+// cache (llama_state_seq_get_data / set_data), 0 to leave copies free.
 type CPUCost struct {
 	hw.Fitted
+	StateCopy float64 // ns per byte, >= 0
+}
+
+// CopyTime implements StateCopier: round(bytes * StateCopy) ns.
+func (c *CPUCost) CopyTime(bytes int64) int64 {
+	return int64(math.Round(max(0, float64(bytes)*c.StateCopy)))
 }
 
 // BatchTime implements CostModel: round(max(0, t)) ns, 0 for an empty call.
@@ -67,7 +82,7 @@ func (c *CPUCost) BatchTime(prompt []hw.Extend, decodes int, context int64) int6
 //	prompt call = 1.84 ms + 57.9 µs per new token + 186 ns per causal pair
 //	decode step = 0.45 ms + 124 µs per generating slot + 0.52 µs per context token
 func TinyCPU() *CPUCost {
-	return &CPUCost{hw.Fitted{
+	return &CPUCost{Fitted: hw.Fitted{
 		Prefill: [hw.NumPrefillFeatures]float64{1.84447e6, 57852.8, 185.951, 0},
 		Decode:  [hw.NumDecodeFeatures]float64{452420, 123932, 516.749},
 	}}

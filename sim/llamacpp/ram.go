@@ -40,15 +40,16 @@ func (c *ramCache) removeAt(i int) {
 // save stores a copy of a slot's tokens (server_prompt_cache::alloc): not
 // when a cached state already contains them as a prefix; cached states that
 // are prefixes of them are dropped as obsolete; a state larger than the
-// whole limit is not stored; the oldest states make room for it.
-func (c *ramCache) save(toks []int32) {
+// whole limit is not stored; the oldest states make room for it. It returns
+// the bytes copied (0 when nothing was stored).
+func (c *ramCache) save(toks []int32) int64 {
 	if len(toks) == 0 {
-		return
+		return 0
 	}
 	for _, s := range c.states {
 		if lcp(s.tokens, toks) == len(toks) {
 			c.stats.RAMSaveSkipped++
-			return
+			return 0
 		}
 	}
 	for i := 0; i < len(c.states); {
@@ -63,7 +64,7 @@ func (c *ramCache) save(toks []int32) {
 	n := c.size(s)
 	if c.limitBytes > 0 && n > c.limitBytes {
 		c.stats.RAMTooLarge++
-		return
+		return 0
 	}
 	for c.limitBytes > 0 && len(c.states) > 0 && c.bytes+n > c.limitBytes {
 		c.stats.RAMEvictedTokens += int64(len(c.states[0].tokens))
@@ -73,6 +74,7 @@ func (c *ramCache) save(toks []int32) {
 	c.bytes += n
 	c.tokens += int64(len(s.tokens))
 	c.stats.RAMSaves++
+	return n
 }
 
 // load looks for a cached state that serves prompt better than the slot's

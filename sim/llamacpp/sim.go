@@ -35,6 +35,10 @@ type Stats struct {
 	// chunks and decode tokens.
 	Calls      int64 `json:"calls"`
 	MixedCalls int64 `json:"mixed_calls"`
+	// RAMCopyBytes is the slot state copied to and from the RAM cache, and
+	// RAMCopyNs the server time charged for it (see [StateCopier]).
+	RAMCopyBytes int64 `json:"ram_copy_bytes"`
+	RAMCopyNs    int64 `json:"ram_copy_ns"`
 }
 
 // Sim simulates one llama-server. It is single-threaded and deterministic.
@@ -49,8 +53,9 @@ type Sim struct {
 
 	busy     bool
 	batchEnd sim.Time
-	parts    []part // the call in flight
+	parts    []part // the call in flight; empty while copying states
 	extends  []hw.Extend
+	copied   int64 // state bytes copied by the launches of this server-loop turn
 
 	src     sim.Source
 	pending *traces.Record // the next record, not yet arrived
@@ -63,8 +68,9 @@ type Sim struct {
 	counters sim.Counters
 	stats    Stats
 	active   int
-	nextOut  int32          // next synthetic output id: negative, so it never matches a prompt
-	slotOf   map[string]int // the slot each request got, by ID (inspection)
+	nextOut  int32            // next synthetic output id: negative, so it never matches a prompt
+	slotOf   map[string]int   // the slot each request got, by ID (inspection)
+	copyOf   map[string]int64 // state bytes copied when each request started, by ID (inspection)
 }
 
 type slot struct {
@@ -105,7 +111,7 @@ func New(cfg Config, cost CostModel) (*Sim, error) {
 	if cost == nil {
 		return nil, errors.New("llamacpp: nil cost model")
 	}
-	s := &Sim{cfg: cfg, cost: cost, nctx: cfg.SlotContext(), nextOut: -1, slotOf: map[string]int{}}
+	s := &Sim{cfg: cfg, cost: cost, nctx: cfg.SlotContext(), nextOut: -1, slotOf: map[string]int{}, copyOf: map[string]int64{}}
 	for i := range cfg.Slots {
 		s.slots = append(s.slots, &slot{id: i, lastUsed: -1})
 	}
@@ -124,6 +130,14 @@ func (s *Sim) SlotTokens(i int) []int32 { return append([]int32(nil), s.slots[i]
 func (s *Sim) SlotOf(id string) (int, bool) {
 	i, ok := s.slotOf[id]
 	return i, ok
+}
+
+// CopyBytesOf returns the slot state bytes copied to and from the RAM cache
+// when request id started (the saves and the restore its start caused), if
+// it started.
+func (s *Sim) CopyBytesOf(id string) (int64, bool) {
+	n, ok := s.copyOf[id]
+	return n, ok
 }
 
 // Run simulates the whole trace and returns the results.
@@ -234,17 +248,37 @@ func (s *Sim) arrive(rec *traces.Record) error {
 
 // iterate is one turn of the server loop with no call in flight: start the
 // queued tasks that find a slot, then build and run one llama_decode call.
+// When the starts copied slot states to or from the RAM cache and the cost
+// model charges for that, the server is busy copying first, and requests
+// that arrive meanwhile start in the same turn, before the call is built:
+// the server's loop takes every queued task before it runs a call.
 func (s *Sim) iterate() {
 	for len(s.queue) > 0 {
+		before := s.copied
 		sl := s.choose(s.queue[0])
 		if sl == nil {
 			break
 		}
 		s.launch(s.queue[0], sl)
+		s.copyOf[s.queue[0].id] = s.copied - before
 		s.queue = s.queue[1:]
 	}
 	s.parts = s.parts[:0]
 	s.extends = s.extends[:0]
+	if s.copied > 0 {
+		s.stats.RAMCopyBytes += s.copied
+		var d int64
+		if c, ok := s.cost.(StateCopier); ok {
+			d = c.CopyTime(s.copied)
+		}
+		s.copied = 0
+		if d > 0 {
+			s.stats.RAMCopyNs += d
+			s.busy = true
+			s.batchEnd = s.now + d
+			return // a copy, not a call: endCall finds no parts
+		}
+	}
 	var decodes, tokens int
 	var context int64
 	for _, sl := range s.slots {
@@ -330,10 +364,11 @@ func (s *Sim) choose(r *request) *slot {
 		update = true
 	}
 	if update && s.ram != nil && len(ret.tokens) > 0 {
-		s.ram.save(ret.tokens)
+		s.copied += s.ram.save(ret.tokens)
 		if toks, ok := s.ram.load(ret.tokens, r.prompt); ok {
 			ret.tokens = toks
 			r.restored = true
+			s.copied += int64(len(toks)) * s.ram.perToken
 		}
 		s.ram.update()
 	}
@@ -352,7 +387,7 @@ func (s *Sim) launch(r *request, sl *slot) {
 	if s.ram != nil && !s.cfg.NoCacheIdleSlots {
 		for _, o := range s.slots {
 			if o.req == nil && len(o.tokens) > 0 {
-				s.ram.save(o.tokens)
+				s.copied += s.ram.save(o.tokens)
 				s.ram.update()
 			}
 		}

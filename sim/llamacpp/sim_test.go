@@ -15,7 +15,7 @@ import (
 
 // testCost: 1 ms per call, 10 µs per prompt token, 1 µs per decode slot.
 // Round numbers for hand-worked tests, not a CPU's.
-var testCost = &CPUCost{hw.Fitted{Prefill: [4]float64{1e6, 1e4, 0, 0}, Decode: [3]float64{1e6, 1e3, 0}}}
+var testCost = &CPUCost{Fitted: hw.Fitted{Prefill: [4]float64{1e6, 1e4, 0, 0}, Decode: [3]float64{1e6, 1e3, 0}}}
 
 func toks(seed uint64, n int) []int32 {
 	rng := rand.New(rand.NewPCG(seed, 1))
@@ -282,7 +282,7 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestCPUCost(t *testing.T) {
-	c := &CPUCost{hw.Fitted{Prefill: [4]float64{100, 2, 0.5, 10}, Decode: [3]float64{300, 7, 1}}}
+	c := &CPUCost{Fitted: hw.Fitted{Prefill: [4]float64{100, 2, 0.5, 10}, Decode: [3]float64{300, 7, 1}}}
 	p := []hw.Extend{{New: 4, Cached: 2}}
 	// prompt: 4 new, pairs 4*2 + 4*5/2 = 18, 1 chunk; decode: 2 slots, 50 context.
 	if got := c.BatchTime(p, 0, 0); got != 100+8+9+10 {
@@ -481,5 +481,59 @@ func TestTinyCPU(t *testing.T) {
 	// A full hit's one-token prompt: the recipe measured 7 ms TTFT.
 	if got := c.BatchTime([]hw.Extend{{New: 1, Cached: 1999}}, 0, 0); got > 10e6 {
 		t.Errorf("one token behind 1999 cached = %.1f ms, want under 10", float64(got)/1e6)
+	}
+}
+
+// Copying slot states to the RAM cache takes server time when the cost
+// model charges for it, and a request that arrives while the server copies
+// starts in the same loop turn: its prompt joins the same call.
+func TestStateCopyTimeGroupsArrivals(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Slots, cfg.Context, cfg.StateBytesPerToken = 2, 2000, 100
+	a, b, c := toks(1, 100), toks(2, 50), toks(3, 50)
+	recs := []traces.Record{
+		{ID: "a", Arrival: 0, InputLen: 100, Tokens: a, OutputLen: 2},
+		{ID: "b", Arrival: 1e9, InputLen: 50, Tokens: b, OutputLen: 2},
+		{ID: "c", Arrival: 1e9 + 5000, InputLen: 50, Tokens: c, OutputLen: 2},
+	}
+	run := func(copyNs float64) (map[string]sim.RequestResult, *Sim) {
+		cost := &CPUCost{Fitted: testCost.Fitted, StateCopy: copyNs}
+		s, err := New(cfg, cost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := s.Run(sim.NewSliceSource(recs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]sim.RequestResult{}
+		for _, r := range res.Requests {
+			out[r.ID] = r
+		}
+		return out, s
+	}
+	// b's start saves a's idle slot: 101 tokens (prompt + output - 1) of
+	// 100 bytes.
+	free, s := run(0)
+	if n, _ := s.CopyBytesOf("b"); n != 10100 || s.Stats().RAMCopyBytes != 10100 || s.Stats().RAMCopyNs != 0 {
+		t.Fatalf("copied for b %d, stats %+v; want 10100 bytes, 0 ns", n, s.Stats())
+	}
+	// Free copies: b starts at once, alone (1 ms + 50 * 10 µs); c waits for
+	// that call.
+	if got := free["b"].FirstToken - 1e9; got != 1.5e6 {
+		t.Errorf("free copies: b's TTFT %d, want 1.5 ms", got)
+	}
+	if free["c"].FirstToken <= free["b"].FirstToken {
+		t.Errorf("free copies: c's first token at %d, not after b's (%d)", free["c"].FirstToken, free["b"].FirstToken)
+	}
+	// 1 ns per byte: 10.1 µs of copying, during which c arrives; one call
+	// then takes both prompts (1 ms + 100 * 10 µs).
+	paid, s := run(1)
+	if s.Stats().RAMCopyNs != 10100 {
+		t.Errorf("copy time %d ns, want 10100", s.Stats().RAMCopyNs)
+	}
+	want := sim.Time(1e9 + 10100 + 2e6)
+	if paid["b"].FirstToken != want || paid["c"].FirstToken != want {
+		t.Errorf("paid copies: first tokens b %d c %d, want both %d", paid["b"].FirstToken, paid["c"].FirstToken, want)
 	}
 }
