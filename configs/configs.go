@@ -77,11 +77,20 @@ type EngineSection struct {
 // model's coefficients, which kvsim calibrate fits.
 type LlamaSection struct {
 	llamacpp.Config `toml:",inline"`
-	// Cost holds llamacpp.CPUCost's coefficients, hw.Fitted's layout:
-	// prefill [a0 per prompt call, a1 per new token, a2 per causal pair,
-	// a3 per prompt chunk], decode [b0 per decode call, b1 per generating
-	// slot, b2 per context token], ns. Required.
-	Cost hw.Fitted `toml:"cost"`
+	// Cost holds llamacpp.CPUCost's coefficients. Required.
+	Cost LlamaCost `toml:"cost"`
+}
+
+// LlamaCost is [llamacpp.cost]: hw.Fitted's layout, prefill [a0 per
+// prompt call, a1 per new token, a2 per causal pair, a3 per prompt chunk]
+// and decode [b0 per decode call, b1 per generating slot, b2 per context
+// token] in ns, and the time per byte of slot state copied to or from the
+// RAM cache.
+type LlamaCost struct {
+	hw.Fitted `toml:",inline"`
+	// StateCopy is llamacpp.CPUCost.StateCopy, ns per byte (>= 0; 0, the
+	// default, leaves copies free).
+	StateCopy float64 `toml:"state_copy_ns_per_byte"`
 }
 
 // sglangOnly are the top-level tables of the SGLang engine.
@@ -406,12 +415,15 @@ func (f *File) validateLlama() error {
 	if err := f.Llama.Config.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if f.Llama.Cost == (hw.Fitted{}) {
+	if f.Llama.Cost.Fitted == (hw.Fitted{}) {
 		errs = append(errs, errors.New("llamacpp.cost.prefill: set [llamacpp.cost] prefill and decode (kvsim calibrate writes them)"))
 	} else if err := f.Llama.Cost.Validate(); err != nil {
 		for _, e := range unjoin(err) {
 			errs = append(errs, errors.New(strings.Replace(e.Error(), "hw.fitted.", "llamacpp.cost.", 1)))
 		}
+	}
+	if c := f.Llama.Cost.StateCopy; !(c >= 0) || math.IsInf(c, 1) {
+		errs = append(errs, fmt.Errorf("llamacpp.cost.state_copy_ns_per_byte: must be a finite number >= 0 (got %v)", c))
 	}
 	return errors.Join(errs...)
 }
@@ -439,7 +451,7 @@ func (f *File) BuildLlama() (*LlamaBuilt, error) {
 	if err := f.validateLlama(); err != nil {
 		return nil, err
 	}
-	return &LlamaBuilt{Config: f.Llama.Config, Cost: &llamacpp.CPUCost{Fitted: f.Llama.Cost}}, nil
+	return &LlamaBuilt{Config: f.Llama.Config, Cost: &llamacpp.CPUCost{Fitted: f.Llama.Cost.Fitted, StateCopy: f.Llama.Cost.StateCopy}}, nil
 }
 
 // Built is a file turned into what the simulator runs.

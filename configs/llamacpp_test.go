@@ -52,6 +52,7 @@ state_bytes_per_token = 100
 [llamacpp.cost]
 prefill = [1.0, 2.0, 3.0, 4.0]
 decode = [5.0, 6.0, 7.0]
+state_copy_ns_per_byte = 0.75
 [workload]
 trace = "x.jsonl"
 `), "mem.toml")
@@ -66,7 +67,7 @@ trace = "x.jsonl"
 	if c.Slots != 2 || c.Context != 1024 || c.Batch != 256 || c.SlotPromptSimilarity != 0.5 || c.CacheRAMMiB != -1 || !c.NoCacheIdleSlots || c.StateBytesPerToken != 100 {
 		t.Errorf("config %+v", c)
 	}
-	if b.Cost.Prefill != [4]float64{1, 2, 3, 4} || b.Cost.Decode != [3]float64{5, 6, 7} {
+	if b.Cost.Prefill != [4]float64{1, 2, 3, 4} || b.Cost.Decode != [3]float64{5, 6, 7} || b.Cost.StateCopy != 0.75 {
 		t.Errorf("cost %+v", b.Cost)
 	}
 	if f.Workload.Trace != "x.jsonl" {

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -45,8 +46,10 @@ type LlamaCalibrationConfig struct {
 //     waits for the previous one), 64 or 512 tokens with 64 outputs: decode
 //     steps at batch 2..Slots.
 //
-// Every shape is repeated Repeats times with fresh prompts. IDs say what a
-// record measures ("cold-512-r1", "ext-1024+256-r2", "batch3-64-r1-2").
+// Every shape is repeated Repeats times with fresh prompts, after an
+// unmeasured warm-up pass of the one-at-a-time phase (Kind "warmup", IDs
+// ending in "-r0"). IDs say what a record measures ("cold-512-r1",
+// "ext-1024+256-r2", "batch3-64-r1-2").
 func LlamaCalibrationTrace(c LlamaCalibrationConfig) ([]traces.Record, error) {
 	if c.Repeats == 0 {
 		c.Repeats = 3
@@ -80,9 +83,10 @@ func LlamaCalibrationTrace(c LlamaCalibrationConfig) ([]traces.Record, error) {
 	}
 	var recs []traces.Record
 	var prev []string // what the next record waits for
+	kind := ""        // "warmup" for the unmeasured first pass
 	add := func(id string, prompt []int32, out int) {
 		recs = append(recs, traces.Record{
-			ID: id, InputLen: len(prompt), Tokens: prompt, OutputLen: out,
+			ID: id, Kind: kind, InputLen: len(prompt), Tokens: prompt, OutputLen: out,
 			WaitFor: prev, Sampling: &traces.Sampling{IgnoreEOS: true},
 		})
 	}
@@ -95,7 +99,15 @@ func LlamaCalibrationTrace(c LlamaCalibrationConfig) ([]traces.Record, error) {
 	lens := []int{16, 64, 128, 256, 512, 1024, 1536}
 	lens = slices.DeleteFunc(lens, func(l int) bool { return l > maxPrompt })
 	lens = append(lens, maxPrompt)
-	for r := 1; r <= c.Repeats; r++ {
+	// Pass 0 is a warm-up (Kind "warmup": sent, not measured, not fitted)
+	// that leaves the slots and the RAM cache as every later pass leaves
+	// them, so that each shape's start copies the same slot states in every
+	// measured repeat.
+	for r := 0; r <= c.Repeats; r++ {
+		kind = ""
+		if r == 0 {
+			kind = "warmup"
+		}
 		rs := "-r" + strconv.Itoa(r)
 		for _, l := range lens {
 			serial("cold-"+strconv.Itoa(l)+rs, fresh(l), coldOut)
@@ -121,6 +133,7 @@ func LlamaCalibrationTrace(c LlamaCalibrationConfig) ([]traces.Record, error) {
 			serial("hit-"+tag, p, coldOut)
 		}
 	}
+	kind = ""
 	for r := 1; r <= c.Repeats; r++ {
 		for k := 2; k <= c.Slots; k++ {
 			for _, l := range []int{64, 512} {
@@ -162,16 +175,20 @@ type LlamaCalibration struct {
 }
 
 // CalibrateLlama fits llamacpp.CPUCost to a per-request trace of the
-// calibration trace's replay against a llama-server whose -b is batch
-// (kvsim replay --per-request; the records' Arrival is each request's
-// send time). Two samples per request:
+// calibration trace's replay against a llama-server run with cfg's
+// arguments (kvsim replay --per-request; the records' Arrival is each
+// request's send time). Two samples per request:
 //
 //   - Prompt processing: the TTFT of a request that ran alone (no other
 //     request in flight between its send and its first token) is the
-//     prompt call(s) of its new tokens (prompt - cached) after the cached
-//     ones, in chunks of at most batch tokens: a0·calls + a1·new +
-//     a2·causal pairs. The fixed part a0 also takes the HTTP and sampling
-//     time of a request, which only a per-call constant can carry here.
+//     copies of slot states its start made to and from the RAM cache, then
+//     the prompt call(s) of its new tokens (prompt - cached) after the
+//     cached ones, in chunks of at most -b tokens: a0·calls + a1·new +
+//     a2·causal pairs + StateCopy·copied bytes. The copied bytes come from
+//     running the records through the llamacpp model with cfg (its cache
+//     decisions are exact for requests that run alone). The fixed part a0
+//     also takes the HTTP and sampling time of a request, which only a
+//     per-call constant can carry here.
 //   - Decode: (E2E - TTFT) / (output - 1), the mean time per decode step
 //     of a request with more than one output token, is b0 + b1·B +
 //     b2·B·(prompt + output/2), where B is the mean number of requests
@@ -186,9 +203,14 @@ type LlamaCalibration struct {
 // not the minimum: the fidelity runs meet the same noise, and the median
 // is what a typical request sees). Both fits are non-negative least
 // squares with a free intercept on relative errors (Calibrate's solver).
-func CalibrateLlama(recs []traces.Record, batch int) (*LlamaCalibration, error) {
-	if batch < 1 {
-		return nil, fmt.Errorf("calibrate: batch size must be >= 1 (got %d)", batch)
+func CalibrateLlama(recs []traces.Record, cfg llamacpp.Config) (*LlamaCalibration, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("calibrate: %w", err)
+	}
+	batch := cfg.Batch
+	copied, err := llamaCopies(recs, cfg)
+	if err != nil {
+		return nil, err
 	}
 	type span struct{ start, first, end int64 }
 	var ok []int
@@ -219,10 +241,14 @@ func CalibrateLlama(recs []traces.Record, batch int) (*LlamaCalibration, error) 
 			}
 		}
 		if alone && o.CachedTokens >= 0 && o.CachedTokens < r.InputLen {
-			x := promptFeatures(int64(r.InputLen), int64(o.CachedTokens), int64(batch))
+			f := promptFeatures(int64(r.InputLen), int64(o.CachedTokens), int64(batch))
+			cb := float64(copied[r.ID])
+			x := []float64{f[0], f[1], f[2], cb}
 			// A fresh prompt can share its first token or two with a slot
-			// by chance: cached counts within 16 tokens are one shape.
-			pre = append(pre, sample{fmt.Sprintf("%d/%d", r.InputLen, (o.CachedTokens+8)/16), x[:], float64(o.TTFT)})
+			// by chance: cached counts within 16 tokens are one shape; so
+			// are copies within 4 KiB.
+			key := fmt.Sprintf("%d/%d/%d", r.InputLen, (o.CachedTokens+8)/16, int64(cb)>>12)
+			pre = append(pre, sample{key, x, float64(o.TTFT)})
 		}
 		if r.OutputLen < 2 || s.end <= s.first {
 			continue
@@ -286,7 +312,7 @@ func CalibrateLlama(recs []traces.Record, batch int) (*LlamaCalibration, error) 
 		return nil, fmt.Errorf("calibrate decode: %w", err)
 	}
 	c := &LlamaCalibration{
-		Cost:           llamacpp.CPUCost{Fitted: hw.Fitted{Prefill: [4]float64{pc[0], pc[1], pc[2], 0}, Decode: [3]float64{dc[0], dc[1], dc[2]}}},
+		Cost:           llamacpp.CPUCost{Fitted: hw.Fitted{Prefill: [4]float64{pc[0], pc[1], pc[2], 0}, Decode: [3]float64{dc[0], dc[1], dc[2]}}, StateCopy: pc[3]},
 		PrefillSamples: len(pre), PrefillShapes: len(py), DecodeSamples: len(dec), DecodeShapes: len(dy), MaxBatch: maxB,
 		Method: "median of each shape's repeats, then non-negative least squares (Lawson-Hanson active set, free intercept), relative weights",
 	}
@@ -305,6 +331,35 @@ func CalibrateLlama(recs []traces.Record, batch int) (*LlamaCalibration, error) 
 		return nil, fmt.Errorf("calibrate: %w", err)
 	}
 	return c, nil
+}
+
+// llamaCopies returns the slot state bytes each request's start copied to
+// and from the RAM cache, by running the records (in send order) through
+// the llamacpp model with cfg. The cost model is a token one: cache
+// decisions do not depend on time for requests sent one after another,
+// and the prompt samples use only those.
+func llamaCopies(recs []traces.Record, cfg llamacpp.Config) (map[string]int64, error) {
+	var in []traces.Record
+	for i := range recs {
+		if o := recs[i].Observed; o != nil && (o.Status == "ok" || o.Status == "") {
+			in = append(in, recs[i])
+		}
+	}
+	slices.SortStableFunc(in, func(a, b traces.Record) int { return cmp.Compare(a.Arrival, b.Arrival) })
+	s, err := llamacpp.New(cfg, &llamacpp.CPUCost{Fitted: hw.Fitted{Prefill: [4]float64{1, 1, 0, 0}, Decode: [3]float64{1, 1, 0}}})
+	if err != nil {
+		return nil, fmt.Errorf("calibrate: %w", err)
+	}
+	if _, err := s.Run(sim.NewSliceSource(in)); err != nil {
+		return nil, fmt.Errorf("calibrate: replaying the cache decisions: %w", err)
+	}
+	out := make(map[string]int64, len(in))
+	for i := range in {
+		if n, ok := s.CopyBytesOf(in[i].ID); ok {
+			out[in[i].ID] = n
+		}
+	}
+	return out, nil
 }
 
 // promptFeatures are (calls, new tokens, causal pairs) of processing new
@@ -353,12 +408,14 @@ state_bytes_per_token = %d
 [llamacpp.cost]
 # prompt call ns = a0 + a1*new_tokens + a2*causal_pairs (+ a3*chunks: 0, one prompt per call here)
 # decode ns      = b0 + b1*generating_slots + b2*context_tokens (a mixed call pays max(a0, b0) once)
+# a task start's copies of slot states to and from the RAM cache: state_copy_ns_per_byte per byte
 prefill = [%s, %s, %s, %s]
 decode = [%s, %s, %s]
+state_copy_ns_per_byte = %s
 `, source, c.PrefillSamples, c.PrefillShapes, c.PrefillMAPE, c.PrefillMAPEAll,
 		c.DecodeSamples, c.DecodeShapes, c.MaxBatch, c.DecodeMAPE, c.DecodeMAPEAll, c.Method,
 		cfg.Slots, cfg.Context, cfg.Batch, tomlFloat(cfg.SlotPromptSimilarity), cfg.CacheRAMMiB, cfg.NoCacheIdleSlots, cfg.StateBytesPerToken,
 		tomlFloat(p[0]), tomlFloat(p[1]), tomlFloat(p[2]), tomlFloat(p[3]),
-		tomlFloat(d[0]), tomlFloat(d[1]), tomlFloat(d[2]))
+		tomlFloat(d[0]), tomlFloat(d[1]), tomlFloat(d[2]), tomlFloat(c.Cost.StateCopy))
 	return err
 }

@@ -50,7 +50,8 @@ func TestCalibrateLlamaRecoversSimulator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := NewSimTarget(SimConfig{Llama: &cfg, LlamaCost: &llamacpp.CPUCost{Fitted: truth}})
+	const truthCopy = 0.5 // ns per byte of slot state
+	st, err := NewSimTarget(SimConfig{Llama: &cfg, LlamaCost: &llamacpp.CPUCost{Fitted: truth, StateCopy: truthCopy}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,11 +75,14 @@ func TestCalibrateLlamaRecoversSimulator(t *testing.T) {
 			}
 		}
 	}
-	c, err := CalibrateLlama(perRequest(t, recs, res), cfg.Batch)
+	c, err := CalibrateLlama(perRequest(t, recs, res), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("fitted %+v; prefill MAPE %.3f%%, decode MAPE %.3f%%, max batch %.2f", c.Cost.Fitted, c.PrefillMAPE, c.DecodeMAPE, c.MaxBatch)
+	t.Logf("fitted %+v; prefill MAPE %.3f%%, decode MAPE %.3f%%, max batch %.2f", c.Cost, c.PrefillMAPE, c.DecodeMAPE, c.MaxBatch)
+	if got := c.Cost.StateCopy; math.Abs(got-truthCopy) > 1e-3*truthCopy {
+		t.Errorf("state copy = %g ns/byte, want %g within 0.1%%", got, truthCopy)
+	}
 	for i := range 3 {
 		if got, want := c.Cost.Prefill[i], truth.Prefill[i]; math.Abs(got-want) > 1e-3*want {
 			t.Errorf("prefill[%d] = %g, want %g within 0.1%%", i, got, want)
@@ -96,7 +100,7 @@ func TestCalibrateLlamaRecoversSimulator(t *testing.T) {
 	if err := c.WriteLlamaTOML(&out, cfg, "test"); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`kind = "llamacpp"`, "parallel = 4", "[llamacpp.cost]", "prefill = [", "decode = ["} {
+	for _, want := range []string{`kind = "llamacpp"`, "parallel = 4", "[llamacpp.cost]", "prefill = [", "decode = [", "state_copy_ns_per_byte = 0.49"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("TOML lacks %q:\n%s", want, out.String())
 		}
@@ -121,7 +125,7 @@ func TestCalibrateLlamaMedianIgnoresStalls(t *testing.T) {
 	rc.MaxConcurrency = cfg.Slots
 	rc.Vocab = traces.Vocab{Lo: 1, Hi: 256}
 	pr := perRequest(t, recs, runSim(t, st, rc, recs))
-	clean, err := CalibrateLlama(pr, cfg.Batch)
+	clean, err := CalibrateLlama(pr, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +142,7 @@ func TestCalibrateLlamaMedianIgnoresStalls(t *testing.T) {
 			pr[i].Observed = &o
 		}
 	}
-	noisy, err := CalibrateLlama(pr, cfg.Batch)
+	noisy, err := CalibrateLlama(pr, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -194,7 +194,7 @@ func calibrateLlama(f *configs.File, cfgPath, genTrace, perReq, out string, o ll
 	if err != nil {
 		return fail(err)
 	}
-	c, err := replay.CalibrateLlama(recs, cfg.Batch)
+	c, err := replay.CalibrateLlama(recs, cfg)
 	if err != nil {
 		return fail(fmt.Errorf("%s: %w", perReq, err))
 	}
@@ -208,8 +208,8 @@ func calibrateLlama(f *configs.File, cfgPath, genTrace, perReq, out string, o ll
 		return exitOK
 	}
 	p, d := c.Cost.Prefill, c.Cost.Decode
-	fmt.Fprintf(stdout, "prompt call ns = %.6g + %.6g*new_tokens + %.6g*causal_pairs   (%d requests alone, %d shapes: MAPE %.2f%% on medians, %.2f%% on all)\n",
-		p[0], p[1], p[2], c.PrefillSamples, c.PrefillShapes, c.PrefillMAPE, c.PrefillMAPEAll)
+	fmt.Fprintf(stdout, "prompt call ns = %.6g + %.6g*new_tokens + %.6g*causal_pairs, after %.4g*state_bytes_copied   (%d requests alone, %d shapes: MAPE %.2f%% on medians, %.2f%% on all)\n",
+		p[0], p[1], p[2], c.Cost.StateCopy, c.PrefillSamples, c.PrefillShapes, c.PrefillMAPE, c.PrefillMAPEAll)
 	fmt.Fprintf(stdout, "decode call ns = %.6g + %.6g*slots + %.6g*context_tokens      (%d requests, %d shapes, batch up to %.2f: MAPE %.2f%% on medians, %.2f%% on all)\n",
 		d[0], d[1], d[2], c.DecodeSamples, c.DecodeShapes, c.MaxBatch, c.DecodeMAPE, c.DecodeMAPEAll)
 	fmt.Fprintf(stdout, "method: %s (-b %d)\n", c.Method, cfg.Batch)
