@@ -2,6 +2,7 @@ package replay
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -139,14 +140,23 @@ func TestRunPacesTimestampsDependenciesAndThinkTime(t *testing.T) {
 	})
 }
 
+// simultaneous returns n records due at 0 (4 prompt tokens, 2 output) and
+// their ids, r0 to r(n-1).
+func simultaneous(n int) ([]string, []traces.Record) {
+	var ids []string
+	var recs []traces.Record
+	for i := range n {
+		id := fmt.Sprintf("r%d", i)
+		ids = append(ids, id)
+		recs = append(recs, rec(id, 0, 4, 2))
+	}
+	return ids, recs
+}
+
 func TestRunConcurrencyCapIsFIFO(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ft := &fakeTarget{ttft: 10 * time.Millisecond, perToken: time.Millisecond}
-		var recs []traces.Record
-		ids := []string{"r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7"}
-		for _, id := range ids {
-			recs = append(recs, rec(id, 0, 4, 2))
-		}
+		ids, recs := simultaneous(8)
 		cfg := Default()
 		cfg.MaxConcurrency = 3
 		r, err := New(cfg, ft, WallClock{})
@@ -277,11 +287,7 @@ func contains(s, sub string) bool { return strings.Contains(s, sub) }
 func TestRunSendGapOrdersSimultaneousSends(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ft := &fakeTarget{ttft: 10 * time.Millisecond, perToken: time.Millisecond}
-		var recs []traces.Record
-		ids := []string{"r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7"}
-		for _, id := range ids {
-			recs = append(recs, rec(id, 0, 4, 2))
-		}
+		ids, recs := simultaneous(8)
 		cfg := Default()
 		cfg.MaxConcurrency, cfg.SendGap = 3, 2*time.Millisecond
 		r, err := New(cfg, ft, WallClock{})
