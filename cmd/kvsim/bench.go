@@ -23,6 +23,7 @@ func init() {
 }
 
 const benchUsage = `usage: kvsim bench <benchmark> --target URL [flags]
+       kvsim bench warm-cache --target sim [--config C.toml] [flags]
 
 benchmarks:
   warm-cache   bench_warm_cache.py: per shared-prefix percentage, flush, warm the
@@ -74,11 +75,12 @@ func benchWarmCache(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench warm-cache", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		io.WriteString(stderr, "usage: kvsim bench warm-cache --target URL [flags]\n\n")
+		io.WriteString(stderr, "usage: kvsim bench warm-cache --target URL|sim [flags]\n\n")
 		fs.PrintDefaults()
 	}
 	var rf replayFlags
 	rf.register(fs, 20*time.Minute)
+	cfgPath := fs.String("config", "", "with --target sim: the simulated server (TOML; default: the bundled configs/default.toml)")
 	numPrompts := fs.Int("num-prompts", 64, "prompts per shared-prefix percentage")
 	total := fs.Int("total-tokens", 70000, "tokens per prompt (shared prefix + unique suffix)")
 	outLen := fs.Int("output-len", 200, "output tokens per request")
@@ -101,14 +103,36 @@ func benchWarmCache(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		return usageErr("unexpected argument %q", fs.Arg(0))
 	}
-	if rf.api != "sglang" {
-		return usageErr("--api %s: the warm-cache sweep uses SGLang's native /generate (as the bench does)", rf.api)
+	var tg replay.Target
+	var vocab traces.Vocab
+	backend := "sglang"
+	if rf.target == "sim" {
+		// The simulator in virtual time: the same sweep, flushes and
+		// warm-ups; there is nothing to settle after a flush.
+		v, err := rf.parseVocab()
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		st, err := simTarget(*cfgPath)
+		if err != nil {
+			fmt.Fprintf(stderr, "kvsim bench warm-cache: %v\n", err)
+			return exitUsage
+		}
+		tg, vocab, backend, *settle = st, v, "sim", 0
+	} else {
+		if *cfgPath != "" {
+			return usageErr("--config describes the simulated server: use it with --target sim")
+		}
+		if rf.api != "sglang" {
+			return usageErr("--api %s: the warm-cache sweep uses SGLang's native /generate (as the bench does)", rf.api)
+		}
+		h, v, err := rf.build()
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		defer h.CloseIdle()
+		tg, vocab = h, v
 	}
-	tg, vocab, err := rf.build()
-	if err != nil {
-		return usageErr("%v", err)
-	}
-	defer tg.CloseIdle()
 	pl, err := traces.ParseIntList(*pcts)
 	if err != nil {
 		return usageErr("--pcts: %v", err)
@@ -127,11 +151,11 @@ func benchWarmCache(args []string, stdout, stderr io.Writer) int {
 	err = replay.WarmCache(ctx, cfg, tg, replay.WallClock{}, func(r replay.WarmCacheRow) error {
 		rows = append(rows, r)
 		s := r.Summary
-		s.Backend, s.DatasetName, s.RequestRate, s.MaxConcurrency = "sglang", "warm-cache", replay.Rate(math.Inf(1)), maxConc
-		replay.PrintTable(stdout, replay.TableHeader{Backend: "sglang", RequestRate: s.RequestRate, MaxConcurrency: *maxConc}, &s)
+		s.Backend, s.DatasetName, s.RequestRate, s.MaxConcurrency = backend, "warm-cache", replay.Rate(math.Inf(1)), maxConc
+		replay.PrintTable(stdout, replay.TableHeader{Backend: backend, RequestRate: s.RequestRate, MaxConcurrency: *maxConc}, &s)
 		if *outFile != "" {
 			row := warmCacheRow{
-				Backend: "sglang", DatasetName: "warm-cache", RequestRate: s.RequestRate, MaxConcurrency: *maxConc,
+				Backend: backend, DatasetName: "warm-cache", RequestRate: s.RequestRate, MaxConcurrency: *maxConc,
 				SharedPrefixPct: r.Pct, PrefixLen: r.PrefixLen, SuffixLen: r.SuffixLen, TotalTokens: *total,
 				NumPrompts: *numPrompts, OutputLen: *outLen, Summary: s, Seed: *seed, Version: version,
 			}

@@ -196,3 +196,43 @@ func runCLIB(b *testing.B, args ...string) (int, string, string) {
 	code := run(args, &o, &e)
 	return code, o.String(), e.String()
 }
+
+// The warm-cache sweep runs against the in-process simulator too: the same
+// rows, in virtual time, with the bundled default server (whole-prompt
+// prefixes hit exactly).
+func TestBenchWarmCacheSim(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "wc.jsonl")
+	code, stdout, stderr := runCLI(t, "bench", "warm-cache", "--target", "sim", "--num-prompts", "8", "--total-tokens", "4000",
+		"--output-len", "8", "--pcts", "0,50,90", "--output-file", out)
+	if code != exitOK || !strings.Contains(stdout, "Mean TTFT by shared prefix") {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prevTTFT float64
+	for i, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var row struct {
+			Backend   string  `json:"backend"`
+			Pct       int     `json:"shared_prefix_pct"`
+			Completed int     `json:"completed"`
+			HitRate   float64 `json:"cache_hit_rate"`
+			TTFT      float64 `json:"mean_ttft_ms"`
+		}
+		if err := json.Unmarshal([]byte(line), &row); err != nil {
+			t.Fatal(err)
+		}
+		want := []float64{0, 0.5, 0.9}[i]
+		if row.Backend != "sim" || row.Completed != 8 || row.HitRate != want {
+			t.Errorf("row %d: %+v, want backend sim, 8 completed, hit rate %v", i, row, want)
+		}
+		if i > 0 && !(row.TTFT < prevTTFT) {
+			t.Errorf("row %d: mean TTFT %v ms not below the previous row's %v", i, row.TTFT, prevTTFT)
+		}
+		prevTTFT = row.TTFT
+	}
+	if code, _, stderr := runCLI(t, "bench", "warm-cache", "--target", "http://127.0.0.1:1", "--config", "x.toml"); code != exitUsage || !strings.Contains(stderr, "--target sim") {
+		t.Errorf("--config with a URL: exit %d, %q", code, stderr)
+	}
+}
