@@ -118,10 +118,10 @@ func CompareRuns(measured [][]RequestResult, predicted []RequestResult) Comparis
 }
 
 // MedianRun merges several runs of the same records into one: every
-// request that succeeded in all of them gets the median TTFT, E2E and
-// cached tokens of the runs (the lower middle value for an even count, so
-// that cached tokens stay a value some run saw), measured from the first
-// run's start; the rest of it, and every other request, is as in the first
+// request that succeeded in all of them gets the median TTFT (over the runs
+// that had one), E2E and cached tokens of the runs (the lower middle value
+// for an even count, so that cached tokens stay a value some run saw),
+// measured from the first run's start; the rest of it, and every other request, is as in the first
 // run, except that a request that failed or was not sent in some run is
 // marked failed ("not in every run").
 func MedianRun(runs [][]RequestResult) []RequestResult {
@@ -133,26 +133,32 @@ func MedianRun(runs [][]RequestResult) []RequestResult {
 			byID[k][run[i].ID] = &run[i]
 		}
 	}
-	ttft, e2e, cached := make([]int64, len(runs)), make([]int64, len(runs)), make([]int64, len(runs))
+	var ttft []int64
+	e2e, cached := make([]int64, len(runs)), make([]int64, len(runs))
 	for i := range out {
 		r := &out[i]
 		if r.Warmup || !r.Sent || r.Failed != "" {
 			continue
 		}
 		ok := true
+		ttft = ttft[:0]
 		for k := range runs {
 			x := byID[k][r.ID]
 			if x == nil || !x.Sent || x.Failed != "" {
 				ok = false
 				break
 			}
-			ttft[k], e2e[k], cached[k] = x.TTFT(), x.E2E(), int64(x.CachedTokens)
+			if x.FirstToken > 0 { // a stream without text has no TTFT
+				ttft = append(ttft, x.TTFT())
+			}
+			e2e[k], cached[k] = x.E2E(), int64(x.CachedTokens)
 		}
 		if !ok {
 			r.Failed, r.Detail = "not in every run", "failed or not sent in some measured run"
 			continue
 		}
-		if r.FirstToken > 0 {
+		r.FirstToken = 0
+		if len(ttft) > 0 {
 			r.FirstToken = r.Start + lowerMedian(ttft)
 		}
 		r.End = r.Start + lowerMedian(e2e)

@@ -84,6 +84,17 @@ func TestCompareRuns(t *testing.T) {
 	if runs[0][0].End != 1200 || runs[1][0].End != 1240 {
 		t.Error("MedianRun changed its input")
 	}
+	// A run without a TTFT for a request (a stream without text) does not
+	// count for its TTFT median: b's TTFTs 200 and 200 remain.
+	runs[1][1].FirstToken = 0
+	if got := MedianRun(runs)[1]; got.TTFT() != 200 || got.E2E() != 400 {
+		t.Errorf("b with one TTFT missing: ttft %d e2e %d, want 200 and 400", got.TTFT(), got.E2E())
+	}
+	runs[0][1].FirstToken, runs[2][1].FirstToken = 0, 0
+	if got := MedianRun(runs)[1]; got.FirstToken != 0 {
+		t.Errorf("b without any TTFT: first token %d, want none", got.FirstToken)
+	}
+	runs[0][1].FirstToken, runs[1][1].FirstToken, runs[2][1].FirstToken = 1200, 1100, 1200
 	pred := []RequestResult{mk("a", 110, 220, 50), mk("b", 220, 440, 0), mk("c", 300, 600, 10)}
 	c := CompareRuns(runs, pred)
 	if c.MeasuredRuns != 3 || c.Requests != 2 || math.Abs(c.TTFTMAPE-10) > 1e-9 || math.Abs(c.E2EMAPE-10) > 1e-9 {
