@@ -68,8 +68,14 @@
 // A [CostModel] gives each call's duration. [CPUCost] is linear in
 // hw.Fitted's coefficients: per new prompt token, per causal attention
 // pair, per prompt chunk; per generating slot and per context token; one
-// fixed cost per call. [TinyCPU] holds coefficients measured on this
-// project's 2-vCPU machines with the tiny model (see its comment).
+// fixed cost per call. A cost model that is also a [StateCopier] (CPUCost
+// with a StateCopy per byte) charges the RAM-cache saves and restores of
+// the tasks a loop turn starts: the server copies before it builds the
+// next call, and tasks that arrive while it copies start in the same turn,
+// so their prompts join that call (llama-server's queue loop takes every
+// waiting task before it runs update_slots). [TinyCPU] holds coefficients
+// measured on this project's 2-vCPU machines with the tiny model (see its
+// comment); `kvsim calibrate` fits all of them, StateCopy included.
 //
 // # API
 //
@@ -87,7 +93,6 @@
 // --kv-unified (the default only when -np is not given), context shift,
 // --cache-reuse (KV shifting), speculative decoding, multimodal prompts,
 // context checkpoints (SWA and recurrent models only), explicit id_slot
-// requests, the time spent copying states to and from RAM (under a
-// millisecond per MiB measured), HTTP and tokenisation overheads, and the
-// -ub micro-batch split inside a call (folded into the cost model).
+// requests, HTTP and tokenisation overheads, and the -ub micro-batch split
+// inside a call (folded into the cost model).
 package llamacpp
