@@ -90,7 +90,10 @@ func NewReader(r io.Reader, name string, f Format) (*Reader, error) {
 	return newReader(r, name, f)
 }
 
-const peekSize = 1 << 20 // enough for the leading keys of any first record
+const (
+	bufSize  = 64 << 10 // read buffer; lines may be longer (lineReader)
+	peekSize = 1 << 20  // enough for the leading keys of any first record
+)
 
 func newReader(r io.Reader, name string, f Format) (*Reader, error) {
 	rd := &Reader{path: name}
@@ -102,13 +105,8 @@ func newReader(r io.Reader, name string, f Format) (*Reader, error) {
 		rd.closers = append(rd.closers, closer)
 	}
 	if f == FormatAuto {
-		prefix, perr := br.Peek(peekSize)
-		if perr != nil && perr != io.EOF && !errors.Is(perr, bufio.ErrBufferFull) {
-			return nil, fmt.Errorf("read %s: %w", name, perr)
-		}
-		f, err = Detect(prefix, name)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
+		if f, br, err = sniff(br, name); err != nil {
+			return nil, err
 		}
 	}
 	rd.format = f
@@ -152,10 +150,38 @@ func newReader(r io.Reader, name string, f Format) (*Reader, error) {
 	return rd, nil
 }
 
+// sniff detects the format from the start of br: from its first bufSize
+// bytes, and only when they do not decide it and there is more, from up to
+// peekSize bytes (a first record whose identifying keys come late). It
+// returns the reader to go on with.
+func sniff(br *bufio.Reader, name string) (Format, *bufio.Reader, error) {
+	prefix, err := br.Peek(bufSize)
+	if err != nil && err != io.EOF && !errors.Is(err, bufio.ErrBufferFull) {
+		return FormatAuto, nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	f, derr := Detect(prefix, name)
+	if derr == nil || len(prefix) < bufSize {
+		if derr != nil {
+			return FormatAuto, nil, fmt.Errorf("%s: %w", name, derr)
+		}
+		return f, br, nil
+	}
+	big := make([]byte, peekSize)
+	n, err := io.ReadFull(br, big)
+	if err != nil && err != io.ErrUnexpectedEOF {
+		return FormatAuto, nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	big = big[:n]
+	if f, derr = Detect(big, name); derr != nil {
+		return FormatAuto, nil, fmt.Errorf("%s: %w", name, derr)
+	}
+	return f, bufio.NewReaderSize(io.MultiReader(bytes.NewReader(big), br), bufSize), nil
+}
+
 // decompress sniffs gzip and zstd magic bytes and returns a buffered reader
 // of the plain content.
 func decompress(r io.Reader, name string) (*bufio.Reader, io.Closer, error) {
-	br := bufio.NewReaderSize(r, peekSize)
+	br := bufio.NewReaderSize(r, bufSize)
 	magic, err := br.Peek(4)
 	if err != nil && err != io.EOF {
 		return nil, nil, fmt.Errorf("read %s: %w", name, err)
@@ -166,13 +192,13 @@ func decompress(r io.Reader, name string) (*bufio.Reader, io.Closer, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("read %s: gzip: %w", name, err)
 		}
-		return bufio.NewReaderSize(zr, peekSize), zr, nil
+		return bufio.NewReaderSize(zr, bufSize), zr, nil
 	case len(magic) == 4 && bytes.Equal(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}):
 		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1))
 		if err != nil {
 			return nil, nil, fmt.Errorf("read %s: zstd: %w", name, err)
 		}
-		return bufio.NewReaderSize(zr, peekSize), zstdCloser{zr}, nil
+		return bufio.NewReaderSize(zr, bufSize), zstdCloser{zr}, nil
 	}
 	return br, nil, nil
 }

@@ -252,3 +252,45 @@ func fuzzRead(t *testing.T, data []byte, f Format) {
 	}
 	roundTrip(t, r.Header(), recs)
 }
+
+// A first record whose identifying key comes after the first read buffer
+// (64 KiB) is still detected (from up to 1 MiB), and every record is read,
+// plain and gzipped.
+func TestDetectLateKeys(t *testing.T) {
+	var plain bytes.Buffer
+	plain.WriteString(`{"pad": "` + strings.Repeat("a", 100_000) + `", "timestamp": 0, "input_length": 600, "output_length": 10, "hash_ids": [1, 2]}` + "\n")
+	plain.WriteString(`{"timestamp": 5, "input_length": 600, "output_length": 10, "hash_ids": [1, 3]}` + "\n")
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(plain.Bytes())
+	zw.Close()
+	for name, data := range map[string][]byte{"plain": plain.Bytes(), "gzip": gz.Bytes()} {
+		r, err := NewReader(bytes.NewReader(data), "late.jsonl", FormatAuto)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if r.Format() != FormatMooncake {
+			t.Errorf("%s: detected %v, want mooncake", name, r.Format())
+		}
+		var ids [][]uint64
+		for {
+			rec, err := r.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			ids = append(ids, rec.Blocks)
+		}
+		if len(ids) != 2 || len(ids[1]) != 2 || ids[1][1] != 3 {
+			t.Errorf("%s: hash ids %v, want two records, the second [1 3]", name, ids)
+		}
+		r.Close()
+	}
+	// Beyond the first megabyte nothing is guessed.
+	huge := `{"pad": "` + strings.Repeat("a", 1<<20) + `", "hash_ids": [1]}` + "\n"
+	if _, err := NewReader(strings.NewReader(huge), "huge.jsonl", FormatAuto); !errors.Is(err, ErrUnknownFormat) {
+		t.Errorf("identifying key after 1 MiB: %v, want ErrUnknownFormat", err)
+	}
+}
