@@ -67,6 +67,30 @@ func startProxy(t testing.TB, upstream string) (string, *Proxy, *syncBuffer) {
 
 // A replay through the proxy measures what it would directly, and the
 // trace records every request with the replay's own measurements.
+// waitInFlight waits (at most 10 s) until the proxy has exactly n requests
+// it has not finished recording. A client can hold a whole response before
+// the proxy's handler has recorded it, so a test that closes the proxy
+// right after its last response would race with that handler.
+func waitInFlight(t *testing.T, p *Proxy, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		p.mu.Lock()
+		inFlight := 0
+		for _, c := range p.pending {
+			if !c.done {
+				inFlight++
+			}
+		}
+		p.mu.Unlock()
+		if inFlight == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests still in flight in the proxy after 10 s, want %d", inFlight, n)
+		}
+	}
+}
+
 func TestCaptureRecordsAReplay(t *testing.T) {
 	for _, api := range []API{APISGLang, APIOpenAI, APIOpenAIChat} {
 		t.Run(api.String(), func(t *testing.T) {
@@ -88,6 +112,7 @@ func TestCaptureRecordsAReplay(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			waitInFlight(t, p, 0)
 			if err := p.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -162,6 +187,7 @@ func TestCaptureFaults(t *testing.T) {
 		if code != http.StatusBadGateway || !strings.Contains(body, "upstream") {
 			t.Fatalf("status %d body %q", code, body)
 		}
+		waitInFlight(t, p, 0)
 		p.Close()
 		_, recs := out.records(t)
 		if len(recs) != 1 || recs[0].Observed.Status != "connect" || recs[0].InputLen != 3 || recs[0].OutputLen != 4 {
@@ -185,6 +211,7 @@ func TestCaptureFaults(t *testing.T) {
 		if Reason(err) != "stream cut" {
 			t.Fatalf("client saw %v, want a stream cut", err)
 		}
+		waitInFlight(t, p, 0)
 		p.Close()
 		_, recs := out.records(t)
 		if len(recs) != 1 || recs[0].Observed.Status != "stream cut" || recs[0].OutputLen != 8 {
@@ -201,6 +228,7 @@ func TestCaptureFaults(t *testing.T) {
 		if code != 503 || !strings.Contains(body, "overloaded") {
 			t.Fatalf("status %d body %q", code, body)
 		}
+		waitInFlight(t, p, 0)
 		p.Close()
 		_, recs := out.records(t)
 		if len(recs) != 1 || recs[0].Observed.Status != "http 503" {
@@ -242,6 +270,7 @@ func TestCaptureOrderAndInterrupt(t *testing.T) {
 	if code, _ := httpDo(t, "POST", url+"/generate", `{"input_ids":[2]}`); code != 200 {
 		t.Fatalf("fast request: %d", code)
 	}
+	waitInFlight(t, p, 1) // only the slow request
 	if _, recs := out.records(t); len(recs) != 0 {
 		t.Fatalf("a record was written before an earlier request finished: %+v", recs)
 	}
@@ -250,7 +279,11 @@ func TestCaptureOrderAndInterrupt(t *testing.T) {
 	}
 	_, recs := out.records(t)
 	if len(recs) != 2 || recs[0].Observed.Status != "interrupted" || recs[1].Observed.Status != "ok" {
-		t.Fatalf("records %+v", recs)
+		var st []string
+		for _, r := range recs {
+			st = append(st, r.ID+": "+r.Observed.Status)
+		}
+		t.Fatalf("records %v, want 1 interrupted and 2 ok", st)
 	}
 	cancel()
 	<-slowDone
