@@ -91,6 +91,11 @@ type LlamaCost struct {
 	// StateCopy is llamacpp.CPUCost.StateCopy, ns per byte (>= 0; 0, the
 	// default, leaves copies free).
 	StateCopy float64 `toml:"state_copy_ns_per_byte"`
+	// SmallCall and SmallPair are llamacpp.CPUCost's: a call of at most
+	// SmallCall tokens pays SmallPair ns per prompt (query, key) pair
+	// (SmallCall 0, the default, turns the rule off; SmallPair > 0 then).
+	SmallCall int     `toml:"small_call_tokens"`
+	SmallPair float64 `toml:"small_call_pair_ns"`
 }
 
 // sglangOnly are the top-level tables of the SGLang engine.
@@ -425,6 +430,14 @@ func (f *File) validateLlama() error {
 	if c := f.Llama.Cost.StateCopy; !(c >= 0) || math.IsInf(c, 1) {
 		errs = append(errs, fmt.Errorf("llamacpp.cost.state_copy_ns_per_byte: must be a finite number >= 0 (got %v)", c))
 	}
+	switch c := f.Llama.Cost; {
+	case c.SmallCall < 0:
+		errs = append(errs, fmt.Errorf("llamacpp.cost.small_call_tokens: must be >= 0 (got %d)", c.SmallCall))
+	case c.SmallCall > 0 && !(c.SmallPair > 0 && !math.IsInf(c.SmallPair, 1)):
+		errs = append(errs, fmt.Errorf("llamacpp.cost.small_call_pair_ns: must be a finite number > 0 with small_call_tokens (got %v)", c.SmallPair))
+	case c.SmallCall == 0 && c.SmallPair != 0:
+		errs = append(errs, fmt.Errorf("llamacpp.cost.small_call_pair_ns: needs small_call_tokens > 0 (got %v)", c.SmallPair))
+	}
 	return errors.Join(errs...)
 }
 
@@ -451,7 +464,7 @@ func (f *File) BuildLlama() (*LlamaBuilt, error) {
 	if err := f.validateLlama(); err != nil {
 		return nil, err
 	}
-	return &LlamaBuilt{Config: f.Llama.Config, Cost: &llamacpp.CPUCost{Fitted: f.Llama.Cost.Fitted, StateCopy: f.Llama.Cost.StateCopy}}, nil
+	return &LlamaBuilt{Config: f.Llama.Config, Cost: &llamacpp.CPUCost{Fitted: f.Llama.Cost.Fitted, StateCopy: f.Llama.Cost.StateCopy, SmallCall: f.Llama.Cost.SmallCall, SmallPair: f.Llama.Cost.SmallPair}}, nil
 }
 
 // Built is a file turned into what the simulator runs.

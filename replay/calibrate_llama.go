@@ -184,7 +184,9 @@ type LlamaCalibration struct {
 //     copies of slot states its start made to and from the RAM cache, then
 //     the prompt call(s) of its new tokens (prompt - cached) after the
 //     cached ones, in chunks of at most -b tokens: a0·calls + a1·new +
-//     a2·causal pairs + StateCopy·copied bytes. The copied bytes come from
+//     a2·causal pairs + StateCopy·copied bytes, where a prompt of at most
+//     smallCall new tokens (a small call, see llamacpp.CPUCost) has its
+//     pairs at SmallPair instead of a2 (smallCall 0: no small calls). The copied bytes come from
 //     running the records through the llamacpp model with cfg (its cache
 //     decisions are exact for requests that run alone). The fixed part a0
 //     also takes the HTTP and sampling time of a request, which only a
@@ -203,9 +205,12 @@ type LlamaCalibration struct {
 // not the minimum: the fidelity runs meet the same noise, and the median
 // is what a typical request sees). Both fits are non-negative least
 // squares with a free intercept on relative errors (Calibrate's solver).
-func CalibrateLlama(recs []traces.Record, cfg llamacpp.Config) (*LlamaCalibration, error) {
+func CalibrateLlama(recs []traces.Record, cfg llamacpp.Config, smallCall int) (*LlamaCalibration, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("calibrate: %w", err)
+	}
+	if smallCall < 0 {
+		return nil, fmt.Errorf("calibrate: small-call size must be >= 0 (got %d)", smallCall)
 	}
 	batch := cfg.Batch
 	copied, err := llamaCopies(recs, cfg)
@@ -244,6 +249,13 @@ func CalibrateLlama(recs []traces.Record, cfg llamacpp.Config) (*LlamaCalibratio
 			f := promptFeatures(int64(r.InputLen), int64(o.CachedTokens), int64(batch))
 			cb := float64(copied[r.ID])
 			x := []float64{f[0], f[1], f[2], cb}
+			if smallCall > 0 {
+				// The pairs of a small call have their own column.
+				x = append(x, 0)
+				if r.InputLen-o.CachedTokens <= smallCall {
+					x[2], x[4] = 0, f[2]
+				}
+			}
 			// A fresh prompt can share its first token or two with a slot
 			// by chance: cached counts within 16 tokens are one shape; so
 			// are copies within 4 KiB.
@@ -315,6 +327,9 @@ func CalibrateLlama(recs []traces.Record, cfg llamacpp.Config) (*LlamaCalibratio
 		Cost:           llamacpp.CPUCost{Fitted: hw.Fitted{Prefill: [4]float64{pc[0], pc[1], pc[2], 0}, Decode: [3]float64{dc[0], dc[1], dc[2]}}, StateCopy: pc[3]},
 		PrefillSamples: len(pre), PrefillShapes: len(py), DecodeSamples: len(dec), DecodeShapes: len(dy), MaxBatch: maxB,
 		Method: "median of each shape's repeats, then non-negative least squares (Lawson-Hanson active set, free intercept), relative weights",
+	}
+	if smallCall > 0 {
+		c.Cost.SmallCall, c.Cost.SmallPair = smallCall, pc[4]
 	}
 	_, c.PrefillMAPE = fitQuality(px, py, pc)
 	_, c.DecodeMAPE = fitQuality(dx, dy, dc)
@@ -388,6 +403,11 @@ func median(xs []float64) float64 {
 // server arguments of cfg and the fitted [llamacpp.cost], preceded by
 // comments that say where the fit came from and how well it fits.
 func (c *LlamaCalibration) WriteLlamaTOML(w io.Writer, cfg llamacpp.Config, source string) error {
+	small := ""
+	if c.Cost.SmallCall > 0 {
+		small = fmt.Sprintf("# a call of at most small_call_tokens tokens pays small_call_pair_ns per prompt pair instead of prefill[2]\nsmall_call_tokens = %d\nsmall_call_pair_ns = %s\n",
+			c.Cost.SmallCall, tomlFloat(c.Cost.SmallPair))
+	}
 	p, d := c.Cost.Prefill, c.Cost.Decode
 	_, err := fmt.Fprintf(w, `# llama-server model fitted by kvsim calibrate from %s
 # prompt processing: %d requests run alone, %d shapes: MAPE %.2f%% on shape medians, %.2f%% on all requests
@@ -412,10 +432,10 @@ state_bytes_per_token = %d
 prefill = [%s, %s, %s, %s]
 decode = [%s, %s, %s]
 state_copy_ns_per_byte = %s
-`, source, c.PrefillSamples, c.PrefillShapes, c.PrefillMAPE, c.PrefillMAPEAll,
+%s`, source, c.PrefillSamples, c.PrefillShapes, c.PrefillMAPE, c.PrefillMAPEAll,
 		c.DecodeSamples, c.DecodeShapes, c.MaxBatch, c.DecodeMAPE, c.DecodeMAPEAll, c.Method,
 		cfg.Slots, cfg.Context, cfg.Batch, tomlFloat(cfg.SlotPromptSimilarity), cfg.CacheRAMMiB, cfg.NoCacheIdleSlots, cfg.StateBytesPerToken,
 		tomlFloat(p[0]), tomlFloat(p[1]), tomlFloat(p[2]), tomlFloat(p[3]),
-		tomlFloat(d[0]), tomlFloat(d[1]), tomlFloat(d[2]), tomlFloat(c.Cost.StateCopy))
+		tomlFloat(d[0]), tomlFloat(d[1]), tomlFloat(d[2]), tomlFloat(c.Cost.StateCopy), small)
 	return err
 }

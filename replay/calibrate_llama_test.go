@@ -51,7 +51,8 @@ func TestCalibrateLlamaRecoversSimulator(t *testing.T) {
 		t.Fatal(err)
 	}
 	const truthCopy = 0.5 // ns per byte of slot state
-	st, err := NewSimTarget(SimConfig{Llama: &cfg, LlamaCost: &llamacpp.CPUCost{Fitted: truth, StateCopy: truthCopy}})
+	const truthSmall = 400 // ns per pair in a call of at most 32 tokens
+	st, err := NewSimTarget(SimConfig{Llama: &cfg, LlamaCost: &llamacpp.CPUCost{Fitted: truth, StateCopy: truthCopy, SmallCall: 32, SmallPair: truthSmall}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,9 +76,12 @@ func TestCalibrateLlamaRecoversSimulator(t *testing.T) {
 			}
 		}
 	}
-	c, err := CalibrateLlama(perRequest(t, recs, res), cfg)
+	c, err := CalibrateLlama(perRequest(t, recs, res), cfg, 32)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if got := c.Cost.SmallPair; c.Cost.SmallCall != 32 || math.Abs(got-truthSmall) > 1e-2*truthSmall {
+		t.Errorf("small calls: %d tokens, %g ns/pair; want 32 and %d within 1%%", c.Cost.SmallCall, got, truthSmall)
 	}
 	t.Logf("fitted %+v; prefill MAPE %.3f%%, decode MAPE %.3f%%, max batch %.2f", c.Cost, c.PrefillMAPE, c.DecodeMAPE, c.MaxBatch)
 	if got := c.Cost.StateCopy; math.Abs(got-truthCopy) > 1e-3*truthCopy {
@@ -100,7 +104,7 @@ func TestCalibrateLlamaRecoversSimulator(t *testing.T) {
 	if err := c.WriteLlamaTOML(&out, cfg, "test"); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`kind = "llamacpp"`, "parallel = 4", "[llamacpp.cost]", "prefill = [", "decode = [", "state_copy_ns_per_byte = 0.49"} {
+	for _, want := range []string{`kind = "llamacpp"`, "parallel = 4", "[llamacpp.cost]", "prefill = [", "decode = [", "state_copy_ns_per_byte = 0.49", "small_call_tokens = 32", "small_call_pair_ns = "} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("TOML lacks %q:\n%s", want, out.String())
 		}
@@ -125,7 +129,7 @@ func TestCalibrateLlamaMedianIgnoresStalls(t *testing.T) {
 	rc.MaxConcurrency = cfg.Slots
 	rc.Vocab = traces.Vocab{Lo: 1, Hi: 256}
 	pr := perRequest(t, recs, runSim(t, st, rc, recs))
-	clean, err := CalibrateLlama(pr, cfg)
+	clean, err := CalibrateLlama(pr, cfg, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +146,7 @@ func TestCalibrateLlamaMedianIgnoresStalls(t *testing.T) {
 			pr[i].Observed = &o
 		}
 	}
-	noisy, err := CalibrateLlama(pr, cfg)
+	noisy, err := CalibrateLlama(pr, cfg, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,6 +57,7 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 	repeats := fs.Int("repeats", 3, "with --gen-trace: measurements of each shape (the fit takes their median)")
 	vocab := vocabFlag(traces.Vocab{Lo: 1, Hi: 256})
 	fs.Var(&vocab, "vocab", "with --gen-trace: token id range `LO:HI` of the prompts (replay them with the same --vocab)")
+	smallCall := fs.Int("small-call-tokens", 32, "llama-server config: prompts of at most this many new tokens get their own cost per attention pair (0: one cost for all)")
 	asJSON := fs.Bool("json", false, "print the fit as JSON instead of text")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -79,7 +80,7 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if f.IsLlamaCpp() {
-		return calibrateLlama(f, *cfgPath, *genTrace, *perReq, *out, llamaTraceOpts{*seed, *repeats, traces.Vocab(vocab)}, *asJSON, stdout, stderr)
+		return calibrateLlama(f, *cfgPath, *genTrace, *perReq, *out, llamaTraceOpts{*seed, *repeats, traces.Vocab(vocab), *smallCall}, *asJSON, stdout, stderr)
 	}
 	switch {
 	case *genTrace != "":
@@ -133,9 +134,10 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 
 // llamaTraceOpts are the --gen-trace settings.
 type llamaTraceOpts struct {
-	seed    uint64
-	repeats int
-	vocab   traces.Vocab
+	seed      uint64
+	repeats   int
+	vocab     traces.Vocab
+	smallCall int // --small-call-tokens
 }
 
 // calibrateLlama is kvsim calibrate for a llama-server config: write the
@@ -194,7 +196,7 @@ func calibrateLlama(f *configs.File, cfgPath, genTrace, perReq, out string, o ll
 	if err != nil {
 		return fail(err)
 	}
-	c, err := replay.CalibrateLlama(recs, cfg)
+	c, err := replay.CalibrateLlama(recs, cfg, o.smallCall)
 	if err != nil {
 		return fail(fmt.Errorf("%s: %w", perReq, err))
 	}
@@ -210,6 +212,9 @@ func calibrateLlama(f *configs.File, cfgPath, genTrace, perReq, out string, o ll
 	p, d := c.Cost.Prefill, c.Cost.Decode
 	fmt.Fprintf(stdout, "prompt call ns = %.6g + %.6g*new_tokens + %.6g*causal_pairs, after %.4g*state_bytes_copied   (%d requests alone, %d shapes: MAPE %.2f%% on medians, %.2f%% on all)\n",
 		p[0], p[1], p[2], c.Cost.StateCopy, c.PrefillSamples, c.PrefillShapes, c.PrefillMAPE, c.PrefillMAPEAll)
+	if c.Cost.SmallCall > 0 {
+		fmt.Fprintf(stdout, "                 with %.6g*causal_pairs instead in a call of at most %d tokens\n", c.Cost.SmallPair, c.Cost.SmallCall)
+	}
 	fmt.Fprintf(stdout, "decode call ns = %.6g + %.6g*slots + %.6g*context_tokens      (%d requests, %d shapes, batch up to %.2f: MAPE %.2f%% on medians, %.2f%% on all)\n",
 		d[0], d[1], d[2], c.DecodeSamples, c.DecodeShapes, c.MaxBatch, c.DecodeMAPE, c.DecodeMAPEAll)
 	fmt.Fprintf(stdout, "method: %s (-b %d)\n", c.Method, cfg.Batch)

@@ -30,9 +30,28 @@ type StateCopier interface {
 // [Fitted] coefficients from `kvsim calibrate` plug in unchanged. StateCopy
 // is the time per byte of slot state saved to or restored from the RAM
 // cache (llama_state_seq_get_data / set_data), 0 to leave copies free.
+//
+// SmallCall is the size, in tokens (prompt and decode together), up to
+// which a call's prompt pairs cost SmallPair each instead of a2. On
+// llama-server's CPU backend a short prompt behind a long cached prefix
+// costs much more per (query, key) pair than a long prompt, about what a
+// decode step pays per context token (32 new tokens behind 1024 cached:
+// 22-26 ms measured, 14 ms at a2; 64 new tokens: at a2 again). SmallCall 0
+// turns the rule off.
 type CPUCost struct {
 	hw.Fitted
 	StateCopy float64 // ns per byte, >= 0
+	SmallCall int     // tokens, >= 0
+	SmallPair float64 // ns per pair in a small call, >= 0
+}
+
+// pairRate is the cost per prompt (query, key) pair of a call of tokens
+// tokens.
+func (c *CPUCost) pairRate(tokens int) float64 {
+	if tokens <= c.SmallCall {
+		return c.SmallPair
+	}
+	return c.Prefill[2]
 }
 
 // CopyTime implements StateCopier: round(bytes * StateCopy) ns.
@@ -56,7 +75,11 @@ func (c *CPUCost) BatchTime(prompt []hw.Extend, decodes int, context int64) int6
 		return 0
 	}
 	for i := 1; i < hw.NumPrefillFeatures; i++ {
-		t += c.Prefill[i] * x[i]
+		rate := c.Prefill[i]
+		if i == 2 {
+			rate = c.pairRate(int(x[1]) + decodes)
+		}
+		t += rate * x[i]
 	}
 	if hasDecode {
 		d := hw.DecodeFeatures(decodes, context)

@@ -297,6 +297,19 @@ func TestCPUCost(t *testing.T) {
 	if got := c.BatchTime(nil, 0, 0); got != 0 {
 		t.Errorf("empty = %d", got)
 	}
+	// Small calls: up to 5 tokens in all, the 18 pairs cost 1 each instead
+	// of a2 = 0.5; the prompt's 4 tokens and 2 decode tokens make 6, a
+	// large call again.
+	c.SmallCall, c.SmallPair = 5, 1
+	if got := c.BatchTime(p, 0, 0); got != 100+8+18+10 {
+		t.Errorf("small prompt-only = %d, want 136", got)
+	}
+	if got := c.BatchTime(p, 1, 25); got != 300+8+18+10+7+25 {
+		t.Errorf("small mixed (5 tokens) = %d, want 368", got)
+	}
+	if got := c.BatchTime(p, 2, 50); got != 300+8+9+10+14+50 {
+		t.Errorf("mixed of 6 tokens = %d, want 391 (pairs at a2)", got)
+	}
 }
 
 // genTrace draws requests over a small alphabet of prefixes, so that they
