@@ -50,7 +50,7 @@ func TestCalibrateLlamaRecoversSimulator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const truthCopy = 0.5 // ns per byte of slot state
+	const truthCopy = 0.5  // ns per byte of slot state
 	const truthSmall = 400 // ns per pair in a call of at most 32 tokens
 	st, err := NewSimTarget(SimConfig{Llama: &cfg, LlamaCost: &llamacpp.CPUCost{Fitted: truth, StateCopy: truthCopy, SmallCall: 32, SmallPair: truthSmall}})
 	if err != nil {
