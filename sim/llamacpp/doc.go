@@ -68,7 +68,10 @@
 // A [CostModel] gives each call's duration. [CPUCost] is linear in
 // hw.Fitted's coefficients: per new prompt token, per causal attention
 // pair, per prompt chunk; per generating slot and per context token; one
-// fixed cost per call. A cost model that is also a [StateCopier] (CPUCost
+// fixed cost per call; a call of at most CPUCost.SmallCall tokens pays its
+// own rate per attention pair (short prompts behind long cached prefixes
+// run attention much like decode steps). A cost model that is also a
+// [StateCopier] (CPUCost
 // with a StateCopy per byte) charges the RAM-cache saves and restores of
 // the tasks a loop turn starts: the server copies before it builds the
 // next call, and tasks that arrive while it copies start in the same turn,
