@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -176,12 +175,7 @@ func TestCaptureStreamsThroughUnchanged(t *testing.T) {
 // is cut too, and the trace records "stream cut".
 func TestCaptureFaults(t *testing.T) {
 	t.Run("upstream down", func(t *testing.T) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		down := "http://" + ln.Addr().String()
-		ln.Close()
+		down := replaytest.RefusedURL(t)
 		url, p, out := startProxy(t, down)
 		code, body := httpDo(t, "POST", url+"/generate", `{"input_ids":[1,2,3],"sampling_params":{"max_new_tokens":4}}`)
 		if code != http.StatusBadGateway || !strings.Contains(body, "upstream") {

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -224,20 +223,12 @@ func sseEvent(w http.ResponseWriter, tokens int, finish bool) {
 }
 
 func TestFaultsFailRequestsWithReasons(t *testing.T) {
-	// A closed port for "connection refused".
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	refused := "http://" + ln.Addr().String()
-	ln.Close()
-
 	cases := []struct {
 		name   string
 		url    string
 		reason string
 	}{
-		{"refused", refused, "connect"},
+		{"refused", "", "connect"}, // url set below
 		{"503", faultServer(t, func(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "overloaded", http.StatusServiceUnavailable)
 		}), "http 503"},
@@ -276,6 +267,10 @@ func TestFaultsFailRequestsWithReasons(t *testing.T) {
 			fmt.Fprint(w, `data: {"text":"","meta_info":{"prompt_tokens":4,"completion_tokens":0,"finish_reason":{"type":"abort","message":"too long"}}}`+"\n\n")
 		}), "aborted"},
 	}
+	// A port found by listening and closing was now and then handed by
+	// the kernel to one of the fault servers, which then answered the
+	// "refused" requests.
+	cases[0].url = replaytest.RefusedURL(t)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			tg := newTarget(t, tc.url, APISGLang)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -192,12 +191,7 @@ func TestReplayCLIBadTraceHasPosition(t *testing.T) {
 }
 
 func TestReplayCLIServerDown(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "http://" + ln.Addr().String()
-	ln.Close()
+	url := replaytest.RefusedURL(t)
 	code, _, stderr := runCLI(t, "replay", "--trace", replayTrace, "--target", url)
 	if code != exitFail || !strings.Contains(stderr, "warm-up failed (connect") {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
