@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
+	"github.com/pelletier/go-toml/v2/unstable"
 
 	"github.com/kvsim/kvsim/sim"
 	"github.com/kvsim/kvsim/sim/hw"
@@ -230,11 +231,11 @@ func Parse(data []byte, name string) (*File, error) {
 		Engine EngineSection `toml:"engine"`
 	}
 	if err := toml.Unmarshal(data, &presets); err != nil {
-		return nil, posError(name, data, err)
+		return nil, TOMLError(name, err)
 	}
 	var raw map[string]any
 	if err := toml.Unmarshal(data, &raw); err != nil {
-		return nil, posError(name, data, err)
+		return nil, TOMLError(name, err)
 	}
 	f := &File{Server: hw.DefaultServer(), path: name}
 	f.Cost.Efficiency = hw.DefaultEfficiency()
@@ -278,7 +279,7 @@ func Parse(data []byte, name string) (*File, error) {
 	dec := toml.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(f); err != nil {
-		return nil, posError(name, data, err)
+		return nil, TOMLError(name, err)
 	}
 	if err := f.Validate(); err != nil {
 		return nil, positioned(name, data, err)
@@ -292,7 +293,7 @@ func parseLlama(data []byte, name string, f *File) (*File, error) {
 	dec := toml.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(f); err != nil {
-		return nil, posError(name, data, err)
+		return nil, TOMLError(name, err)
 	}
 	if err := f.Validate(); err != nil {
 		return nil, positioned(name, data, err)
@@ -311,8 +312,10 @@ func tableError(name string, data []byte, table, msg string) error {
 	return fmt.Errorf("%s: %s: %s", name, table, msg)
 }
 
-// posError turns go-toml's errors into "file:line:col: key: message" lines.
-func posError(name string, data []byte, err error) error {
+// TOMLError turns go-toml's errors about file name into "file:line:col:
+// key: message" lines: decoding errors, unknown keys (one line each) and
+// parser errors; any other error is prefixed with the name.
+func TOMLError(name string, err error) error {
 	var de *toml.DecodeError
 	if errors.As(err, &de) {
 		row, col := de.Position()
@@ -330,6 +333,10 @@ func posError(name string, data []byte, err error) error {
 			errs = append(errs, fmt.Errorf("%s:%d:%d: %s: unknown key", name, row, col, strings.Join(e.Key(), ".")))
 		}
 		return errors.Join(errs...)
+	}
+	var pe *unstable.ParserError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s: %v", name, pe)
 	}
 	return fmt.Errorf("%s: %w", name, err)
 }

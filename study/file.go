@@ -141,11 +141,11 @@ func Parse(data []byte, name string) (*Study, error) {
 	dec := toml.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&sf); err != nil {
-		return nil, tomlError(name, err)
+		return nil, configs.TOMLError(name, err)
 	}
 	keys, err := scanKeys(data)
 	if err != nil {
-		return nil, tomlError(name, err)
+		return nil, configs.TOMLError(name, err)
 	}
 	p := &parser{name: name, data: data, keys: keys}
 	s := &Study{Path: name, Title: sf.Title, Question: sf.Question, OutDir: sf.Output.Dir}
@@ -298,33 +298,6 @@ func scanKeys(data []byte) ([]keyInfo, error) {
 	return out, p.Error()
 }
 
-// tomlError turns go-toml's errors into "file:line:col: key: message".
-func tomlError(name string, err error) error {
-	var de *toml.DecodeError
-	if errors.As(err, &de) {
-		row, col := de.Position()
-		key := strings.Join(de.Key(), ".")
-		if key != "" {
-			key += ": "
-		}
-		return fmt.Errorf("%s:%d:%d: %s%s", name, row, col, key, de.Error())
-	}
-	var se *toml.StrictMissingError
-	if errors.As(err, &se) {
-		var errs []error
-		for _, e := range se.Errors {
-			row, col := e.Position()
-			errs = append(errs, fmt.Errorf("%s:%d:%d: %s: unknown key", name, row, col, strings.Join(e.Key(), ".")))
-		}
-		return errors.Join(errs...)
-	}
-	var pe *unstable.ParserError
-	if errors.As(err, &pe) {
-		return fmt.Errorf("%s: %v", name, pe)
-	}
-	return fmt.Errorf("%s: %w", name, err)
-}
-
 // baseDoc is the decoded base configuration.
 type baseDoc struct {
 	name string         // its path, or "inline"
@@ -358,7 +331,7 @@ func (p *parser) base(v any) (*baseDoc, string) {
 		}
 		var doc map[string]any
 		if err := toml.Unmarshal(data, &doc); err != nil {
-			p.errs = append(p.errs, tomlError(path, err))
+			p.errs = append(p.errs, configs.TOMLError(path, err))
 			return nil, ""
 		}
 		return &baseDoc{name: filepath.ToSlash(path), text: string(data), doc: doc}, path
