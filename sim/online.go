@@ -73,17 +73,27 @@ func NewOnline(cfg Config, cost CostModel) (*Online, error) {
 // Now returns the virtual time the simulation has reached.
 func (o *Online) Now() Time { return o.s.now }
 
+// CheckSubmit is the arrival check of an online simulator's Submit (this
+// package's and llamacpp's): rec may not arrive before the simulation's
+// time now nor before the previous submission's arrival last.
+func CheckSubmit(rec *traces.Record, now, last Time) error {
+	if rec.Arrival < now {
+		return fmt.Errorf("request %q submitted for %d ns, before the simulation's time %d ns", rec.ID, rec.Arrival, now)
+	}
+	if rec.Arrival < last {
+		return fmt.Errorf("request %q arrives at %d ns, before the previous submission (%d ns)", rec.ID, rec.Arrival, last)
+	}
+	return nil
+}
+
 // Submit queues a request that arrives at rec.Arrival, which must not be
 // before Now() nor before an earlier submission's arrival.
 func (o *Online) Submit(rec traces.Record) error {
 	if o.err != nil {
 		return o.err
 	}
-	if rec.Arrival < o.s.now {
-		return fmt.Errorf("request %q submitted for %d ns, before the simulation's time %d ns", rec.ID, rec.Arrival, o.s.now)
-	}
-	if rec.Arrival < o.s.lastArr {
-		return fmt.Errorf("request %q arrives at %d ns, before the previous submission (%d ns)", rec.ID, rec.Arrival, o.s.lastArr)
+	if err := CheckSubmit(&rec, o.s.now, o.s.lastArr); err != nil {
+		return err
 	}
 	o.q.Push(rec)
 	if o.s.pending == nil {

@@ -40,11 +40,8 @@ func (o *Online) Submit(rec traces.Record) error {
 	if o.err != nil {
 		return o.err
 	}
-	if rec.Arrival < o.s.now {
-		return fmt.Errorf("request %q submitted for %d ns, before the simulation's time %d ns", rec.ID, rec.Arrival, o.s.now)
-	}
-	if rec.Arrival < o.s.lastArr {
-		return fmt.Errorf("request %q arrives at %d ns, before the previous submission (%d ns)", rec.ID, rec.Arrival, o.s.lastArr)
+	if err := sim.CheckSubmit(&rec, o.s.now, o.s.lastArr); err != nil {
+		return err
 	}
 	o.q.Push(rec)
 	if err := o.s.pull(); err != nil {
