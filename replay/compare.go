@@ -103,7 +103,7 @@ func CompareRuns(measured [][]RequestResult, predicted []RequestResult) Comparis
 		n.TTFTMAPE += ci.TTFTMAPE / float64(len(measured))
 		n.E2EMAPE += ci.E2EMAPE / float64(len(measured))
 		n.CachedExact += float64(ci.CachedExact) / float64(len(measured))
-		if h := Summarize(measured[i]).CacheHitRate; h != nil {
+		if h := ci.Predicted.CacheHitRate; h != nil { // run i's, summarised by Compare
 			lo, hi = min(lo, *h), max(hi, *h)
 		} else {
 			spread = false
