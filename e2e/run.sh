@@ -23,6 +23,6 @@ fi
 # request's cached_tokens predicted exactly at concurrency 1, and the cache hit rate within 2 pp
 # at the slot count (chat, shared prefix and warm-cache sweep, sent with a 5 ms gap so that the
 # server sees the client's order). Timing errors and the real server's own run-to-run error
-# (the .noise rows) are printed, not gated: that spread on this shared 2-vCPU machine is as
+# (the real-vs-real column) are printed, not gated: that spread on this shared 2-vCPU machine is as
 # large as the targets.
 GATE=1 TRACES="chat shared warm" REPEATS=${REPEATS:-3} bash e2e/fidelity.sh "${FIDELITY_OUT:-}"
