@@ -117,14 +117,7 @@ func finish(m *Manifest, dir string, logw io.Writer) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := writeAtomic(resPath, func(w io.Writer) error {
-		for _, l := range lines {
-			if _, err := w.Write(l.raw); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
+	if err := writeLines(resPath, lines); err != nil {
 		return nil, err
 	}
 	recs := make([]*Record, len(lines))
@@ -254,14 +247,7 @@ func Merge(dirs []string, opt Options) (*Outcome, error) {
 	if err := merged.write(opt.Out); err != nil {
 		return nil, err
 	}
-	if err := writeAtomic(filepath.Join(opt.Out, ResultsJSONL), func(w io.Writer) error {
-		for _, l := range lines {
-			if _, err := w.Write(l.raw); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
+	if err := writeLines(filepath.Join(opt.Out, ResultsJSONL), lines); err != nil {
 		return nil, err
 	}
 	return finish(&merged, opt.Out, logw)

@@ -161,6 +161,18 @@ type line struct {
 	raw []byte // with the trailing newline
 }
 
+// writeLines writes the lines' exact bytes to path, atomically.
+func writeLines(path string, lines []line) error {
+	return writeAtomic(path, func(w io.Writer) error {
+		for _, l := range lines {
+			if _, err := w.Write(l.raw); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // encodeLine marshals a record as one JSON line.
 func encodeLine(r *Record) ([]byte, error) {
 	b, err := json.Marshal(r)

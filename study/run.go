@@ -152,14 +152,7 @@ func loadExisting(path, digest, version string, logw io.Writer) (map[int]bool, e
 	}
 	if warn != "" {
 		fmt.Fprintf(logw, "kvsim study: warning: %s\n", warn)
-		if err := writeAtomic(path, func(w io.Writer) error {
-			for _, l := range lines {
-				if _, err := w.Write(l.raw); err != nil {
-					return err
-				}
-			}
-			return nil
-		}); err != nil {
+		if err := writeLines(path, lines); err != nil {
 			return nil, err
 		}
 	}
