@@ -255,7 +255,7 @@ func Parse(data []byte, name string) (*File, error) {
 		if len(errs) > 0 {
 			return nil, errors.Join(errs...)
 		}
-		return parseLlama(data, name, f)
+		return decodeStrict(data, name, f)
 	default:
 		return nil, positioned(name, data, fmt.Errorf(`engine.kind: must be "sglang" or "llamacpp" (got %q)`, presets.Engine.Kind))
 	}
@@ -276,20 +276,14 @@ func Parse(data []byte, name string) (*File, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	dec := toml.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(f); err != nil {
-		return nil, TOMLError(name, err)
-	}
-	if err := f.Validate(); err != nil {
-		return nil, positioned(name, data, err)
-	}
-	return f, nil
+	return decodeStrict(data, name, f)
 }
 
-// parseLlama decodes a llama-server file: [engine], [llamacpp] and
-// [workload] (checked by the caller).
-func parseLlama(data []byte, name string, f *File) (*File, error) {
+// decodeStrict decodes data into f over its defaults, refusing unknown
+// keys, and validates it; errors name the file, line and key. It serves
+// both engines: a llama-server file has [engine], [llamacpp] and
+// [workload] only (checked by the caller).
+func decodeStrict(data []byte, name string, f *File) (*File, error) {
 	dec := toml.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(f); err != nil {
