@@ -49,33 +49,25 @@ func runStudy(args []string, stdout, stderr io.Writer) int {
 	jobs := fs.Int("jobs", 0, "points simulated at once (default: one per CPU; each may take ~0.5 GB on the bundled trace)")
 	shard := fs.String("shard", "", "run only the share i/n of the grid (point index mod n == i)")
 	// Flags may follow the file name.
-	var file string
-	rest := args
-	for len(rest) > 0 {
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return exitOK
-			}
-			return exitUsage
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
 		}
-		rest = fs.Args()
-		if len(rest) == 0 {
-			break
-		}
-		if file != "" {
-			fmt.Fprintf(stderr, "kvsim study: unexpected argument %q\n", rest[0])
-			return exitUsage
-		}
-		file, rest = rest[0], rest[1:]
+		return exitUsage
 	}
-	if file == "" {
+	if len(pos) > 1 {
+		fmt.Fprintf(stderr, "kvsim study: unexpected argument %q\n", pos[1])
+		return exitUsage
+	}
+	if len(pos) == 0 {
 		fmt.Fprintln(stderr, "kvsim study: give a study file (configs/studies/*.toml are bundled)")
 		fs.Usage()
 		return exitUsage
 	}
+	file := pos[0]
 	var sh study.Shard
 	if *shard != "" {
-		var err error
 		if sh, err = study.ParseShard(*shard); err != nil {
 			fmt.Fprintf(stderr, "kvsim study: --%v\n", err)
 			return exitUsage
@@ -121,20 +113,12 @@ func runStudyMerge(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	fs.Usage = func() { io.WriteString(stderr, studyUsage); fs.PrintDefaults() }
 	out := fs.String("out", "", `output folder (default: "merged" beside the first folder)`)
-	var dirs []string
-	rest := args
-	for {
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return exitOK
-			}
-			return exitUsage
+	dirs, err := parseInterleaved(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
 		}
-		rest = fs.Args()
-		if len(rest) == 0 {
-			break
-		}
-		dirs, rest = append(dirs, rest[0]), rest[1:]
+		return exitUsage
 	}
 	if len(dirs) == 0 {
 		fmt.Fprintln(stderr, "kvsim study merge: give the shards' output folders")
