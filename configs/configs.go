@@ -85,13 +85,17 @@ type LlamaSection struct {
 // LlamaCost is [llamacpp.cost]: hw.Fitted's layout, prefill [a0 per
 // prompt call, a1 per new token, a2 per causal pair, a3 per prompt chunk]
 // and decode [b0 per decode call, b1 per generating slot, b2 per context
-// token] in ns, and the time per byte of slot state copied to or from the
-// RAM cache.
+// token] in ns, and the time per byte of slot state saved to and restored
+// from the RAM cache.
 type LlamaCost struct {
 	hw.Fitted `toml:",inline"`
-	// StateCopy is llamacpp.CPUCost.StateCopy, ns per byte (>= 0; 0, the
-	// default, leaves copies free).
+	// StateCopy is llamacpp.CPUCost.StateCopy, ns per byte saved (>= 0; 0,
+	// the default, leaves copies free).
 	StateCopy float64 `toml:"state_copy_ns_per_byte"`
+	// StateRestore is llamacpp.CPUCost.StateRestore, ns per byte restored
+	// (>= 0); unset, restores cost StateCopy per byte like saves (the
+	// files written before kvsim told them apart).
+	StateRestore *float64 `toml:"state_restore_ns_per_byte"`
 	// SmallCall and SmallPair are llamacpp.CPUCost's: a call of at most
 	// SmallCall tokens pays SmallPair ns per prompt (query, key) pair
 	// (SmallCall 0, the default, turns the rule off; SmallPair > 0 then).
@@ -431,6 +435,9 @@ func (f *File) validateLlama() error {
 	if c := f.Llama.Cost.StateCopy; !(c >= 0) || math.IsInf(c, 1) {
 		errs = append(errs, fmt.Errorf("llamacpp.cost.state_copy_ns_per_byte: must be a finite number >= 0 (got %v)", c))
 	}
+	if c := f.Llama.Cost.StateRestore; c != nil && (!(*c >= 0) || math.IsInf(*c, 1)) {
+		errs = append(errs, fmt.Errorf("llamacpp.cost.state_restore_ns_per_byte: must be a finite number >= 0 (got %v)", *c))
+	}
 	switch c := f.Llama.Cost; {
 	case c.SmallCall < 0:
 		errs = append(errs, fmt.Errorf("llamacpp.cost.small_call_tokens: must be >= 0 (got %d)", c.SmallCall))
@@ -465,7 +472,12 @@ func (f *File) BuildLlama() (*LlamaBuilt, error) {
 	if err := f.validateLlama(); err != nil {
 		return nil, err
 	}
-	return &LlamaBuilt{Config: f.Llama.Config, Cost: &llamacpp.CPUCost{Fitted: f.Llama.Cost.Fitted, StateCopy: f.Llama.Cost.StateCopy, SmallCall: f.Llama.Cost.SmallCall, SmallPair: f.Llama.Cost.SmallPair}}, nil
+	c := f.Llama.Cost
+	restore := c.StateCopy
+	if c.StateRestore != nil {
+		restore = *c.StateRestore
+	}
+	return &LlamaBuilt{Config: f.Llama.Config, Cost: &llamacpp.CPUCost{Fitted: c.Fitted, StateCopy: c.StateCopy, StateRestore: restore, SmallCall: c.SmallCall, SmallPair: c.SmallPair}}, nil
 }
 
 // Built is a file turned into what the simulator runs.

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/kvsim/kvsim/sim"
 	"github.com/kvsim/kvsim/sim/hw"
@@ -38,18 +39,27 @@ type LlamaCalibrationConfig struct {
 //   - one at a time (each waits for the one before): cold prompts from 16
 //     tokens to nearly a slot's context with 32 output tokens (prompt
 //     processing against new tokens, decode at batch 1 against context),
-//     prompts behind a cached prefix of 256 or 1024 tokens (a 1-token
-//     request puts the prefix in a slot; the next extends it by 32 to 512
-//     new tokens: cost against cached tokens), and full hits (the same
-//     prompt again: 1 new token after many cached);
+//     prompts behind a cached prefix of about 300, 800 or 1400 tokens (a
+//     1-token request puts the prefix in a slot; the next extends it by
+//     about 40 to 512 new tokens: cost against cached tokens), those
+//     extended prompts again once they have left their slots (restored
+//     from the RAM cache, then a full hit: cost per restored byte), and
+//     full hits (the same prompt again: 1 new token after many cached);
 //   - batches of 2 to Slots unrelated prompts sent together (each batch
-//     waits for the previous one), 64 or 512 tokens with 64 outputs: decode
-//     steps at batch 2..Slots.
+//     waits for the previous one), about 64 or 512 tokens with 64 outputs:
+//     decode steps at batch 2..Slots.
 //
 // Every shape is repeated Repeats times with fresh prompts, after an
 // unmeasured warm-up pass of the one-at-a-time phase (Kind "warmup", IDs
-// ending in "-r0"). IDs say what a record measures ("cold-512-r1",
-// "ext-1024+256-r2", "batch3-64-r1-2").
+// ending in "-r0"). IDs say what a record measures by its nominal sizes
+// ("cold-512-r1", "ext-1024+128-r2", "batch3-64-r1-2"); each repeat draws
+// its lengths uniformly within a quarter of the nominal ones (cold prompts
+// near a slot's context only downwards; the small extension stays in
+// 30..50 tokens). llama.cpp's CPU kernels are fastest at some sizes (64
+// new tokens behind 1024 cached took half the time of 60 to 63 on this
+// project's machines; multiples of 64 are generally cheaper), so a trace of
+// round sizes calibrates the fast path and under-predicts the sizes real
+// traces have.
 func LlamaCalibrationTrace(c LlamaCalibrationConfig) ([]traces.Record, error) {
 	if c.Repeats == 0 {
 		c.Repeats = 3
@@ -81,6 +91,14 @@ func LlamaCalibrationTrace(c LlamaCalibrationConfig) ([]traces.Record, error) {
 		}
 		return out
 	}
+	// jit draws a length within a quarter of nominal n, never above hi.
+	jit := func(n, hi int) int {
+		lo, top := n-n/4, min(n+n/4, hi)
+		if top <= lo {
+			return min(n, hi)
+		}
+		return lo + rng.IntN(top-lo+1)
+	}
 	var recs []traces.Record
 	var prev []string // what the next record waits for
 	kind := ""        // "warmup" for the unmeasured first pass
@@ -110,24 +128,40 @@ func LlamaCalibrationTrace(c LlamaCalibrationConfig) ([]traces.Record, error) {
 		}
 		rs := "-r" + strconv.Itoa(r)
 		for _, l := range lens {
-			serial("cold-"+strconv.Itoa(l)+rs, fresh(l), coldOut)
+			serial("cold-"+strconv.Itoa(l)+rs, fresh(jit(l, maxPrompt)), coldOut)
 		}
-		for _, base := range []int{256, 1024} {
-			for _, ext := range []int{32, 128, 512} {
-				if base+ext+1 > c.SlotContext {
+		type extended struct {
+			tag    string
+			prompt []int32
+		}
+		var exts []extended
+		for _, base := range []int{300, 800, 1400} {
+			for _, ext := range []int{40, 80, 160, 512} {
+				if base+base/4+ext+ext/4+1 > c.SlotContext {
 					continue
 				}
-				b := fresh(base)
+				b := fresh(jit(base, c.SlotContext))
 				tag := strconv.Itoa(base) + "+" + strconv.Itoa(ext) + rs
 				serial("base-"+tag, b, 1)
-				serial("ext-"+tag, append(slices.Clip(b), fresh(ext)...), 1)
+				e := append(slices.Clip(b), fresh(jit(ext, c.SlotContext))...)
+				serial("ext-"+tag, e, 1)
+				exts = append(exts, extended{tag, e})
 			}
 		}
+		// By now the first extended prompts have left their slots for the
+		// RAM cache; each comes back, oldest first, is restored into the
+		// least recently used slot and is a full hit there: the restore
+		// dominates its time (about 1 µs per token against the 0.6 µs of
+		// attention of the one token evaluated again, which the hits
+		// without a restore measure).
+		for _, e := range exts {
+			serial("back-"+e.tag, e.prompt, 1)
+		}
 		for _, l := range []int{64, 512, 1500} {
-			if l+coldOut > c.SlotContext {
+			if l+l/4+coldOut > c.SlotContext {
 				continue
 			}
-			p := fresh(l)
+			p := fresh(jit(l, c.SlotContext))
 			tag := strconv.Itoa(l) + rs
 			serial("first-"+tag, p, 1)
 			serial("hit-"+tag, p, coldOut)
@@ -137,13 +171,13 @@ func LlamaCalibrationTrace(c LlamaCalibrationConfig) ([]traces.Record, error) {
 	for r := 1; r <= c.Repeats; r++ {
 		for k := 2; k <= c.Slots; k++ {
 			for _, l := range []int{64, 512} {
-				if l+64 > c.SlotContext {
+				if l+l/4+64 > c.SlotContext {
 					continue
 				}
 				var ids []string
 				for i := 1; i <= k; i++ {
 					id := fmt.Sprintf("batch%d-%d-r%d-%d", k, l, r, i)
-					add(id, fresh(l), 64)
+					add(id, fresh(jit(l, c.SlotContext)), 64)
 					ids = append(ids, id)
 				}
 				prev = ids
@@ -184,105 +218,70 @@ type LlamaCalibration struct {
 //     copies of slot states its start made to and from the RAM cache, then
 //     the prompt call(s) of its new tokens (prompt - cached) after the
 //     cached ones, in chunks of at most -b tokens: a0·calls + a1·new +
-//     a2·causal pairs + StateCopy·copied bytes, where a prompt of at most
+//     a2·causal pairs + StateCopy·saved bytes + StateRestore·restored
+//     bytes, where a prompt of at most
 //     smallCall new tokens (a small call, see llamacpp.CPUCost) has its
-//     pairs at SmallPair instead of a2 (smallCall 0: no small calls). The copied bytes come from
-//     running the records through the llamacpp model with cfg (its cache
-//     decisions are exact for requests that run alone). The fixed part a0
-//     also takes the HTTP and sampling time of a request, which only a
-//     per-call constant can carry here.
-//   - Decode: (E2E - TTFT) / (output - 1), the mean time per decode step
-//     of a request with more than one output token, is b0 + b1·B +
-//     b2·B·(prompt + output/2), where B is the mean number of requests
-//     decoding during its decode (time-weighted, itself included; 1 for a
-//     request alone) and prompt + output/2 its mean context: the same-shape
-//     batches of the calibration trace decode in lockstep.
+//     pairs at SmallPair instead of a2 (smallCall 0: no small calls). The
+//     copied bytes come from running the records through the llamacpp
+//     model with cfg (its cache decisions are exact for requests that run
+//     alone). The fixed part a0 also takes the HTTP and sampling time of a
+//     request, which only a per-call constant can carry here.
+//   - Decode: the mean time of its decode steps is b0 + b1·B + b2·C, where
+//     B is the mean number of requests generating during a step (itself
+//     included) and C their mean total context (decodeSample: from the
+//     token stream times when the records carry inter-token latencies,
+//     leaving out steps that carried another request's prompt; else from
+//     (E2E - TTFT) / (output - 1) and time-weighted means).
 //
-// Robust to a noisy machine: requests of the same shape (the same prompt
-// length, cached tokens within 16, and for decode the same output length
-// and rounded batch) are
-// repeats, and the fit uses the median of each shape's times (the median,
-// not the minimum: the fidelity runs meet the same noise, and the median
-// is what a typical request sees). Both fits are non-negative least
-// squares with a free intercept on relative errors (Calibrate's solver).
+// Robust to a noisy machine: requests of the same shape (the calibration
+// trace's nominal shape, from the ID; for other records the same prompt
+// length and cached tokens within 16; for decode also the same rounded
+// batch) are repeats, and each shape counts once, by its median request
+// (the one with the median time, with its own features; the median, not
+// the minimum: the fidelity runs meet the same noise, and the median is
+// what a typical request sees). Both fits are non-negative least squares
+// with a free intercept on relative errors (Calibrate's solver).
 func CalibrateLlama(recs []traces.Record, cfg llamacpp.Config, smallCall int) (*LlamaCalibration, error) {
+	return CalibrateLlamaRuns([][]traces.Record{recs}, cfg, smallCall)
+}
+
+// CalibrateLlamaRuns is CalibrateLlama over several runs of the calibration
+// trace, each against a fresh server with cfg's arguments (their send
+// times are each from its own start): each run's requests give their
+// samples as in one run, and a shape's repeats in all runs are pooled
+// before its median request is taken. Runs spread over a session (between
+// the measurements they are to predict, as e2e/fidelity.sh does) average
+// the machine's drift in speed instead of fixing the speed of one moment.
+func CalibrateLlamaRuns(runs [][]traces.Record, cfg llamacpp.Config, smallCall int) (*LlamaCalibration, error) {
+	if len(runs) == 0 {
+		return nil, errors.New("calibrate: no runs")
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("calibrate: %w", err)
 	}
 	if smallCall < 0 {
 		return nil, fmt.Errorf("calibrate: small-call size must be >= 0 (got %d)", smallCall)
 	}
-	batch := cfg.Batch
-	copied, err := llamaCopies(recs, cfg)
-	if err != nil {
-		return nil, err
-	}
-	type span struct{ start, first, end int64 }
-	var ok []int
-	var spans []span
-	for i := range recs {
-		o := recs[i].Observed
-		if o == nil || (o.Status != "ok" && o.Status != "") || recs[i].Kind == "warmup" || o.TTFT <= 0 || o.E2E < o.TTFT {
-			continue
-		}
-		ok = append(ok, i)
-		a := recs[i].Arrival
-		spans = append(spans, span{a, a + o.TTFT, a + o.E2E})
-	}
-	type sample struct {
-		key string
-		x   []float64
-		y   float64
-	}
-	var pre, dec []sample
+	var pre, dec []calSample
 	maxB := 0.0
-	for n, i := range ok {
-		r, o, s := &recs[i], recs[i].Observed, spans[n]
-		alone := true
-		for m, t := range spans {
-			if m != n && t.start < s.first && t.end > s.start {
-				alone = false
-				break
+	for i, recs := range runs {
+		p, d, b, err := llamaSamples(recs, cfg, smallCall)
+		if err != nil {
+			if len(runs) > 1 {
+				return nil, fmt.Errorf("run %d: %w", i+1, err)
 			}
+			return nil, err
 		}
-		if alone && o.CachedTokens >= 0 && o.CachedTokens < r.InputLen {
-			f := promptFeatures(int64(r.InputLen), int64(o.CachedTokens), int64(batch))
-			cb := float64(copied[r.ID])
-			x := []float64{f[0], f[1], f[2], cb}
-			if smallCall > 0 {
-				// The pairs of a small call have their own column.
-				x = append(x, 0)
-				if r.InputLen-o.CachedTokens <= smallCall {
-					x[2], x[4] = 0, f[2]
-				}
-			}
-			// A fresh prompt can share its first token or two with a slot
-			// by chance: cached counts within 16 tokens are one shape; so
-			// are copies within 4 KiB.
-			key := fmt.Sprintf("%d/%d/%d", r.InputLen, (o.CachedTokens+8)/16, int64(cb)>>12)
-			pre = append(pre, sample{key, x, float64(o.TTFT)})
-		}
-		if r.OutputLen < 2 || s.end <= s.first {
-			continue
-		}
-		// Mean decode batch over [first, end): the time-weighted count of
-		// requests between their first token and their end.
-		var w float64
-		for _, t := range spans {
-			lo, hi := max(s.first, t.first), min(s.end, t.end)
-			if hi > lo {
-				w += float64(hi - lo)
-			}
-		}
-		b := w / float64(s.end-s.first)
-		maxB = max(maxB, b)
-		ctx := float64(r.InputLen) + float64(r.OutputLen)/2
-		y := float64(o.E2E-o.TTFT) / float64(r.OutputLen-1)
-		dec = append(dec, sample{fmt.Sprintf("%d/%d/%.0f", r.InputLen, r.OutputLen, math.Round(b)), []float64{1, b, b * ctx}, y})
+		pre, dec, maxB = append(pre, p...), append(dec, d...), max(maxB, b)
 	}
-	// median per shape; features averaged over the shape's samples
-	shapes := func(ss []sample) ([][]float64, []float64) {
-		groups := map[string][]sample{}
+	// Each shape is represented by its median request: the one with the
+	// median time, with its own features (the mean of the middle two, time
+	// and features, for an even count). A request's time is a linear
+	// function of its features up to noise, so on noiseless data the
+	// representative lies on that function exactly, however the repeats'
+	// sizes differ; with noise, a stalled repeat is never the median.
+	shapes := func(ss []calSample) ([][]float64, []float64) {
+		groups := map[string][]calSample{}
 		var keys []string
 		for _, s := range ss {
 			if _, ok := groups[s.key]; !ok {
@@ -293,17 +292,19 @@ func CalibrateLlama(recs []traces.Record, cfg llamacpp.Config, smallCall int) (*
 		var xs [][]float64
 		var ys []float64
 		for _, k := range keys {
-			g := groups[k]
+			g := slices.Clone(groups[k])
+			slices.SortStableFunc(g, func(a, b calSample) int { return cmp.Compare(a.y, b.y) })
+			mid := g[(len(g)-1)/2 : len(g)/2+1]
 			x := make([]float64, len(g[0].x))
-			var y []float64
-			for _, s := range g {
+			var y float64
+			for _, s := range mid {
 				for j := range x {
-					x[j] += s.x[j] / float64(len(g))
+					x[j] += s.x[j] / float64(len(mid))
 				}
-				y = append(y, s.y)
+				y += s.y / float64(len(mid))
 			}
 			xs = append(xs, x)
-			ys = append(ys, median(y))
+			ys = append(ys, y)
 		}
 		return xs, ys
 	}
@@ -324,16 +325,16 @@ func CalibrateLlama(recs []traces.Record, cfg llamacpp.Config, smallCall int) (*
 		return nil, fmt.Errorf("calibrate decode: %w", err)
 	}
 	c := &LlamaCalibration{
-		Cost:           llamacpp.CPUCost{Fitted: hw.Fitted{Prefill: [4]float64{pc[0], pc[1], pc[2], 0}, Decode: [3]float64{dc[0], dc[1], dc[2]}}, StateCopy: pc[3]},
+		Cost:           llamacpp.CPUCost{Fitted: hw.Fitted{Prefill: [4]float64{pc[0], pc[1], pc[2], 0}, Decode: [3]float64{dc[0], dc[1], dc[2]}}, StateCopy: pc[3], StateRestore: pc[4]},
 		PrefillSamples: len(pre), PrefillShapes: len(py), DecodeSamples: len(dec), DecodeShapes: len(dy), MaxBatch: maxB,
-		Method: "median of each shape's repeats, then non-negative least squares (Lawson-Hanson active set, free intercept), relative weights",
+		Method: "median request of each shape, then non-negative least squares (Lawson-Hanson active set, free intercept), relative weights",
 	}
 	if smallCall > 0 {
-		c.Cost.SmallCall, c.Cost.SmallPair = smallCall, pc[4]
+		c.Cost.SmallCall, c.Cost.SmallPair = smallCall, pc[5]
 	}
 	_, c.PrefillMAPE = fitQuality(px, py, pc)
 	_, c.DecodeMAPE = fitQuality(dx, dy, dc)
-	all := func(ss []sample, coef []float64) float64 {
+	all := func(ss []calSample, coef []float64) float64 {
 		xs, ys := make([][]float64, len(ss)), make([]float64, len(ss))
 		for i, s := range ss {
 			xs[i], ys[i] = s.x, s.y
@@ -348,12 +349,102 @@ func CalibrateLlama(recs []traces.Record, cfg llamacpp.Config, smallCall int) (*
 	return c, nil
 }
 
-// llamaCopies returns the slot state bytes each request's start copied to
-// and from the RAM cache, by running the records (in send order) through
-// the llamacpp model with cfg. The cost model is a token one: cache
-// decisions do not depend on time for requests sent one after another,
-// and the prompt samples use only those.
-func llamaCopies(recs []traces.Record, cfg llamacpp.Config) (map[string]int64, error) {
+// calSample is one request's sample of a calibration fit: its shape key,
+// features and time (ns).
+type calSample struct {
+	key string
+	x   []float64
+	y   float64
+}
+
+// llamaSamples are the prompt and decode samples of one calibration run's
+// per-request records (see CalibrateLlama), and the largest mean decode
+// batch seen.
+func llamaSamples(recs []traces.Record, cfg llamacpp.Config, smallCall int) (pre, dec []calSample, maxB float64, err error) {
+	copied, err := llamaCopies(recs, cfg)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	var ok []int
+	var spans []calSpan
+	for i := range recs {
+		o := recs[i].Observed
+		if o == nil || (o.Status != "ok" && o.Status != "") || recs[i].Kind == "warmup" || o.TTFT <= 0 || o.E2E < o.TTFT {
+			continue
+		}
+		ok = append(ok, i)
+		a := recs[i].Arrival
+		spans = append(spans, calSpan{a, a + o.TTFT, a + o.E2E})
+	}
+	// times[n] are the stream times of request ok[n]'s tokens: its first
+	// token, then one per inter-token latency (nil without ITLs).
+	times := make([][]int64, len(ok))
+	for n, i := range ok {
+		o := recs[i].Observed
+		if len(o.ITL) == 0 {
+			continue
+		}
+		t := spans[n].first
+		times[n] = append(make([]int64, 0, len(o.ITL)+1), t)
+		for _, d := range o.ITL {
+			t += d
+			times[n] = append(times[n], t)
+		}
+	}
+	for n, i := range ok {
+		r, o, s := &recs[i], recs[i].Observed, spans[n]
+		alone := true
+		for m, t := range spans {
+			if m != n && t.start < s.first && t.end > s.start {
+				alone = false
+				break
+			}
+		}
+		if alone && o.CachedTokens >= 0 && o.CachedTokens < r.InputLen {
+			f := promptFeatures(int64(r.InputLen), int64(o.CachedTokens), int64(cfg.Batch))
+			cp := copied[r.ID]
+			x := []float64{f[0], f[1], f[2], float64(cp[0]), float64(cp[1])}
+			if smallCall > 0 {
+				// The pairs of a small call have their own column.
+				x = append(x, 0)
+				if r.InputLen-o.CachedTokens <= smallCall {
+					x[2], x[5] = 0, f[2]
+				}
+			}
+			// The calibration trace's records are grouped by their nominal
+			// shape (the ID without the repeat); other records by their
+			// sizes, where a fresh prompt can share its first token or two
+			// with a slot by chance: cached counts within 16 tokens are one
+			// shape; so are copies within 4 KiB.
+			key, tagged := shapeTag(r.ID)
+			if !tagged {
+				key = fmt.Sprintf("%d/%d/%d/%d", r.InputLen, (o.CachedTokens+8)/16, cp[0]>>12, cp[1]>>12)
+			}
+			pre = append(pre, calSample{key, x, float64(o.TTFT)})
+		}
+		if r.OutputLen < 2 || s.end <= s.first {
+			continue
+		}
+		key, tagged := shapeTag(r.ID)
+		if !tagged {
+			key = fmt.Sprintf("%d/%d", r.InputLen, r.OutputLen)
+		}
+		x, y, b, good := decodeSample(recs, ok, spans, times, n)
+		if !good {
+			continue
+		}
+		maxB = max(maxB, b)
+		dec = append(dec, calSample{fmt.Sprintf("%s/%.0f", key, math.Round(b)), x, y})
+	}
+	return pre, dec, maxB, nil
+}
+
+// llamaCopies returns the slot state bytes each request's start saved to
+// and restored from the RAM cache, by running the records (in send order)
+// through the llamacpp model with cfg. The cost model is a token one:
+// cache decisions do not depend on time for requests sent one after
+// another, and the prompt samples use only those.
+func llamaCopies(recs []traces.Record, cfg llamacpp.Config) (map[string][2]int64, error) {
 	var in []traces.Record
 	for i := range recs {
 		if o := recs[i].Observed; o != nil && (o.Status == "ok" || o.Status == "") {
@@ -368,13 +459,115 @@ func llamaCopies(recs []traces.Record, cfg llamacpp.Config) (map[string]int64, e
 	if _, err := s.Run(sim.NewSliceSource(in)); err != nil {
 		return nil, fmt.Errorf("calibrate: replaying the cache decisions: %w", err)
 	}
-	out := make(map[string]int64, len(in))
+	out := make(map[string][2]int64, len(in))
 	for i := range in {
-		if n, ok := s.CopyBytesOf(in[i].ID); ok {
-			out[in[i].ID] = n
+		if sv, rs, ok := s.CopyBytesOf(in[i].ID); ok {
+			out[in[i].ID] = [2]int64{sv, rs}
 		}
 	}
 	return out, nil
+}
+
+// calSpan is a request's send time, first token and end, in ns.
+type calSpan struct{ start, first, end int64 }
+
+// decodeSample is the decode sample of request ok[n]: the features (1,
+// batch, total context) and time of its decode steps, averaged, with the
+// mean batch. With the stream times of every request's tokens (times), a
+// step is the gap between two of its tokens; steps during which another
+// request was still processing its prompt are left out (their call carried
+// that prompt too); each step's batch is the requests generating at its
+// start and its context their prompts and the tokens they had streamed by
+// then, one more each (the token being decoded). Without them the steps
+// are taken as one: (E2E - TTFT) / (output - 1), with the time-weighted
+// mean batch and context over [first, end), other requests' outputs
+// generated at an even pace. good is false when no step is left.
+func decodeSample(recs []traces.Record, ok []int, spans []calSpan, times [][]int64, n int) (x []float64, y, batch float64, good bool) {
+	r, s := &recs[ok[n]], spans[n]
+	if tt := times[n]; len(tt) >= 2 {
+		var sum [3]float64
+		var sy float64
+		steps := 0
+	gaps:
+		for k := 1; k < len(tt); k++ {
+			a, z := tt[k-1], tt[k]
+			var b, c float64
+			for m, t := range spans {
+				if m != n && t.start < z && t.first > a {
+					continue gaps // another prompt rode along
+				}
+				if t.first > a || t.end <= a {
+					continue
+				}
+				q := &recs[ok[m]]
+				streamed := 1 // the first token
+				if tm := times[m]; tm != nil {
+					streamed, _ = slices.BinarySearch(tm, a+1)
+				} else if t.end > t.first {
+					streamed += int(float64(q.OutputLen-1) * float64(a-t.first) / float64(t.end-t.first))
+				}
+				b++
+				c += float64(q.InputLen + streamed)
+			}
+			sum[0]++
+			sum[1] += b
+			sum[2] += c
+			sy += float64(z - a)
+			steps++
+		}
+		if steps == 0 {
+			return nil, 0, 0, false
+		}
+		f := float64(steps)
+		return []float64{sum[0] / f, sum[1] / f, sum[2] / f}, sy / f, sum[1] / f, true
+	}
+	var w, wc float64
+	for m, t := range spans {
+		lo, hi := max(s.first, t.first), min(s.end, t.end)
+		if hi <= lo {
+			continue
+		}
+		q := &recs[ok[m]]
+		frac := 1.0
+		if t.end > t.first {
+			frac = (float64(lo+hi)/2 - float64(t.first)) / float64(t.end-t.first)
+		}
+		w += float64(hi - lo)
+		wc += float64(hi-lo) * (float64(q.InputLen) + frac*float64(q.OutputLen))
+	}
+	d := float64(s.end - s.first)
+	o := r.Observed
+	return []float64{1, w / d, wc / d}, float64(o.E2E-o.TTFT) / float64(r.OutputLen-1), w / d, true
+}
+
+// shapeTag is the nominal shape of a calibration trace record: its ID
+// without the repeat ("cold-512-r3" and "batch3-64-r2-1" give "cold-512"
+// and "batch3-64"), and false for an ID that does not end in a repeat.
+func shapeTag(id string) (string, bool) {
+	i := strings.LastIndex(id, "-r")
+	if i <= 0 {
+		return "", false
+	}
+	rest := id[i+2:]
+	if j := strings.IndexByte(rest, '-'); j >= 0 {
+		if !allDigits(rest[j+1:]) {
+			return "", false
+		}
+		rest = rest[:j]
+	}
+	if !allDigits(rest) {
+		return "", false
+	}
+	return id[:i], true
+}
+
+func allDigits(s string) bool {
+	for _, c := range []byte(s) {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // promptFeatures are (calls, new tokens, causal pairs) of processing new
@@ -429,13 +622,15 @@ state_bytes_per_token = %d
 # prompt call ns = a0 + a1*new_tokens + a2*causal_pairs (+ a3*chunks: 0, one prompt per call here)
 # decode ns      = b0 + b1*generating_slots + b2*context_tokens (a mixed call pays max(a0, b0) once)
 # a task start's copies of slot states to and from the RAM cache: state_copy_ns_per_byte per byte
+# saved, state_restore_ns_per_byte per byte restored
 prefill = [%s, %s, %s, %s]
 decode = [%s, %s, %s]
 state_copy_ns_per_byte = %s
+state_restore_ns_per_byte = %s
 %s`, source, c.PrefillSamples, c.PrefillShapes, c.PrefillMAPE, c.PrefillMAPEAll,
 		c.DecodeSamples, c.DecodeShapes, c.MaxBatch, c.DecodeMAPE, c.DecodeMAPEAll, c.Method,
 		cfg.Slots, cfg.Context, cfg.Batch, tomlFloat(cfg.SlotPromptSimilarity), cfg.CacheRAMMiB, cfg.NoCacheIdleSlots, cfg.StateBytesPerToken,
 		tomlFloat(p[0]), tomlFloat(p[1]), tomlFloat(p[2]), tomlFloat(p[3]),
-		tomlFloat(d[0]), tomlFloat(d[1]), tomlFloat(d[2]), tomlFloat(c.Cost.StateCopy), small)
+		tomlFloat(d[0]), tomlFloat(d[1]), tomlFloat(d[2]), tomlFloat(c.Cost.StateCopy), tomlFloat(c.Cost.StateRestore), small)
 	return err
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/kvsim/kvsim/configs"
 	"github.com/kvsim/kvsim/replay"
@@ -22,7 +23,7 @@ func init() {
 
 const calibrateUsage = `usage: kvsim calibrate --per-request F [--config C.toml] --out snippet.toml [--json]
        kvsim calibrate --config LLAMA.toml --gen-trace cal.jsonl [--seed N] [--repeats N] [--vocab LO:HI]
-       kvsim calibrate --config LLAMA.toml --per-request F --out calibrated.toml [--json]
+       kvsim calibrate --config LLAMA.toml --per-request F [--per-request F2 ...] --out calibrated.toml [--json]
 
 Fits the fitted cost model (prefill ns = a0 + a1*new + a2*attention_pairs,
 decode ns = b0 + b2*context) to a per-request trace of a concurrency-1 replay
@@ -38,9 +39,13 @@ calibration trace (cold prompts, cached prefixes and full hits one at a time,
 then decode batches of 2 to -np requests; every shape repeated), to be
 replayed with kvsim replay --max-concurrency NP --per-request F; calibrate
 then fits the llama-server CPU cost (prompt call: fixed, per new token, per
-causal pair; decode call: fixed, per generating slot, per context token) to
-the median of each shape's repeats, and writes a complete llama-server config
-(the --config's server arguments and the fitted [llamacpp.cost]) to --out.
+causal pair, per byte of slot state saved to and restored from the RAM cache;
+decode call: fixed, per generating slot, per context token) to the median
+request of each shape, and writes a complete llama-server config (the
+--config's server arguments and the fitted [llamacpp.cost]) to --out. Several
+--per-request files (runs of the calibration trace against fresh servers,
+spread over a session) pool their repeats: the fit then averages the
+machine's drift in speed over the session.
 See docs/replay.md and docs/fidelity.md.
 `
 
@@ -48,7 +53,8 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("calibrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { io.WriteString(stderr, calibrateUsage); fs.PrintDefaults() }
-	perReq := fs.String("per-request", "", "per-request trace of a concurrency-1 replay (or capture)")
+	var perReqs pathsFlag
+	fs.Var(&perReqs, "per-request", "per-request trace of a concurrency-1 replay (or capture); with a llama-server config, one per run of the calibration trace (repeat the flag: their repeats are pooled)")
 	cfgPath := fs.String("config", "", "the measured server's config, for its chunked_prefill_size and page size (default: the bundled default)")
 	out := fs.String("out", "", "write the TOML snippet to this file")
 	absolute := fs.Bool("absolute", false, "minimise absolute instead of relative errors")
@@ -57,7 +63,7 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 	repeats := fs.Int("repeats", 3, "with --gen-trace: measurements of each shape (the fit takes their median)")
 	vocab := vocabFlag(traces.Vocab{Lo: 1, Hi: 256})
 	fs.Var(&vocab, "vocab", "with --gen-trace: token id range `LO:HI` of the prompts (replay them with the same --vocab)")
-	smallCall := fs.Int("small-call-tokens", 32, "llama-server config: prompts of at most this many new tokens get their own cost per attention pair (0: one cost for all)")
+	smallCall := fs.Int("small-call-tokens", 63, "llama-server config: prompts of at most this many new tokens get their own cost per attention pair (0: one cost for all; llama.cpp's CPU attention is slow below 64 query tokens)")
 	asJSON := fs.Bool("json", false, "print the fit as JSON instead of text")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -80,16 +86,19 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if f.IsLlamaCpp() {
-		return calibrateLlama(f, *cfgPath, *genTrace, *perReq, *out, llamaTraceOpts{*seed, *repeats, traces.Vocab(vocab), *smallCall}, *asJSON, stdout, stderr)
+		return calibrateLlama(f, *cfgPath, *genTrace, perReqs, *out, llamaTraceOpts{*seed, *repeats, traces.Vocab(vocab), *smallCall}, *asJSON, stdout, stderr)
 	}
 	switch {
 	case *genTrace != "":
 		return usageErr("--gen-trace: only for a llama-server config (engine.kind = \"llamacpp\")")
-	case *perReq == "":
+	case len(perReqs) == 0:
 		return usageErr("--per-request is required")
+	case len(perReqs) > 1:
+		return usageErr("--per-request: one file for an SGLang config (several runs are for a llama-server config)")
 	case *out == "":
 		return usageErr("--out is required")
 	}
+	perReq := &perReqs[0]
 	built, err := f.Build()
 	if err != nil {
 		return usageErr("%v", err)
@@ -142,7 +151,7 @@ type llamaTraceOpts struct {
 
 // calibrateLlama is kvsim calibrate for a llama-server config: write the
 // calibration trace, or fit the CPU cost to its replay.
-func calibrateLlama(f *configs.File, cfgPath, genTrace, perReq, out string, o llamaTraceOpts, asJSON bool, stdout, stderr io.Writer) int {
+func calibrateLlama(f *configs.File, cfgPath, genTrace string, perReqs []string, out string, o llamaTraceOpts, asJSON bool, stdout, stderr io.Writer) int {
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "kvsim calibrate: %v\n", err)
 		return exitFail
@@ -157,7 +166,7 @@ func calibrateLlama(f *configs.File, cfgPath, genTrace, perReq, out string, o ll
 	}
 	cfg := lb.Config
 	if genTrace != "" {
-		if perReq != "" || out != "" {
+		if len(perReqs) > 0 || out != "" {
 			return usageErr("--gen-trace writes the calibration trace only: no --per-request or --out")
 		}
 		recs, err := replay.LlamaCalibrationTrace(replay.LlamaCalibrationConfig{
@@ -187,20 +196,24 @@ func calibrateLlama(f *configs.File, cfgPath, genTrace, perReq, out string, o ll
 		return exitOK
 	}
 	switch {
-	case perReq == "":
+	case len(perReqs) == 0:
 		return usageErr("--per-request is required (or --gen-trace)")
 	case out == "":
 		return usageErr("--out is required")
 	}
-	recs, err := readRecords(perReq, traces.FormatAuto, 0)
-	if err != nil {
-		return fail(err)
+	var runs [][]traces.Record
+	for _, p := range perReqs {
+		recs, err := readRecords(p, traces.FormatAuto, 0)
+		if err != nil {
+			return fail(err)
+		}
+		runs = append(runs, recs)
 	}
-	c, err := replay.CalibrateLlama(recs, cfg, o.smallCall)
+	c, err := replay.CalibrateLlamaRuns(runs, cfg, o.smallCall)
 	if err != nil {
-		return fail(fmt.Errorf("%s: %w", perReq, err))
+		return fail(fmt.Errorf("%s: %w", strings.Join(perReqs, ", "), err))
 	}
-	if err := writeAtomic(out, func(w io.Writer) error { return c.WriteLlamaTOML(w, cfg, perReq) }); err != nil {
+	if err := writeAtomic(out, func(w io.Writer) error { return c.WriteLlamaTOML(w, cfg, strings.Join(perReqs, " ")) }); err != nil {
 		return fail(err)
 	}
 	if asJSON {
@@ -210,8 +223,8 @@ func calibrateLlama(f *configs.File, cfgPath, genTrace, perReq, out string, o ll
 		return exitOK
 	}
 	p, d := c.Cost.Prefill, c.Cost.Decode
-	fmt.Fprintf(stdout, "prompt call ns = %.6g + %.6g*new_tokens + %.6g*causal_pairs, after %.4g*state_bytes_copied   (%d requests alone, %d shapes: MAPE %.2f%% on medians, %.2f%% on all)\n",
-		p[0], p[1], p[2], c.Cost.StateCopy, c.PrefillSamples, c.PrefillShapes, c.PrefillMAPE, c.PrefillMAPEAll)
+	fmt.Fprintf(stdout, "prompt call ns = %.6g + %.6g*new_tokens + %.6g*causal_pairs, after %.4g*state_bytes_saved + %.4g*state_bytes_restored   (%d requests alone, %d shapes: MAPE %.2f%% on medians, %.2f%% on all)\n",
+		p[0], p[1], p[2], c.Cost.StateCopy, c.Cost.StateRestore, c.PrefillSamples, c.PrefillShapes, c.PrefillMAPE, c.PrefillMAPEAll)
 	if c.Cost.SmallCall > 0 {
 		fmt.Fprintf(stdout, "                 with %.6g*causal_pairs instead in a call of at most %d tokens\n", c.Cost.SmallPair, c.Cost.SmallCall)
 	}

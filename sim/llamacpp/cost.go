@@ -18,8 +18,9 @@ type CostModel interface {
 // StateCopier is implemented by cost models that charge for copying slot
 // states to and from the host-RAM prompt cache. Without it copies are free.
 type StateCopier interface {
-	// CopyTime is the time to copy bytes of slot state, in nanoseconds.
-	CopyTime(bytes int64) int64
+	// CopyTime is the time to save saved bytes of slot state to the RAM
+	// cache and restore restored bytes from it, in nanoseconds.
+	CopyTime(saved, restored int64) int64
 }
 
 // CPUCost is a llama.cpp-on-CPU cost model with hw.Fitted's coefficients:
@@ -28,21 +29,28 @@ type StateCopier interface {
 // per context token; the call's fixed cost is a0 for a prompt-only call,
 // b0 for a decode-only call and the larger of the two for a mixed call.
 // [Fitted] coefficients from `kvsim calibrate` plug in unchanged. StateCopy
-// is the time per byte of slot state saved to or restored from the RAM
-// cache (llama_state_seq_get_data / set_data), 0 to leave copies free.
+// is the time per byte of slot state saved to the RAM cache
+// (llama_state_seq_get_data into a new buffer) and StateRestore per byte
+// restored from it (llama_state_seq_set_data into the slot's KV); 0 leaves
+// them free. A save costs more: on llama-server b11669's verbose log, 1.3
+// to 3 MB saves took 0.67 ns per byte (median of 16; the buffer is
+// fresh memory) and restores 0.25 ns (median of 24).
 //
 // SmallCall is the size, in tokens (prompt and decode together), up to
 // which a call's prompt pairs cost SmallPair each instead of a2. On
 // llama-server's CPU backend a short prompt behind a long cached prefix
 // costs much more per (query, key) pair than a long prompt, about what a
 // decode step pays per context token (32 new tokens behind 1024 cached:
-// 22-26 ms measured, 14 ms at a2; 64 new tokens: at a2 again). SmallCall 0
+// 22-26 ms measured, 14 ms at a2). The bound is 63 on llama.cpp b11669:
+// behind 1024 cached tokens, 60 to 63 new tokens took 58-68 ms (medians of
+// three) and 64 took 33 ms, about the 65-68 and 124-132 rates. SmallCall 0
 // turns the rule off.
 type CPUCost struct {
 	hw.Fitted
-	StateCopy float64 // ns per byte, >= 0
-	SmallCall int     // tokens, >= 0
-	SmallPair float64 // ns per pair in a small call, >= 0
+	StateCopy    float64 // ns per byte saved, >= 0
+	StateRestore float64 // ns per byte restored, >= 0
+	SmallCall    int     // tokens, >= 0
+	SmallPair    float64 // ns per pair in a small call, >= 0
 }
 
 // pairRate is the cost per prompt (query, key) pair of a call of tokens
@@ -54,9 +62,10 @@ func (c *CPUCost) pairRate(tokens int) float64 {
 	return c.Prefill[2]
 }
 
-// CopyTime implements StateCopier: round(bytes * StateCopy) ns.
-func (c *CPUCost) CopyTime(bytes int64) int64 {
-	return int64(math.Round(max(0, float64(bytes)*c.StateCopy)))
+// CopyTime implements StateCopier: round(saved * StateCopy + restored *
+// StateRestore) ns.
+func (c *CPUCost) CopyTime(saved, restored int64) int64 {
+	return int64(math.Round(max(0, float64(saved)*c.StateCopy+float64(restored)*c.StateRestore)))
 }
 
 // BatchTime implements CostModel: round(max(0, t)) ns, 0 for an empty call.

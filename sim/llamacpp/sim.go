@@ -35,10 +35,12 @@ type Stats struct {
 	// chunks and decode tokens.
 	Calls      int64 `json:"calls"`
 	MixedCalls int64 `json:"mixed_calls"`
-	// RAMCopyBytes is the slot state copied to and from the RAM cache, and
-	// RAMCopyNs the server time charged for it (see [StateCopier]).
-	RAMCopyBytes int64 `json:"ram_copy_bytes"`
-	RAMCopyNs    int64 `json:"ram_copy_ns"`
+	// RAMSaveBytes and RAMRestoreBytes are the slot state copied to and
+	// from the RAM cache, and RAMCopyNs the server time charged for both
+	// (see [StateCopier]).
+	RAMSaveBytes    int64 `json:"ram_save_bytes"`
+	RAMRestoreBytes int64 `json:"ram_restore_bytes"`
+	RAMCopyNs       int64 `json:"ram_copy_ns"`
 }
 
 // Sim simulates one llama-server. It is single-threaded and deterministic.
@@ -55,7 +57,7 @@ type Sim struct {
 	batchEnd sim.Time
 	parts    []part // the call in flight; empty while copying states
 	extends  []hw.Extend
-	copied   int64 // state bytes copied by the launches of this server-loop turn
+	copied   copies // state bytes copied by the launches of this server-loop turn
 
 	src     sim.Source
 	pending *traces.Record // the next record, not yet arrived
@@ -68,10 +70,13 @@ type Sim struct {
 	counters sim.Counters
 	stats    Stats
 	active   int
-	nextOut  int32            // next synthetic output id: negative, so it never matches a prompt
-	slotOf   map[string]int   // the slot each request got, by ID (inspection)
-	copyOf   map[string]int64 // state bytes copied when each request started, by ID (inspection)
+	nextOut  int32             // next synthetic output id: negative, so it never matches a prompt
+	slotOf   map[string]int    // the slot each request got, by ID (inspection)
+	copyOf   map[string]copies // state bytes copied when each request started, by ID (inspection)
 }
+
+// copies counts slot state bytes saved to and restored from the RAM cache.
+type copies struct{ saved, restored int64 }
 
 type slot struct {
 	id       int
@@ -111,7 +116,7 @@ func New(cfg Config, cost CostModel) (*Sim, error) {
 	if cost == nil {
 		return nil, errors.New("llamacpp: nil cost model")
 	}
-	s := &Sim{cfg: cfg, cost: cost, nctx: cfg.SlotContext(), nextOut: -1, slotOf: map[string]int{}, copyOf: map[string]int64{}}
+	s := &Sim{cfg: cfg, cost: cost, nctx: cfg.SlotContext(), nextOut: -1, slotOf: map[string]int{}, copyOf: map[string]copies{}}
 	for i := range cfg.Slots {
 		s.slots = append(s.slots, &slot{id: i, lastUsed: -1})
 	}
@@ -132,12 +137,12 @@ func (s *Sim) SlotOf(id string) (int, bool) {
 	return i, ok
 }
 
-// CopyBytesOf returns the slot state bytes copied to and from the RAM cache
-// when request id started (the saves and the restore its start caused), if
-// it started.
-func (s *Sim) CopyBytesOf(id string) (int64, bool) {
-	n, ok := s.copyOf[id]
-	return n, ok
+// CopyBytesOf returns the slot state bytes saved to and restored from the
+// RAM cache when request id started (the saves and the restore its start
+// caused), if it started.
+func (s *Sim) CopyBytesOf(id string) (saved, restored int64, ok bool) {
+	c, ok := s.copyOf[id]
+	return c.saved, c.restored, ok
 }
 
 // Run simulates the whole trace and returns the results.
@@ -260,18 +265,19 @@ func (s *Sim) iterate() {
 			break
 		}
 		s.launch(s.queue[0], sl)
-		s.copyOf[s.queue[0].id] = s.copied - before
+		s.copyOf[s.queue[0].id] = copies{s.copied.saved - before.saved, s.copied.restored - before.restored}
 		s.queue = s.queue[1:]
 	}
 	s.parts = s.parts[:0]
 	s.extends = s.extends[:0]
-	if s.copied > 0 {
-		s.stats.RAMCopyBytes += s.copied
+	if s.copied != (copies{}) {
+		s.stats.RAMSaveBytes += s.copied.saved
+		s.stats.RAMRestoreBytes += s.copied.restored
 		var d int64
 		if c, ok := s.cost.(StateCopier); ok {
-			d = c.CopyTime(s.copied)
+			d = c.CopyTime(s.copied.saved, s.copied.restored)
 		}
-		s.copied = 0
+		s.copied = copies{}
 		if d > 0 {
 			s.stats.RAMCopyNs += d
 			s.busy = true
@@ -364,11 +370,11 @@ func (s *Sim) choose(r *request) *slot {
 		update = true
 	}
 	if update && s.ram != nil && len(ret.tokens) > 0 {
-		s.copied += s.ram.save(ret.tokens)
+		s.copied.saved += s.ram.save(ret.tokens)
 		if toks, ok := s.ram.load(ret.tokens, r.prompt); ok {
 			ret.tokens = toks
 			r.restored = true
-			s.copied += int64(len(toks)) * s.ram.perToken
+			s.copied.restored += int64(len(toks)) * s.ram.perToken
 		}
 		s.ram.update()
 	}
@@ -387,7 +393,7 @@ func (s *Sim) launch(r *request, sl *slot) {
 	if s.ram != nil && !s.cfg.NoCacheIdleSlots {
 		for _, o := range s.slots {
 			if o.req == nil && len(o.tokens) > 0 {
-				s.copied += s.ram.save(o.tokens)
+				s.copied.saved += s.ram.save(o.tokens)
 				s.ram.update()
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -528,8 +529,8 @@ func TestStateCopyTimeGroupsArrivals(t *testing.T) {
 	// b's start saves a's idle slot: 101 tokens (prompt + output - 1) of
 	// 100 bytes.
 	free, s := run(0)
-	if n, _ := s.CopyBytesOf("b"); n != 10100 || s.Stats().RAMCopyBytes != 10100 || s.Stats().RAMCopyNs != 0 {
-		t.Fatalf("copied for b %d, stats %+v; want 10100 bytes, 0 ns", n, s.Stats())
+	if n, r, _ := s.CopyBytesOf("b"); n != 10100 || r != 0 || s.Stats().RAMSaveBytes != 10100 || s.Stats().RAMCopyNs != 0 {
+		t.Fatalf("copied for b %d saved %d restored, stats %+v; want 10100 bytes saved, 0 ns", n, r, s.Stats())
 	}
 	// Free copies: b starts at once, alone (1 ms + 50 * 10 µs); c waits for
 	// that call.
@@ -548,5 +549,39 @@ func TestStateCopyTimeGroupsArrivals(t *testing.T) {
 	want := sim.Time(1e9 + 10100 + 2e6)
 	if paid["b"].FirstToken != want || paid["c"].FirstToken != want {
 		t.Errorf("paid copies: first tokens b %d c %d, want both %d", paid["b"].FirstToken, paid["c"].FirstToken, want)
+	}
+}
+
+// Saves and restores are charged at their own rates: a restore reads a
+// resident buffer into the slot's KV, a save fills a fresh one.
+func TestStateCopyRestoreRate(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Slots, cfg.Context, cfg.StateBytesPerToken = 1, 1000, 100
+	a := toks(1, 100)
+	recs := []traces.Record{
+		{ID: "a", Arrival: 0, InputLen: 100, Tokens: a, OutputLen: 2},
+		{ID: "b", Arrival: 1e9, InputLen: 50, Tokens: toks(2, 50), OutputLen: 2},
+		{ID: "a2", Arrival: 2e9, InputLen: 110, Tokens: append(slices.Clip(a), toks(3, 10)...), OutputLen: 2},
+	}
+	s, err := New(cfg, &CPUCost{Fitted: testCost.Fitted, StateCopy: 2, StateRestore: 0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Run(sim.NewSliceSource(recs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// b's start saves a (101 tokens); a2's saves b (51) and restores a.
+	if sv, rs, _ := s.CopyBytesOf("a2"); sv != 5100 || rs != 10100 {
+		t.Errorf("a2 copied %d saved, %d restored; want 5100 and 10100", sv, rs)
+	}
+	st := s.Stats()
+	if st.RAMSaveBytes != 15200 || st.RAMRestoreBytes != 10100 || st.RAMCopyNs != 2*15200+10100/2 {
+		t.Errorf("stats %+v; want 15200 saved, 10100 restored, %d ns", st, 2*15200+10100/2)
+	}
+	for _, r := range res.Requests {
+		if r.ID == "a2" && r.CachedHost != 100 {
+			t.Errorf("a2 cached %d from RAM, want 100 (a's prompt; its output is not in a2's)", r.CachedHost)
+		}
 	}
 }
