@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# kvsim's llama-server model against the real llama-server: calibrate the CPU cost on one run,
-# then compare predicted and measured on three traces not used for calibration, each at
-# concurrency 1 and at the slot count, and print the table of docs/fidelity.md.
+# kvsim's llama-server model against the real llama-server: calibrate the CPU cost on runs of
+# the calibration trace interleaved with the measurements, then compare predicted and measured
+# on traces not used for calibration, each at concurrency 1 and at the slot count, and print
+# the table of docs/fidelity.md.
 #
-#   e2e/fidelity.sh [OUT_DIR]          # about 3 minutes on a 2-vCPU machine
+#   e2e/fidelity.sh [OUT_DIR]          # about 4 minutes on a 2-vCPU machine
 #
 # Needs the chroot and the tiny model (e2e/llama/setup.sh). Every server is started with
 # e2e/llama/start.sh (a fresh one per run, so no run sees another's cache) and stopped by its
@@ -11,7 +12,8 @@
 #
 # env: NP (slots, default 4), CTX (default 8192), THREADS (-t, default 1: one compute thread
 #      has no thread-pool barrier for a preempted thread to stall; see docs/fidelity.md),
-#      REPEATS (calibration repeats per shape, default 5), GATE=1 (exit 1 when a gated target
+#      REPEATS (repeats of every shape in each calibration run, one run before each trace;
+#      default 2), GATE=1 (exit 1 when a gated target
 #      is missed: concurrency-1 cached tokens exact on every trace, hit rate within MAX_HIT_PP
 #      at NP on the traces not in UNGATED (default "shared-shuffled"; with SEND_GAP=0 the real
 #      hit rates of shared and shared-shuffled vary from run to run, see docs/fidelity.md),
@@ -30,7 +32,7 @@ mkdir -p "$OUT"
 GO=${GO:-go}
 command -v "$GO" >/dev/null || GO=/usr/local/go/bin/go
 export NP=${NP:-4} CTX=${CTX:-8192} THREADS=${THREADS:-1} TIMEOUT=${TIMEOUT:-60}
-REPEATS=${REPEATS:-5}
+REPEATS=${REPEATS:-2}
 REAL_RUNS=${REAL_RUNS:-3}
 SEND_GAP=${SEND_GAP:-5ms}
 TRACES=${TRACES:-"chat shared warm shared-shuffled"}
@@ -58,19 +60,25 @@ start() {
 }
 stop() { bash e2e/llama/stop.sh "$OUT/server-$1" 2>/dev/null; }
 
-# 1. Calibration: one replay of the calibration trace, fitted into a llamacpp config.
+# 1. Calibration runs: the calibration trace (REPEATS repeats of every shape) is replayed
+# against a fresh server before each trace's real runs, so that the calibration sees the
+# machine at the same moments as the measurements it is to predict (the speed of these
+# machines drifts by 10-20% over minutes); step 3 fits all of them together.
+cal_segment() {
+  [ -n "${CONFIG:-}" ] && return 0
+  local i=$1 url
+  url=$(start "cal$i")
+  say "calibration run $i against $url (NP=$NP THREADS=$THREADS, $REPEATS repeats)"
+  "$KV" replay --trace "$OUT/cal.jsonl" --target "$url" --api openai --max-concurrency "$NP" \
+    --vocab "$VOCAB" --no-keep-alive --per-request "$OUT/cal-run$i.jsonl" --json >"$OUT/cal-replay$i.json"
+  stop "cal$i"
+  CAL_RUNS+=(--per-request "$OUT/cal-run$i.jsonl")
+}
+CAL_RUNS=()
 if [ -n "${CONFIG:-}" ]; then
-  CFG=$CONFIG
-  say "using $CFG (no calibration)"
+  say "using $CONFIG (no calibration)"
 else
   "$KV" calibrate --config "$BASE" --gen-trace "$OUT/cal.jsonl" --repeats "$REPEATS" >/dev/null
-  url=$(start cal)
-  say "calibration run against $url (NP=$NP THREADS=$THREADS)"
-  "$KV" replay --trace "$OUT/cal.jsonl" --target "$url" --api openai --max-concurrency "$NP" \
-    --vocab "$VOCAB" --no-keep-alive --per-request "$OUT/cal-run.jsonl" --json >"$OUT/cal-replay.json"
-  stop cal
-  "$KV" calibrate --config "$BASE" --per-request "$OUT/cal-run.jsonl" --out "$OUT/calibrated.toml" | tee "$OUT/calibrate.txt" >&2
-  CFG=$OUT/calibrated.toml
 fi
 
 # 2. The traces (none of them is the calibration trace).
@@ -111,15 +119,16 @@ for t in $TRACES; do
   esac
 done
 
-# 3. Predicted against measured: a fresh server per real run; at the slot count REAL_RUNS real
-# runs, compared by their per-request median, and their own disagreement (the noise floor).
-# compare's own thresholds are off (the table below applies the targets); a non-zero exit is a
-# real failure.
+# 2b. The real runs: a fresh server per run, each trace after its calibration run; at the slot
+# count REAL_RUNS real runs, compared by their per-request median, and their own disagreement
+# (the noise floor).
+i=0
 for t in $TRACES; do
+  i=$((i + 1))
+  cal_segment "$i"
   for c in 1 "$NP"; do
     runs=1
     [ "$c" = 1 ] || runs=$REAL_RUNS
-    measured=()
     for r in $(seq "$runs"); do
       url=$(start "$t-c$c-r$r")
       say "$t at concurrency $c against $url (real run $r of $runs)"
@@ -127,8 +136,26 @@ for t in $TRACES; do
         --send-gap "$SEND_GAP" --vocab "$VOCAB" --no-keep-alive --per-request "$OUT/$t-c$c.real$r.jsonl" \
         --json >/dev/null
       stop "$t-c$c-r$r"
-      measured+=(--measured "$OUT/$t-c$c.real$r.jsonl")
     done
+  done
+done
+
+# 3. The fit of all calibration runs, or CONFIG.
+if [ -n "${CONFIG:-}" ]; then
+  CFG=$CONFIG
+else
+  "$KV" calibrate --config "$BASE" "${CAL_RUNS[@]}" --out "$OUT/calibrated.toml" | tee "$OUT/calibrate.txt" >&2
+  CFG=$OUT/calibrated.toml
+fi
+
+# 3b. Predicted against measured. compare's own thresholds are off (the table below applies the
+# targets); a non-zero exit is a real failure.
+for t in $TRACES; do
+  for c in 1 "$NP"; do
+    runs=1
+    [ "$c" = 1 ] || runs=$REAL_RUNS
+    measured=()
+    for r in $(seq "$runs"); do measured+=(--measured "$OUT/$t-c$c.real$r.jsonl"); done
     "$KV" replay --trace "$OUT/$t.jsonl" --target sim --config "$CFG" --max-concurrency "$c" \
       --send-gap "$SEND_GAP" --vocab "$VOCAB" --per-request "$OUT/$t-c$c.predicted.jsonl" --json >/dev/null
     "$KV" compare "${measured[@]}" --predicted "$OUT/$t-c$c.predicted.jsonl" \
