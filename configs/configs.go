@@ -101,6 +101,10 @@ type LlamaCost struct {
 	// (SmallCall 0, the default, turns the rule off; SmallPair > 0 then).
 	SmallCall int     `toml:"small_call_tokens"`
 	SmallPair float64 `toml:"small_call_pair_ns"`
+	// ChunkKV is llamacpp.CPUCost.ChunkKV: ns per KV token of a prompt
+	// chunk in a call that is not small (>= 0; 0, the default, leaves it
+	// out).
+	ChunkKV float64 `toml:"chunk_kv_ns_per_token"`
 }
 
 // sglangOnly are the top-level tables of the SGLang engine.
@@ -446,6 +450,9 @@ func (f *File) validateLlama() error {
 	case c.SmallCall == 0 && c.SmallPair != 0:
 		errs = append(errs, fmt.Errorf("llamacpp.cost.small_call_pair_ns: needs small_call_tokens > 0 (got %v)", c.SmallPair))
 	}
+	if c := f.Llama.Cost.ChunkKV; !(c >= 0) || math.IsInf(c, 1) {
+		errs = append(errs, fmt.Errorf("llamacpp.cost.chunk_kv_ns_per_token: must be a finite number >= 0 (got %v)", c))
+	}
 	return errors.Join(errs...)
 }
 
@@ -477,7 +484,7 @@ func (f *File) BuildLlama() (*LlamaBuilt, error) {
 	if c.StateRestore != nil {
 		restore = *c.StateRestore
 	}
-	return &LlamaBuilt{Config: f.Llama.Config, Cost: &llamacpp.CPUCost{Fitted: c.Fitted, StateCopy: c.StateCopy, StateRestore: restore, SmallCall: c.SmallCall, SmallPair: c.SmallPair}}, nil
+	return &LlamaBuilt{Config: f.Llama.Config, Cost: &llamacpp.CPUCost{Fitted: c.Fitted, StateCopy: c.StateCopy, StateRestore: restore, SmallCall: c.SmallCall, SmallPair: c.SmallPair, ChunkKV: c.ChunkKV}}, nil
 }
 
 // Built is a file turned into what the simulator runs.

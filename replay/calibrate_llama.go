@@ -218,10 +218,11 @@ type LlamaCalibration struct {
 //     copies of slot states its start made to and from the RAM cache, then
 //     the prompt call(s) of its new tokens (prompt - cached) after the
 //     cached ones, in chunks of at most -b tokens: a0·calls + a1·new +
-//     a2·causal pairs + StateCopy·saved bytes + StateRestore·restored
-//     bytes, where a prompt of at most
+//     a2·causal pairs + ChunkKV·(cached + new) + StateCopy·saved bytes +
+//     StateRestore·restored bytes, where a prompt of at most
 //     smallCall new tokens (a small call, see llamacpp.CPUCost) has its
-//     pairs at SmallPair instead of a2 (smallCall 0: no small calls). The
+//     pairs at SmallPair instead of a2 and no ChunkKV term (smallCall 0:
+//     no small calls). The
 //     copied bytes come from running the records through the llamacpp
 //     model with cfg (its cache decisions are exact for requests that run
 //     alone). The fixed part a0 also takes the HTTP and sampling time of a
@@ -325,12 +326,12 @@ func CalibrateLlamaRuns(runs [][]traces.Record, cfg llamacpp.Config, smallCall i
 		return nil, fmt.Errorf("calibrate decode: %w", err)
 	}
 	c := &LlamaCalibration{
-		Cost:           llamacpp.CPUCost{Fitted: hw.Fitted{Prefill: [4]float64{pc[0], pc[1], pc[2], 0}, Decode: [3]float64{dc[0], dc[1], dc[2]}}, StateCopy: pc[3], StateRestore: pc[4]},
+		Cost:           llamacpp.CPUCost{Fitted: hw.Fitted{Prefill: [4]float64{pc[0], pc[1], pc[2], 0}, Decode: [3]float64{dc[0], dc[1], dc[2]}}, StateCopy: pc[3], StateRestore: pc[4], ChunkKV: pc[5]},
 		PrefillSamples: len(pre), PrefillShapes: len(py), DecodeSamples: len(dec), DecodeShapes: len(dy), MaxBatch: maxB,
 		Method: "median request of each shape, then non-negative least squares (Lawson-Hanson active set, free intercept), relative weights",
 	}
 	if smallCall > 0 {
-		c.Cost.SmallCall, c.Cost.SmallPair = smallCall, pc[5]
+		c.Cost.SmallCall, c.Cost.SmallPair = smallCall, pc[6]
 	}
 	_, c.PrefillMAPE = fitQuality(px, py, pc)
 	_, c.DecodeMAPE = fitQuality(dx, dy, dc)
@@ -403,12 +404,13 @@ func llamaSamples(recs []traces.Record, cfg llamacpp.Config, smallCall int) (pre
 		if alone && o.CachedTokens >= 0 && o.CachedTokens < r.InputLen {
 			f := promptFeatures(int64(r.InputLen), int64(o.CachedTokens), int64(cfg.Batch))
 			cp := copied[r.ID]
-			x := []float64{f[0], f[1], f[2], float64(cp[0]), float64(cp[1])}
+			x := []float64{f[0], f[1], f[2], float64(cp[0]), float64(cp[1]), f[3]}
 			if smallCall > 0 {
-				// The pairs of a small call have their own column.
+				// The pairs of a small call have their own column, and it
+				// pays nothing per KV token.
 				x = append(x, 0)
 				if r.InputLen-o.CachedTokens <= smallCall {
-					x[2], x[5] = 0, f[2]
+					x[2], x[5], x[6] = 0, 0, f[2]
 				}
 			}
 			// The calibration trace's records are grouped by their nominal
@@ -570,26 +572,22 @@ func allDigits(s string) bool {
 	return s != ""
 }
 
-// promptFeatures are (calls, new tokens, causal pairs) of processing new
+// promptFeatures are (calls, new tokens, causal pairs, chunks' KV tokens)
+// of processing new
 // = input - cached tokens in calls of at most batch tokens.
-func promptFeatures(input, cached, batch int64) [3]float64 {
-	var x [3]float64
+func promptFeatures(input, cached, batch int64) [4]float64 {
+	var x [4]float64
 	for left := input - cached; left > 0; {
 		n := min(left, batch)
 		f := hw.PrefillFeatures([]hw.Extend{{New: n, Cached: cached}})
 		x[0]++
 		x[1] += f[1]
 		x[2] += f[2]
+		x[3] += float64(cached + n)
 		cached += n
 		left -= n
 	}
 	return x
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return sim.Percentile(s, 50)
 }
 
 // WriteLlamaTOML writes a complete llama-server config: engine, the
@@ -623,14 +621,16 @@ state_bytes_per_token = %d
 # decode ns      = b0 + b1*generating_slots + b2*context_tokens (a mixed call pays max(a0, b0) once)
 # a task start's copies of slot states to and from the RAM cache: state_copy_ns_per_byte per byte
 # saved, state_restore_ns_per_byte per byte restored
+# a call that is not small pays chunk_kv_ns_per_token per token of each prompt chunk's KV
 prefill = [%s, %s, %s, %s]
 decode = [%s, %s, %s]
 state_copy_ns_per_byte = %s
 state_restore_ns_per_byte = %s
+chunk_kv_ns_per_token = %s
 %s`, source, c.PrefillSamples, c.PrefillShapes, c.PrefillMAPE, c.PrefillMAPEAll,
 		c.DecodeSamples, c.DecodeShapes, c.MaxBatch, c.DecodeMAPE, c.DecodeMAPEAll, c.Method,
 		cfg.Slots, cfg.Context, cfg.Batch, tomlFloat(cfg.SlotPromptSimilarity), cfg.CacheRAMMiB, cfg.NoCacheIdleSlots, cfg.StateBytesPerToken,
 		tomlFloat(p[0]), tomlFloat(p[1]), tomlFloat(p[2]), tomlFloat(p[3]),
-		tomlFloat(d[0]), tomlFloat(d[1]), tomlFloat(d[2]), tomlFloat(c.Cost.StateCopy), tomlFloat(c.Cost.StateRestore), small)
+		tomlFloat(d[0]), tomlFloat(d[1]), tomlFloat(d[2]), tomlFloat(c.Cost.StateCopy), tomlFloat(c.Cost.StateRestore), tomlFloat(c.Cost.ChunkKV), small)
 	return err
 }

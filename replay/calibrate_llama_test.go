@@ -55,8 +55,9 @@ func TestCalibrateLlamaRecoversSimulator(t *testing.T) {
 	}
 	const truthCopy = 0.5    // ns per byte of slot state saved
 	const truthRestore = 0.2 // ns per byte restored
+	const truthKV = 3000     // ns per KV token of a chunk in a large call
 	const truthSmall = 400   // ns per pair in a call of at most 63 tokens
-	st, err := NewSimTarget(SimConfig{Llama: &cfg, LlamaCost: &llamacpp.CPUCost{Fitted: truth, StateCopy: truthCopy, StateRestore: truthRestore, SmallCall: 63, SmallPair: truthSmall}})
+	st, err := NewSimTarget(SimConfig{Llama: &cfg, LlamaCost: &llamacpp.CPUCost{Fitted: truth, StateCopy: truthCopy, StateRestore: truthRestore, ChunkKV: truthKV, SmallCall: 63, SmallPair: truthSmall}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,6 +99,9 @@ func TestCalibrateLlamaRecoversSimulator(t *testing.T) {
 	if got := c.Cost.StateRestore; math.Abs(got-truthRestore) > 1e-3*truthRestore {
 		t.Errorf("state restore = %g ns/byte, want %g within 0.1%%", got, truthRestore)
 	}
+	if got := c.Cost.ChunkKV; math.Abs(got-truthKV) > 1e-3*truthKV {
+		t.Errorf("chunk KV = %g ns/token, want %d within 0.1%%", got, truthKV)
+	}
 	for i := range 3 {
 		if got, want := c.Cost.Prefill[i], truth.Prefill[i]; math.Abs(got-want) > 1e-3*want {
 			t.Errorf("prefill[%d] = %g, want %g within 0.1%%", i, got, want)
@@ -115,7 +119,7 @@ func TestCalibrateLlamaRecoversSimulator(t *testing.T) {
 	if err := c.WriteLlamaTOML(&out, cfg, "test"); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`kind = "llamacpp"`, "parallel = 4", "[llamacpp.cost]", "prefill = [", "decode = [", "state_copy_ns_per_byte = 0.5", "state_restore_ns_per_byte = 0.2", "small_call_tokens = 63", "small_call_pair_ns = "} {
+	for _, want := range []string{`kind = "llamacpp"`, "parallel = 4", "[llamacpp.cost]", "prefill = [", "decode = [", "state_copy_ns_per_byte = 0.5", "state_restore_ns_per_byte = 0.2", "chunk_kv_ns_per_token = 3000", "small_call_tokens = 63", "small_call_pair_ns = "} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("TOML lacks %q:\n%s", want, out.String())
 		}
@@ -261,7 +265,7 @@ func TestShapeTag(t *testing.T) {
 func TestCalibrateLlamaRunsPools(t *testing.T) {
 	truth := hw.Fitted{Prefill: [4]float64{3e6, 60e3, 40, 0}, Decode: [3]float64{1.2e6, 300e3, 150}}
 	cfg := llamacpp.DefaultConfig()
-	cost := &llamacpp.CPUCost{Fitted: truth, StateCopy: 0.5, StateRestore: 0.2, SmallCall: 63, SmallPair: 400}
+	cost := &llamacpp.CPUCost{Fitted: truth, StateCopy: 0.5, StateRestore: 0.2, ChunkKV: 3000, SmallCall: 63, SmallPair: 400}
 	var runs [][]traces.Record
 	for seed := uint64(1); seed <= 2; seed++ {
 		recs, err := LlamaCalibrationTrace(LlamaCalibrationConfig{Slots: cfg.Slots, SlotContext: cfg.SlotContext(), Repeats: 1, Seed: seed, Vocab: traces.Vocab{Lo: 1, Hi: 256}})

@@ -45,12 +45,20 @@ type StateCopier interface {
 // behind 1024 cached tokens, 60 to 63 new tokens took 58-68 ms (medians of
 // three) and 64 took 33 ms, about the 65-68 and 124-132 rates. SmallCall 0
 // turns the rule off.
+//
+// ChunkKV is a cost per token of each prompt chunk's KV (its cached and new
+// tokens) in a call that is not small: attention reads the whole KV once
+// per call besides its work per pair, so the cost per pair falls with the
+// chunk's size. Measured behind 800-1400 cached tokens: about 300 ns per
+// pair at 80-100 new tokens, 190 at 180, 200 at 550; the calibrations of
+// two sessions put ChunkKV at 5.5 and 6.1 µs per KV token. 0 leaves it out.
 type CPUCost struct {
 	hw.Fitted
 	StateCopy    float64 // ns per byte saved, >= 0
 	StateRestore float64 // ns per byte restored, >= 0
 	SmallCall    int     // tokens, >= 0
 	SmallPair    float64 // ns per pair in a small call, >= 0
+	ChunkKV      float64 // ns per KV token of a prompt chunk in a call that is not small, >= 0
 }
 
 // pairRate is the cost per prompt (query, key) pair of a call of tokens
@@ -60,6 +68,17 @@ func (c *CPUCost) pairRate(tokens int) float64 {
 		return c.SmallPair
 	}
 	return c.Prefill[2]
+}
+
+// chunkKV is the KV tokens (cached and new) of the prompt chunks.
+func chunkKV(prompt []hw.Extend) float64 {
+	var kv float64
+	for _, e := range prompt {
+		if e.New > 0 {
+			kv += float64(e.Cached + e.New)
+		}
+	}
+	return kv
 }
 
 // CopyTime implements StateCopier: round(saved * StateCopy + restored *
@@ -89,6 +108,9 @@ func (c *CPUCost) BatchTime(prompt []hw.Extend, decodes int, context int64) int6
 			rate = c.pairRate(int(x[1]) + decodes)
 		}
 		t += rate * x[i]
+	}
+	if c.ChunkKV != 0 && int(x[1])+decodes > c.SmallCall {
+		t += c.ChunkKV * chunkKV(prompt)
 	}
 	if hasDecode {
 		d := hw.DecodeFeatures(decodes, context)

@@ -311,6 +311,18 @@ func TestCPUCost(t *testing.T) {
 	if got := c.BatchTime(p, 2, 50); got != 300+8+9+10+14+50 {
 		t.Errorf("mixed of 6 tokens = %d, want 391 (pairs at a2)", got)
 	}
+	// ChunkKV: 3 per KV token of each chunk (cached + new) in a call that
+	// is not small; a small call does not pay it.
+	c.ChunkKV = 3
+	two := []hw.Extend{{New: 4, Cached: 2}, {New: 2, Cached: 10}}
+	// 6 new, pairs 18 + (20 + 3) = 41, 2 chunks, KV 6 + 12:
+	// 100 + 12 + 20.5 + 20 + 54.
+	if got := c.BatchTime(two, 0, 0); got != 207 {
+		t.Errorf("large call with chunk KV = %d, want 207 (206.5 rounded)", got)
+	}
+	if got := c.BatchTime(p, 0, 0); got != 100+8+18+10 {
+		t.Errorf("small call with chunk KV = %d, want 136 (not paid)", got)
+	}
 }
 
 // genTrace draws requests over a small alphabet of prefixes, so that they
