@@ -70,15 +70,16 @@
 // pair, per prompt chunk; per generating slot and per context token; one
 // fixed cost per call; a call of at most CPUCost.SmallCall tokens pays its
 // own rate per attention pair (short prompts behind long cached prefixes
-// run attention much like decode steps). A cost model that is also a
-// [StateCopier] (CPUCost
-// with a StateCopy per byte) charges the RAM-cache saves and restores of
-// the tasks a loop turn starts: the server copies before it builds the
-// next call, and tasks that arrive while it copies start in the same turn,
-// so their prompts join that call (llama-server's queue loop takes every
-// waiting task before it runs update_slots). [TinyCPU] holds coefficients
-// measured on this project's 2-vCPU machines with the tiny model (see its
-// comment); `kvsim calibrate` fits all of them, StateCopy included.
+// run attention much like decode steps; on llama.cpp b11669 below 64
+// query tokens). A cost model that is also a [StateCopier] (CPUCost with
+// a StateCopy per byte saved and a StateRestore per byte restored)
+// charges the RAM-cache saves and restores of the tasks a loop turn
+// starts: the server copies before it builds the next call, and tasks
+// that arrive while it copies start in the same turn, so their prompts
+// join that call (llama-server's queue loop takes every waiting task
+// before it runs update_slots). [TinyCPU] holds coefficients measured on
+// this project's 2-vCPU machines with the tiny model (see its comment);
+// `kvsim calibrate` fits all of them, the copy rates included.
 //
 // # API
 //
