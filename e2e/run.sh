@@ -20,10 +20,10 @@ elif [ "$rc" != 0 ]; then
 fi
 "$GO" test -tags e2e -count=1 -timeout 10m -run 'Probe|GGUF' ./e2e/ || exit 1
 # The fidelity gate (docs/fidelity.md): calibrate on runs interleaved with the measurements (one
-# repeat of every shape before each trace), then on three other traces every
+# run of two repeats of every shape before each trace), then on three other traces every
 # request's cached_tokens predicted exactly at concurrency 1, and the cache hit rate within 2 pp
 # at the slot count (chat, shared prefix and warm-cache sweep, sent with a 5 ms gap so that the
 # server sees the client's order). Timing errors and the real server's own run-to-run error
 # (the real-vs-real column) are printed, not gated: that spread on this shared 2-vCPU machine is as
 # large as the targets.
-GATE=1 TRACES="chat shared warm" REPEATS=${REPEATS:-1} bash e2e/fidelity.sh "${FIDELITY_OUT:-}"
+GATE=1 TRACES="chat shared warm" REPEATS=${REPEATS:-2} bash e2e/fidelity.sh "${FIDELITY_OUT:-}"
