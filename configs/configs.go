@@ -105,6 +105,9 @@ type LlamaCost struct {
 	// chunk in a call that is not small (>= 0; 0, the default, leaves it
 	// out).
 	ChunkKV float64 `toml:"chunk_kv_ns_per_token"`
+	// Delay is llamacpp.CPUCost.Delay: ns from a request's arrival until
+	// the server loop sees its task (>= 0; default 0).
+	Delay int64 `toml:"request_delay_ns"`
 }
 
 // sglangOnly are the top-level tables of the SGLang engine.
@@ -453,6 +456,9 @@ func (f *File) validateLlama() error {
 	if c := f.Llama.Cost.ChunkKV; !(c >= 0) || math.IsInf(c, 1) {
 		errs = append(errs, fmt.Errorf("llamacpp.cost.chunk_kv_ns_per_token: must be a finite number >= 0 (got %v)", c))
 	}
+	if c := f.Llama.Cost.Delay; c < 0 {
+		errs = append(errs, fmt.Errorf("llamacpp.cost.request_delay_ns: must be >= 0 (got %d)", c))
+	}
 	return errors.Join(errs...)
 }
 
@@ -484,7 +490,7 @@ func (f *File) BuildLlama() (*LlamaBuilt, error) {
 	if c.StateRestore != nil {
 		restore = *c.StateRestore
 	}
-	return &LlamaBuilt{Config: f.Llama.Config, Cost: &llamacpp.CPUCost{Fitted: c.Fitted, StateCopy: c.StateCopy, StateRestore: restore, SmallCall: c.SmallCall, SmallPair: c.SmallPair, ChunkKV: c.ChunkKV}}, nil
+	return &LlamaBuilt{Config: f.Llama.Config, Cost: &llamacpp.CPUCost{Fitted: c.Fitted, StateCopy: c.StateCopy, StateRestore: restore, SmallCall: c.SmallCall, SmallPair: c.SmallPair, ChunkKV: c.ChunkKV, Delay: c.Delay}}, nil
 }
 
 // Built is a file turned into what the simulator runs.

@@ -23,6 +23,8 @@
 #      REAL_RUNS (default 3: real runs of each trace at NP, each against a fresh server; the
 #      simulator is compared with their per-request median, and the table prints how far the
 #      runs are from each other; 1 gives the single-run comparison),
+#      REQUEST_DELAY (kvsim calibrate --request-delay, default 800us: from a request's send until
+#      the server loop sees it, read off the server log; docs/config.md, request_delay_ns),
 #      CONFIG (skip calibration and use this llamacpp config), TRACES (default
 #      "chat shared warm shared-shuffled"; shared-shuffled is never gated).
 set -euo pipefail
@@ -35,6 +37,7 @@ export NP=${NP:-4} CTX=${CTX:-8192} THREADS=${THREADS:-1} TIMEOUT=${TIMEOUT:-60}
 REPEATS=${REPEATS:-2}
 REAL_RUNS=${REAL_RUNS:-3}
 SEND_GAP=${SEND_GAP:-5ms}
+REQUEST_DELAY=${REQUEST_DELAY:-800us}
 TRACES=${TRACES:-"chat shared warm shared-shuffled"}
 BASE=configs/llamacpp/tiny.toml
 VOCAB=1:256
@@ -144,7 +147,7 @@ done
 if [ -n "${CONFIG:-}" ]; then
   CFG=$CONFIG
 else
-  "$KV" calibrate --config "$BASE" "${CAL_RUNS[@]}" --out "$OUT/calibrated.toml" | tee "$OUT/calibrate.txt" >&2
+  "$KV" calibrate --config "$BASE" "${CAL_RUNS[@]}" --request-delay "$REQUEST_DELAY" --out "$OUT/calibrated.toml" | tee "$OUT/calibrate.txt" >&2
   CFG=$OUT/calibrated.toml
 fi
 

@@ -243,7 +243,17 @@ type LlamaCalibration struct {
 // what a typical request sees). Both fits are non-negative least squares
 // with a free intercept on relative errors (Calibrate's solver).
 func CalibrateLlama(recs []traces.Record, cfg llamacpp.Config, smallCall int) (*LlamaCalibration, error) {
-	return CalibrateLlamaRuns([][]traces.Record{recs}, cfg, smallCall)
+	return CalibrateLlamaRuns([][]traces.Record{recs}, cfg, LlamaFit{SmallCall: smallCall})
+}
+
+// LlamaFit are the settings of a llama-server fit that the runs cannot
+// tell: SmallCall is the small-call bound in tokens (0: no small calls);
+// RequestDelay the ns from a request's arrival until the server loop sees
+// it (llamacpp.CPUCost.Delay), taken out of every TTFT before the fit and
+// written to the config, so that the fitted fixed cost is the call's own.
+type LlamaFit struct {
+	SmallCall    int
+	RequestDelay int64
 }
 
 // CalibrateLlamaRuns is CalibrateLlama over several runs of the calibration
@@ -253,10 +263,14 @@ func CalibrateLlama(recs []traces.Record, cfg llamacpp.Config, smallCall int) (*
 // before its median request is taken. Runs spread over a session (between
 // the measurements they are to predict, as e2e/fidelity.sh does) average
 // the machine's drift in speed instead of fixing the speed of one moment.
-func CalibrateLlamaRuns(runs [][]traces.Record, cfg llamacpp.Config, smallCall int) (*LlamaCalibration, error) {
+func CalibrateLlamaRuns(runs [][]traces.Record, cfg llamacpp.Config, fit LlamaFit) (*LlamaCalibration, error) {
 	if len(runs) == 0 {
 		return nil, errors.New("calibrate: no runs")
 	}
+	if fit.RequestDelay < 0 {
+		return nil, fmt.Errorf("calibrate: request delay must be >= 0 (got %d ns)", fit.RequestDelay)
+	}
+	smallCall := fit.SmallCall
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("calibrate: %w", err)
 	}
@@ -266,7 +280,7 @@ func CalibrateLlamaRuns(runs [][]traces.Record, cfg llamacpp.Config, smallCall i
 	var pre, dec []calSample
 	maxB := 0.0
 	for i, recs := range runs {
-		p, d, b, err := llamaSamples(recs, cfg, smallCall)
+		p, d, b, err := llamaSamples(recs, cfg, fit)
 		if err != nil {
 			if len(runs) > 1 {
 				return nil, fmt.Errorf("run %d: %w", i+1, err)
@@ -326,7 +340,7 @@ func CalibrateLlamaRuns(runs [][]traces.Record, cfg llamacpp.Config, smallCall i
 		return nil, fmt.Errorf("calibrate decode: %w", err)
 	}
 	c := &LlamaCalibration{
-		Cost:           llamacpp.CPUCost{Fitted: hw.Fitted{Prefill: [4]float64{pc[0], pc[1], pc[2], 0}, Decode: [3]float64{dc[0], dc[1], dc[2]}}, StateCopy: pc[3], StateRestore: pc[4], ChunkKV: pc[5]},
+		Cost:           llamacpp.CPUCost{Fitted: hw.Fitted{Prefill: [4]float64{pc[0], pc[1], pc[2], 0}, Decode: [3]float64{dc[0], dc[1], dc[2]}}, StateCopy: pc[3], StateRestore: pc[4], ChunkKV: pc[5], Delay: fit.RequestDelay},
 		PrefillSamples: len(pre), PrefillShapes: len(py), DecodeSamples: len(dec), DecodeShapes: len(dy), MaxBatch: maxB,
 		Method: "median request of each shape, then non-negative least squares (Lawson-Hanson active set, free intercept), relative weights",
 	}
@@ -361,7 +375,8 @@ type calSample struct {
 // llamaSamples are the prompt and decode samples of one calibration run's
 // per-request records (see CalibrateLlama), and the largest mean decode
 // batch seen.
-func llamaSamples(recs []traces.Record, cfg llamacpp.Config, smallCall int) (pre, dec []calSample, maxB float64, err error) {
+func llamaSamples(recs []traces.Record, cfg llamacpp.Config, fit LlamaFit) (pre, dec []calSample, maxB float64, err error) {
+	smallCall := fit.SmallCall
 	copied, err := llamaCopies(recs, cfg)
 	if err != nil {
 		return nil, nil, 0, err
@@ -422,7 +437,9 @@ func llamaSamples(recs []traces.Record, cfg llamacpp.Config, smallCall int) (pre
 			if !tagged {
 				key = fmt.Sprintf("%d/%d/%d/%d", r.InputLen, (o.CachedTokens+8)/16, cp[0]>>12, cp[1]>>12)
 			}
-			pre = append(pre, calSample{key, x, float64(o.TTFT)})
+			if y := o.TTFT - fit.RequestDelay; y > 0 {
+				pre = append(pre, calSample{key, x, float64(y)})
+			}
 		}
 		if r.OutputLen < 2 || s.end <= s.first {
 			continue
@@ -622,15 +639,18 @@ state_bytes_per_token = %d
 # a task start's copies of slot states to and from the RAM cache: state_copy_ns_per_byte per byte
 # saved, state_restore_ns_per_byte per byte restored
 # a call that is not small pays chunk_kv_ns_per_token per token of each prompt chunk's KV
+# a request reaches the server loop request_delay_ns after it is sent (not fitted: kvsim
+# calibrate --request-delay; taken out of the TTFTs before the fit)
 prefill = [%s, %s, %s, %s]
 decode = [%s, %s, %s]
 state_copy_ns_per_byte = %s
 state_restore_ns_per_byte = %s
 chunk_kv_ns_per_token = %s
+request_delay_ns = %d
 %s`, source, c.PrefillSamples, c.PrefillShapes, c.PrefillMAPE, c.PrefillMAPEAll,
 		c.DecodeSamples, c.DecodeShapes, c.MaxBatch, c.DecodeMAPE, c.DecodeMAPEAll, c.Method,
 		cfg.Slots, cfg.Context, cfg.Batch, tomlFloat(cfg.SlotPromptSimilarity), cfg.CacheRAMMiB, cfg.NoCacheIdleSlots, cfg.StateBytesPerToken,
 		tomlFloat(p[0]), tomlFloat(p[1]), tomlFloat(p[2]), tomlFloat(p[3]),
-		tomlFloat(d[0]), tomlFloat(d[1]), tomlFloat(d[2]), tomlFloat(c.Cost.StateCopy), tomlFloat(c.Cost.StateRestore), tomlFloat(c.Cost.ChunkKV), small)
+		tomlFloat(d[0]), tomlFloat(d[1]), tomlFloat(d[2]), tomlFloat(c.Cost.StateCopy), tomlFloat(c.Cost.StateRestore), tomlFloat(c.Cost.ChunkKV), c.Cost.Delay, small)
 	return err
 }

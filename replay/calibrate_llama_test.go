@@ -265,7 +265,7 @@ func TestShapeTag(t *testing.T) {
 func TestCalibrateLlamaRunsPools(t *testing.T) {
 	truth := hw.Fitted{Prefill: [4]float64{3e6, 60e3, 40, 0}, Decode: [3]float64{1.2e6, 300e3, 150}}
 	cfg := llamacpp.DefaultConfig()
-	cost := &llamacpp.CPUCost{Fitted: truth, StateCopy: 0.5, StateRestore: 0.2, ChunkKV: 3000, SmallCall: 63, SmallPair: 400}
+	cost := &llamacpp.CPUCost{Fitted: truth, StateCopy: 0.5, StateRestore: 0.2, ChunkKV: 3000, SmallCall: 63, SmallPair: 400, Delay: 7e5}
 	var runs [][]traces.Record
 	for seed := uint64(1); seed <= 2; seed++ {
 		recs, err := LlamaCalibrationTrace(LlamaCalibrationConfig{Slots: cfg.Slots, SlotContext: cfg.SlotContext(), Repeats: 1, Seed: seed, Vocab: traces.Vocab{Lo: 1, Hi: 256}})
@@ -281,11 +281,16 @@ func TestCalibrateLlamaRunsPools(t *testing.T) {
 		rc.Vocab = traces.Vocab{Lo: 1, Hi: 256}
 		runs = append(runs, perRequest(t, recs, runSim(t, st, rc, recs)))
 	}
-	c, err := CalibrateLlamaRuns(runs, cfg, 63)
+	// The simulated server sees each request 0.7 ms after its send; told
+	// so, the fit takes it out of the TTFTs and writes it back.
+	c, err := CalibrateLlamaRuns(runs, cfg, LlamaFit{SmallCall: 63, RequestDelay: 7e5})
 	if err != nil {
 		t.Fatal(err)
 	}
-	one, err := CalibrateLlama(runs[0], cfg, 63)
+	if c.Cost.Delay != 7e5 {
+		t.Errorf("request delay %d ns, want 700000", c.Cost.Delay)
+	}
+	one, err := CalibrateLlamaRuns(runs[:1], cfg, LlamaFit{SmallCall: 63, RequestDelay: 7e5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,11 +313,14 @@ func TestCalibrateLlamaRunsPools(t *testing.T) {
 	}
 	// The same records as one run would overlap in time: fewer requests
 	// ran alone.
-	joined, err := CalibrateLlama(append(slices.Clone(runs[0]), runs[1]...), cfg, 63)
+	joined, err := CalibrateLlamaRuns([][]traces.Record{append(slices.Clone(runs[0]), runs[1]...)}, cfg, LlamaFit{SmallCall: 63, RequestDelay: 7e5})
 	if err == nil && joined.PrefillSamples >= c.PrefillSamples {
 		t.Errorf("two runs read as one: %d prompt samples, not fewer than %d", joined.PrefillSamples, c.PrefillSamples)
 	}
-	if _, err := CalibrateLlamaRuns(nil, cfg, 63); err == nil {
+	if _, err := CalibrateLlamaRuns(nil, cfg, LlamaFit{SmallCall: 63}); err == nil {
 		t.Error("no runs: no error")
+	}
+	if _, err := CalibrateLlamaRuns(runs, cfg, LlamaFit{RequestDelay: -1}); err == nil {
+		t.Error("negative request delay: no error")
 	}
 }

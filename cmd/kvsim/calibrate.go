@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/kvsim/kvsim/configs"
 	"github.com/kvsim/kvsim/replay"
@@ -64,6 +65,7 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 	vocab := vocabFlag(traces.Vocab{Lo: 1, Hi: 256})
 	fs.Var(&vocab, "vocab", "with --gen-trace: token id range `LO:HI` of the prompts (replay them with the same --vocab)")
 	smallCall := fs.Int("small-call-tokens", 63, "llama-server config: prompts of at most this many new tokens get their own cost per attention pair (0: one cost for all; llama.cpp's CPU attention is slow below 64 query tokens)")
+	requestDelay := fs.Duration("request-delay", 0, "llama-server config: time from a request's send until the server loop sees it (written to the config as request_delay_ns and taken out of every TTFT before the fit; not fitted)")
 	asJSON := fs.Bool("json", false, "print the fit as JSON instead of text")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -86,7 +88,7 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if f.IsLlamaCpp() {
-		return calibrateLlama(f, *cfgPath, *genTrace, perReqs, *out, llamaTraceOpts{*seed, *repeats, traces.Vocab(vocab), *smallCall}, *asJSON, stdout, stderr)
+		return calibrateLlama(f, *cfgPath, *genTrace, perReqs, *out, llamaTraceOpts{*seed, *repeats, traces.Vocab(vocab), *smallCall, *requestDelay}, *asJSON, stdout, stderr)
 	}
 	switch {
 	case *genTrace != "":
@@ -143,10 +145,11 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 
 // llamaTraceOpts are the --gen-trace settings.
 type llamaTraceOpts struct {
-	seed      uint64
-	repeats   int
-	vocab     traces.Vocab
-	smallCall int // --small-call-tokens
+	seed         uint64
+	repeats      int
+	vocab        traces.Vocab
+	smallCall    int           // --small-call-tokens
+	requestDelay time.Duration // --request-delay
 }
 
 // calibrateLlama is kvsim calibrate for a llama-server config: write the
@@ -209,7 +212,10 @@ func calibrateLlama(f *configs.File, cfgPath, genTrace string, perReqs []string,
 		}
 		runs = append(runs, recs)
 	}
-	c, err := replay.CalibrateLlamaRuns(runs, cfg, o.smallCall)
+	if o.requestDelay < 0 {
+		return usageErr(fmt.Sprintf("--request-delay: must be >= 0 (got %v)", o.requestDelay))
+	}
+	c, err := replay.CalibrateLlamaRuns(runs, cfg, replay.LlamaFit{SmallCall: o.smallCall, RequestDelay: o.requestDelay.Nanoseconds()})
 	if err != nil {
 		return fail(fmt.Errorf("%s: %w", strings.Join(perReqs, ", "), err))
 	}

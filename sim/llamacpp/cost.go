@@ -15,6 +15,13 @@ type CostModel interface {
 	BatchTime(prompt []hw.Extend, decodes int, context int64) int64
 }
 
+// RequestDelayer is implemented by cost models that delay each request
+// between its arrival and the moment the server loop can start it.
+type RequestDelayer interface {
+	// RequestDelay is that delay, in nanoseconds (>= 0).
+	RequestDelay() int64
+}
+
 // StateCopier is implemented by cost models that charge for copying slot
 // states to and from the host-RAM prompt cache. Without it copies are free.
 type StateCopier interface {
@@ -46,6 +53,14 @@ type StateCopier interface {
 // three) and 64 took 33 ms, about the 65-68 and 124-132 rates. SmallCall 0
 // turns the rule off.
 //
+// Delay is the time from a request's arrival (the client's send) until
+// the server loop can start its task: llama-server's HTTP thread reads and
+// parses the request and posts the task. A request that arrives just as a
+// call starts then waits Delay less for that call to end. On the server's
+// log, the next task of a concurrency-1 run is selected 1.0-1.1 ms after
+// the previous request's last token, about 0.2 ms of which is the
+// response's way to the client and the client's next send.
+//
 // ChunkKV is a cost per token of each prompt chunk's KV (its cached and new
 // tokens) in a call that is not small: attention reads the whole KV once
 // per call besides its work per pair, so the cost per pair falls with the
@@ -59,7 +74,11 @@ type CPUCost struct {
 	SmallCall    int     // tokens, >= 0
 	SmallPair    float64 // ns per pair in a small call, >= 0
 	ChunkKV      float64 // ns per KV token of a prompt chunk in a call that is not small, >= 0
+	Delay        int64   // ns from a request's arrival until the server loop sees its task, >= 0
 }
+
+// RequestDelay implements RequestDelayer.
+func (c *CPUCost) RequestDelay() int64 { return max(0, c.Delay) }
 
 // pairRate is the cost per prompt (query, key) pair of a call of tokens
 // tokens.

@@ -53,6 +53,7 @@ type Sim struct {
 	ram   *ramCache
 	queue []*request // arrived, waiting for a free slot, in arrival order
 
+	delay    sim.Time // from a request's arrival until the loop sees it (RequestDelayer)
 	busy     bool
 	batchEnd sim.Time
 	parts    []part // the call in flight; empty while copying states
@@ -121,6 +122,9 @@ func New(cfg Config, cost CostModel) (*Sim, error) {
 		s.slots = append(s.slots, &slot{id: i, lastUsed: -1})
 	}
 	s.ram = newRAMCache(cfg, &s.stats)
+	if d, ok := cost.(RequestDelayer); ok {
+		s.delay = d.RequestDelay()
+	}
 	return s, nil
 }
 
@@ -195,8 +199,8 @@ func (s *Sim) nextTime() (sim.Time, bool) {
 	if s.busy {
 		t, ok = s.batchEnd, true
 	}
-	if s.pending != nil && max(s.pending.Arrival, s.now) < t {
-		t, ok = max(s.pending.Arrival, s.now), true
+	if s.pending != nil && max(s.pending.Arrival+s.delay, s.now) < t {
+		t, ok = max(s.pending.Arrival+s.delay, s.now), true
 	}
 	return t, ok
 }
@@ -212,7 +216,7 @@ func (s *Sim) step(limit sim.Time) (bool, error) {
 	if s.busy && s.batchEnd == t {
 		s.endCall()
 	}
-	for s.pending != nil && s.pending.Arrival <= s.now {
+	for s.pending != nil && s.pending.Arrival+s.delay <= s.now {
 		rec := s.pending
 		s.pending = nil
 		if err := s.arrive(rec); err != nil {
@@ -237,7 +241,7 @@ func (s *Sim) arrive(rec *traces.Record) error {
 		return err
 	}
 	r := &request{id: rec.ID, prompt: prompt, outputs: rec.OutputTokens, maxNew: max(rec.OutputLen, 1)}
-	r.res = sim.RequestResult{ID: rec.ID, Arrival: s.now, PromptTokens: int64(len(prompt))}
+	r.res = sim.RequestResult{ID: rec.ID, Arrival: rec.Arrival, PromptTokens: int64(len(prompt))}
 	s.active++
 	if len(prompt) > s.nctx {
 		r.res.Failed = fmt.Sprintf("request (%d tokens) exceeds the available context size (%d tokens)", len(prompt), s.nctx)

@@ -597,3 +597,45 @@ func TestStateCopyRestoreRate(t *testing.T) {
 		}
 	}
 }
+
+// A request reaches the server loop Delay after it arrives: a lone
+// request's TTFT is Delay plus its call, and a request that arrives while
+// another's RAM-cache copies run joins that call only if it is seen before
+// they end.
+func TestRequestDelay(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Slots, cfg.Context, cfg.StateBytesPerToken = 2, 2000, 100
+	recs := []traces.Record{
+		{ID: "a", Arrival: 0, InputLen: 100, Tokens: toks(1, 100), OutputLen: 2},
+		{ID: "b", Arrival: 1e9, InputLen: 50, Tokens: toks(2, 50), OutputLen: 2},
+		{ID: "c", Arrival: 1e9 + 5000, InputLen: 50, Tokens: toks(3, 50), OutputLen: 2},
+	}
+	run := func(delay int64) map[string]sim.RequestResult {
+		// b's start saves a's idle slot: 10100 bytes, 10.1 µs at 1 ns/B.
+		s, err := New(cfg, &CPUCost{Fitted: testCost.Fitted, StateCopy: 1, Delay: delay})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := s.Run(sim.NewSliceSource(recs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]sim.RequestResult{}
+		for _, r := range res.Requests {
+			out[r.ID] = r
+		}
+		return out
+	}
+	none, late := run(0), run(2e6)
+	// a alone: 1 ms + 100 * 10 µs, plus the delay; its Arrival is still 0.
+	if got := late["a"].FirstToken - late["a"].Arrival; got != 2e6+2e6 || late["a"].Arrival != 0 {
+		t.Errorf("a: arrival %d, TTFT %d; want 0 and 4 ms", late["a"].Arrival, got)
+	}
+	// Both delayed alike, c is still seen during b's copies and joins.
+	if none["b"].FirstToken != none["c"].FirstToken || late["b"].FirstToken != late["c"].FirstToken {
+		t.Errorf("first tokens b/c: %d/%d without delay, %d/%d with", none["b"].FirstToken, none["c"].FirstToken, late["b"].FirstToken, late["c"].FirstToken)
+	}
+	if got := late["b"].FirstToken - none["b"].FirstToken; got != 2e6 {
+		t.Errorf("the delay moved b's first token by %d, want 2 ms", got)
+	}
+}
