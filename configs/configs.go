@@ -101,10 +101,12 @@ type LlamaCost struct {
 	// (SmallCall 0, the default, turns the rule off; SmallPair > 0 then).
 	SmallCall int     `toml:"small_call_tokens"`
 	SmallPair float64 `toml:"small_call_pair_ns"`
-	// ChunkKV is llamacpp.CPUCost.ChunkKV: ns per KV token of a prompt
-	// chunk in a call that is not small (>= 0; 0, the default, leaves it
-	// out).
-	ChunkKV float64 `toml:"chunk_kv_ns_per_token"`
+	// MediumCall and MediumPair are llamacpp.CPUCost's second tier: a call
+	// of more than SmallCall and at most MediumCall tokens pays MediumPair
+	// ns per pair (MediumCall 0, the default, turns it off; > SmallCall
+	// and MediumPair > 0 otherwise).
+	MediumCall int     `toml:"medium_call_tokens"`
+	MediumPair float64 `toml:"medium_call_pair_ns"`
 	// Delay is llamacpp.CPUCost.Delay: ns from a request's arrival until
 	// the server loop sees its task (>= 0; default 0).
 	Delay int64 `toml:"request_delay_ns"`
@@ -453,8 +455,15 @@ func (f *File) validateLlama() error {
 	case c.SmallCall == 0 && c.SmallPair != 0:
 		errs = append(errs, fmt.Errorf("llamacpp.cost.small_call_pair_ns: needs small_call_tokens > 0 (got %v)", c.SmallPair))
 	}
-	if c := f.Llama.Cost.ChunkKV; !(c >= 0) || math.IsInf(c, 1) {
-		errs = append(errs, fmt.Errorf("llamacpp.cost.chunk_kv_ns_per_token: must be a finite number >= 0 (got %v)", c))
+	switch c := f.Llama.Cost; {
+	case c.MediumCall < 0:
+		errs = append(errs, fmt.Errorf("llamacpp.cost.medium_call_tokens: must be >= 0 (got %d)", c.MediumCall))
+	case c.MediumCall > 0 && c.MediumCall <= c.SmallCall:
+		errs = append(errs, fmt.Errorf("llamacpp.cost.medium_call_tokens: must be above small_call_tokens (%d) (got %d)", c.SmallCall, c.MediumCall))
+	case c.MediumCall > 0 && !(c.MediumPair > 0 && !math.IsInf(c.MediumPair, 1)):
+		errs = append(errs, fmt.Errorf("llamacpp.cost.medium_call_pair_ns: must be a finite number > 0 with medium_call_tokens (got %v)", c.MediumPair))
+	case c.MediumCall == 0 && c.MediumPair != 0:
+		errs = append(errs, fmt.Errorf("llamacpp.cost.medium_call_pair_ns: needs medium_call_tokens > 0 (got %v)", c.MediumPair))
 	}
 	if c := f.Llama.Cost.Delay; c < 0 {
 		errs = append(errs, fmt.Errorf("llamacpp.cost.request_delay_ns: must be >= 0 (got %d)", c))
@@ -490,7 +499,7 @@ func (f *File) BuildLlama() (*LlamaBuilt, error) {
 	if c.StateRestore != nil {
 		restore = *c.StateRestore
 	}
-	return &LlamaBuilt{Config: f.Llama.Config, Cost: &llamacpp.CPUCost{Fitted: c.Fitted, StateCopy: c.StateCopy, StateRestore: restore, SmallCall: c.SmallCall, SmallPair: c.SmallPair, ChunkKV: c.ChunkKV, Delay: c.Delay}}, nil
+	return &LlamaBuilt{Config: f.Llama.Config, Cost: &llamacpp.CPUCost{Fitted: c.Fitted, StateCopy: c.StateCopy, StateRestore: restore, SmallCall: c.SmallCall, SmallPair: c.SmallPair, MediumCall: c.MediumCall, MediumPair: c.MediumPair, Delay: c.Delay}}, nil
 }
 
 // Built is a file turned into what the simulator runs.

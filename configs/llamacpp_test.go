@@ -56,7 +56,8 @@ state_copy_ns_per_byte = 0.75
 state_restore_ns_per_byte = 0.25
 small_call_tokens = 32
 small_call_pair_ns = 500.0
-chunk_kv_ns_per_token = 2.5
+medium_call_tokens = 100
+medium_call_pair_ns = 250.0
 request_delay_ns = 800000
 [workload]
 trace = "x.jsonl"
@@ -72,7 +73,7 @@ trace = "x.jsonl"
 	if c.Slots != 2 || c.Context != 1024 || c.Batch != 256 || c.SlotPromptSimilarity != 0.5 || c.CacheRAMMiB != -1 || !c.NoCacheIdleSlots || c.StateBytesPerToken != 100 {
 		t.Errorf("config %+v", c)
 	}
-	if b.Cost.Prefill != [4]float64{1, 2, 3, 4} || b.Cost.Decode != [3]float64{5, 6, 7} || b.Cost.StateCopy != 0.75 || b.Cost.StateRestore != 0.25 || b.Cost.SmallCall != 32 || b.Cost.SmallPair != 500 || b.Cost.ChunkKV != 2.5 || b.Cost.Delay != 800000 {
+	if b.Cost.Prefill != [4]float64{1, 2, 3, 4} || b.Cost.Decode != [3]float64{5, 6, 7} || b.Cost.StateCopy != 0.75 || b.Cost.StateRestore != 0.25 || b.Cost.SmallCall != 32 || b.Cost.SmallPair != 500 || b.Cost.MediumCall != 100 || b.Cost.MediumPair != 250 || b.Cost.Delay != 800000 {
 		t.Errorf("cost %+v", b.Cost)
 	}
 	if f.Workload.Trace != "x.jsonl" {

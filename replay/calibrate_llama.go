@@ -218,11 +218,11 @@ type LlamaCalibration struct {
 //     copies of slot states its start made to and from the RAM cache, then
 //     the prompt call(s) of its new tokens (prompt - cached) after the
 //     cached ones, in chunks of at most -b tokens: a0·calls + a1·new +
-//     a2·causal pairs + ChunkKV·(cached + new) + StateCopy·saved bytes +
-//     StateRestore·restored bytes, where a prompt of at most
+//     a2·causal pairs + StateCopy·saved bytes + StateRestore·restored
+//     bytes, where a prompt of at most
 //     smallCall new tokens (a small call, see llamacpp.CPUCost) has its
-//     pairs at SmallPair instead of a2 and no ChunkKV term (smallCall 0:
-//     no small calls). The
+//     pairs at SmallPair instead of a2, and one of at most MediumCall
+//     at MediumPair (0: no such tier). The
 //     copied bytes come from running the records through the llamacpp
 //     model with cfg (its cache decisions are exact for requests that run
 //     alone). The fixed part a0 also takes the HTTP and sampling time of a
@@ -253,6 +253,7 @@ func CalibrateLlama(recs []traces.Record, cfg llamacpp.Config, smallCall int) (*
 // written to the config, so that the fitted fixed cost is the call's own.
 type LlamaFit struct {
 	SmallCall    int
+	MediumCall   int // the medium tier's bound in tokens (> SmallCall; 0: none)
 	RequestDelay int64
 }
 
@@ -269,6 +270,9 @@ func CalibrateLlamaRuns(runs [][]traces.Record, cfg llamacpp.Config, fit LlamaFi
 	}
 	if fit.RequestDelay < 0 {
 		return nil, fmt.Errorf("calibrate: request delay must be >= 0 (got %d ns)", fit.RequestDelay)
+	}
+	if fit.MediumCall != 0 && fit.MediumCall <= fit.SmallCall {
+		return nil, fmt.Errorf("calibrate: the medium-call bound (%d tokens) must be above the small-call bound (%d)", fit.MediumCall, fit.SmallCall)
 	}
 	smallCall := fit.SmallCall
 	if err := cfg.Validate(); err != nil {
@@ -340,12 +344,15 @@ func CalibrateLlamaRuns(runs [][]traces.Record, cfg llamacpp.Config, fit LlamaFi
 		return nil, fmt.Errorf("calibrate decode: %w", err)
 	}
 	c := &LlamaCalibration{
-		Cost:           llamacpp.CPUCost{Fitted: hw.Fitted{Prefill: [4]float64{pc[0], pc[1], pc[2], 0}, Decode: [3]float64{dc[0], dc[1], dc[2]}}, StateCopy: pc[3], StateRestore: pc[4], ChunkKV: pc[5], Delay: fit.RequestDelay},
+		Cost:           llamacpp.CPUCost{Fitted: hw.Fitted{Prefill: [4]float64{pc[0], pc[1], pc[2], 0}, Decode: [3]float64{dc[0], dc[1], dc[2]}}, StateCopy: pc[3], StateRestore: pc[4], Delay: fit.RequestDelay},
 		PrefillSamples: len(pre), PrefillShapes: len(py), DecodeSamples: len(dec), DecodeShapes: len(dy), MaxBatch: maxB,
 		Method: "median request of each shape, then non-negative least squares (Lawson-Hanson active set, free intercept), relative weights",
 	}
 	if smallCall > 0 {
-		c.Cost.SmallCall, c.Cost.SmallPair = smallCall, pc[6]
+		c.Cost.SmallCall, c.Cost.SmallPair = smallCall, pc[5]
+	}
+	if fit.MediumCall > 0 {
+		c.Cost.MediumCall, c.Cost.MediumPair = fit.MediumCall, pc[6]
 	}
 	_, c.PrefillMAPE = fitQuality(px, py, pc)
 	_, c.DecodeMAPE = fitQuality(dx, dy, dc)
@@ -376,7 +383,6 @@ type calSample struct {
 // per-request records (see CalibrateLlama), and the largest mean decode
 // batch seen.
 func llamaSamples(recs []traces.Record, cfg llamacpp.Config, fit LlamaFit) (pre, dec []calSample, maxB float64, err error) {
-	smallCall := fit.SmallCall
 	copied, err := llamaCopies(recs, cfg)
 	if err != nil {
 		return nil, nil, 0, err
@@ -419,14 +425,14 @@ func llamaSamples(recs []traces.Record, cfg llamacpp.Config, fit LlamaFit) (pre,
 		if alone && o.CachedTokens >= 0 && o.CachedTokens < r.InputLen {
 			f := promptFeatures(int64(r.InputLen), int64(o.CachedTokens), int64(cfg.Batch))
 			cp := copied[r.ID]
-			x := []float64{f[0], f[1], f[2], float64(cp[0]), float64(cp[1]), f[3]}
-			if smallCall > 0 {
-				// The pairs of a small call have their own column, and it
-				// pays nothing per KV token.
-				x = append(x, 0)
-				if r.InputLen-o.CachedTokens <= smallCall {
-					x[2], x[5], x[6] = 0, 0, f[2]
-				}
+			// The pairs of a small and of a medium call have columns of
+			// their own (5 and 6; zero when the tier is off).
+			x := []float64{f[0], f[1], f[2], float64(cp[0]), float64(cp[1]), 0, 0}
+			switch n := r.InputLen - o.CachedTokens; {
+			case n <= fit.SmallCall:
+				x[2], x[5] = 0, f[2]
+			case n <= fit.MediumCall:
+				x[2], x[6] = 0, f[2]
 			}
 			// The calibration trace's records are grouped by their nominal
 			// shape (the ID without the repeat); other records by their
@@ -589,18 +595,16 @@ func allDigits(s string) bool {
 	return s != ""
 }
 
-// promptFeatures are (calls, new tokens, causal pairs, chunks' KV tokens)
-// of processing new
+// promptFeatures are (calls, new tokens, causal pairs) of processing new
 // = input - cached tokens in calls of at most batch tokens.
-func promptFeatures(input, cached, batch int64) [4]float64 {
-	var x [4]float64
+func promptFeatures(input, cached, batch int64) [3]float64 {
+	var x [3]float64
 	for left := input - cached; left > 0; {
 		n := min(left, batch)
 		f := hw.PrefillFeatures([]hw.Extend{{New: n, Cached: cached}})
 		x[0]++
 		x[1] += f[1]
 		x[2] += f[2]
-		x[3] += float64(cached + n)
 		cached += n
 		left -= n
 	}
@@ -615,6 +619,10 @@ func (c *LlamaCalibration) WriteLlamaTOML(w io.Writer, cfg llamacpp.Config, sour
 	if c.Cost.SmallCall > 0 {
 		small = fmt.Sprintf("# a call of at most small_call_tokens tokens pays small_call_pair_ns per prompt pair instead of prefill[2]\nsmall_call_tokens = %d\nsmall_call_pair_ns = %s\n",
 			c.Cost.SmallCall, tomlFloat(c.Cost.SmallPair))
+	}
+	if c.Cost.MediumCall > 0 {
+		small += fmt.Sprintf("# a call of more than small_call_tokens and at most medium_call_tokens tokens pays medium_call_pair_ns\nmedium_call_tokens = %d\nmedium_call_pair_ns = %s\n",
+			c.Cost.MediumCall, tomlFloat(c.Cost.MediumPair))
 	}
 	p, d := c.Cost.Prefill, c.Cost.Decode
 	_, err := fmt.Fprintf(w, `# llama-server model fitted by kvsim calibrate from %s
@@ -638,19 +646,17 @@ state_bytes_per_token = %d
 # decode ns      = b0 + b1*generating_slots + b2*context_tokens (a mixed call pays max(a0, b0) once)
 # a task start's copies of slot states to and from the RAM cache: state_copy_ns_per_byte per byte
 # saved, state_restore_ns_per_byte per byte restored
-# a call that is not small pays chunk_kv_ns_per_token per token of each prompt chunk's KV
 # a request reaches the server loop request_delay_ns after it is sent (not fitted: kvsim
 # calibrate --request-delay; taken out of the TTFTs before the fit)
 prefill = [%s, %s, %s, %s]
 decode = [%s, %s, %s]
 state_copy_ns_per_byte = %s
 state_restore_ns_per_byte = %s
-chunk_kv_ns_per_token = %s
 request_delay_ns = %d
 %s`, source, c.PrefillSamples, c.PrefillShapes, c.PrefillMAPE, c.PrefillMAPEAll,
 		c.DecodeSamples, c.DecodeShapes, c.MaxBatch, c.DecodeMAPE, c.DecodeMAPEAll, c.Method,
 		cfg.Slots, cfg.Context, cfg.Batch, tomlFloat(cfg.SlotPromptSimilarity), cfg.CacheRAMMiB, cfg.NoCacheIdleSlots, cfg.StateBytesPerToken,
 		tomlFloat(p[0]), tomlFloat(p[1]), tomlFloat(p[2]), tomlFloat(p[3]),
-		tomlFloat(d[0]), tomlFloat(d[1]), tomlFloat(d[2]), tomlFloat(c.Cost.StateCopy), tomlFloat(c.Cost.StateRestore), tomlFloat(c.Cost.ChunkKV), c.Cost.Delay, small)
+		tomlFloat(d[0]), tomlFloat(d[1]), tomlFloat(d[2]), tomlFloat(c.Cost.StateCopy), tomlFloat(c.Cost.StateRestore), c.Cost.Delay, small)
 	return err
 }

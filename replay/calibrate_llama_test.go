@@ -55,9 +55,9 @@ func TestCalibrateLlamaRecoversSimulator(t *testing.T) {
 	}
 	const truthCopy = 0.5    // ns per byte of slot state saved
 	const truthRestore = 0.2 // ns per byte restored
-	const truthKV = 3000     // ns per KV token of a chunk in a large call
+	const truthMedium = 90   // ns per pair in a call of 64 to 127 tokens
 	const truthSmall = 400   // ns per pair in a call of at most 63 tokens
-	st, err := NewSimTarget(SimConfig{Llama: &cfg, LlamaCost: &llamacpp.CPUCost{Fitted: truth, StateCopy: truthCopy, StateRestore: truthRestore, ChunkKV: truthKV, SmallCall: 63, SmallPair: truthSmall}})
+	st, err := NewSimTarget(SimConfig{Llama: &cfg, LlamaCost: &llamacpp.CPUCost{Fitted: truth, StateCopy: truthCopy, StateRestore: truthRestore, SmallCall: 63, SmallPair: truthSmall, MediumCall: 127, MediumPair: truthMedium}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestCalibrateLlamaRecoversSimulator(t *testing.T) {
 			}
 		}
 	}
-	c, err := CalibrateLlama(perRequest(t, recs, res), cfg, 63)
+	c, err := CalibrateLlamaRuns([][]traces.Record{perRequest(t, recs, res)}, cfg, LlamaFit{SmallCall: 63, MediumCall: 127})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,8 +99,8 @@ func TestCalibrateLlamaRecoversSimulator(t *testing.T) {
 	if got := c.Cost.StateRestore; math.Abs(got-truthRestore) > 1e-3*truthRestore {
 		t.Errorf("state restore = %g ns/byte, want %g within 0.1%%", got, truthRestore)
 	}
-	if got := c.Cost.ChunkKV; math.Abs(got-truthKV) > 1e-3*truthKV {
-		t.Errorf("chunk KV = %g ns/token, want %d within 0.1%%", got, truthKV)
+	if got := c.Cost.MediumPair; c.Cost.MediumCall != 127 || math.Abs(got-truthMedium) > 1e-3*truthMedium {
+		t.Errorf("medium calls: %d tokens, %g ns/pair; want 127 and %d within 0.1%%", c.Cost.MediumCall, got, truthMedium)
 	}
 	for i := range 3 {
 		if got, want := c.Cost.Prefill[i], truth.Prefill[i]; math.Abs(got-want) > 1e-3*want {
@@ -119,7 +119,7 @@ func TestCalibrateLlamaRecoversSimulator(t *testing.T) {
 	if err := c.WriteLlamaTOML(&out, cfg, "test"); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`kind = "llamacpp"`, "parallel = 4", "[llamacpp.cost]", "prefill = [", "decode = [", "state_copy_ns_per_byte = 0.5", "state_restore_ns_per_byte = 0.2", "chunk_kv_ns_per_token = 3000", "small_call_tokens = 63", "small_call_pair_ns = "} {
+	for _, want := range []string{`kind = "llamacpp"`, "parallel = 4", "[llamacpp.cost]", "prefill = [", "decode = [", "state_copy_ns_per_byte = 0.5", "state_restore_ns_per_byte = 0.2", "small_call_tokens = 63", "medium_call_tokens = 127", "medium_call_pair_ns = 90.0", "small_call_pair_ns = "} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("TOML lacks %q:\n%s", want, out.String())
 		}
@@ -265,7 +265,7 @@ func TestShapeTag(t *testing.T) {
 func TestCalibrateLlamaRunsPools(t *testing.T) {
 	truth := hw.Fitted{Prefill: [4]float64{3e6, 60e3, 40, 0}, Decode: [3]float64{1.2e6, 300e3, 150}}
 	cfg := llamacpp.DefaultConfig()
-	cost := &llamacpp.CPUCost{Fitted: truth, StateCopy: 0.5, StateRestore: 0.2, ChunkKV: 3000, SmallCall: 63, SmallPair: 400, Delay: 7e5}
+	cost := &llamacpp.CPUCost{Fitted: truth, StateCopy: 0.5, StateRestore: 0.2, SmallCall: 63, SmallPair: 400, MediumCall: 127, MediumPair: 90, Delay: 7e5}
 	var runs [][]traces.Record
 	for seed := uint64(1); seed <= 2; seed++ {
 		recs, err := LlamaCalibrationTrace(LlamaCalibrationConfig{Slots: cfg.Slots, SlotContext: cfg.SlotContext(), Repeats: 1, Seed: seed, Vocab: traces.Vocab{Lo: 1, Hi: 256}})
@@ -283,14 +283,14 @@ func TestCalibrateLlamaRunsPools(t *testing.T) {
 	}
 	// The simulated server sees each request 0.7 ms after its send; told
 	// so, the fit takes it out of the TTFTs and writes it back.
-	c, err := CalibrateLlamaRuns(runs, cfg, LlamaFit{SmallCall: 63, RequestDelay: 7e5})
+	c, err := CalibrateLlamaRuns(runs, cfg, LlamaFit{SmallCall: 63, MediumCall: 127, RequestDelay: 7e5})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Cost.Delay != 7e5 {
 		t.Errorf("request delay %d ns, want 700000", c.Cost.Delay)
 	}
-	one, err := CalibrateLlamaRuns(runs[:1], cfg, LlamaFit{SmallCall: 63, RequestDelay: 7e5})
+	one, err := CalibrateLlamaRuns(runs[:1], cfg, LlamaFit{SmallCall: 63, MediumCall: 127, RequestDelay: 7e5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +313,7 @@ func TestCalibrateLlamaRunsPools(t *testing.T) {
 	}
 	// The same records as one run would overlap in time: fewer requests
 	// ran alone.
-	joined, err := CalibrateLlamaRuns([][]traces.Record{append(slices.Clone(runs[0]), runs[1]...)}, cfg, LlamaFit{SmallCall: 63, RequestDelay: 7e5})
+	joined, err := CalibrateLlamaRuns([][]traces.Record{append(slices.Clone(runs[0]), runs[1]...)}, cfg, LlamaFit{SmallCall: 63, MediumCall: 127, RequestDelay: 7e5})
 	if err == nil && joined.PrefillSamples >= c.PrefillSamples {
 		t.Errorf("two runs read as one: %d prompt samples, not fewer than %d", joined.PrefillSamples, c.PrefillSamples)
 	}

@@ -65,6 +65,7 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 	vocab := vocabFlag(traces.Vocab{Lo: 1, Hi: 256})
 	fs.Var(&vocab, "vocab", "with --gen-trace: token id range `LO:HI` of the prompts (replay them with the same --vocab)")
 	smallCall := fs.Int("small-call-tokens", 63, "llama-server config: prompts of at most this many new tokens get their own cost per attention pair (0: one cost for all; llama.cpp's CPU attention is slow below 64 query tokens)")
+	mediumCall := fs.Int("medium-call-tokens", 127, "llama-server config: prompts of more than --small-call-tokens and at most this many new tokens get a second cost per attention pair (0: no such tier)")
 	requestDelay := fs.Duration("request-delay", 0, "llama-server config: time from a request's send until the server loop sees it (written to the config as request_delay_ns and taken out of every TTFT before the fit; not fitted)")
 	asJSON := fs.Bool("json", false, "print the fit as JSON instead of text")
 	if err := fs.Parse(args); err != nil {
@@ -88,7 +89,7 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if f.IsLlamaCpp() {
-		return calibrateLlama(f, *cfgPath, *genTrace, perReqs, *out, llamaTraceOpts{*seed, *repeats, traces.Vocab(vocab), *smallCall, *requestDelay}, *asJSON, stdout, stderr)
+		return calibrateLlama(f, *cfgPath, *genTrace, perReqs, *out, llamaTraceOpts{*seed, *repeats, traces.Vocab(vocab), *smallCall, *mediumCall, *requestDelay}, *asJSON, stdout, stderr)
 	}
 	switch {
 	case *genTrace != "":
@@ -149,6 +150,7 @@ type llamaTraceOpts struct {
 	repeats      int
 	vocab        traces.Vocab
 	smallCall    int           // --small-call-tokens
+	mediumCall   int           // --medium-call-tokens
 	requestDelay time.Duration // --request-delay
 }
 
@@ -215,7 +217,7 @@ func calibrateLlama(f *configs.File, cfgPath, genTrace string, perReqs []string,
 	if o.requestDelay < 0 {
 		return usageErr(fmt.Sprintf("--request-delay: must be >= 0 (got %v)", o.requestDelay))
 	}
-	c, err := replay.CalibrateLlamaRuns(runs, cfg, replay.LlamaFit{SmallCall: o.smallCall, RequestDelay: o.requestDelay.Nanoseconds()})
+	c, err := replay.CalibrateLlamaRuns(runs, cfg, replay.LlamaFit{SmallCall: o.smallCall, MediumCall: o.mediumCall, RequestDelay: o.requestDelay.Nanoseconds()})
 	if err != nil {
 		return fail(fmt.Errorf("%s: %w", strings.Join(perReqs, ", "), err))
 	}
@@ -229,10 +231,13 @@ func calibrateLlama(f *configs.File, cfgPath, genTrace string, perReqs []string,
 		return exitOK
 	}
 	p, d := c.Cost.Prefill, c.Cost.Decode
-	fmt.Fprintf(stdout, "prompt call ns = %.6g + %.6g*new_tokens + %.6g*causal_pairs + %.6g*kv_tokens, after %.4g*state_bytes_saved + %.4g*state_bytes_restored   (%d requests alone, %d shapes: MAPE %.2f%% on medians, %.2f%% on all)\n",
-		p[0], p[1], p[2], c.Cost.ChunkKV, c.Cost.StateCopy, c.Cost.StateRestore, c.PrefillSamples, c.PrefillShapes, c.PrefillMAPE, c.PrefillMAPEAll)
+	fmt.Fprintf(stdout, "prompt call ns = %.6g + %.6g*new_tokens + %.6g*causal_pairs, after %.4g*state_bytes_saved + %.4g*state_bytes_restored   (%d requests alone, %d shapes: MAPE %.2f%% on medians, %.2f%% on all)\n",
+		p[0], p[1], p[2], c.Cost.StateCopy, c.Cost.StateRestore, c.PrefillSamples, c.PrefillShapes, c.PrefillMAPE, c.PrefillMAPEAll)
 	if c.Cost.SmallCall > 0 {
-		fmt.Fprintf(stdout, "                 with %.6g*causal_pairs instead, and no kv_tokens term, in a call of at most %d tokens\n", c.Cost.SmallPair, c.Cost.SmallCall)
+		fmt.Fprintf(stdout, "                 with %.6g*causal_pairs instead in a call of at most %d tokens\n", c.Cost.SmallPair, c.Cost.SmallCall)
+	}
+	if c.Cost.MediumCall > 0 {
+		fmt.Fprintf(stdout, "                 with %.6g*causal_pairs instead in a call of %d to %d tokens\n", c.Cost.MediumPair, c.Cost.SmallCall+1, c.Cost.MediumCall)
 	}
 	fmt.Fprintf(stdout, "decode call ns = %.6g + %.6g*slots + %.6g*context_tokens      (%d requests, %d shapes, batch up to %.2f: MAPE %.2f%% on medians, %.2f%% on all)\n",
 		d[0], d[1], d[2], c.DecodeSamples, c.DecodeShapes, c.MaxBatch, c.DecodeMAPE, c.DecodeMAPEAll)

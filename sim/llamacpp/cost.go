@@ -61,19 +61,21 @@ type StateCopier interface {
 // the previous request's last token, about 0.2 ms of which is the
 // response's way to the client and the client's next send.
 //
-// ChunkKV is a cost per token of each prompt chunk's KV (its cached and new
-// tokens) in a call that is not small: attention reads the whole KV once
-// per call besides its work per pair, so the cost per pair falls with the
-// chunk's size. Measured behind 800-1400 cached tokens: about 300 ns per
-// pair at 80-100 new tokens, 190 at 180, 200 at 550; the calibrations of
-// two sessions put ChunkKV at 5.5 and 6.1 µs per KV token. 0 leaves it out.
+// MediumCall and MediumPair are a second tier: a call of more than
+// SmallCall and at most MediumCall tokens pays MediumPair per pair. The
+// cost per pair keeps falling with the call's size past 64 tokens: behind
+// 800-1400 cached tokens, about 300 ns per pair at 80-100 new tokens, 190
+// at 180, 200 at 550. Calibrations of six sessions put MediumPair for
+// 64-127 tokens at 244-339 ns where a2 was 200-235. MediumCall 0 turns
+// the tier off.
 type CPUCost struct {
 	hw.Fitted
 	StateCopy    float64 // ns per byte saved, >= 0
 	StateRestore float64 // ns per byte restored, >= 0
 	SmallCall    int     // tokens, >= 0
 	SmallPair    float64 // ns per pair in a small call, >= 0
-	ChunkKV      float64 // ns per KV token of a prompt chunk in a call that is not small, >= 0
+	MediumCall   int     // tokens, > SmallCall or 0
+	MediumPair   float64 // ns per pair in a medium call, >= 0
 	Delay        int64   // ns from a request's arrival until the server loop sees its task, >= 0
 }
 
@@ -83,21 +85,13 @@ func (c *CPUCost) RequestDelay() int64 { return max(0, c.Delay) }
 // pairRate is the cost per prompt (query, key) pair of a call of tokens
 // tokens.
 func (c *CPUCost) pairRate(tokens int) float64 {
-	if tokens <= c.SmallCall {
+	switch {
+	case tokens <= c.SmallCall:
 		return c.SmallPair
+	case tokens <= c.MediumCall:
+		return c.MediumPair
 	}
 	return c.Prefill[2]
-}
-
-// chunkKV is the KV tokens (cached and new) of the prompt chunks.
-func chunkKV(prompt []hw.Extend) float64 {
-	var kv float64
-	for _, e := range prompt {
-		if e.New > 0 {
-			kv += float64(e.Cached + e.New)
-		}
-	}
-	return kv
 }
 
 // CopyTime implements StateCopier: round(saved * StateCopy + restored *
@@ -127,9 +121,6 @@ func (c *CPUCost) BatchTime(prompt []hw.Extend, decodes int, context int64) int6
 			rate = c.pairRate(int(x[1]) + decodes)
 		}
 		t += rate * x[i]
-	}
-	if c.ChunkKV != 0 && int(x[1])+decodes > c.SmallCall {
-		t += c.ChunkKV * chunkKV(prompt)
 	}
 	if hasDecode {
 		d := hw.DecodeFeatures(decodes, context)

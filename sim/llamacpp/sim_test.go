@@ -311,17 +311,18 @@ func TestCPUCost(t *testing.T) {
 	if got := c.BatchTime(p, 2, 50); got != 300+8+9+10+14+50 {
 		t.Errorf("mixed of 6 tokens = %d, want 391 (pairs at a2)", got)
 	}
-	// ChunkKV: 3 per KV token of each chunk (cached + new) in a call that
-	// is not small; a small call does not pay it.
-	c.ChunkKV = 3
-	two := []hw.Extend{{New: 4, Cached: 2}, {New: 2, Cached: 10}}
-	// 6 new, pairs 18 + (20 + 3) = 41, 2 chunks, KV 6 + 12:
-	// 100 + 12 + 20.5 + 20 + 54.
-	if got := c.BatchTime(two, 0, 0); got != 207 {
-		t.Errorf("large call with chunk KV = %d, want 207 (206.5 rounded)", got)
+	// A medium tier of up to 7 tokens at 0.75 per pair: the 6-token mixed
+	// call pays it, a call of 8 tokens is large again.
+	c.MediumCall, c.MediumPair = 7, 0.75
+	if got := c.BatchTime(p, 2, 50); got != 300+8+int64(0.75*18+0.5)+10+14+50 {
+		t.Errorf("medium mixed (6 tokens) = %d, want %d", got, 300+8+int64(0.75*18+0.5)+10+14+50)
 	}
-	if got := c.BatchTime(p, 0, 0); got != 100+8+18+10 {
-		t.Errorf("small call with chunk KV = %d, want 136 (not paid)", got)
+	if got := c.BatchTime(p, 1, 25); got != 300+8+18+10+7+25 {
+		t.Errorf("small mixed (5 tokens) with a medium tier = %d, want 368", got)
+	}
+	eight := []hw.Extend{{New: 8, Cached: 2}} // 8*2 + 8*9/2 = 52 pairs
+	if got := c.BatchTime(eight, 0, 0); got != 100+16+26+10 {
+		t.Errorf("large prompt-only (8 tokens) = %d, want 152", got)
 	}
 }
 
