@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kvsim/kvsim/configs"
 )
@@ -76,14 +77,17 @@ func TestCalibrateCLILlamaCpp(t *testing.T) {
 	if code, _, stderr := runCLI(t, "replay", "--trace", tr, "--target", "sim", "--config", cfg, "--max-concurrency", "4", "--vocab", "1:256", "--per-request", per, "--json"); code != exitOK {
 		t.Fatalf("replay: exit %d: %s", code, stderr)
 	}
-	out := filepath.Join(dir, "calibrated.toml")
-	code, stdout, stderr := runCLI(t, "calibrate", "--config", cfg, "--per-request", per, "--out", out)
-	if code != exitOK || !strings.Contains(stdout, "batch up to 4.00") {
-		t.Fatalf("calibrate: exit %d\n%s%s", code, stdout, stderr)
-	}
 	want, err := configs.Load(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The request delay is not fitted: told the config's, calibrate takes
+	// it out of the TTFTs and writes it back.
+	out := filepath.Join(dir, "calibrated.toml")
+	delay := time.Duration(want.Llama.Cost.Delay).String()
+	code, stdout, stderr := runCLI(t, "calibrate", "--config", cfg, "--per-request", per, "--request-delay", delay, "--out", out)
+	if code != exitOK || !strings.Contains(stdout, "batch up to 4.00") {
+		t.Fatalf("calibrate: exit %d\n%s%s", code, stdout, stderr)
 	}
 	got, err := configs.Load(out)
 	if err != nil {
@@ -93,6 +97,9 @@ func TestCalibrateCLILlamaCpp(t *testing.T) {
 		t.Errorf("server arguments %+v, want %+v", got.Llama.Config, want.Llama.Config)
 	}
 	g, w := got.Llama.Cost, want.Llama.Cost
+	if g.Delay != w.Delay {
+		t.Errorf("request delay %d ns, want %d", g.Delay, w.Delay)
+	}
 	all := [][2]float64{{g.Prefill[0], w.Prefill[0]}, {g.Prefill[1], w.Prefill[1]}, {g.Prefill[2], w.Prefill[2]}, {g.Decode[0], w.Decode[0]}, {g.Decode[1], w.Decode[1]}, {g.Decode[2], w.Decode[2]}}
 	for i, c := range all {
 		if d := c[0] - c[1]; d > 0.01*c[1] || d < -0.01*c[1] {
