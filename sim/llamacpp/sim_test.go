@@ -640,3 +640,61 @@ func TestRequestDelay(t *testing.T) {
 		t.Errorf("the delay moved b's first token by %d, want 2 ms", got)
 	}
 }
+
+// The case the delay is for: a closed-loop follow-up A is sent just as
+// request Y ends, when the server has just started its next call (x's
+// decode step, 1.001 ms); A waits for that call, then its start saves Y's
+// idle slot (54 tokens of 100 bytes at 815 ns per byte: 4.401 ms). B, sent
+// 5 ms after A, joins A's prompt call when the server sees it before those
+// copies end: without a delay it does (5.402 ms), with 0.8 ms it does not
+// (B is seen at 5.8 ms), as on the real server.
+func TestRequestDelayKeepsFollowUpsApart(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Slots, cfg.Context, cfg.StateBytesPerToken = 3, 3000, 100
+	base := []traces.Record{
+		{ID: "x", Arrival: 0, InputLen: 50, Tokens: toks(1, 50), OutputLen: 200},
+		{ID: "y", Arrival: 1000, InputLen: 50, Tokens: toks(2, 50), OutputLen: 5},
+	}
+	run := func(recs []traces.Record, delay int64) (map[string]sim.RequestResult, *Sim) {
+		s, err := New(cfg, &CPUCost{Fitted: testCost.Fitted, StateCopy: 815, Delay: delay})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := s.Run(sim.NewSliceSource(recs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]sim.RequestResult{}
+		for _, r := range res.Requests {
+			out[r.ID] = r
+		}
+		return out, s
+	}
+	// follow adds a, sent 1 ns after y's end, and b, 5 ms after a (y's end
+	// moves with the delay: every request is seen that much later).
+	follow := func(delay int64) (map[string]sim.RequestResult, *Sim) {
+		first, _ := run(base, delay)
+		end := first["y"].Finish // x's next decode step starts here
+		return run(append(slices.Clone(base),
+			traces.Record{ID: "a", Arrival: end + 1, InputLen: 50, Tokens: toks(3, 50), OutputLen: 2},
+			traces.Record{ID: "b", Arrival: end + 1 + 5e6, InputLen: 50, Tokens: toks(4, 50), OutputLen: 2},
+		), delay)
+	}
+	none, s := follow(0)
+	if sv, _, _ := s.CopyBytesOf("a"); sv != 5400 {
+		t.Fatalf("a's start saved %d bytes, want y's 5400", sv)
+	}
+	if none["a"].FirstToken != none["b"].FirstToken {
+		t.Errorf("no delay: a and b first tokens %d and %d, want one call", none["a"].FirstToken, none["b"].FirstToken)
+	}
+	late, _ := follow(8e5)
+	if late["b"].FirstToken <= late["a"].FirstToken {
+		t.Errorf("0.8 ms delay: b's first token %d not after a's %d: b joined a's call", late["b"].FirstToken, late["a"].FirstToken)
+	}
+	// With the delay, a's TTFT is still x's step (1.001 ms, less the 1 ns
+	// a came after its start), its copies (4.401 ms) and its call with x's
+	// token (1.501 ms): the delay hid in the wait.
+	if got := late["a"].FirstToken - late["a"].Arrival; got != 1001000-1+4401000+1501000 {
+		t.Errorf("a's TTFT with the delay %d, want 6902999", got)
+	}
+}
