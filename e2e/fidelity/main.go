@@ -3,6 +3,7 @@
 //
 //	fidelity realize -url URL -in chat.jsonl -out chat-real.jsonl
 //	fidelity table [-gate] [-max-hit-pp 2] [-max-ttft-mape 15] [-max-e2e-mape 10] [-gate-timing] RUN.json...
+//	fidelity breakdown -log server.log -per-request run.jsonl
 //
 // realize makes a generated multi-turn chat trace (kvsim trace gen
 // multiturn) true to the server: it sends each turn, in trace order and one
@@ -20,6 +21,13 @@
 // exits 1 when a concurrency-1 run predicted any request's cached tokens
 // wrongly or a run at higher concurrency missed the hit-rate bound (and,
 // with -gate-timing, the TTFT and E2E MAPE bounds).
+//
+// breakdown splits each TTFT of a concurrency-1 run by the server's own
+// log: the prompt eval time llama-server prints per task, the time from
+// its slot selection to the task's launch (where a state is restored from
+// the RAM cache), and the rest (HTTP, JSON, the saves of idle slots, the
+// first token's way back). docs/fidelity.md's figures on where a request's
+// time goes come from it.
 package main
 
 import (
@@ -45,7 +53,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: fidelity realize|table ...")
+		fmt.Fprintln(os.Stderr, "usage: fidelity realize|table|breakdown ...")
 		os.Exit(2)
 	}
 	var err error
@@ -54,8 +62,10 @@ func main() {
 		err = realize(os.Args[2:])
 	case "table":
 		err = table(os.Args[2:], os.Stdout)
+	case "breakdown":
+		err = breakdown(os.Args[2:], os.Stdout)
 	default:
-		err = fmt.Errorf("unknown command %q (realize or table)", os.Args[1])
+		err = fmt.Errorf("unknown command %q (realize, table or breakdown)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fidelity:", err)
