@@ -70,9 +70,12 @@ stop() { bash e2e/llama/stop.sh "$OUT/server-$1" 2>/dev/null; }
 cal_segment() {
   [ -n "${CONFIG:-}" ] && return 0
   local i=$1 url
+  # Each run draws its own prompts and sizes (--seed), so that the pooled fit sees
+  # REPEATS x runs different sizes of every shape.
+  "$KV" calibrate --config "$BASE" --gen-trace "$OUT/cal$i.jsonl" --repeats "$REPEATS" --seed "$i" >/dev/null
   url=$(start "cal$i")
   say "calibration run $i against $url (NP=$NP THREADS=$THREADS, $REPEATS repeats)"
-  "$KV" replay --trace "$OUT/cal.jsonl" --target "$url" --api openai --max-concurrency "$NP" \
+  "$KV" replay --trace "$OUT/cal$i.jsonl" --target "$url" --api openai --max-concurrency "$NP" \
     --vocab "$VOCAB" --no-keep-alive --per-request "$OUT/cal-run$i.jsonl" --json >"$OUT/cal-replay$i.json"
   stop "cal$i"
   CAL_RUNS+=(--per-request "$OUT/cal-run$i.jsonl")
@@ -80,8 +83,6 @@ cal_segment() {
 CAL_RUNS=()
 if [ -n "${CONFIG:-}" ]; then
   say "using $CONFIG (no calibration)"
-else
-  "$KV" calibrate --config "$BASE" --gen-trace "$OUT/cal.jsonl" --repeats "$REPEATS" >/dev/null
 fi
 
 # 2. The traces (none of them is the calibration trace).

@@ -116,7 +116,9 @@ func LlamaCalibrationTrace(c LlamaCalibrationConfig) ([]traces.Record, error) {
 	maxPrompt := c.SlotContext - coldOut - 16
 	lens := []int{16, 64, 128, 256, 512, 1024, 1536}
 	lens = slices.DeleteFunc(lens, func(l int) bool { return l > maxPrompt })
-	lens = append(lens, maxPrompt)
+	if lens[len(lens)-1] != maxPrompt {
+		lens = append(lens, maxPrompt)
+	}
 	// Pass 0 is a warm-up (Kind "warmup": sent, not measured, not fitted)
 	// that leaves the slots and the RAM cache as every later pass leaves
 	// them, so that each shape's start copies the same slot states in every
@@ -348,6 +350,17 @@ func CalibrateLlamaRuns(runs [][]traces.Record, cfg llamacpp.Config, fit LlamaFi
 		PrefillSamples: len(pre), PrefillShapes: len(py), DecodeSamples: len(dec), DecodeShapes: len(dy), MaxBatch: maxB,
 		Method: "median request of each shape, then non-negative least squares (Lawson-Hanson active set, free intercept), relative weights",
 	}
+	// A tier whose pair rate fits 0 (no sample in it, or none that needs
+	// it) is dropped and the fit made again without it: a config needs a
+	// positive rate for each tier it has.
+	switch {
+	case smallCall > 0 && !(pc[5] > 0):
+		fit.SmallCall = 0
+		return refitWithout(runs, cfg, fit, "small")
+	case fit.MediumCall > 0 && !(pc[6] > 0):
+		fit.MediumCall = 0
+		return refitWithout(runs, cfg, fit, "medium")
+	}
 	if smallCall > 0 {
 		c.Cost.SmallCall, c.Cost.SmallPair = smallCall, pc[5]
 	}
@@ -368,6 +381,17 @@ func CalibrateLlamaRuns(runs [][]traces.Record, cfg llamacpp.Config, fit LlamaFi
 	if err := c.Cost.Validate(); err != nil {
 		return nil, fmt.Errorf("calibrate: %w", err)
 	}
+	return c, nil
+}
+
+// refitWithout fits again without a pair-rate tier whose rate came out 0,
+// and says so in the method.
+func refitWithout(runs [][]traces.Record, cfg llamacpp.Config, fit LlamaFit, tier string) (*LlamaCalibration, error) {
+	c, err := CalibrateLlamaRuns(runs, cfg, fit)
+	if err != nil {
+		return nil, err
+	}
+	c.Method += "; the " + tier + "-call tier was dropped (its pair rate fitted 0)"
 	return c, nil
 }
 
@@ -426,7 +450,10 @@ func llamaSamples(recs []traces.Record, cfg llamacpp.Config, fit LlamaFit) (pre,
 			f := promptFeatures(int64(r.InputLen), int64(o.CachedTokens), int64(cfg.Batch))
 			cp := copied[r.ID]
 			// The pairs of a small and of a medium call have columns of
-			// their own (5 and 6; zero when the tier is off).
+			// their own (5 and 6; zero when the tier is off). The tier goes
+			// by the prompt's new tokens; the simulator decides per call,
+			// which differs only for a prompt longer than -b whose last
+			// chunk is small.
 			x := []float64{f[0], f[1], f[2], float64(cp[0]), float64(cp[1]), 0, 0}
 			switch n := r.InputLen - o.CachedTokens; {
 			case n <= fit.SmallCall:
@@ -567,11 +594,18 @@ func decodeSample(recs []traces.Record, ok []int, spans []calSpan, times [][]int
 
 // shapeTag is the nominal shape of a calibration trace record: its ID
 // without the repeat ("cold-512-r3" and "batch3-64-r2-1" give "cold-512"
-// and "batch3-64"), and false for an ID that does not end in a repeat.
+// and "batch3-64"), and false for an ID that is not one of
+// LlamaCalibrationTrace's kinds or does not end in a repeat.
 func shapeTag(id string) (string, bool) {
 	i := strings.LastIndex(id, "-r")
 	if i <= 0 {
 		return "", false
+	}
+	kind, _, _ := strings.Cut(id, "-")
+	switch strings.TrimRight(kind, "0123456789") {
+	case "cold", "base", "ext", "back", "first", "hit", "batch":
+	default:
+		return "", false // not a calibration trace record
 	}
 	rest := id[i+2:]
 	if j := strings.IndexByte(rest, '-'); j >= 0 {

@@ -64,9 +64,9 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 	repeats := fs.Int("repeats", 3, "with --gen-trace: measurements of each shape (the fit takes their median)")
 	vocab := vocabFlag(traces.Vocab{Lo: 1, Hi: 256})
 	fs.Var(&vocab, "vocab", "with --gen-trace: token id range `LO:HI` of the prompts (replay them with the same --vocab)")
-	smallCall := fs.Int("small-call-tokens", 63, "llama-server config: prompts of at most this many new tokens get their own cost per attention pair (0: one cost for all; llama.cpp's CPU attention is slow below 64 query tokens)")
-	mediumCall := fs.Int("medium-call-tokens", 127, "llama-server config: prompts of more than --small-call-tokens and at most this many new tokens get a second cost per attention pair (0: no such tier)")
-	requestDelay := fs.Duration("request-delay", 0, "llama-server config: time from a request's send until the server loop sees it (written to the config as request_delay_ns and taken out of every TTFT before the fit; not fitted)")
+	smallCall := fs.Int("small-call-tokens", 63, "llama-server config: prompts of at most this many new tokens get their own cost per attention pair (0: no such tier; llama.cpp's CPU attention is slow below 64 query tokens)")
+	mediumCall := fs.Int("medium-call-tokens", 127, "llama-server config: prompts of more than --small-call-tokens and at most this many new tokens get a second cost per attention pair (0: no such tier; with both 0, one cost for all)")
+	requestDelay := fs.Duration("request-delay", 0, "llama-server config: time from a request's send until the server loop sees it (written to the config as request_delay_ns and taken out of every TTFT before the fit; not fitted; default: the --config's request_delay_ns)")
 	asJSON := fs.Bool("json", false, "print the fit as JSON instead of text")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -89,6 +89,11 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if f.IsLlamaCpp() {
+		delaySet := false
+		fs.Visit(func(fl *flag.Flag) { delaySet = delaySet || fl.Name == "request-delay" })
+		if !delaySet {
+			*requestDelay = time.Duration(f.Llama.Cost.Delay)
+		}
 		return calibrateLlama(f, *cfgPath, *genTrace, perReqs, *out, llamaTraceOpts{*seed, *repeats, traces.Vocab(vocab), *smallCall, *mediumCall, *requestDelay}, *asJSON, stdout, stderr)
 	}
 	switch {

@@ -6,7 +6,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/kvsim/kvsim/configs"
 )
@@ -81,11 +80,13 @@ func TestCalibrateCLILlamaCpp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The request delay is not fitted: told the config's, calibrate takes
-	// it out of the TTFTs and writes it back.
+	// The request delay is not fitted: without --request-delay calibrate
+	// takes the config's out of the TTFTs and writes it back.
+	if want.Llama.Cost.Delay == 0 {
+		t.Fatalf("%s has no request delay: the test needs one", cfg)
+	}
 	out := filepath.Join(dir, "calibrated.toml")
-	delay := time.Duration(want.Llama.Cost.Delay).String()
-	code, stdout, stderr := runCLI(t, "calibrate", "--config", cfg, "--per-request", per, "--request-delay", delay, "--out", out)
+	code, stdout, stderr := runCLI(t, "calibrate", "--config", cfg, "--per-request", per, "--out", out)
 	if code != exitOK || !strings.Contains(stdout, "batch up to 4.00") {
 		t.Fatalf("calibrate: exit %d\n%s%s", code, stdout, stderr)
 	}

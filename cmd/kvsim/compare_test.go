@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -44,8 +45,16 @@ func TestCompareCLIAgainstServe(t *testing.T) {
 	if code != exitOK || !c.Pass || c.Requests != 9 || c.CachedExact == nil || *c.CachedExact != 1 || c.HitRateDiffPP == nil || *c.HitRateDiffPP != 0 {
 		t.Fatalf("exit %d: %+v\n%s", code, c, stderr)
 	}
-	if len(c.Metrics) < 30 || c.TTFTPearson == nil || *c.TTFTPearson < 0.8 {
-		t.Errorf("metrics %d, ttft r %v", len(c.Metrics), c.TTFTPearson)
+	// The TTFTs follow the cold and cached prefixes (about 10x apart), so
+	// they correlate; 0.5, not higher: serve runs in real time, and one
+	// stall of this shared machine under make ci's parallel packages moved
+	// a short TTFT enough to fail a bound of 0.8 once.
+	if len(c.Metrics) < 30 || c.TTFTPearson == nil || *c.TTFTPearson < 0.5 {
+		r := "none"
+		if c.TTFTPearson != nil {
+			r = fmt.Sprintf("%.3f", *c.TTFTPearson)
+		}
+		t.Errorf("metrics %d, ttft r %s", len(c.Metrics), r)
 	}
 	code, off, stderr := runCLI(t, "compare", "--measured", m, "--predicted", p, "--max-ttft-mape", "60", "--json")
 	var o compareJSON

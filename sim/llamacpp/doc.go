@@ -71,7 +71,12 @@
 // fixed cost per call; a call of at most CPUCost.SmallCall tokens pays its
 // own rate per attention pair (short prompts behind long cached prefixes
 // run attention much like decode steps; on llama.cpp b11669 below 64
-// query tokens). A cost model that is also a [StateCopier] (CPUCost with
+// query tokens), and a call of at most CPUCost.MediumCall tokens a second
+// rate (the cost per pair keeps falling with the call's size). A cost
+// model that is a [RequestDelayer] (CPUCost with a Delay) holds each
+// request that long between its arrival and the server loop (HTTP and
+// JSON work of the server's HTTP thread). A cost model that is also a
+// [StateCopier] (CPUCost with
 // a StateCopy per byte saved and a StateRestore per byte restored)
 // charges the RAM-cache saves and restores of the tasks a loop turn
 // starts: the server copies before it builds the next call, and tasks
