@@ -276,12 +276,11 @@ func CalibrateLlamaRuns(runs [][]traces.Record, cfg llamacpp.Config, fit LlamaFi
 	if fit.MediumCall != 0 && fit.MediumCall <= fit.SmallCall {
 		return nil, fmt.Errorf("calibrate: the medium-call bound (%d tokens) must be above the small-call bound (%d)", fit.MediumCall, fit.SmallCall)
 	}
-	smallCall := fit.SmallCall
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("calibrate: %w", err)
 	}
-	if smallCall < 0 {
-		return nil, fmt.Errorf("calibrate: small-call size must be >= 0 (got %d)", smallCall)
+	if fit.SmallCall < 0 {
+		return nil, fmt.Errorf("calibrate: small-call size must be >= 0 (got %d)", fit.SmallCall)
 	}
 	var pre, dec []calSample
 	maxB := 0.0
@@ -329,17 +328,38 @@ func CalibrateLlamaRuns(runs [][]traces.Record, cfg llamacpp.Config, fit LlamaFi
 		}
 		return xs, ys
 	}
-	px, py := shapes(pre)
-	dx, dy := shapes(dec)
-	if len(py) < 3 {
-		return nil, fmt.Errorf("calibrate: %d prompt shapes measured alone, need at least 3 (replay the calibration trace: kvsim calibrate --gen-trace)", len(py))
+	// A tier whose pair rate fits 0 (no sample in it, or none that needs
+	// it) is dropped and the prompt fit made again without it: a config
+	// needs a positive rate for each tier it has.
+	method := "median request of each shape, then non-negative least squares (Lawson-Hanson active set, free intercept), relative weights"
+	var tiered []calSample
+	var px [][]float64
+	var py, pc []float64
+	var err error
+	for {
+		tiered = inTiers(pre, fit)
+		px, py = shapes(tiered)
+		if len(py) < 3 {
+			return nil, fmt.Errorf("calibrate: %d prompt shapes measured alone, need at least 3 (replay the calibration trace: kvsim calibrate --gen-trace)", len(py))
+		}
+		if pc, err = nnlsFreeIntercept(px, py, true); err != nil {
+			return nil, fmt.Errorf("calibrate prompt processing: %w", err)
+		}
+		switch {
+		case fit.SmallCall > 0 && !(pc[5] > 0):
+			fit.SmallCall = 0
+			method += "; the small-call tier was dropped (its pair rate fitted 0)"
+			continue
+		case fit.MediumCall > 0 && !(pc[6] > 0):
+			fit.MediumCall = 0
+			method += "; the medium-call tier was dropped (its pair rate fitted 0)"
+			continue
+		}
+		break
 	}
+	dx, dy := shapes(dec)
 	if len(dy) < 3 {
 		return nil, fmt.Errorf("calibrate: %d decode shapes, need at least 3 (requests with more than one output token)", len(dy))
-	}
-	pc, err := nnlsFreeIntercept(px, py, true)
-	if err != nil {
-		return nil, fmt.Errorf("calibrate prompt processing: %w", err)
 	}
 	dc, err := nnlsFreeIntercept(dx, dy, true)
 	if err != nil {
@@ -348,21 +368,10 @@ func CalibrateLlamaRuns(runs [][]traces.Record, cfg llamacpp.Config, fit LlamaFi
 	c := &LlamaCalibration{
 		Cost:           llamacpp.CPUCost{Fitted: hw.Fitted{Prefill: [4]float64{pc[0], pc[1], pc[2], 0}, Decode: [3]float64{dc[0], dc[1], dc[2]}}, StateCopy: pc[3], StateRestore: pc[4], Delay: fit.RequestDelay},
 		PrefillSamples: len(pre), PrefillShapes: len(py), DecodeSamples: len(dec), DecodeShapes: len(dy), MaxBatch: maxB,
-		Method: "median request of each shape, then non-negative least squares (Lawson-Hanson active set, free intercept), relative weights",
+		Method: method,
 	}
-	// A tier whose pair rate fits 0 (no sample in it, or none that needs
-	// it) is dropped and the fit made again without it: a config needs a
-	// positive rate for each tier it has.
-	switch {
-	case smallCall > 0 && !(pc[5] > 0):
-		fit.SmallCall = 0
-		return refitWithout(runs, cfg, fit, "small")
-	case fit.MediumCall > 0 && !(pc[6] > 0):
-		fit.MediumCall = 0
-		return refitWithout(runs, cfg, fit, "medium")
-	}
-	if smallCall > 0 {
-		c.Cost.SmallCall, c.Cost.SmallPair = smallCall, pc[5]
+	if fit.SmallCall > 0 {
+		c.Cost.SmallCall, c.Cost.SmallPair = fit.SmallCall, pc[5]
 	}
 	if fit.MediumCall > 0 {
 		c.Cost.MediumCall, c.Cost.MediumPair = fit.MediumCall, pc[6]
@@ -377,30 +386,40 @@ func CalibrateLlamaRuns(runs [][]traces.Record, cfg llamacpp.Config, fit LlamaFi
 		_, m := fitQuality(xs, ys, coef)
 		return m
 	}
-	c.PrefillMAPEAll, c.DecodeMAPEAll = all(pre, pc), all(dec, dc)
+	c.PrefillMAPEAll, c.DecodeMAPEAll = all(tiered, pc), all(dec, dc)
 	if err := c.Cost.Validate(); err != nil {
 		return nil, fmt.Errorf("calibrate: %w", err)
 	}
 	return c, nil
 }
 
-// refitWithout fits again without a pair-rate tier whose rate came out 0,
-// and says so in the method.
-func refitWithout(runs [][]traces.Record, cfg llamacpp.Config, fit LlamaFit, tier string) (*LlamaCalibration, error) {
-	c, err := CalibrateLlamaRuns(runs, cfg, fit)
-	if err != nil {
-		return nil, err
-	}
-	c.Method += "; the " + tier + "-call tier was dropped (its pair rate fitted 0)"
-	return c, nil
+// calSample is one request's sample of a calibration fit: its shape key,
+// features and time (ns), and for a prompt sample its new tokens.
+type calSample struct {
+	key       string
+	x         []float64
+	y         float64
+	newTokens int
 }
 
-// calSample is one request's sample of a calibration fit: its shape key,
-// features and time (ns).
-type calSample struct {
-	key string
-	x   []float64
-	y   float64
+// inTiers returns the prompt samples with each one's pairs moved from
+// column 2 to the column of its pair-rate tier: 5 for a small call, 6 for
+// a medium one. The tier goes by the prompt's new tokens; the simulator
+// decides per call, which differs only for a prompt longer than -b whose
+// last chunk is small.
+func inTiers(pre []calSample, fit LlamaFit) []calSample {
+	out := make([]calSample, len(pre))
+	for i, s := range pre {
+		s.x = slices.Clone(s.x)
+		switch {
+		case s.newTokens <= fit.SmallCall:
+			s.x[2], s.x[5] = 0, s.x[2]
+		case s.newTokens <= fit.MediumCall:
+			s.x[2], s.x[6] = 0, s.x[2]
+		}
+		out[i] = s
+	}
+	return out
 }
 
 // llamaSamples are the prompt and decode samples of one calibration run's
@@ -449,18 +468,9 @@ func llamaSamples(recs []traces.Record, cfg llamacpp.Config, fit LlamaFit) (pre,
 		if alone && o.CachedTokens >= 0 && o.CachedTokens < r.InputLen {
 			f := promptFeatures(int64(r.InputLen), int64(o.CachedTokens), int64(cfg.Batch))
 			cp := copied[r.ID]
-			// The pairs of a small and of a medium call have columns of
-			// their own (5 and 6; zero when the tier is off). The tier goes
-			// by the prompt's new tokens; the simulator decides per call,
-			// which differs only for a prompt longer than -b whose last
-			// chunk is small.
+			// Columns 5 and 6, the pairs of a small and of a medium call,
+			// are filled by inTiers.
 			x := []float64{f[0], f[1], f[2], float64(cp[0]), float64(cp[1]), 0, 0}
-			switch n := r.InputLen - o.CachedTokens; {
-			case n <= fit.SmallCall:
-				x[2], x[5] = 0, f[2]
-			case n <= fit.MediumCall:
-				x[2], x[6] = 0, f[2]
-			}
 			// The calibration trace's records are grouped by their nominal
 			// shape (the ID without the repeat); other records by their
 			// sizes, where a fresh prompt can share its first token or two
@@ -471,7 +481,7 @@ func llamaSamples(recs []traces.Record, cfg llamacpp.Config, fit LlamaFit) (pre,
 				key = fmt.Sprintf("%d/%d/%d/%d", r.InputLen, (o.CachedTokens+8)/16, cp[0]>>12, cp[1]>>12)
 			}
 			if y := o.TTFT - fit.RequestDelay; y > 0 {
-				pre = append(pre, calSample{key, x, float64(y)})
+				pre = append(pre, calSample{key, x, float64(y), r.InputLen - o.CachedTokens})
 			}
 		}
 		if r.OutputLen < 2 || s.end <= s.first {
@@ -486,7 +496,7 @@ func llamaSamples(recs []traces.Record, cfg llamacpp.Config, fit LlamaFit) (pre,
 			continue
 		}
 		maxB = max(maxB, b)
-		dec = append(dec, calSample{fmt.Sprintf("%s/%.0f", key, math.Round(b)), x, y})
+		dec = append(dec, calSample{key: fmt.Sprintf("%s/%.0f", key, math.Round(b)), x: x, y: y})
 	}
 	return pre, dec, maxB, nil
 }
