@@ -118,23 +118,9 @@ func breakdown(args []string, w io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", *logPath, err)
 	}
-	rd, err := traces.Open(*perReq, traces.FormatAuto)
+	recs, err := readTrace(*perReq)
 	if err != nil {
 		return err
-	}
-	defer rd.Close()
-	var recs []traces.Record
-	for {
-		r, err := rd.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		if r.Observed != nil {
-			recs = append(recs, r)
-		}
 	}
 	rows, err := joinBreakdown(tasks, recs)
 	if err != nil {
@@ -157,7 +143,7 @@ func breakdown(args []string, w io.Writer) error {
 // starts its tasks in send order. Each pair must agree on the tokens
 // evaluated.
 func joinBreakdown(tasks []logTask, recs []traces.Record) ([]breakdownRow, error) {
-	recs = slices.Clone(recs)
+	recs = slices.DeleteFunc(slices.Clone(recs), func(r traces.Record) bool { return r.Observed == nil })
 	slices.SortStableFunc(recs, func(a, b traces.Record) int { return cmp.Compare(a.Arrival, b.Arrival) })
 	for i := 1; i < len(recs); i++ {
 		if p := recs[i-1]; p.Observed.E2E > 0 && recs[i].Arrival < p.Arrival+p.Observed.E2E {

@@ -88,21 +88,9 @@ func realize(args []string) error {
 	if *url == "" || *in == "" || *out == "" {
 		return errors.New("realize: -url, -in and -out are required")
 	}
-	rd, err := traces.Open(*in, traces.FormatAuto)
+	recs, err := readTrace(*in)
 	if err != nil {
 		return err
-	}
-	defer rd.Close()
-	var recs []traces.Record
-	for {
-		r, err := rd.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		recs = append(recs, r)
 	}
 	orig := map[string]traces.Record{} // as generated
 	done := map[string]traces.Record{} // realized
@@ -154,6 +142,26 @@ func realize(args []string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// readTrace reads every record of a trace file.
+func readTrace(path string) ([]traces.Record, error) {
+	rd, err := traces.Open(path, traces.FormatAuto)
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	var recs []traces.Record
+	for {
+		r, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			return recs, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		recs = append(recs, r)
+	}
 }
 
 func equal(a, b []int32) bool {

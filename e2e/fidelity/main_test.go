@@ -11,14 +11,7 @@ import (
 // The table prints one row per compare output with the real runs and their
 // own disagreement, and the gate fails on a cache target, not on timing.
 func TestTableGate(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := tempWriter(t)
 	metrics := `"metrics":[{"name":"cache_hit_rate","measured":0.5,"predicted":0.53},{"name":"median_ttft_ms","measured":10,"predicted":11}]`
 	c1 := write("chat-c1.json", `{`+metrics+`,"requests_compared":8,"ttft_mape_pct":20,"e2e_mape_pct":12,"cached_tokens_exact_share":1,"cache_hit_rate_diff_pp":0,"measured_runs":1}`)
 	c4 := write("chat-c4.json", `{`+metrics+`,"requests_compared":8,"ttft_mape_pct":14,"e2e_mape_pct":9,"cached_tokens_exact_share":0.9,"cache_hit_rate_diff_pp":3,"measured_runs":3,"noise":{"ttft_mape_pct":12,"e2e_mape_pct":8}}`)
@@ -48,14 +41,7 @@ func TestTableGate(t *testing.T) {
 // (the warm-up first) and splits each TTFT; it refuses runs that overlap
 // and pairs that disagree on the tokens evaluated.
 func TestBreakdown(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := tempWriter(t)
 	log := write("server.log", `0.00.010.000 I srv  llama_server: listening on http://127.0.0.1:1
 0.00.100.000 I slot get_availabl: id  0 | task -1 | selected slot by LRU, n_tokens = 0, t_last = -1
 0.00.100.050 I slot launch_slot_: id  0 | task 0 | processing task, is_child = 0
@@ -98,4 +84,18 @@ func readFile(t *testing.T, p string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// tempWriter returns a function that writes a file in a fresh temporary
+// directory and returns its path.
+func tempWriter(t *testing.T) func(name, body string) string {
+	dir := t.TempDir()
+	return func(name, body string) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
 }
