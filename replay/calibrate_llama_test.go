@@ -49,22 +49,11 @@ func perRequest(t *testing.T, recs []traces.Record, res *Result) []traces.Record
 func TestCalibrateLlamaRecoversSimulator(t *testing.T) {
 	truth := hw.Fitted{Prefill: [4]float64{3e6, 60e3, 40, 0}, Decode: [3]float64{1.2e6, 300e3, 150}}
 	cfg := llamacpp.DefaultConfig()
-	recs, err := LlamaCalibrationTrace(LlamaCalibrationConfig{Slots: cfg.Slots, SlotContext: cfg.SlotContext(), Seed: 1, Vocab: traces.Vocab{Lo: 1, Hi: 256}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const truthCopy = 0.5    // ns per byte of slot state saved
 	const truthRestore = 0.2 // ns per byte restored
 	const truthMedium = 90   // ns per pair in a call of 64 to 127 tokens
 	const truthSmall = 400   // ns per pair in a call of at most 63 tokens
-	st, err := NewSimTarget(SimConfig{Llama: &cfg, LlamaCost: &llamacpp.CPUCost{Fitted: truth, StateCopy: truthCopy, StateRestore: truthRestore, SmallCall: 63, SmallPair: truthSmall, MediumCall: 127, MediumPair: truthMedium}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := Default()
-	rc.MaxConcurrency = cfg.Slots
-	rc.Vocab = traces.Vocab{Lo: 1, Hi: 256}
-	res := runSim(t, st, rc, recs)
+	recs, res := simCalibrationRun(t, cfg, &llamacpp.CPUCost{Fitted: truth, StateCopy: truthCopy, StateRestore: truthRestore, SmallCall: 63, SmallPair: truthSmall, MediumCall: 127, MediumPair: truthMedium}, 1, 0)
 	for _, r := range res.Requests {
 		if r.Failed != "" {
 			t.Fatalf("%s failed: %s", r.ID, r.Failed)
@@ -132,18 +121,8 @@ func TestCalibrateLlamaRecoversSimulator(t *testing.T) {
 func TestCalibrateLlamaMedianIgnoresStalls(t *testing.T) {
 	truth := hw.Fitted{Prefill: [4]float64{3e6, 60e3, 40, 0}, Decode: [3]float64{1.2e6, 300e3, 150}}
 	cfg := llamacpp.DefaultConfig()
-	recs, err := LlamaCalibrationTrace(LlamaCalibrationConfig{Slots: cfg.Slots, SlotContext: cfg.SlotContext(), Seed: 2, Vocab: traces.Vocab{Lo: 1, Hi: 256}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := NewSimTarget(SimConfig{Llama: &cfg, LlamaCost: &llamacpp.CPUCost{Fitted: truth}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := Default()
-	rc.MaxConcurrency = cfg.Slots
-	rc.Vocab = traces.Vocab{Lo: 1, Hi: 256}
-	pr := perRequest(t, recs, runSim(t, st, rc, recs))
+	recs, res := simCalibrationRun(t, cfg, &llamacpp.CPUCost{Fitted: truth}, 2, 0)
+	pr := perRequest(t, recs, res)
 	clean, err := CalibrateLlama(pr, cfg, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -268,18 +247,8 @@ func TestCalibrateLlamaRunsPools(t *testing.T) {
 	cost := &llamacpp.CPUCost{Fitted: truth, StateCopy: 0.5, StateRestore: 0.2, SmallCall: 63, SmallPair: 400, MediumCall: 127, MediumPair: 90, Delay: 7e5}
 	var runs [][]traces.Record
 	for seed := uint64(1); seed <= 2; seed++ {
-		recs, err := LlamaCalibrationTrace(LlamaCalibrationConfig{Slots: cfg.Slots, SlotContext: cfg.SlotContext(), Repeats: 1, Seed: seed, Vocab: traces.Vocab{Lo: 1, Hi: 256}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, err := NewSimTarget(SimConfig{Llama: &cfg, LlamaCost: cost})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rc := Default()
-		rc.MaxConcurrency = cfg.Slots
-		rc.Vocab = traces.Vocab{Lo: 1, Hi: 256}
-		runs = append(runs, perRequest(t, recs, runSim(t, st, rc, recs)))
+		recs, res := simCalibrationRun(t, cfg, cost, seed, 1)
+		runs = append(runs, perRequest(t, recs, res))
 	}
 	// The simulated server sees each request 0.7 ms after its send; told
 	// so, the fit takes it out of the TTFTs and writes it back.
@@ -332,18 +301,8 @@ func TestCalibrateLlamaRunsPools(t *testing.T) {
 // hold: the fit drops the tier, says so, and the written config loads.
 func TestCalibrateLlamaDropsEmptyTier(t *testing.T) {
 	cfg := llamacpp.DefaultConfig()
-	recs, err := LlamaCalibrationTrace(LlamaCalibrationConfig{Slots: cfg.Slots, SlotContext: cfg.SlotContext(), Seed: 4, Vocab: traces.Vocab{Lo: 1, Hi: 256}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := NewSimTarget(SimConfig{Llama: &cfg, LlamaCost: &llamacpp.CPUCost{Fitted: hw.Fitted{Prefill: [4]float64{3e6, 60e3, 40, 0}, Decode: [3]float64{1.2e6, 300e3, 150}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := Default()
-	rc.MaxConcurrency = cfg.Slots
-	rc.Vocab = traces.Vocab{Lo: 1, Hi: 256}
-	pr := perRequest(t, recs, runSim(t, st, rc, recs))
+	recs, res := simCalibrationRun(t, cfg, &llamacpp.CPUCost{Fitted: hw.Fitted{Prefill: [4]float64{3e6, 60e3, 40, 0}, Decode: [3]float64{1.2e6, 300e3, 150}}}, 4, 0)
+	pr := perRequest(t, recs, res)
 	// No prompt of the trace has 11 new tokens: the medium tier is empty.
 	c, err := CalibrateLlamaRuns([][]traces.Record{pr}, cfg, LlamaFit{SmallCall: 10, MediumCall: 11})
 	if err != nil {
@@ -359,4 +318,24 @@ func TestCalibrateLlamaDropsEmptyTier(t *testing.T) {
 	if strings.Contains(out.String(), "medium_call") {
 		t.Errorf("the config still has a medium tier:\n%s", out.String())
 	}
+}
+
+// simCalibrationRun replays the calibration trace (seed, repeats; 0: the
+// default) against the llamacpp model of cfg with cost, at the slot count
+// and token ids 1..255, as e2e/fidelity.sh replays it against the server.
+func simCalibrationRun(t *testing.T, cfg llamacpp.Config, cost *llamacpp.CPUCost, seed uint64, repeats int) ([]traces.Record, *Result) {
+	t.Helper()
+	vocab := traces.Vocab{Lo: 1, Hi: 256}
+	recs, err := LlamaCalibrationTrace(LlamaCalibrationConfig{Slots: cfg.Slots, SlotContext: cfg.SlotContext(), Repeats: repeats, Seed: seed, Vocab: vocab})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := NewSimTarget(SimConfig{Llama: &cfg, LlamaCost: cost})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := Default()
+	rc.MaxConcurrency = cfg.Slots
+	rc.Vocab = vocab
+	return recs, runSim(t, st, rc, recs)
 }

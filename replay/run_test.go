@@ -114,10 +114,7 @@ func TestRunPacesTimestampsDependenciesAndThinkTime(t *testing.T) {
 		recs[2].Parent, recs[2].ThinkTime = "a", 200e6
 		cfg := Default()
 		cfg.Pacing, cfg.Speedup = PaceTimestamps, 2
-		r, err := New(cfg, ft, WallClock{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := newWallRunner(t, cfg, ft)
 		t0 := time.Now()
 		res, err := r.Run(t.Context(), recs)
 		if err != nil {
@@ -159,10 +156,7 @@ func TestRunConcurrencyCapIsFIFO(t *testing.T) {
 		ids, recs := simultaneous(8)
 		cfg := Default()
 		cfg.MaxConcurrency = 3
-		r, err := New(cfg, ft, WallClock{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := newWallRunner(t, cfg, ft)
 		res, err := r.Run(t.Context(), recs)
 		if err != nil {
 			t.Fatal(err)
@@ -194,10 +188,7 @@ func TestRunRateFollowsSchedule(t *testing.T) {
 		}
 		cfg := Default()
 		cfg.Pacing, cfg.Rate, cfg.Seed = PaceRate, 50, 3
-		r, err := New(cfg, ft, WallClock{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := newWallRunner(t, cfg, ft)
 		t0 := time.Now()
 		if _, err := r.Run(t.Context(), recs); err != nil {
 			t.Fatal(err)
@@ -217,10 +208,7 @@ func TestRunInterruptDrainsThenCancels(t *testing.T) {
 		recs := []traces.Record{rec("a", 0, 4, 1), rec("b", 100, 4, 1), rec("c", 5000, 4, 1)}
 		cfg := Default()
 		cfg.Pacing, cfg.Drain = PaceTimestamps, 2*time.Second
-		r, err := New(cfg, ft, WallClock{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := newWallRunner(t, cfg, ft)
 		ctx, cancel := context.WithCancel(t.Context())
 		time.AfterFunc(time.Second, cancel)
 		t0 := time.Now()
@@ -247,10 +235,7 @@ func TestRunTimeoutAndFailureReasons(t *testing.T) {
 		recs := []traces.Record{rec("a", 0, 4, 1), rec("b", 0, 4, 1)}
 		cfg := Default()
 		cfg.Timeout = 5 * time.Second
-		r, err := New(cfg, ft, WallClock{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := newWallRunner(t, cfg, ft)
 		t0 := time.Now()
 		res, err := r.Run(t.Context(), recs)
 		if err != nil {
@@ -290,10 +275,7 @@ func TestRunSendGapOrdersSimultaneousSends(t *testing.T) {
 		ids, recs := simultaneous(8)
 		cfg := Default()
 		cfg.MaxConcurrency, cfg.SendGap = 3, 2*time.Millisecond
-		r, err := New(cfg, ft, WallClock{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := newWallRunner(t, cfg, ft)
 		t0 := time.Now()
 		res, err := r.Run(t.Context(), recs)
 		if err != nil {
@@ -315,4 +297,15 @@ func TestRunSendGapOrdersSimultaneousSends(t *testing.T) {
 			t.Errorf("completed %d", s.Completed)
 		}
 	})
+}
+
+// newWallRunner is New on the wall clock (synctest's fake one inside a
+// bubble), failing the test on an error.
+func newWallRunner(t *testing.T, cfg Config, target Target) *Replayer {
+	t.Helper()
+	r, err := New(cfg, target, WallClock{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

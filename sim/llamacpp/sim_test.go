@@ -515,29 +515,9 @@ func TestTinyCPU(t *testing.T) {
 // model charges for it, and a request that arrives while the server copies
 // starts in the same loop turn: its prompt joins the same call.
 func TestStateCopyTimeGroupsArrivals(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Slots, cfg.Context, cfg.StateBytesPerToken = 2, 2000, 100
-	a, b, c := toks(1, 100), toks(2, 50), toks(3, 50)
-	recs := []traces.Record{
-		{ID: "a", Arrival: 0, InputLen: 100, Tokens: a, OutputLen: 2},
-		{ID: "b", Arrival: 1e9, InputLen: 50, Tokens: b, OutputLen: 2},
-		{ID: "c", Arrival: 1e9 + 5000, InputLen: 50, Tokens: c, OutputLen: 2},
-	}
+	cfg, recs := copyGroupTrace()
 	run := func(copyNs float64) (map[string]sim.RequestResult, *Sim) {
-		cost := &CPUCost{Fitted: testCost.Fitted, StateCopy: copyNs}
-		s, err := New(cfg, cost)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := s.Run(sim.NewSliceSource(recs))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]sim.RequestResult{}
-		for _, r := range res.Requests {
-			out[r.ID] = r
-		}
-		return out, s
+		return runByID(t, cfg, &CPUCost{Fitted: testCost.Fitted, StateCopy: copyNs}, recs)
 	}
 	// b's start saves a's idle slot: 101 tokens (prompt + output - 1) of
 	// 100 bytes.
@@ -576,14 +556,7 @@ func TestStateCopyRestoreRate(t *testing.T) {
 		{ID: "b", Arrival: 1e9, InputLen: 50, Tokens: toks(2, 50), OutputLen: 2},
 		{ID: "a2", Arrival: 2e9, InputLen: 110, Tokens: append(slices.Clip(a), toks(3, 10)...), OutputLen: 2},
 	}
-	s, err := New(cfg, &CPUCost{Fitted: testCost.Fitted, StateCopy: 2, StateRestore: 0.5})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := s.Run(sim.NewSliceSource(recs))
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, s := runByID(t, cfg, &CPUCost{Fitted: testCost.Fitted, StateCopy: 2, StateRestore: 0.5}, recs)
 	// b's start saves a (101 tokens); a2's saves b (51) and restores a.
 	if sv, rs, _ := s.CopyBytesOf("a2"); sv != 5100 || rs != 10100 {
 		t.Errorf("a2 copied %d saved, %d restored; want 5100 and 10100", sv, rs)
@@ -592,10 +565,8 @@ func TestStateCopyRestoreRate(t *testing.T) {
 	if st.RAMSaveBytes != 15200 || st.RAMRestoreBytes != 10100 || st.RAMCopyNs != 2*15200+10100/2 {
 		t.Errorf("stats %+v; want 15200 saved, 10100 restored, %d ns", st, 2*15200+10100/2)
 	}
-	for _, r := range res.Requests {
-		if r.ID == "a2" && r.CachedHost != 100 {
-			t.Errorf("a2 cached %d from RAM, want 100 (a's prompt; its output is not in a2's)", r.CachedHost)
-		}
+	if got := res["a2"].CachedHost; got != 100 {
+		t.Errorf("a2 cached %d from RAM, want 100 (a's prompt; its output is not in a2's)", got)
 	}
 }
 
@@ -604,28 +575,11 @@ func TestStateCopyRestoreRate(t *testing.T) {
 // another's RAM-cache copies run joins that call only if it is seen before
 // they end.
 func TestRequestDelay(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Slots, cfg.Context, cfg.StateBytesPerToken = 2, 2000, 100
-	recs := []traces.Record{
-		{ID: "a", Arrival: 0, InputLen: 100, Tokens: toks(1, 100), OutputLen: 2},
-		{ID: "b", Arrival: 1e9, InputLen: 50, Tokens: toks(2, 50), OutputLen: 2},
-		{ID: "c", Arrival: 1e9 + 5000, InputLen: 50, Tokens: toks(3, 50), OutputLen: 2},
-	}
+	cfg, recs := copyGroupTrace()
 	run := func(delay int64) map[string]sim.RequestResult {
 		// b's start saves a's idle slot: 10100 bytes, 10.1 µs at 1 ns/B.
-		s, err := New(cfg, &CPUCost{Fitted: testCost.Fitted, StateCopy: 1, Delay: delay})
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := s.Run(sim.NewSliceSource(recs))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]sim.RequestResult{}
-		for _, r := range res.Requests {
-			out[r.ID] = r
-		}
-		return out
+		res, _ := runByID(t, cfg, &CPUCost{Fitted: testCost.Fitted, StateCopy: 1, Delay: delay}, recs)
+		return res
 	}
 	none, late := run(0), run(2e6)
 	// a alone: 1 ms + 100 * 10 µs, plus the delay; its Arrival is still 0.
@@ -656,19 +610,7 @@ func TestRequestDelayKeepsFollowUpsApart(t *testing.T) {
 		{ID: "y", Arrival: 1000, InputLen: 50, Tokens: toks(2, 50), OutputLen: 5},
 	}
 	run := func(recs []traces.Record, delay int64) (map[string]sim.RequestResult, *Sim) {
-		s, err := New(cfg, &CPUCost{Fitted: testCost.Fitted, StateCopy: 815, Delay: delay})
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := s.Run(sim.NewSliceSource(recs))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]sim.RequestResult{}
-		for _, r := range res.Requests {
-			out[r.ID] = r
-		}
-		return out, s
+		return runByID(t, cfg, &CPUCost{Fitted: testCost.Fitted, StateCopy: 815, Delay: delay}, recs)
 	}
 	// follow adds a, sent 1 ns after y's end, and b, 5 ms after a (y's end
 	// moves with the delay: every request is seen that much later).
@@ -696,5 +638,37 @@ func TestRequestDelayKeepsFollowUpsApart(t *testing.T) {
 	// token (1.501 ms): the delay hid in the wait.
 	if got := late["a"].FirstToken - late["a"].Arrival; got != 1001000-1+4401000+1501000 {
 		t.Errorf("a's TTFT with the delay %d, want 6902999", got)
+	}
+}
+
+// runByID simulates recs on a server of cfg with cost and returns the
+// results by request ID, and the simulator (for its stats and copies).
+func runByID(t *testing.T, cfg Config, cost CostModel, recs []traces.Record) (map[string]sim.RequestResult, *Sim) {
+	t.Helper()
+	s, err := New(cfg, cost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Run(sim.NewSliceSource(recs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]sim.RequestResult{}
+	for _, r := range res.Requests {
+		out[r.ID] = r
+	}
+	return out, s
+}
+
+// copyGroupTrace is a two-slot server and three requests: a alone, then b
+// a second later, whose start saves a's idle slot (101 tokens of 100
+// bytes), and c 5 µs after b.
+func copyGroupTrace() (Config, []traces.Record) {
+	cfg := DefaultConfig()
+	cfg.Slots, cfg.Context, cfg.StateBytesPerToken = 2, 2000, 100
+	return cfg, []traces.Record{
+		{ID: "a", Arrival: 0, InputLen: 100, Tokens: toks(1, 100), OutputLen: 2},
+		{ID: "b", Arrival: 1e9, InputLen: 50, Tokens: toks(2, 50), OutputLen: 2},
+		{ID: "c", Arrival: 1e9 + 5000, InputLen: 50, Tokens: toks(3, 50), OutputLen: 2},
 	}
 }
