@@ -42,9 +42,11 @@ type LlamaCalibrationConfig struct {
 //     prompts behind a cached prefix of about 300, 800 or 1400 tokens (a
 //     1-token request puts the prefix in a slot; the next extends it by
 //     about 40 to 512 new tokens: cost against cached tokens), those
-//     extended prompts again once they have left their slots (restored
-//     from the RAM cache, then a full hit: cost per restored byte), and
-//     full hits (the same prompt again: 1 new token after many cached);
+//     extended prompts again with 8 more tokens once they have left their
+//     slots (restored from the RAM cache: cost per restored byte), and
+//     full hits (the same prompt again: 1 new token after many cached,
+//     for their decode steps; the model charges the one token as a
+//     decode token, so they are no prompt samples);
 //   - batches of 2 to Slots unrelated prompts sent together (each batch
 //     waits for the previous one), about 64 or 512 tokens with 64 outputs:
 //     decode steps at batch 2..Slots.
@@ -151,13 +153,13 @@ func LlamaCalibrationTrace(c LlamaCalibrationConfig) ([]traces.Record, error) {
 			}
 		}
 		// By now the first extended prompts have left their slots for the
-		// RAM cache; each comes back, oldest first, is restored into the
-		// least recently used slot and is a full hit there: the restore
-		// dominates its time (about 1 µs per token against the 0.6 µs of
-		// attention of the one token evaluated again, which the hits
-		// without a restore measure).
+		// RAM cache; each comes back, oldest first, with 8 more tokens: it
+		// is restored into the least recently used slot and the 8 tokens
+		// are a small call behind it (not a full hit, whose one token the
+		// model charges as a decode token, outside the prompt fit), so
+		// that the restore's cost per byte has samples of its own.
 		for _, e := range exts {
-			serial("back-"+e.tag, e.prompt, 1)
+			serial("back-"+e.tag, append(slices.Clip(e.prompt), fresh(8)...), 1)
 		}
 		for _, l := range []int{64, 512, 1500} {
 			if l+l/4+coldOut > c.SlotContext {
@@ -465,7 +467,11 @@ func llamaSamples(recs []traces.Record, cfg llamacpp.Config, fit LlamaFit) (pre,
 				break
 			}
 		}
-		if alone && o.CachedTokens >= 0 && o.CachedTokens < r.InputLen {
+		// A prompt whose last chunk is one token (a full hit: one new
+		// token) is not a prompt sample: the model charges that token as
+		// a decode token (llamacpp.CPUCost.BatchTime), which the prompt
+		// features cannot express.
+		if alone && o.CachedTokens >= 0 && o.CachedTokens < r.InputLen && (r.InputLen-o.CachedTokens)%cfg.Batch != 1 {
 			f := promptFeatures(int64(r.InputLen), int64(o.CachedTokens), int64(cfg.Batch))
 			cp := copied[r.ID]
 			// Columns 5 and 6, the pairs of a small and of a medium call,

@@ -2,6 +2,7 @@ package llamacpp
 
 import (
 	"math"
+	"slices"
 
 	"github.com/kvsim/kvsim/sim/hw"
 )
@@ -101,7 +102,24 @@ func (c *CPUCost) CopyTime(saved, restored int64) int64 {
 }
 
 // BatchTime implements CostModel: round(max(0, t)) ns, 0 for an empty call.
+// A prompt chunk of one token (a full hit's last token, evaluated again) is
+// charged as a decode token: it is the same work, one query row against its
+// slot's context, and on llama-server b11669 a full hit behind 300 cached
+// tokens took 1.3-1.5 ms of prompt eval (server log), a decode step's time,
+// where the prompt call's fixed cost alone is about 2 ms.
 func (c *CPUCost) BatchTime(prompt []hw.Extend, decodes int, context int64) int64 {
+	if slices.ContainsFunc(prompt, func(e hw.Extend) bool { return e.New == 1 }) {
+		var rest []hw.Extend
+		for _, e := range prompt {
+			if e.New == 1 {
+				decodes++
+				context += e.Cached + 1
+			} else {
+				rest = append(rest, e)
+			}
+		}
+		prompt = rest
+	}
 	x := hw.PrefillFeatures(prompt)
 	hasPrompt, hasDecode := x[3] > 0, decodes > 0
 	var t float64

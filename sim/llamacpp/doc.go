@@ -26,7 +26,8 @@
 // arrival order as slots free up. The request then keeps the common prefix
 // of the slot's tokens and computes the rest; when the whole prompt is
 // there, the last prompt token is evaluated again anyway (its logits are
-// needed), so cached_tokens = prompt - 1 on a full hit. A prompt longer
+// needed), so cached_tokens = prompt - 1 on a full hit; that token costs
+// what a decode token costs (CPUCost.BatchTime). A prompt longer
 // than a slot's context fails (the server answers HTTP 400); generation
 // stops when the slot's context is full (no context shift by default).
 //

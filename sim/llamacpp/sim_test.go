@@ -298,6 +298,16 @@ func TestCPUCost(t *testing.T) {
 	if got := c.BatchTime(nil, 0, 0); got != 0 {
 		t.Errorf("empty = %d", got)
 	}
+	// A one-token chunk (a full hit) is a decode token against its cached
+	// tokens and itself: alone it is a decode call, beside a prompt a
+	// mixed one.
+	hit := hw.Extend{New: 1, Cached: 49}
+	if got := c.BatchTime([]hw.Extend{hit}, 0, 0); got != 300+7+50 {
+		t.Errorf("full hit alone = %d, want 357 (a decode step)", got)
+	}
+	if got := c.BatchTime([]hw.Extend{hit, p[0]}, 1, 25); got != 300+8+9+10+14+75 {
+		t.Errorf("full hit beside a prompt and a decode = %d, want %d", got, 300+8+9+10+14+75)
+	}
 	// Small calls: up to 5 tokens in all, the 18 pairs cost 1 each instead
 	// of a2 = 0.5; the prompt's 4 tokens and 2 decode tokens make 6, a
 	// large call again.
