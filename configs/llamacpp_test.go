@@ -23,8 +23,9 @@ func TestLlamaCppTinyLoads(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := llamacpp.DefaultConfig()
+	want.TokenText = llamacpp.TokenTextByteLevel // the tiny model's tokenizer
 	if b.Config != want {
-		t.Errorf("config %+v, want the server defaults %+v", b.Config, want)
+		t.Errorf("config %+v, want the server defaults with byte-level text %+v", b.Config, want)
 	}
 	if b.Cost.Prefill[1] <= 0 || b.Cost.Decode[0] <= 0 {
 		t.Errorf("cost %+v", b.Cost)
@@ -49,6 +50,7 @@ slot_prompt_similarity = 0.5
 cache_ram = -1
 no_cache_idle_slots = true
 state_bytes_per_token = 100
+token_text = "byte-level"
 [llamacpp.cost]
 prefill = [1.0, 2.0, 3.0, 4.0]
 decode = [5.0, 6.0, 7.0]
@@ -70,7 +72,7 @@ trace = "x.jsonl"
 		t.Fatal(err)
 	}
 	c := b.Config
-	if c.Slots != 2 || c.Context != 1024 || c.Batch != 256 || c.SlotPromptSimilarity != 0.5 || c.CacheRAMMiB != -1 || !c.NoCacheIdleSlots || c.StateBytesPerToken != 100 {
+	if c.Slots != 2 || c.Context != 1024 || c.Batch != 256 || c.SlotPromptSimilarity != 0.5 || c.CacheRAMMiB != -1 || !c.NoCacheIdleSlots || c.StateBytesPerToken != 100 || c.TokenText != "byte-level" {
 		t.Errorf("config %+v", c)
 	}
 	if b.Cost.Prefill != [4]float64{1, 2, 3, 4} || b.Cost.Decode != [3]float64{5, 6, 7} || b.Cost.StateCopy != 0.75 || b.Cost.StateRestore != 0.25 || b.Cost.SmallCall != 32 || b.Cost.SmallPair != 500 || b.Cost.MediumCall != 100 || b.Cost.MediumPair != 250 || b.Cost.Delay != 800000 {

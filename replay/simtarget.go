@@ -227,12 +227,29 @@ func (t *SimTarget) Submit(ctx context.Context, req Request, sink Sink) (Respons
 	}
 }
 
-// outputs are the ids the simulator generates for a replayed record.
-func (t *SimTarget) outputs(rec *traces.Record, req *Request) []int32 {
+// outputs are the ids the simulator generates for a replayed record, and
+// whether they are the trace's (the server's own).
+func (t *SimTarget) outputs(rec *traces.Record, req *Request) ([]int32, bool) {
 	if t.cfg.TraceOutputs && len(rec.OutputTokens) >= req.MaxNewTokens {
-		return rec.OutputTokens[:req.MaxNewTokens]
+		return rec.OutputTokens[:req.MaxNewTokens], true
 	}
-	return OutputTokens(req.Tokens, req.MaxNewTokens, t.cfg.OutputVocab)
+	return OutputTokens(req.Tokens, req.MaxNewTokens, t.cfg.OutputVocab), false
+}
+
+// stream is what the simulated server streams of a request whose output
+// ids are the server's own (fromTrace): a llama-server whose token text
+// is not whole holds back tokens that leave an incomplete UTF-8 sequence
+// (llamacpp.Stream). Nil when every token is streamed as it comes:
+// synthetic ids carry no text to split.
+func (t *SimTarget) stream(fromTrace bool) *llamacpp.Stream {
+	if !fromTrace || t.cfg.Llama == nil || t.cfg.Llama.TokenText == llamacpp.TokenTextWhole {
+		return nil
+	}
+	s, err := llamacpp.NewStream(t.cfg.Llama.TokenText)
+	if err != nil {
+		panic("replay: " + err.Error()) // the config was validated when the simulator was made
+	}
+	return s
 }
 
 // flight is a request in the simulator during a replay.
@@ -241,8 +258,24 @@ type flight struct {
 	start    time.Time
 	rc       recorder
 	out      []int32
-	deadline int64 // simulator time; 0: none
-	gone     bool  // timed out: later events are ignored
+	stream   *llamacpp.Stream // nil: every token is streamed as it comes
+	streamed int              // tokens given to stream
+	deadline int64            // simulator time; 0: none
+	gone     bool             // timed out: later events are ignored
+}
+
+// chunk reports whether the client receives the tokens of event e (the
+// request's first e.Tokens tokens are out): always without a stream, else
+// when the server sends text after the last of them.
+func (f *flight) chunk(e *sim.Event) bool {
+	if f.stream == nil {
+		return true
+	}
+	send := false
+	for ; f.streamed < int(e.Tokens) && f.streamed < len(f.out); f.streamed++ {
+		send = f.stream.Add(f.out[f.streamed])
+	}
+	return send
 }
 
 // replay is Replayer.Run for the simulator: the pacer's decisions in
@@ -283,7 +316,8 @@ func (t *SimTarget) replay(ctx context.Context, cfg Config, recs []traces.Record
 				rr.PromptTokens = len(req.Tokens)
 				t.seq++
 				id := fmt.Sprintf("s%d", t.seq)
-				f := &flight{idx: g.idx, start: abs(off + now), out: t.outputs(&recs[g.idx], &req)}
+				out, fromTrace := t.outputs(&recs[g.idx], &req)
+				f := &flight{idx: g.idx, start: abs(off + now), out: out, stream: t.stream(fromTrace)}
 				f.rc.start = f.start
 				if cfg.Timeout > 0 {
 					f.deadline = off + now + int64(cfg.Timeout)
@@ -323,7 +357,9 @@ func (t *SimTarget) replay(ctx context.Context, cfg Config, recs []traces.Record
 				continue // a request of an earlier run, or timed out
 			}
 			if !e.Done {
-				f.rc.Chunk(abs(e.Time), int(e.Tokens))
+				if f.chunk(&e) {
+					f.rc.Chunk(abs(e.Time), int(e.Tokens))
+				}
 				continue
 			}
 			delete(flights, e.ID)

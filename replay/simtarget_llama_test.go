@@ -80,3 +80,40 @@ func TestLlamaSimTargetTraceOutputs(t *testing.T) {
 		}
 	}
 }
+
+// A byte-level llama-server holds back tokens that leave the text in an
+// incomplete UTF-8 sequence: with the server's output ids in the trace,
+// the client's first token comes with the token that completes the text,
+// and the held tokens' gap counts once; E2E does not change. Synthetic
+// outputs, and whole-text tokens, stream every token.
+func TestLlamaSimTargetHoldsBackSplitUTF8(t *testing.T) {
+	p := seq(5, 100)
+	out := []int32{0xED, 0xED, 0xED, 3733, 3733, 3733}
+	recs := []traces.Record{{ID: "r", InputLen: len(p), Tokens: p, OutputLen: len(out), OutputTokens: out}}
+	run := func(tokenText string, traceOutputs bool) RequestResult {
+		cfg := llamacpp.DefaultConfig()
+		cfg.TokenText = tokenText
+		st, err := NewSimTarget(SimConfig{Llama: &cfg, LlamaCost: &llamacpp.CPUCost{Fitted: testFitted}, TraceOutputs: traceOutputs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return runSim(t, st, Default(), recs).Requests[0]
+	}
+	whole := run(llamacpp.TokenTextWhole, true)
+	held := run(llamacpp.TokenTextByteLevel, true)
+	synthetic := run(llamacpp.TokenTextByteLevel, false)
+	if len(whole.ITL) != 5 || len(synthetic.ITL) != 5 {
+		t.Fatalf("whole text: %d ITLs, synthetic outputs: %d, want 5", len(whole.ITL), len(synthetic.ITL))
+	}
+	// The first chunk comes with token 4, three steps after token 1.
+	steps := whole.ITL[0] + whole.ITL[1] + whole.ITL[2]
+	if held.TTFT() != whole.TTFT()+steps {
+		t.Errorf("held TTFT %d, want %d + %d", held.TTFT(), whole.TTFT(), steps)
+	}
+	if len(held.ITL) != 2 || held.E2E() != whole.E2E() || held.OutputTokens != 6 {
+		t.Errorf("held: ITLs %v, E2E %d (whole %d), %d tokens", held.ITL, held.E2E(), whole.E2E(), held.OutputTokens)
+	}
+	if synthetic.TTFT() != whole.TTFT() {
+		t.Errorf("synthetic outputs: TTFT %d, want %d", synthetic.TTFT(), whole.TTFT())
+	}
+}

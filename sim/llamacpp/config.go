@@ -38,6 +38,14 @@ type Config struct {
 	// count), as llama_state_seq_get_size reports it. > 0. Default 4104,
 	// the tiny model's (4096 + 8).
 	StateBytesPerToken int64 `toml:"state_bytes_per_token"`
+	// TokenText is how the model's token ids decode to the bytes the
+	// server streams ([Stream]): "" (every token is whole text; default)
+	// or "byte-level" (kvsim's GGUF models). With "byte-level", a replay
+	// against the simulator whose records carry the server's output ids
+	// holds back tokens that end in an incomplete UTF-8 sequence, as the
+	// server does, so the client's first token and chunks are the real
+	// ones.
+	TokenText string `toml:"token_text"`
 	// Vocab is the id range traces.PromptTokens draws synthesised prompts
 	// from; it must be the one replay sends to the server, so that the
 	// simulated prompts are the real ones token for token. Default
@@ -80,6 +88,9 @@ func (c Config) Validate() error {
 	}
 	if c.StateBytesPerToken <= 0 {
 		bad("state_bytes_per_token", c.StateBytesPerToken, "must be > 0")
+	}
+	if !validTokenText(c.TokenText) {
+		bad("token_text", fmt.Sprintf("%q", c.TokenText), fmt.Sprintf("must be %q or %q", TokenTextWhole, TokenTextByteLevel))
 	}
 	if err := c.Vocab.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("llamacpp.vocab: %w", err))

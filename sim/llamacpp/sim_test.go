@@ -270,9 +270,9 @@ func TestContext(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	c := Config{Slots: 0, Context: 0, Batch: 0, SlotPromptSimilarity: 2, CacheRAMMiB: -2, StateBytesPerToken: 0, Vocab: traces.Vocab{Lo: 5, Hi: 5}}
+	c := Config{Slots: 0, Context: 0, Batch: 0, SlotPromptSimilarity: 2, CacheRAMMiB: -2, StateBytesPerToken: 0, TokenText: "utf-16", Vocab: traces.Vocab{Lo: 5, Hi: 5}}
 	err := c.Validate()
-	for _, want := range []string{"llamacpp.parallel: must be >= 1", "llamacpp.batch_size", "llamacpp.slot_prompt_similarity", "llamacpp.cache_ram", "llamacpp.state_bytes_per_token", "llamacpp.vocab"} {
+	for _, want := range []string{"llamacpp.parallel: must be >= 1", "llamacpp.batch_size", "llamacpp.slot_prompt_similarity", "llamacpp.cache_ram", "llamacpp.state_bytes_per_token", `llamacpp.token_text: must be "" or "byte-level" (got "utf-16")`, "llamacpp.vocab"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate() = %v, want it to mention %q", err, want)
 		}
