@@ -12,8 +12,8 @@
 #
 # env: NP (slots, default 4), CTX (default 8192), THREADS (-t, default 1: one compute thread
 #      has no thread-pool barrier for a preempted thread to stall; see docs/fidelity.md),
-#      REPEATS (repeats of every shape in each calibration run, one run before each trace;
-#      default 2), GATE=1 (exit 1 when a gated target
+#      REPEATS (repeats of every shape in each calibration run, one run before each round of
+#      real runs and one after the last; default 2), GATE=1 (exit 1 when a gated target
 #      is missed: concurrency-1 cached tokens exact on every trace, hit rate within MAX_HIT_PP
 #      at NP on the traces not in UNGATED (default "shared-shuffled"; with SEND_GAP=0 the real
 #      hit rates of shared and shared-shuffled vary from run to run, see docs/fidelity.md),
@@ -64,9 +64,9 @@ start() {
 stop() { bash e2e/llama/stop.sh "$OUT/server-$1" 2>/dev/null; }
 
 # 1. Calibration runs: the calibration trace (REPEATS repeats of every shape) is replayed
-# against a fresh server before each trace's real runs, so that the calibration sees the
-# machine at the same moments as the measurements it is to predict (the speed of these
-# machines drifts by 10-20% over minutes); step 3 fits all of them together.
+# against a fresh server before each round of real runs and after the last (step 2b), so that
+# the calibration sees the machine at the same moments as the measurements it is to predict (the
+# speed of these machines drifts by 10-20% over minutes); step 3 fits all of them together.
 cal_segment() {
   [ -n "${CONFIG:-}" ] && return 0
   local i=$1 url
@@ -123,26 +123,36 @@ for t in $TRACES; do
   esac
 done
 
-# 2b. The real runs: a fresh server per run, each trace after its calibration run; at the slot
-# count REAL_RUNS real runs, compared by their per-request median, and their own disagreement
-# (the noise floor).
-i=0
-for t in $TRACES; do
-  i=$((i + 1))
-  cal_segment "$i"
-  for c in 1 "$NP"; do
-    runs=1
-    [ "$c" = 1 ] || runs=$REAL_RUNS
-    for r in $(seq "$runs"); do
-      url=$(start "$t-c$c-r$r")
-      say "$t at concurrency $c against $url (real run $r of $runs)"
-      "$KV" replay --trace "$OUT/$t.jsonl" --target "$url" --api openai --max-concurrency "$c" \
-        --send-gap "$SEND_GAP" --vocab "$VOCAB" --no-keep-alive --per-request "$OUT/$t-c$c.real$r.jsonl" \
-        --json >/dev/null
-      stop "$t-c$c-r$r"
-    done
+# 2b. The real runs, each against a fresh server, in REAL_RUNS rounds: a round is a calibration
+# run, then every trace's next real run at the slot count (and, in one round per trace, its run at
+# concurrency 1); one more calibration run closes. A trace's real runs are spread over the whole
+# session as the calibration runs are, so that both sides average the machine's drift over the
+# same minutes: with one trace's runs back to back, the per-request median was the speed of one
+# half-minute, 10-20% off the calibration's average in either direction (docs/fidelity.md).
+real_run() {
+  local t=$1 c=$2 r=$3 runs=$4 url
+  url=$(start "$t-c$c-r$r")
+  say "$t at concurrency $c against $url (real run $r of $runs)"
+  "$KV" replay --trace "$OUT/$t.jsonl" --target "$url" --api openai --max-concurrency "$c" \
+    --send-gap "$SEND_GAP" --vocab "$VOCAB" --no-keep-alive --per-request "$OUT/$t-c$c.real$r.jsonl" \
+    --json >/dev/null
+  stop "$t-c$c-r$r"
+}
+ncal=0
+for r in $(seq "$REAL_RUNS"); do
+  ncal=$((ncal + 1))
+  cal_segment "$ncal"
+  i=0
+  for t in $TRACES; do
+    i=$((i + 1))
+    if [ $(((i - 1) % REAL_RUNS + 1)) = "$r" ]; then
+      real_run "$t" 1 1 1
+    fi
+    real_run "$t" "$NP" "$r" "$REAL_RUNS"
   done
 done
+ncal=$((ncal + 1))
+cal_segment "$ncal"
 
 # 3. The fit of all calibration runs, or CONFIG.
 if [ -n "${CONFIG:-}" ]; then
