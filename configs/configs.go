@@ -92,6 +92,9 @@ type LlamaCost struct {
 	// StateCopy is llamacpp.CPUCost.StateCopy, ns per byte saved (>= 0; 0,
 	// the default, leaves copies free).
 	StateCopy float64 `toml:"state_copy_ns_per_byte"`
+	// StateFresh is llamacpp.CPUCost.StateFresh, ns more per byte saved
+	// beyond the RAM cache's high-water mark (>= 0; default 0).
+	StateFresh float64 `toml:"state_fresh_ns_per_byte"`
 	// StateRestore is llamacpp.CPUCost.StateRestore, ns per byte restored
 	// (>= 0); unset, restores cost StateCopy per byte like saves (the
 	// files written before kvsim told them apart).
@@ -444,6 +447,9 @@ func (f *File) validateLlama() error {
 	if c := f.Llama.Cost.StateCopy; !(c >= 0) || math.IsInf(c, 1) {
 		errs = append(errs, fmt.Errorf("llamacpp.cost.state_copy_ns_per_byte: must be a finite number >= 0 (got %v)", c))
 	}
+	if c := f.Llama.Cost.StateFresh; !(c >= 0) || math.IsInf(c, 1) {
+		errs = append(errs, fmt.Errorf("llamacpp.cost.state_fresh_ns_per_byte: must be a finite number >= 0 (got %v)", c))
+	}
 	if c := f.Llama.Cost.StateRestore; c != nil && (!(*c >= 0) || math.IsInf(*c, 1)) {
 		errs = append(errs, fmt.Errorf("llamacpp.cost.state_restore_ns_per_byte: must be a finite number >= 0 (got %v)", *c))
 	}
@@ -499,7 +505,7 @@ func (f *File) BuildLlama() (*LlamaBuilt, error) {
 	if c.StateRestore != nil {
 		restore = *c.StateRestore
 	}
-	return &LlamaBuilt{Config: f.Llama.Config, Cost: &llamacpp.CPUCost{Fitted: c.Fitted, StateCopy: c.StateCopy, StateRestore: restore, SmallCall: c.SmallCall, SmallPair: c.SmallPair, MediumCall: c.MediumCall, MediumPair: c.MediumPair, Delay: c.Delay}}, nil
+	return &LlamaBuilt{Config: f.Llama.Config, Cost: &llamacpp.CPUCost{Fitted: c.Fitted, StateCopy: c.StateCopy, StateFresh: c.StateFresh, StateRestore: restore, SmallCall: c.SmallCall, SmallPair: c.SmallPair, MediumCall: c.MediumCall, MediumPair: c.MediumPair, Delay: c.Delay}}, nil
 }
 
 // Built is a file turned into what the simulator runs.

@@ -56,6 +56,7 @@ prefill = [1.0, 2.0, 3.0, 4.0]
 decode = [5.0, 6.0, 7.0]
 state_copy_ns_per_byte = 0.75
 state_restore_ns_per_byte = 0.25
+state_fresh_ns_per_byte = 0.5
 small_call_tokens = 32
 small_call_pair_ns = 500.0
 medium_call_tokens = 100
@@ -75,7 +76,7 @@ trace = "x.jsonl"
 	if c.Slots != 2 || c.Context != 1024 || c.Batch != 256 || c.SlotPromptSimilarity != 0.5 || c.CacheRAMMiB != -1 || !c.NoCacheIdleSlots || c.StateBytesPerToken != 100 || c.TokenText != "byte-level" {
 		t.Errorf("config %+v", c)
 	}
-	if b.Cost.Prefill != [4]float64{1, 2, 3, 4} || b.Cost.Decode != [3]float64{5, 6, 7} || b.Cost.StateCopy != 0.75 || b.Cost.StateRestore != 0.25 || b.Cost.SmallCall != 32 || b.Cost.SmallPair != 500 || b.Cost.MediumCall != 100 || b.Cost.MediumPair != 250 || b.Cost.Delay != 800000 {
+	if b.Cost.Prefill != [4]float64{1, 2, 3, 4} || b.Cost.Decode != [3]float64{5, 6, 7} || b.Cost.StateCopy != 0.75 || b.Cost.StateRestore != 0.25 || b.Cost.StateFresh != 0.5 || b.Cost.SmallCall != 32 || b.Cost.SmallPair != 500 || b.Cost.MediumCall != 100 || b.Cost.MediumPair != 250 || b.Cost.Delay != 800000 {
 		t.Errorf("cost %+v", b.Cost)
 	}
 	if f.Workload.Trace != "x.jsonl" {

@@ -368,7 +368,7 @@ func CalibrateLlamaRuns(runs [][]traces.Record, cfg llamacpp.Config, fit LlamaFi
 		return nil, fmt.Errorf("calibrate decode: %w", err)
 	}
 	c := &LlamaCalibration{
-		Cost:           llamacpp.CPUCost{Fitted: hw.Fitted{Prefill: [4]float64{pc[0], pc[1], pc[2], 0}, Decode: [3]float64{dc[0], dc[1], dc[2]}}, StateCopy: pc[3], StateRestore: pc[4], Delay: fit.RequestDelay},
+		Cost:           llamacpp.CPUCost{Fitted: hw.Fitted{Prefill: [4]float64{pc[0], pc[1], pc[2], 0}, Decode: [3]float64{dc[0], dc[1], dc[2]}}, StateCopy: pc[3], StateRestore: pc[4], StateFresh: pc[7], Delay: fit.RequestDelay},
 		PrefillSamples: len(pre), PrefillShapes: len(py), DecodeSamples: len(dec), DecodeShapes: len(dy), MaxBatch: maxB,
 		Method: method,
 	}
@@ -475,8 +475,9 @@ func llamaSamples(recs []traces.Record, cfg llamacpp.Config, fit LlamaFit) (pre,
 			f := promptFeatures(int64(r.InputLen), int64(o.CachedTokens), int64(cfg.Batch))
 			cp := copied[r.ID]
 			// Columns 5 and 6, the pairs of a small and of a medium call,
-			// are filled by inTiers.
-			x := []float64{f[0], f[1], f[2], float64(cp[0]), float64(cp[1]), 0, 0}
+			// are filled by inTiers; column 7 is the saved bytes beyond
+			// the RAM cache's high-water mark.
+			x := []float64{f[0], f[1], f[2], float64(cp.Saved), float64(cp.Restored), 0, 0, float64(cp.Fresh)}
 			// The calibration trace's records are grouped by their nominal
 			// shape (the ID without the repeat); other records by their
 			// sizes, where a fresh prompt can share its first token or two
@@ -484,7 +485,7 @@ func llamaSamples(recs []traces.Record, cfg llamacpp.Config, fit LlamaFit) (pre,
 			// shape; so are copies within 4 KiB.
 			key, tagged := shapeTag(r.ID)
 			if !tagged {
-				key = fmt.Sprintf("%d/%d/%d/%d", r.InputLen, (o.CachedTokens+8)/16, cp[0]>>12, cp[1]>>12)
+				key = fmt.Sprintf("%d/%d/%d/%d/%d", r.InputLen, (o.CachedTokens+8)/16, cp.Saved>>12, cp.Restored>>12, cp.Fresh>>12)
 			}
 			if y := o.TTFT - fit.RequestDelay; y > 0 {
 				pre = append(pre, calSample{key, x, float64(y), r.InputLen - o.CachedTokens})
@@ -512,7 +513,7 @@ func llamaSamples(recs []traces.Record, cfg llamacpp.Config, fit LlamaFit) (pre,
 // through the llamacpp model with cfg. The cost model is a token one:
 // cache decisions do not depend on time for requests sent one after
 // another, and the prompt samples use only those.
-func llamaCopies(recs []traces.Record, cfg llamacpp.Config) (map[string][2]int64, error) {
+func llamaCopies(recs []traces.Record, cfg llamacpp.Config) (map[string]llamacpp.Copies, error) {
 	var in []traces.Record
 	for i := range recs {
 		if o := recs[i].Observed; o != nil && (o.Status == "ok" || o.Status == "") {
@@ -527,10 +528,10 @@ func llamaCopies(recs []traces.Record, cfg llamacpp.Config) (map[string][2]int64
 	if _, err := s.Run(sim.NewSliceSource(in)); err != nil {
 		return nil, fmt.Errorf("calibrate: replaying the cache decisions: %w", err)
 	}
-	out := make(map[string][2]int64, len(in))
+	out := make(map[string]llamacpp.Copies, len(in))
 	for i := range in {
-		if sv, rs, ok := s.CopyBytesOf(in[i].ID); ok {
-			out[in[i].ID] = [2]int64{sv, rs}
+		if c, ok := s.CopyBytesOf(in[i].ID); ok {
+			out[in[i].ID] = c
 		}
 	}
 	return out, nil
@@ -696,18 +697,20 @@ token_text = %q
 # prompt call ns = a0 + a1*new_tokens + a2*causal_pairs (+ a3*chunks: 0, one prompt per call here)
 # decode ns      = b0 + b1*generating_slots + b2*context_tokens (a mixed call pays max(a0, b0) once)
 # a task start's copies of slot states to and from the RAM cache: state_copy_ns_per_byte per byte
-# saved, state_restore_ns_per_byte per byte restored
+# saved, state_fresh_ns_per_byte more per saved byte beyond the cache's high-water mark (new
+# memory), state_restore_ns_per_byte per byte restored
 # a request reaches the server loop request_delay_ns after it is sent (not fitted: kvsim
 # calibrate --request-delay; taken out of the TTFTs before the fit)
 prefill = [%s, %s, %s, %s]
 decode = [%s, %s, %s]
 state_copy_ns_per_byte = %s
+state_fresh_ns_per_byte = %s
 state_restore_ns_per_byte = %s
 request_delay_ns = %d
 %s`, source, c.PrefillSamples, c.PrefillShapes, c.PrefillMAPE, c.PrefillMAPEAll,
 		c.DecodeSamples, c.DecodeShapes, c.MaxBatch, c.DecodeMAPE, c.DecodeMAPEAll, c.Method,
 		cfg.Slots, cfg.Context, cfg.Batch, tomlFloat(cfg.SlotPromptSimilarity), cfg.CacheRAMMiB, cfg.NoCacheIdleSlots, cfg.StateBytesPerToken, cfg.TokenText,
 		tomlFloat(p[0]), tomlFloat(p[1]), tomlFloat(p[2]), tomlFloat(p[3]),
-		tomlFloat(d[0]), tomlFloat(d[1]), tomlFloat(d[2]), tomlFloat(c.Cost.StateCopy), tomlFloat(c.Cost.StateRestore), c.Cost.Delay, small)
+		tomlFloat(d[0]), tomlFloat(d[1]), tomlFloat(d[2]), tomlFloat(c.Cost.StateCopy), tomlFloat(c.Cost.StateFresh), tomlFloat(c.Cost.StateRestore), c.Cost.Delay, small)
 	return err
 }

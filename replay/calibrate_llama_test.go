@@ -50,10 +50,11 @@ func TestCalibrateLlamaRecoversSimulator(t *testing.T) {
 	truth := hw.Fitted{Prefill: [4]float64{3e6, 60e3, 40, 0}, Decode: [3]float64{1.2e6, 300e3, 150}}
 	cfg := llamacpp.DefaultConfig()
 	const truthCopy = 0.5    // ns per byte of slot state saved
+	const truthFresh = 0.4   // ns more per byte saved beyond the cache's high-water mark
 	const truthRestore = 0.2 // ns per byte restored
 	const truthMedium = 90   // ns per pair in a call of 64 to 127 tokens
 	const truthSmall = 400   // ns per pair in a call of at most 63 tokens
-	recs, res := simCalibrationRun(t, cfg, &llamacpp.CPUCost{Fitted: truth, StateCopy: truthCopy, StateRestore: truthRestore, SmallCall: 63, SmallPair: truthSmall, MediumCall: 127, MediumPair: truthMedium}, 1, 0)
+	recs, res := simCalibrationRun(t, cfg, &llamacpp.CPUCost{Fitted: truth, StateCopy: truthCopy, StateFresh: truthFresh, StateRestore: truthRestore, SmallCall: 63, SmallPair: truthSmall, MediumCall: 127, MediumPair: truthMedium}, 1, 0)
 	for _, r := range res.Requests {
 		if r.Failed != "" {
 			t.Fatalf("%s failed: %s", r.ID, r.Failed)
@@ -88,6 +89,9 @@ func TestCalibrateLlamaRecoversSimulator(t *testing.T) {
 	if got := c.Cost.StateRestore; math.Abs(got-truthRestore) > 1e-3*truthRestore {
 		t.Errorf("state restore = %g ns/byte, want %g within 0.1%%", got, truthRestore)
 	}
+	if got := c.Cost.StateFresh; math.Abs(got-truthFresh) > 1e-3*truthFresh {
+		t.Errorf("fresh memory = %g ns/byte, want %g within 0.1%%", got, truthFresh)
+	}
 	if got := c.Cost.MediumPair; c.Cost.MediumCall != 127 || math.Abs(got-truthMedium) > 1e-3*truthMedium {
 		t.Errorf("medium calls: %d tokens, %g ns/pair; want 127 and %d within 0.1%%", c.Cost.MediumCall, got, truthMedium)
 	}
@@ -108,7 +112,7 @@ func TestCalibrateLlamaRecoversSimulator(t *testing.T) {
 	if err := c.WriteLlamaTOML(&out, cfg, "test"); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`kind = "llamacpp"`, "parallel = 4", "[llamacpp.cost]", "prefill = [", "decode = [", "state_copy_ns_per_byte = 0.5", "state_restore_ns_per_byte = 0.2", "small_call_tokens = 63", "medium_call_tokens = 127", "medium_call_pair_ns = 90.0", "small_call_pair_ns = "} {
+	for _, want := range []string{`kind = "llamacpp"`, "parallel = 4", "[llamacpp.cost]", "prefill = [", "decode = [", "state_copy_ns_per_byte = 0.5", "state_fresh_ns_per_byte = 0.4", "state_restore_ns_per_byte = 0.2", "small_call_tokens = 63", "medium_call_tokens = 127", "medium_call_pair_ns = 90.0", "small_call_pair_ns = "} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("TOML lacks %q:\n%s", want, out.String())
 		}

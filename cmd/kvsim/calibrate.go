@@ -236,8 +236,8 @@ func calibrateLlama(f *configs.File, cfgPath, genTrace string, perReqs []string,
 		return exitOK
 	}
 	p, d := c.Cost.Prefill, c.Cost.Decode
-	fmt.Fprintf(stdout, "prompt call ns = %.6g + %.6g*new_tokens + %.6g*causal_pairs, after %.4g*state_bytes_saved + %.4g*state_bytes_restored   (%d requests alone, %d shapes: MAPE %.2f%% on medians, %.2f%% on all)\n",
-		p[0], p[1], p[2], c.Cost.StateCopy, c.Cost.StateRestore, c.PrefillSamples, c.PrefillShapes, c.PrefillMAPE, c.PrefillMAPEAll)
+	fmt.Fprintf(stdout, "prompt call ns = %.6g + %.6g*new_tokens + %.6g*causal_pairs, after %.4g*state_bytes_saved + %.4g*state_bytes_saved_beyond_high_water + %.4g*state_bytes_restored   (%d requests alone, %d shapes: MAPE %.2f%% on medians, %.2f%% on all)\n",
+		p[0], p[1], p[2], c.Cost.StateCopy, c.Cost.StateFresh, c.Cost.StateRestore, c.PrefillSamples, c.PrefillShapes, c.PrefillMAPE, c.PrefillMAPEAll)
 	if c.Cost.SmallCall > 0 {
 		fmt.Fprintf(stdout, "                 with %.6g*causal_pairs instead in a call of at most %d tokens\n", c.Cost.SmallPair, c.Cost.SmallCall)
 	}

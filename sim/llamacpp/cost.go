@@ -26,9 +26,9 @@ type RequestDelayer interface {
 // StateCopier is implemented by cost models that charge for copying slot
 // states to and from the host-RAM prompt cache. Without it copies are free.
 type StateCopier interface {
-	// CopyTime is the time to save saved bytes of slot state to the RAM
-	// cache and restore restored bytes from it, in nanoseconds.
-	CopyTime(saved, restored int64) int64
+	// CopyTime is the time of the copies of slot state c to and from the
+	// RAM cache, in nanoseconds.
+	CopyTime(c Copies) int64
 }
 
 // CPUCost is a llama.cpp-on-CPU cost model with hw.Fitted's coefficients:
@@ -40,9 +40,14 @@ type StateCopier interface {
 // is the time per byte of slot state saved to the RAM cache
 // (llama_state_seq_get_data into a new buffer) and StateRestore per byte
 // restored from it (llama_state_seq_set_data into the slot's KV); 0 leaves
-// them free. A save costs more: on llama-server b11669's verbose log, 1.3
-// to 3 MB saves took 0.67 ns per byte (median of 16; the buffer is
-// fresh memory) and restores 0.25 ns (median of 24).
+// them free. StateFresh is what a saved byte costs more when it lies beyond
+// the RAM cache's high-water mark (Copies.Fresh): memory the server process
+// has never touched, whose pages fault in as the copy writes them, where
+// memory freed by states that left the cache is reused without faults. On
+// llama-server b11669's verbose log (the chat trace at -np 4), saves of
+// 1.3 to 2.4 MB took 0.56-1.04 ns per byte while the cache grew and
+// 0.17-0.28 once restores had freed memory; restores (into the slot's KV,
+// allocated at start) took 0.19-0.35 ns per byte.
 //
 // SmallCall is the size, in tokens (prompt and decode together), up to
 // which a call's prompt pairs cost SmallPair each instead of a2. On
@@ -72,6 +77,7 @@ type StateCopier interface {
 type CPUCost struct {
 	hw.Fitted
 	StateCopy    float64 // ns per byte saved, >= 0
+	StateFresh   float64 // ns more per byte saved into memory the RAM cache has not held before, >= 0
 	StateRestore float64 // ns per byte restored, >= 0
 	SmallCall    int     // tokens, >= 0
 	SmallPair    float64 // ns per pair in a small call, >= 0
@@ -95,10 +101,10 @@ func (c *CPUCost) pairRate(tokens int) float64 {
 	return c.Prefill[2]
 }
 
-// CopyTime implements StateCopier: round(saved * StateCopy + restored *
-// StateRestore) ns.
-func (c *CPUCost) CopyTime(saved, restored int64) int64 {
-	return int64(math.Round(max(0, float64(saved)*c.StateCopy+float64(restored)*c.StateRestore)))
+// CopyTime implements StateCopier: round(Saved * StateCopy + Fresh *
+// StateFresh + Restored * StateRestore) ns.
+func (c *CPUCost) CopyTime(k Copies) int64 {
+	return int64(math.Round(max(0, float64(k.Saved)*c.StateCopy+float64(k.Fresh)*c.StateFresh+float64(k.Restored)*c.StateRestore)))
 }
 
 // BatchTime implements CostModel: round(max(0, t)) ns, 0 for an empty call.

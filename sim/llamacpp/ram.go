@@ -11,6 +11,7 @@ type ramCache struct {
 	states      []ramState
 	bytes       int64
 	tokens      int64
+	peak        int64 // the most bytes the cache has held: memory the process has touched
 	stats       *Stats
 }
 
@@ -41,15 +42,18 @@ func (c *ramCache) removeAt(i int) {
 // when a cached state already contains them as a prefix; cached states that
 // are prefixes of them are dropped as obsolete; a state larger than the
 // whole limit is not stored; the oldest states make room for it. It returns
-// the bytes copied (0 when nothing was stored).
-func (c *ramCache) save(toks []int32) int64 {
+// the bytes copied (0 when nothing was stored) and how many of them lie
+// beyond the cache's high-water mark: memory freed by states that left the
+// cache is reused (the allocator hands it out again), the rest is memory
+// the process touches for the first time.
+func (c *ramCache) save(toks []int32) (n, fresh int64) {
 	if len(toks) == 0 {
-		return 0
+		return 0, 0
 	}
 	for _, s := range c.states {
 		if lcp(s.tokens, toks) == len(toks) {
 			c.stats.RAMSaveSkipped++
-			return 0
+			return 0, 0
 		}
 	}
 	for i := 0; i < len(c.states); {
@@ -61,20 +65,22 @@ func (c *ramCache) save(toks []int32) int64 {
 		i++
 	}
 	s := ramState{tokens: slices.Clone(toks)}
-	n := c.size(s)
+	n = c.size(s)
 	if c.limitBytes > 0 && n > c.limitBytes {
 		c.stats.RAMTooLarge++
-		return 0
+		return 0, 0
 	}
 	for c.limitBytes > 0 && len(c.states) > 0 && c.bytes+n > c.limitBytes {
 		c.stats.RAMEvictedTokens += int64(len(c.states[0].tokens))
 		c.removeAt(0)
 	}
+	fresh = max(0, c.bytes+n-c.peak)
 	c.states = append(c.states, s)
 	c.bytes += n
+	c.peak = max(c.peak, c.bytes)
 	c.tokens += int64(len(s.tokens))
 	c.stats.RAMSaves++
-	return n
+	return n, fresh
 }
 
 // load looks for a cached state that serves prompt better than the slot's

@@ -36,9 +36,11 @@ type Stats struct {
 	Calls      int64 `json:"calls"`
 	MixedCalls int64 `json:"mixed_calls"`
 	// RAMSaveBytes and RAMRestoreBytes are the slot state copied to and
-	// from the RAM cache, and RAMCopyNs the server time charged for both
-	// (see [StateCopier]).
+	// from the RAM cache, RAMFreshBytes the saved bytes beyond the cache's
+	// high-water mark (see [Copies]), and RAMCopyNs the server time
+	// charged for the copies (see [StateCopier]).
 	RAMSaveBytes    int64 `json:"ram_save_bytes"`
+	RAMFreshBytes   int64 `json:"ram_fresh_bytes"`
 	RAMRestoreBytes int64 `json:"ram_restore_bytes"`
 	RAMCopyNs       int64 `json:"ram_copy_ns"`
 }
@@ -58,7 +60,7 @@ type Sim struct {
 	batchEnd sim.Time
 	parts    []part // the call in flight; empty while copying states
 	extends  []hw.Extend
-	copied   copies // state bytes copied by the launches of this server-loop turn
+	copied   Copies // state bytes copied by the launches of this server-loop turn
 
 	src     sim.Source
 	pending *traces.Record // the next record, not yet arrived
@@ -73,11 +75,16 @@ type Sim struct {
 	active   int
 	nextOut  int32             // next synthetic output id: negative, so it never matches a prompt
 	slotOf   map[string]int    // the slot each request got, by ID (inspection)
-	copyOf   map[string]copies // state bytes copied when each request started, by ID (inspection)
+	copyOf   map[string]Copies // state bytes copied when each request started, by ID (inspection)
 }
 
-// copies counts slot state bytes saved to and restored from the RAM cache.
-type copies struct{ saved, restored int64 }
+// Copies counts slot state bytes copied to and from the RAM cache.
+type Copies struct {
+	// Saved is the bytes saved to the cache; Fresh those of them beyond
+	// the cache's high-water mark (memory the server process touches for
+	// the first time); Restored the bytes loaded back into a slot.
+	Saved, Fresh, Restored int64
+}
 
 type slot struct {
 	id       int
@@ -117,7 +124,7 @@ func New(cfg Config, cost CostModel) (*Sim, error) {
 	if cost == nil {
 		return nil, errors.New("llamacpp: nil cost model")
 	}
-	s := &Sim{cfg: cfg, cost: cost, nctx: cfg.SlotContext(), nextOut: -1, slotOf: map[string]int{}, copyOf: map[string]copies{}}
+	s := &Sim{cfg: cfg, cost: cost, nctx: cfg.SlotContext(), nextOut: -1, slotOf: map[string]int{}, copyOf: map[string]Copies{}}
 	for i := range cfg.Slots {
 		s.slots = append(s.slots, &slot{id: i, lastUsed: -1})
 	}
@@ -141,12 +148,12 @@ func (s *Sim) SlotOf(id string) (int, bool) {
 	return i, ok
 }
 
-// CopyBytesOf returns the slot state bytes saved to and restored from the
-// RAM cache when request id started (the saves and the restore its start
-// caused), if it started.
-func (s *Sim) CopyBytesOf(id string) (saved, restored int64, ok bool) {
+// CopyBytesOf returns the slot state bytes copied to and from the RAM cache
+// when request id started (the saves and the restore its start caused), if
+// it started.
+func (s *Sim) CopyBytesOf(id string) (Copies, bool) {
 	c, ok := s.copyOf[id]
-	return c.saved, c.restored, ok
+	return c, ok
 }
 
 // Run simulates the whole trace and returns the results.
@@ -269,19 +276,20 @@ func (s *Sim) iterate() {
 			break
 		}
 		s.launch(s.queue[0], sl)
-		s.copyOf[s.queue[0].id] = copies{s.copied.saved - before.saved, s.copied.restored - before.restored}
+		s.copyOf[s.queue[0].id] = Copies{s.copied.Saved - before.Saved, s.copied.Fresh - before.Fresh, s.copied.Restored - before.Restored}
 		s.queue = s.queue[1:]
 	}
 	s.parts = s.parts[:0]
 	s.extends = s.extends[:0]
-	if s.copied != (copies{}) {
-		s.stats.RAMSaveBytes += s.copied.saved
-		s.stats.RAMRestoreBytes += s.copied.restored
+	if s.copied != (Copies{}) {
+		s.stats.RAMSaveBytes += s.copied.Saved
+		s.stats.RAMFreshBytes += s.copied.Fresh
+		s.stats.RAMRestoreBytes += s.copied.Restored
 		var d int64
 		if c, ok := s.cost.(StateCopier); ok {
-			d = c.CopyTime(s.copied.saved, s.copied.restored)
+			d = c.CopyTime(s.copied)
 		}
-		s.copied = copies{}
+		s.copied = Copies{}
 		if d > 0 {
 			s.stats.RAMCopyNs += d
 			s.busy = true
@@ -374,15 +382,22 @@ func (s *Sim) choose(r *request) *slot {
 		update = true
 	}
 	if update && s.ram != nil && len(ret.tokens) > 0 {
-		s.copied.saved += s.ram.save(ret.tokens)
+		s.saveState(ret.tokens)
 		if toks, ok := s.ram.load(ret.tokens, r.prompt); ok {
 			ret.tokens = toks
 			r.restored = true
-			s.copied.restored += int64(len(toks)) * s.ram.perToken
+			s.copied.Restored += int64(len(toks)) * s.ram.perToken
 		}
 		s.ram.update()
 	}
 	return ret
+}
+
+// saveState saves a slot's tokens to the RAM cache and counts the copy.
+func (s *Sim) saveState(toks []int32) {
+	n, fresh := s.ram.save(toks)
+	s.copied.Saved += n
+	s.copied.Fresh += fresh
 }
 
 // launch gives the slot to the request, saves the idle slots to the RAM
@@ -397,7 +412,7 @@ func (s *Sim) launch(r *request, sl *slot) {
 	if s.ram != nil && !s.cfg.NoCacheIdleSlots {
 		for _, o := range s.slots {
 			if o.req == nil && len(o.tokens) > 0 {
-				s.copied.saved += s.ram.save(o.tokens)
+				s.saveState(o.tokens)
 				s.ram.update()
 			}
 		}

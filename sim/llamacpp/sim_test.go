@@ -532,8 +532,8 @@ func TestStateCopyTimeGroupsArrivals(t *testing.T) {
 	// b's start saves a's idle slot: 101 tokens (prompt + output - 1) of
 	// 100 bytes.
 	free, s := run(0)
-	if n, r, _ := s.CopyBytesOf("b"); n != 10100 || r != 0 || s.Stats().RAMSaveBytes != 10100 || s.Stats().RAMCopyNs != 0 {
-		t.Fatalf("copied for b %d saved %d restored, stats %+v; want 10100 bytes saved, 0 ns", n, r, s.Stats())
+	if c, _ := s.CopyBytesOf("b"); c.Saved != 10100 || c.Restored != 0 || s.Stats().RAMSaveBytes != 10100 || s.Stats().RAMCopyNs != 0 {
+		t.Fatalf("copied for b %+v, stats %+v; want 10100 bytes saved, 0 ns", c, s.Stats())
 	}
 	// Free copies: b starts at once, alone (1 ms + 50 * 10 µs); c waits for
 	// that call.
@@ -555,8 +555,10 @@ func TestStateCopyTimeGroupsArrivals(t *testing.T) {
 	}
 }
 
-// Saves and restores are charged at their own rates: a restore reads a
-// resident buffer into the slot's KV, a save fills a fresh one.
+// Saves and restores are charged at their own rates, and a save into
+// memory the RAM cache has not held before pays StateFresh more per byte:
+// a restore reads a cached buffer into the slot's KV, and frees it for the
+// next save.
 func TestStateCopyRestoreRate(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Slots, cfg.Context, cfg.StateBytesPerToken = 1, 1000, 100
@@ -565,15 +567,22 @@ func TestStateCopyRestoreRate(t *testing.T) {
 		{ID: "a", Arrival: 0, InputLen: 100, Tokens: a, OutputLen: 2},
 		{ID: "b", Arrival: 1e9, InputLen: 50, Tokens: toks(2, 50), OutputLen: 2},
 		{ID: "a2", Arrival: 2e9, InputLen: 110, Tokens: append(slices.Clip(a), toks(3, 10)...), OutputLen: 2},
+		{ID: "c", Arrival: 3e9, InputLen: 50, Tokens: toks(4, 50), OutputLen: 2},
 	}
-	res, s := runByID(t, cfg, &CPUCost{Fitted: testCost.Fitted, StateCopy: 2, StateRestore: 0.5}, recs)
-	// b's start saves a (101 tokens); a2's saves b (51) and restores a.
-	if sv, rs, _ := s.CopyBytesOf("a2"); sv != 5100 || rs != 10100 {
-		t.Errorf("a2 copied %d saved, %d restored; want 5100 and 10100", sv, rs)
+	res, s := runByID(t, cfg, &CPUCost{Fitted: testCost.Fitted, StateCopy: 2, StateFresh: 3, StateRestore: 0.5}, recs)
+	// b's start saves a (101 tokens, all new memory); a2's saves b (51,
+	// new: the cache still holds a) and restores a, freeing 10100 bytes;
+	// c's saves a2 (111 tokens): 10100 bytes into a's old memory, 1000 new.
+	want := map[string]Copies{"b": {10100, 10100, 0}, "a2": {5100, 5100, 10100}, "c": {11100, 1000, 0}}
+	for id, w := range want {
+		if got, _ := s.CopyBytesOf(id); got != w {
+			t.Errorf("%s copied %+v, want %+v", id, got, w)
+		}
 	}
 	st := s.Stats()
-	if st.RAMSaveBytes != 15200 || st.RAMRestoreBytes != 10100 || st.RAMCopyNs != 2*15200+10100/2 {
-		t.Errorf("stats %+v; want 15200 saved, 10100 restored, %d ns", st, 2*15200+10100/2)
+	ns := int64(2*26300 + 3*16200 + 10100/2)
+	if st.RAMSaveBytes != 26300 || st.RAMFreshBytes != 16200 || st.RAMRestoreBytes != 10100 || st.RAMCopyNs != ns {
+		t.Errorf("stats %+v; want 26300 saved (16200 new), 10100 restored, %d ns", st, ns)
 	}
 	if got := res["a2"].CachedHost; got != 100 {
 		t.Errorf("a2 cached %d from RAM, want 100 (a's prompt; its output is not in a2's)", got)
@@ -633,8 +642,8 @@ func TestRequestDelayKeepsFollowUpsApart(t *testing.T) {
 		), delay)
 	}
 	none, s := follow(0)
-	if sv, _, _ := s.CopyBytesOf("a"); sv != 5400 {
-		t.Fatalf("a's start saved %d bytes, want y's 5400", sv)
+	if c, _ := s.CopyBytesOf("a"); c.Saved != 5400 {
+		t.Fatalf("a's start saved %d bytes, want y's 5400", c.Saved)
 	}
 	if none["a"].FirstToken != none["b"].FirstToken {
 		t.Errorf("no delay: a and b first tokens %d and %d, want one call", none["a"].FirstToken, none["b"].FirstToken)
