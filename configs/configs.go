@@ -110,6 +110,12 @@ type LlamaCost struct {
 	// and MediumPair > 0 otherwise).
 	MediumCall int     `toml:"medium_call_tokens"`
 	MediumPair float64 `toml:"medium_call_pair_ns"`
+	// Tile and ShortPair are llamacpp.CPUCost's: the tiled attention
+	// kernel's tile in rows (0, the default, keeps the pair count and the
+	// call-size tiers; > 0 excludes them) and ns per causal pair of fewer
+	// rows (>= 0).
+	Tile      int     `toml:"tile_size"`
+	ShortPair float64 `toml:"short_pair_ns"`
 	// Delay is llamacpp.CPUCost.Delay: ns from a request's arrival until
 	// the server loop sees its task (>= 0; default 0).
 	Delay int64 `toml:"request_delay_ns"`
@@ -471,6 +477,16 @@ func (f *File) validateLlama() error {
 	case c.MediumCall == 0 && c.MediumPair != 0:
 		errs = append(errs, fmt.Errorf("llamacpp.cost.medium_call_pair_ns: needs medium_call_tokens > 0 (got %v)", c.MediumPair))
 	}
+	switch c := f.Llama.Cost; {
+	case c.Tile < 0:
+		errs = append(errs, fmt.Errorf("llamacpp.cost.tile_size: must be >= 0 (got %d)", c.Tile))
+	case c.Tile > 0 && (c.SmallCall != 0 || c.MediumCall != 0):
+		errs = append(errs, fmt.Errorf("llamacpp.cost.tile_size: excludes small_call_tokens and medium_call_tokens (got %d and %d): the tiles replace the call-size tiers", c.SmallCall, c.MediumCall))
+	case !(c.ShortPair >= 0) || math.IsInf(c.ShortPair, 1):
+		errs = append(errs, fmt.Errorf("llamacpp.cost.short_pair_ns: must be a finite number >= 0 (got %v)", c.ShortPair))
+	case c.Tile == 0 && c.ShortPair != 0:
+		errs = append(errs, fmt.Errorf("llamacpp.cost.short_pair_ns: needs tile_size > 0 (got %v)", c.ShortPair))
+	}
 	if c := f.Llama.Cost.Delay; c < 0 {
 		errs = append(errs, fmt.Errorf("llamacpp.cost.request_delay_ns: must be >= 0 (got %d)", c))
 	}
@@ -505,7 +521,7 @@ func (f *File) BuildLlama() (*LlamaBuilt, error) {
 	if c.StateRestore != nil {
 		restore = *c.StateRestore
 	}
-	return &LlamaBuilt{Config: f.Llama.Config, Cost: &llamacpp.CPUCost{Fitted: c.Fitted, StateCopy: c.StateCopy, StateFresh: c.StateFresh, StateRestore: restore, SmallCall: c.SmallCall, SmallPair: c.SmallPair, MediumCall: c.MediumCall, MediumPair: c.MediumPair, Delay: c.Delay}}, nil
+	return &LlamaBuilt{Config: f.Llama.Config, Cost: &llamacpp.CPUCost{Fitted: c.Fitted, StateCopy: c.StateCopy, StateFresh: c.StateFresh, StateRestore: restore, SmallCall: c.SmallCall, SmallPair: c.SmallPair, MediumCall: c.MediumCall, MediumPair: c.MediumPair, Tile: c.Tile, ShortPair: c.ShortPair, Delay: c.Delay}}, nil
 }
 
 // Built is a file turned into what the simulator runs.

@@ -51,6 +51,7 @@ cache_ram = -1
 no_cache_idle_slots = true
 state_bytes_per_token = 100
 token_text = "byte-level"
+ubatch_size = 128
 [llamacpp.cost]
 prefill = [1.0, 2.0, 3.0, 4.0]
 decode = [5.0, 6.0, 7.0]
@@ -73,7 +74,7 @@ trace = "x.jsonl"
 		t.Fatal(err)
 	}
 	c := b.Config
-	if c.Slots != 2 || c.Context != 1024 || c.Batch != 256 || c.SlotPromptSimilarity != 0.5 || c.CacheRAMMiB != -1 || !c.NoCacheIdleSlots || c.StateBytesPerToken != 100 || c.TokenText != "byte-level" {
+	if c.Slots != 2 || c.Context != 1024 || c.Batch != 256 || c.SlotPromptSimilarity != 0.5 || c.CacheRAMMiB != -1 || !c.NoCacheIdleSlots || c.StateBytesPerToken != 100 || c.TokenText != "byte-level" || c.Ubatch != 128 {
 		t.Errorf("config %+v", c)
 	}
 	if b.Cost.Prefill != [4]float64{1, 2, 3, 4} || b.Cost.Decode != [3]float64{5, 6, 7} || b.Cost.StateCopy != 0.75 || b.Cost.StateRestore != 0.25 || b.Cost.StateFresh != 0.5 || b.Cost.SmallCall != 32 || b.Cost.SmallPair != 500 || b.Cost.MediumCall != 100 || b.Cost.MediumPair != 250 || b.Cost.Delay != 800000 {

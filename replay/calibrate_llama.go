@@ -259,6 +259,11 @@ type LlamaFit struct {
 	SmallCall    int
 	MediumCall   int // the medium tier's bound in tokens (> SmallCall; 0: none)
 	RequestDelay int64
+	// Tile, when > 0, fits llamacpp.CPUCost's tiled attention instead of
+	// the call-size tiers (SmallCall and MediumCall must be 0): a prompt's
+	// pairs are those Attention gives for its calls, with micro-batches
+	// of the config's -ub.
+	Tile int
 }
 
 // CalibrateLlamaRuns is CalibrateLlama over several runs of the calibration
@@ -283,6 +288,12 @@ func CalibrateLlamaRuns(runs [][]traces.Record, cfg llamacpp.Config, fit LlamaFi
 	}
 	if fit.SmallCall < 0 {
 		return nil, fmt.Errorf("calibrate: small-call size must be >= 0 (got %d)", fit.SmallCall)
+	}
+	switch {
+	case fit.Tile < 0:
+		return nil, fmt.Errorf("calibrate: tile must be >= 0 (got %d)", fit.Tile)
+	case fit.Tile > 0 && (fit.SmallCall != 0 || fit.MediumCall != 0):
+		return nil, fmt.Errorf("calibrate: tiles (%d rows) exclude the small- and medium-call tiers (got %d and %d tokens)", fit.Tile, fit.SmallCall, fit.MediumCall)
 	}
 	var pre, dec []calSample
 	maxB := 0.0
@@ -375,6 +386,9 @@ func CalibrateLlamaRuns(runs [][]traces.Record, cfg llamacpp.Config, fit LlamaFi
 	if fit.SmallCall > 0 {
 		c.Cost.SmallCall, c.Cost.SmallPair = fit.SmallCall, pc[5]
 	}
+	if fit.Tile > 0 {
+		c.Cost.Tile, c.Cost.ShortPair = fit.Tile, pc[5]
+	}
 	if fit.MediumCall > 0 {
 		c.Cost.MediumCall, c.Cost.MediumPair = fit.MediumCall, pc[6]
 	}
@@ -410,6 +424,9 @@ type calSample struct {
 // decides per call, which differs only for a prompt longer than -b whose
 // last chunk is small.
 func inTiers(pre []calSample, fit LlamaFit) []calSample {
+	if fit.Tile > 0 {
+		return pre // promptFeatures put the short pairs in column 5
+	}
 	out := make([]calSample, len(pre))
 	for i, s := range pre {
 		s.x = slices.Clone(s.x)
@@ -472,12 +489,12 @@ func llamaSamples(recs []traces.Record, cfg llamacpp.Config, fit LlamaFit) (pre,
 		// a decode token (llamacpp.CPUCost.BatchTime), which the prompt
 		// features cannot express.
 		if alone && o.CachedTokens >= 0 && o.CachedTokens < r.InputLen && (r.InputLen-o.CachedTokens)%cfg.Batch != 1 {
-			f := promptFeatures(int64(r.InputLen), int64(o.CachedTokens), int64(cfg.Batch))
+			f := promptFeatures(int64(r.InputLen), int64(o.CachedTokens), cfg, fit.Tile)
 			cp := copied[r.ID]
 			// Columns 5 and 6, the pairs of a small and of a medium call,
 			// are filled by inTiers; column 7 is the saved bytes beyond
 			// the RAM cache's high-water mark.
-			x := []float64{f[0], f[1], f[2], float64(cp.Saved), float64(cp.Restored), 0, 0, float64(cp.Fresh)}
+			x := []float64{f[0], f[1], f[2], float64(cp.Saved), float64(cp.Restored), f[3], 0, float64(cp.Fresh)}
 			// The calibration trace's records are grouped by their nominal
 			// shape (the ID without the repeat); other records by their
 			// sizes, where a fresh prompt can share its first token or two
@@ -646,16 +663,24 @@ func allDigits(s string) bool {
 	return s != ""
 }
 
-// promptFeatures are (calls, new tokens, causal pairs) of processing new
-// = input - cached tokens in calls of at most batch tokens.
-func promptFeatures(input, cached, batch int64) [3]float64 {
-	var x [3]float64
+// promptFeatures are the prompt features of a request alone with input
+// tokens, cached of them in its slot: its calls of at most -b new tokens,
+// the new tokens, and the attention pairs, all at the large rate (column
+// 2) or, with tiles, the tiled ones in column 2 and the short ones in 3
+// (llamacpp.Attention over each call, micro-batches of -ub).
+func promptFeatures(input, cached int64, cfg llamacpp.Config, tile int) [4]float64 {
+	var x [4]float64
 	for left := input - cached; left > 0; {
-		n := min(left, batch)
-		f := hw.PrefillFeatures([]hw.Extend{{New: n, Cached: cached}})
+		n := min(left, int64(cfg.Batch))
 		x[0]++
-		x[1] += f[1]
-		x[2] += f[2]
+		x[1] += float64(n)
+		if tile > 0 {
+			tiled, short := llamacpp.Attention([]llamacpp.Chunk{{New: n, Cached: cached}}, cfg.UbatchSize(), tile)
+			x[2] += tiled
+			x[3] += short
+		} else {
+			x[2] += hw.PrefillFeatures([]hw.Extend{{New: n, Cached: cached}})[2]
+		}
 		cached += n
 		left -= n
 	}
@@ -670,6 +695,10 @@ func (c *LlamaCalibration) WriteLlamaTOML(w io.Writer, cfg llamacpp.Config, sour
 	if c.Cost.SmallCall > 0 {
 		small = fmt.Sprintf("# a call of at most small_call_tokens tokens pays small_call_pair_ns per prompt pair instead of prefill[2]\nsmall_call_tokens = %d\nsmall_call_pair_ns = %s\n",
 			c.Cost.SmallCall, tomlFloat(c.Cost.SmallPair))
+	}
+	if c.Cost.Tile > 0 {
+		small += fmt.Sprintf("# attention by llama.cpp's kernels: a slot's prompt rows in a micro-batch (-ub) pay prefill[2] per pair of the\n# tile_size x tile_size blocks the tiled kernel computes, or short_pair_ns per causal pair when fewer than tile_size\ntile_size = %d\nshort_pair_ns = %s\n",
+			c.Cost.Tile, tomlFloat(c.Cost.ShortPair))
 	}
 	if c.Cost.MediumCall > 0 {
 		small += fmt.Sprintf("# a call of more than small_call_tokens and at most medium_call_tokens tokens pays medium_call_pair_ns\nmedium_call_tokens = %d\nmedium_call_pair_ns = %s\n",
@@ -687,6 +716,7 @@ kind = "llamacpp"
 parallel = %d
 ctx_size = %d
 batch_size = %d
+ubatch_size = %d
 slot_prompt_similarity = %s
 cache_ram = %d
 no_cache_idle_slots = %t
@@ -709,7 +739,7 @@ state_restore_ns_per_byte = %s
 request_delay_ns = %d
 %s`, source, c.PrefillSamples, c.PrefillShapes, c.PrefillMAPE, c.PrefillMAPEAll,
 		c.DecodeSamples, c.DecodeShapes, c.MaxBatch, c.DecodeMAPE, c.DecodeMAPEAll, c.Method,
-		cfg.Slots, cfg.Context, cfg.Batch, tomlFloat(cfg.SlotPromptSimilarity), cfg.CacheRAMMiB, cfg.NoCacheIdleSlots, cfg.StateBytesPerToken, cfg.TokenText,
+		cfg.Slots, cfg.Context, cfg.Batch, cfg.Ubatch, tomlFloat(cfg.SlotPromptSimilarity), cfg.CacheRAMMiB, cfg.NoCacheIdleSlots, cfg.StateBytesPerToken, cfg.TokenText,
 		tomlFloat(p[0]), tomlFloat(p[1]), tomlFloat(p[2]), tomlFloat(p[3]),
 		tomlFloat(d[0]), tomlFloat(d[1]), tomlFloat(d[2]), tomlFloat(c.Cost.StateCopy), tomlFloat(c.Cost.StateFresh), tomlFloat(c.Cost.StateRestore), c.Cost.Delay, small)
 	return err

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -342,4 +343,50 @@ func simCalibrationRun(t *testing.T, cfg llamacpp.Config, cost *llamacpp.CPUCost
 	rc.MaxConcurrency = cfg.Slots
 	rc.Vocab = vocab
 	return recs, runSim(t, st, rc, recs)
+}
+
+// With tiles, the fit recovers the simulator's tiled attention: prompt
+// coefficients, the rate of short pairs and the copies within 0.1%, from
+// features computed as the simulator computes its calls
+// (llamacpp.Attention, micro-batches of -ub).
+func TestCalibrateLlamaRecoversTiles(t *testing.T) {
+	truth := llamacpp.CPUCost{Fitted: hw.Fitted{Prefill: [4]float64{2e6, 120e3, 110, 0}, Decode: [3]float64{0.8e6, 200e3, 600}},
+		StateCopy: 0.3, StateFresh: 0.4, StateRestore: 0.2, Tile: 64, ShortPair: 600}
+	cfg := llamacpp.DefaultConfig()
+	recs, res := simCalibrationRun(t, cfg, &truth, 3, 1)
+	c, err := CalibrateLlamaRuns([][]traces.Record{perRequest(t, recs, res)}, cfg, LlamaFit{Tile: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	near := func(name string, got, want float64) {
+		if math.Abs(got-want) > 1e-3*want {
+			t.Errorf("%s = %g, want %g within 0.1%%", name, got, want)
+		}
+	}
+	for i := range 3 {
+		near(fmt.Sprintf("prefill[%d]", i), c.Cost.Prefill[i], truth.Prefill[i])
+		near(fmt.Sprintf("decode[%d]", i), c.Cost.Decode[i], truth.Decode[i])
+	}
+	near("short pair", c.Cost.ShortPair, truth.ShortPair)
+	near("save", c.Cost.StateCopy, truth.StateCopy)
+	near("fresh", c.Cost.StateFresh, truth.StateFresh)
+	near("restore", c.Cost.StateRestore, truth.StateRestore)
+	if c.Cost.Tile != 64 || c.Cost.SmallCall != 0 || c.Cost.MediumCall != 0 {
+		t.Errorf("tile %d, small %d, medium %d; want 64, 0, 0", c.Cost.Tile, c.Cost.SmallCall, c.Cost.MediumCall)
+	}
+	var out bytes.Buffer
+	if err := c.WriteLlamaTOML(&out, cfg, "test"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"tile_size = 64", "short_pair_ns = 600", "ubatch_size = 512"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("TOML lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "small_call_tokens") {
+		t.Errorf("TOML has the call-size tiers with tiles:\n%s", out.String())
+	}
+	if _, err := CalibrateLlamaRuns([][]traces.Record{perRequest(t, recs, res)}, cfg, LlamaFit{Tile: 64, SmallCall: 63}); err == nil {
+		t.Error("tiles with a small-call tier: no error")
+	}
 }

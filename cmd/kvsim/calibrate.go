@@ -64,8 +64,9 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 	repeats := fs.Int("repeats", 3, "with --gen-trace: measurements of each shape (the fit takes their median)")
 	vocab := vocabFlag(traces.Vocab{Lo: 1, Hi: 256})
 	fs.Var(&vocab, "vocab", "with --gen-trace: token id range `LO:HI` of the prompts (replay them with the same --vocab)")
-	smallCall := fs.Int("small-call-tokens", 63, "llama-server config: prompts of at most this many new tokens get their own cost per attention pair (0: no such tier; llama.cpp's CPU attention is slow below 64 query tokens)")
-	mediumCall := fs.Int("medium-call-tokens", 127, "llama-server config: prompts of more than --small-call-tokens and at most this many new tokens get a second cost per attention pair (0: no such tier; with both 0, one cost for all)")
+	tile := fs.Int("tile", 64, "llama-server config: fit the attention by llama.cpp's kernels, with this tile in rows (64: GGML_FA_TILE_Q of llama.cpp's CPU flash attention): a slot's prompt rows in a micro-batch pay per pair of the tiles computed, or per causal pair below a tile; 0: one cost per causal pair, with the call-size tiers below")
+	smallCall := fs.Int("small-call-tokens", 63, "llama-server config with --tile 0: prompts of at most this many new tokens get their own cost per attention pair (0: no such tier; llama.cpp's CPU attention is slow below 64 query tokens)")
+	mediumCall := fs.Int("medium-call-tokens", 127, "llama-server config with --tile 0: prompts of more than --small-call-tokens and at most this many new tokens get a second cost per attention pair (0: no such tier; with both 0, one cost for all)")
 	requestDelay := fs.Duration("request-delay", 0, "llama-server config: time from a request's send until the server loop sees it (written to the config as request_delay_ns and taken out of every TTFT before the fit; not fitted; default: the --config's request_delay_ns)")
 	asJSON := fs.Bool("json", false, "print the fit as JSON instead of text")
 	if err := fs.Parse(args); err != nil {
@@ -89,12 +90,20 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if f.IsLlamaCpp() {
-		delaySet := false
-		fs.Visit(func(fl *flag.Flag) { delaySet = delaySet || fl.Name == "request-delay" })
-		if !delaySet {
+		set := map[string]bool{}
+		fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+		if !set["request-delay"] {
 			*requestDelay = time.Duration(f.Llama.Cost.Delay)
 		}
-		return calibrateLlama(f, *cfgPath, *genTrace, perReqs, *out, llamaTraceOpts{*seed, *repeats, traces.Vocab(vocab), *smallCall, *mediumCall, *requestDelay}, *asJSON, stdout, stderr)
+		switch {
+		case *tile < 0:
+			return usageErr("--tile: must be >= 0 (got %d)", *tile)
+		case *tile > 0 && (set["small-call-tokens"] || set["medium-call-tokens"]):
+			return usageErr("--small-call-tokens and --medium-call-tokens are the tiers of --tile 0; the tiles replace them")
+		case *tile > 0:
+			*smallCall, *mediumCall = 0, 0
+		}
+		return calibrateLlama(f, *cfgPath, *genTrace, perReqs, *out, llamaTraceOpts{*seed, *repeats, traces.Vocab(vocab), *smallCall, *mediumCall, *tile, *requestDelay}, *asJSON, stdout, stderr)
 	}
 	switch {
 	case *genTrace != "":
@@ -156,6 +165,7 @@ type llamaTraceOpts struct {
 	vocab        traces.Vocab
 	smallCall    int           // --small-call-tokens
 	mediumCall   int           // --medium-call-tokens
+	tile         int           // --tile
 	requestDelay time.Duration // --request-delay
 }
 
@@ -222,7 +232,7 @@ func calibrateLlama(f *configs.File, cfgPath, genTrace string, perReqs []string,
 	if o.requestDelay < 0 {
 		return usageErr(fmt.Sprintf("--request-delay: must be >= 0 (got %v)", o.requestDelay))
 	}
-	c, err := replay.CalibrateLlamaRuns(runs, cfg, replay.LlamaFit{SmallCall: o.smallCall, MediumCall: o.mediumCall, RequestDelay: o.requestDelay.Nanoseconds()})
+	c, err := replay.CalibrateLlamaRuns(runs, cfg, replay.LlamaFit{SmallCall: o.smallCall, MediumCall: o.mediumCall, Tile: o.tile, RequestDelay: o.requestDelay.Nanoseconds()})
 	if err != nil {
 		return fail(fmt.Errorf("%s: %w", strings.Join(perReqs, ", "), err))
 	}
@@ -240,6 +250,9 @@ func calibrateLlama(f *configs.File, cfgPath, genTrace string, perReqs []string,
 		p[0], p[1], p[2], c.Cost.StateCopy, c.Cost.StateFresh, c.Cost.StateRestore, c.PrefillSamples, c.PrefillShapes, c.PrefillMAPE, c.PrefillMAPEAll)
 	if c.Cost.SmallCall > 0 {
 		fmt.Fprintf(stdout, "                 with %.6g*causal_pairs instead in a call of at most %d tokens\n", c.Cost.SmallPair, c.Cost.SmallCall)
+	}
+	if c.Cost.Tile > 0 {
+		fmt.Fprintf(stdout, "                 where the pairs are those of the %dx%d tiles computed, and fewer than %d rows pay %.6g*causal_pairs\n", c.Cost.Tile, c.Cost.Tile, c.Cost.Tile, c.Cost.ShortPair)
 	}
 	if c.Cost.MediumCall > 0 {
 		fmt.Fprintf(stdout, "                 with %.6g*causal_pairs instead in a call of %d to %d tokens\n", c.Cost.MediumPair, c.Cost.SmallCall+1, c.Cost.MediumCall)

@@ -107,6 +107,9 @@ func TestCalibrateCLILlamaCpp(t *testing.T) {
 			t.Errorf("coefficient %d = %v, want %v within 1%%", i, c[0], c[1])
 		}
 	}
+	if code, _, stderr := runCLI(t, "calibrate", "--config", cfg, "--per-request", per, "--out", out, "--small-call-tokens", "63"); code != exitUsage || !strings.Contains(stderr, "tiers of --tile 0") {
+		t.Errorf("--small-call-tokens with tiles: exit %d %q", code, stderr)
+	}
 	if code, _, stderr := runCLI(t, "calibrate", "--gen-trace", tr); code != exitUsage || !strings.Contains(stderr, "only for a llama-server config") {
 		t.Errorf("--gen-trace with the SGLang default: exit %d %q", code, stderr)
 	}

@@ -20,6 +20,10 @@ type Config struct {
 	// Batch is -b, the most tokens one llama_decode call takes (decode
 	// tokens and prompt chunks together), >= 1. Default 2048.
 	Batch int `toml:"batch_size"`
+	// Ubatch is -ub, the most tokens of one micro-batch (one graph
+	// computation) of a call, >= 1; the server uses at most Batch. Default
+	// 512. Only a cost model with tiles ([CPUCost].Tile) uses it.
+	Ubatch int `toml:"ubatch_size"`
 	// SlotPromptSimilarity is -sps: a request goes to the idle slot with
 	// the longest common prefix only if that prefix is more than this
 	// fraction of the new prompt; 0 disables the similarity choice (always
@@ -57,10 +61,13 @@ type Config struct {
 // tiny model's state size.
 func DefaultConfig() Config {
 	return Config{
-		Slots: 4, Context: 8192, Batch: 2048, SlotPromptSimilarity: 0.10,
+		Slots: 4, Context: 8192, Batch: 2048, Ubatch: 512, SlotPromptSimilarity: 0.10,
 		CacheRAMMiB: 8192, StateBytesPerToken: 4104, Vocab: traces.DefaultVocab,
 	}
 }
+
+// UbatchSize is the micro-batch size the server uses: -ub, at most -b.
+func (c Config) UbatchSize() int { return min(c.Ubatch, c.Batch) }
 
 // SlotContext is the context of one slot in tokens.
 func (c Config) SlotContext() int { return c.Context / c.Slots }
@@ -79,6 +86,9 @@ func (c Config) Validate() error {
 	}
 	if c.Batch < 1 {
 		bad("batch_size", c.Batch, "must be >= 1")
+	}
+	if c.Ubatch < 1 {
+		bad("ubatch_size", c.Ubatch, "must be >= 1")
 	}
 	if !(c.SlotPromptSimilarity >= 0 && c.SlotPromptSimilarity <= 1) || math.IsNaN(c.SlotPromptSimilarity) {
 		bad("slot_prompt_similarity", c.SlotPromptSimilarity, "must be in [0, 1]")

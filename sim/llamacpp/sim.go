@@ -60,7 +60,8 @@ type Sim struct {
 	batchEnd sim.Time
 	parts    []part // the call in flight; empty while copying states
 	extends  []hw.Extend
-	copied   Copies // state bytes copied by the launches of this server-loop turn
+	chunks   []Chunk // the call in flight, for a CallCoster
+	copied   Copies  // state bytes copied by the launches of this server-loop turn
 
 	src     sim.Source
 	pending *traces.Record // the next record, not yet arrived
@@ -281,6 +282,7 @@ func (s *Sim) iterate() {
 	}
 	s.parts = s.parts[:0]
 	s.extends = s.extends[:0]
+	s.chunks = s.chunks[:0]
 	if s.copied != (Copies{}) {
 		s.stats.RAMSaveBytes += s.copied.Saved
 		s.stats.RAMFreshBytes += s.copied.Fresh
@@ -302,6 +304,7 @@ func (s *Sim) iterate() {
 	for _, sl := range s.slots {
 		if r := sl.req; r != nil && r.processed == len(r.prompt) {
 			s.parts = append(s.parts, part{r: r})
+			s.chunks = append(s.chunks, Chunk{Slot: sl.id, New: 1, Cached: int64(len(sl.tokens)), Decode: true})
 			decodes++
 			tokens++
 			context += int64(len(sl.tokens)) + 1
@@ -318,12 +321,18 @@ func (s *Sim) iterate() {
 		}
 		s.parts = append(s.parts, part{r: r, n: n})
 		s.extends = append(s.extends, hw.Extend{New: int64(n), Cached: int64(r.processed)})
+		s.chunks = append(s.chunks, Chunk{Slot: sl.id, New: int64(n), Cached: int64(r.processed)})
 		tokens += n
 	}
 	if tokens == 0 {
 		return
 	}
-	d := s.cost.BatchTime(s.extends, decodes, context)
+	var d int64
+	if cc, ok := s.cost.(CallCoster); ok {
+		d = cc.CallTime(s.chunks, s.cfg.UbatchSize())
+	} else {
+		d = s.cost.BatchTime(s.extends, decodes, context)
+	}
 	s.stats.Calls++
 	switch {
 	case len(s.extends) > 0 && decodes > 0:
