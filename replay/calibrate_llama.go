@@ -157,7 +157,7 @@ func LlamaCalibrationTrace(c LlamaCalibrationConfig) ([]traces.Record, error) {
 		// is restored into the least recently used slot and the 8 tokens
 		// are a small call behind it (not a full hit, whose one token the
 		// model charges as a decode token, outside the prompt fit), so
-		// that the restore's cost per byte has samples of its own.
+		// that restored bytes have prompt samples.
 		for _, e := range exts {
 			serial("back-"+e.tag, append(slices.Clip(e.prompt), fresh(8)...), 1)
 		}
@@ -222,11 +222,13 @@ type LlamaCalibration struct {
 //     copies of slot states its start made to and from the RAM cache, then
 //     the prompt call(s) of its new tokens (prompt - cached) after the
 //     cached ones, in chunks of at most -b tokens: a0·calls + a1·new +
-//     a2·causal pairs + StateCopy·saved bytes + StateRestore·restored
-//     bytes, where a prompt of at most
-//     smallCall new tokens (a small call, see llamacpp.CPUCost) has its
-//     pairs at SmallPair instead of a2, and one of at most MediumCall
-//     at MediumPair (0: no such tier). The
+//     a2·pairs + StateCopy·(saved + restored bytes) + StateFresh·saved
+//     bytes beyond the RAM cache's high-water mark (one rate for saves
+//     and restores: the same copy), where the pairs are those of
+//     llamacpp.Attention with tiles (fit.Tile), else causal pairs, a
+//     prompt of at most smallCall new tokens (a small call, see
+//     llamacpp.CPUCost) having its pairs at SmallPair instead of a2, and
+//     one of at most MediumCall at MediumPair (0: no such tier). The
 //     copied bytes come from running the records through the llamacpp
 //     model with cfg (its cache decisions are exact for requests that run
 //     alone). The fixed part a0 also takes the HTTP and sampling time of a
@@ -379,7 +381,7 @@ func CalibrateLlamaRuns(runs [][]traces.Record, cfg llamacpp.Config, fit LlamaFi
 		return nil, fmt.Errorf("calibrate decode: %w", err)
 	}
 	c := &LlamaCalibration{
-		Cost:           llamacpp.CPUCost{Fitted: hw.Fitted{Prefill: [4]float64{pc[0], pc[1], pc[2], 0}, Decode: [3]float64{dc[0], dc[1], dc[2]}}, StateCopy: pc[3], StateRestore: pc[4], StateFresh: pc[7], Delay: fit.RequestDelay},
+		Cost:           llamacpp.CPUCost{Fitted: hw.Fitted{Prefill: [4]float64{pc[0], pc[1], pc[2], 0}, Decode: [3]float64{dc[0], dc[1], dc[2]}}, StateCopy: pc[3], StateRestore: pc[3], StateFresh: pc[7], Delay: fit.RequestDelay},
 		PrefillSamples: len(pre), PrefillShapes: len(py), DecodeSamples: len(dec), DecodeShapes: len(dy), MaxBatch: maxB,
 		Method: method,
 	}
@@ -491,10 +493,16 @@ func llamaSamples(recs []traces.Record, cfg llamacpp.Config, fit LlamaFit) (pre,
 		if alone && o.CachedTokens >= 0 && o.CachedTokens < r.InputLen && (r.InputLen-o.CachedTokens)%cfg.Batch != 1 {
 			f := promptFeatures(int64(r.InputLen), int64(o.CachedTokens), cfg, fit.Tile)
 			cp := copied[r.ID]
-			// Columns 5 and 6, the pairs of a small and of a medium call,
-			// are filled by inTiers; column 7 is the saved bytes beyond
-			// the RAM cache's high-water mark.
-			x := []float64{f[0], f[1], f[2], float64(cp.Saved), float64(cp.Restored), f[3], 0, float64(cp.Fresh)}
+			// Column 3 is the bytes copied either way: a save into memory
+			// the cache has held before and a restore (into the slot's KV,
+			// allocated at start) are the same copy, and the verbose log
+			// timed them alike (0.17-0.28 and 0.19-0.35 ns per byte), where
+			// a restore rate of its own swung from 0 to 1.06 between
+			// calibrations. Column 4 (restores apart) stays empty; column 7
+			// is the saved bytes beyond the RAM cache's high-water mark.
+			// Columns 5 and 6 are the short pairs (tiles) or the pairs of a
+			// small and of a medium call (inTiers).
+			x := []float64{f[0], f[1], f[2], float64(cp.Saved + cp.Restored), 0, f[3], 0, float64(cp.Fresh)}
 			// The calibration trace's records are grouped by their nominal
 			// shape (the ID without the repeat); other records by their
 			// sizes, where a fresh prompt can share its first token or two
@@ -724,7 +732,8 @@ state_bytes_per_token = %d
 token_text = %q
 
 [llamacpp.cost]
-# prompt call ns = a0 + a1*new_tokens + a2*causal_pairs (+ a3*chunks: 0, one prompt per call here)
+# prompt call ns = a0 + a1*new_tokens + a2*pairs (+ a3*chunks: 0, one prompt per call here): causal pairs,
+# or with tile_size the pairs of the blocks llama.cpp's tiled kernel computes
 # decode ns      = b0 + b1*generating_slots + b2*context_tokens (a mixed call pays max(a0, b0) once)
 # a task start's copies of slot states to and from the RAM cache: state_copy_ns_per_byte per byte
 # saved, state_fresh_ns_per_byte more per saved byte beyond the cache's high-water mark (new

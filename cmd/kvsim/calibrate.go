@@ -246,13 +246,17 @@ func calibrateLlama(f *configs.File, cfgPath, genTrace string, perReqs []string,
 		return exitOK
 	}
 	p, d := c.Cost.Prefill, c.Cost.Decode
-	fmt.Fprintf(stdout, "prompt call ns = %.6g + %.6g*new_tokens + %.6g*causal_pairs, after %.4g*state_bytes_saved + %.4g*state_bytes_saved_beyond_high_water + %.4g*state_bytes_restored   (%d requests alone, %d shapes: MAPE %.2f%% on medians, %.2f%% on all)\n",
-		p[0], p[1], p[2], c.Cost.StateCopy, c.Cost.StateFresh, c.Cost.StateRestore, c.PrefillSamples, c.PrefillShapes, c.PrefillMAPE, c.PrefillMAPEAll)
+	pairs := "causal_pairs"
+	if c.Cost.Tile > 0 {
+		pairs = "tiled_pairs"
+	}
+	fmt.Fprintf(stdout, "prompt call ns = %.6g + %.6g*new_tokens + %.6g*%s, after %.4g*state_bytes_saved + %.4g*state_bytes_saved_beyond_high_water + %.4g*state_bytes_restored   (%d requests alone, %d shapes: MAPE %.2f%% on medians, %.2f%% on all)\n",
+		p[0], p[1], p[2], pairs, c.Cost.StateCopy, c.Cost.StateFresh, c.Cost.StateRestore, c.PrefillSamples, c.PrefillShapes, c.PrefillMAPE, c.PrefillMAPEAll)
 	if c.Cost.SmallCall > 0 {
 		fmt.Fprintf(stdout, "                 with %.6g*causal_pairs instead in a call of at most %d tokens\n", c.Cost.SmallPair, c.Cost.SmallCall)
 	}
 	if c.Cost.Tile > 0 {
-		fmt.Fprintf(stdout, "                 where the pairs are those of the %dx%d tiles computed, and fewer than %d rows pay %.6g*causal_pairs\n", c.Cost.Tile, c.Cost.Tile, c.Cost.Tile, c.Cost.ShortPair)
+		fmt.Fprintf(stdout, "                 tiled_pairs: those of the %dx%d blocks llama.cpp's tiled kernel computes; a slot's prompt rows in a micro-batch of fewer than %d pay %.6g*causal_pairs instead\n", c.Cost.Tile, c.Cost.Tile, c.Cost.Tile, c.Cost.ShortPair)
 	}
 	if c.Cost.MediumCall > 0 {
 		fmt.Fprintf(stdout, "                 with %.6g*causal_pairs instead in a call of %d to %d tokens\n", c.Cost.MediumPair, c.Cost.SmallCall+1, c.Cost.MediumCall)
