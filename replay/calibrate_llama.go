@@ -296,6 +296,8 @@ func CalibrateLlamaRuns(runs [][]traces.Record, cfg llamacpp.Config, fit LlamaFi
 		return nil, fmt.Errorf("calibrate: tile must be >= 0 (got %d)", fit.Tile)
 	case fit.Tile > 0 && (fit.SmallCall != 0 || fit.MediumCall != 0):
 		return nil, fmt.Errorf("calibrate: tiles (%d rows) exclude the small- and medium-call tiers (got %d and %d tokens)", fit.Tile, fit.SmallCall, fit.MediumCall)
+	case fit.Tile > cfg.UbatchSize():
+		return nil, fmt.Errorf("calibrate: tiles of %d rows do not fit micro-batches of %d tokens (ubatch_size, batch_size): every prompt row would take the per-row kernel", fit.Tile, cfg.UbatchSize())
 	}
 	var pre, dec []calSample
 	maxB := 0.0
@@ -390,6 +392,9 @@ func CalibrateLlamaRuns(runs [][]traces.Record, cfg llamacpp.Config, fit LlamaFi
 	}
 	if fit.Tile > 0 {
 		c.Cost.Tile, c.Cost.ShortPair = fit.Tile, pc[5]
+		if !(pc[5] > 0) {
+			c.Method += fmt.Sprintf("; the pairs of fewer than %d rows fitted 0 ns (no sample needed them)", fit.Tile)
+		}
 	}
 	if fit.MediumCall > 0 {
 		c.Cost.MediumCall, c.Cost.MediumPair = fit.MediumCall, pc[6]
@@ -479,6 +484,14 @@ func llamaSamples(recs []traces.Record, cfg llamacpp.Config, fit LlamaFit) (pre,
 	}
 	for n, i := range ok {
 		r, o, s := &recs[i], recs[i].Observed, spans[n]
+		// A stream with fewer chunks than tokens had tokens held back
+		// (the server sends no incomplete UTF-8 character): its first
+		// chunk may come steps after the first token and a gap may span
+		// several steps, so it gives no sample (it still counts as a
+		// request in flight for the others).
+		if len(o.ITL) > 0 && len(o.ITL)+1 < r.OutputLen {
+			continue
+		}
 		alone := true
 		for m, t := range spans {
 			if m != n && t.start < s.first && t.end > s.start {
@@ -490,7 +503,7 @@ func llamaSamples(recs []traces.Record, cfg llamacpp.Config, fit LlamaFit) (pre,
 		// token) is not a prompt sample: the model charges that token as
 		// a decode token (llamacpp.CPUCost.BatchTime), which the prompt
 		// features cannot express.
-		if alone && o.CachedTokens >= 0 && o.CachedTokens < r.InputLen && (r.InputLen-o.CachedTokens)%cfg.Batch != 1 {
+		if alone && o.CachedTokens >= 0 && o.CachedTokens < r.InputLen && (r.InputLen-o.CachedTokens-1)%cfg.Batch+1 != 1 {
 			f := promptFeatures(int64(r.InputLen), int64(o.CachedTokens), cfg, fit.Tile)
 			cp := copied[r.ID]
 			// Column 3 is the bytes copied either way: a save into memory

@@ -390,3 +390,32 @@ func TestCalibrateLlamaRecoversTiles(t *testing.T) {
 		t.Error("tiles with a small-call tier: no error")
 	}
 }
+
+// A request whose stream had fewer chunks than tokens (the server held
+// back a split UTF-8 character) gives no sample: its first chunk can come
+// steps after its first token, and a gap can span several steps.
+func TestCalibrateLlamaSkipsHeldStreams(t *testing.T) {
+	cfg := llamacpp.DefaultConfig()
+	cost := &llamacpp.CPUCost{Fitted: hw.Fitted{Prefill: [4]float64{2e6, 120e3, 110, 0}, Decode: [3]float64{0.8e6, 200e3, 600}}, Tile: 64, ShortPair: 600}
+	recs, res := simCalibrationRun(t, cfg, cost, 5, 1)
+	run := perRequest(t, recs, res)
+	base, err := CalibrateLlamaRuns([][]traces.Record{run}, cfg, LlamaFit{Tile: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := slices.Clone(run)
+	i := slices.IndexFunc(held, func(r traces.Record) bool { return r.ID == "cold-256-r1" })
+	if i < 0 {
+		t.Fatal("no cold-256-r1")
+	}
+	o := *held[i].Observed
+	o.ITL = append([]int64{o.ITL[0] + o.ITL[1]}, o.ITL[2:]...) // two tokens in one chunk
+	held[i].Observed = &o
+	c, err := CalibrateLlamaRuns([][]traces.Record{held}, cfg, LlamaFit{Tile: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.PrefillSamples != base.PrefillSamples-1 || c.DecodeSamples != base.DecodeSamples-1 {
+		t.Errorf("with one held stream: %d prompt and %d decode samples, want one fewer than %d and %d", c.PrefillSamples, c.DecodeSamples, base.PrefillSamples, base.DecodeSamples)
+	}
+}

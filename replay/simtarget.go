@@ -260,22 +260,30 @@ type flight struct {
 	out      []int32
 	stream   *llamacpp.Stream // nil: every token is streamed as it comes
 	streamed int              // tokens given to stream
+	sent     int              // chunks of text sent, with a stream
 	deadline int64            // simulator time; 0: none
 	gone     bool             // timed out: later events are ignored
 }
 
 // chunk reports whether the client receives the tokens of event e (the
-// request's first e.Tokens tokens are out): always without a stream, else
-// when the server sends text after the last of them.
-func (f *flight) chunk(e *sim.Event) bool {
+// request's first e.Tokens tokens are out), and the count the client
+// records with them: without a stream, every event and its tokens; with
+// one, an event after which the server sends text, counted as the client
+// of llama-server's OpenAI stream counts it (replay's SSE reader), one per
+// chunk of text, so that tokens held back and sent together make one gap
+// on both sides.
+func (f *flight) chunk(e *sim.Event) (int, bool) {
 	if f.stream == nil {
-		return true
+		return int(e.Tokens), true
 	}
 	send := false
 	for ; f.streamed < int(e.Tokens) && f.streamed < len(f.out); f.streamed++ {
 		send = f.stream.Add(f.out[f.streamed])
 	}
-	return send
+	if send {
+		f.sent++
+	}
+	return f.sent, send
 }
 
 // replay is Replayer.Run for the simulator: the pacer's decisions in
@@ -357,8 +365,8 @@ func (t *SimTarget) replay(ctx context.Context, cfg Config, recs []traces.Record
 				continue // a request of an earlier run, or timed out
 			}
 			if !e.Done {
-				if f.chunk(&e) {
-					f.rc.Chunk(abs(e.Time), int(e.Tokens))
+				if n, ok := f.chunk(&e); ok {
+					f.rc.Chunk(abs(e.Time), n)
 				}
 				continue
 			}

@@ -84,8 +84,9 @@ func TestLlamaSimTargetTraceOutputs(t *testing.T) {
 // A byte-level llama-server holds back tokens that leave the text in an
 // incomplete UTF-8 sequence: with the server's output ids in the trace,
 // the client's first token comes with the token that completes the text,
-// and the held tokens' gap counts once; E2E does not change. Synthetic
-// outputs, and whole-text tokens, stream every token.
+// and tokens sent together are one chunk, one gap, as the client of the
+// OpenAI stream counts them (one per chunk of text); E2E does not change.
+// Synthetic outputs, and whole-text tokens, stream every token.
 func TestLlamaSimTargetHoldsBackSplitUTF8(t *testing.T) {
 	p := seq(5, 100)
 	out := []int32{0xED, 0xED, 0xED, 3733, 3733, 3733}
@@ -110,8 +111,15 @@ func TestLlamaSimTargetHoldsBackSplitUTF8(t *testing.T) {
 	if held.TTFT() != whole.TTFT()+steps {
 		t.Errorf("held TTFT %d, want %d + %d", held.TTFT(), whole.TTFT(), steps)
 	}
-	if len(held.ITL) != 2 || held.E2E() != whole.E2E() || held.OutputTokens != 6 {
-		t.Errorf("held: ITLs %v, E2E %d (whole %d), %d tokens", held.ITL, held.E2E(), whole.E2E(), held.OutputTokens)
+	if len(held.ITL) != 2 || held.E2E() != whole.E2E() || held.OutputTokens != 3 {
+		t.Errorf("held: ITLs %v, E2E %d (whole %d), %d chunks; want 2 gaps, the same E2E, 3 chunks", held.ITL, held.E2E(), whole.E2E(), held.OutputTokens)
+	}
+	// Held in the middle: tokens 2 and 3 come in one chunk, one gap of
+	// two steps.
+	recs[0].OutputTokens = []int32{3733, 0xC3, 0xA9, 3733, 3733, 3733}
+	mid := run(llamacpp.TokenTextByteLevel, true)
+	if len(mid.ITL) != 4 || mid.ITL[0] != whole.ITL[0]+whole.ITL[1] || mid.TTFT() != whole.TTFT() {
+		t.Errorf("held mid-stream: TTFT %d ITLs %v; want TTFT %d and a first gap of %d", mid.TTFT(), mid.ITL, whole.TTFT(), whole.ITL[0]+whole.ITL[1])
 	}
 	if synthetic.TTFT() != whole.TTFT() {
 		t.Errorf("synthetic outputs: TTFT %d, want %d", synthetic.TTFT(), whole.TTFT())

@@ -45,7 +45,7 @@ type StateCopier interface {
 // has never touched, whose pages fault in as the copy writes them, where
 // memory freed by states that left the cache is reused without faults. On
 // llama-server b11669's verbose log (the chat trace at -np 4), saves of
-// 1.3 to 2.4 MB took 0.56-1.04 ns per byte while the cache grew and
+// 1.3 to 3 MB took 0.56-1.04 ns per byte while the cache grew and
 // 0.17-0.28 once restores had freed memory; restores (into the slot's KV,
 // allocated at start) took 0.19-0.35 ns per byte.
 //
@@ -74,6 +74,22 @@ type StateCopier interface {
 // at 180, 200 at 550. Calibrations of six sessions put MediumPair for
 // 64-127 tokens at 244-339 ns where a2 was 200-235. MediumCall 0 turns
 // the tier off.
+//
+// With Tile > 0 the attention part follows llama.cpp's CPU kernels instead
+// of the call-size tiers (SmallCall and MediumCall are then 0), through
+// [CPUCost.CallTime]: the call is split into micro-batches by sequence
+// ([Attention]); in each, a prompt chunk's rows of at least Tile pay
+// Prefill[2] per pair of the Tile x Tile blocks the tiled kernel computes
+// (the last block of rows padded: 80 new tokens are computed as 128 rows),
+// and fewer rows pay ShortPair per causal pair (the per-row kernel).
+// llama.cpp b11669 tiles by 64 (GGML_FA_TILE_Q) and takes the per-row
+// kernel below 64 rows of one sequence in a micro-batch; this is why 60 to
+// 63 new tokens behind 1024 cached took 58-68 ms and 64 took 33 ms, and
+// why the cost per pair fell with the call's size from 64 to 127 tokens
+// (the medium tier's 244-339 ns against 200-235). Refitting the
+// calibration runs of five fidelity runs both ways, the tiles predicted
+// the traces' prompt times at concurrency 1 (server log) with 13.8% MAPE
+// against the tiers' 14.5%, with one rate fewer.
 type CPUCost struct {
 	hw.Fitted
 	StateCopy    float64 // ns per byte saved, >= 0
@@ -87,22 +103,6 @@ type CPUCost struct {
 	ShortPair    float64 // ns per causal pair of fewer than Tile rows, >= 0
 	Delay        int64   // ns from a request's arrival until the server loop sees its task, >= 0
 }
-
-// With Tile > 0 the attention part follows llama.cpp's CPU kernels instead
-// of the call-size tiers (SmallCall and MediumCall are then 0), through
-// [CPUCost.CallTime]: the call is split into micro-batches by sequence
-// ([Attention]); in each, a prompt chunk's rows of at least Tile pay
-// Prefill[2] per pair of the Tile x Tile blocks the tiled kernel computes
-// (the last block of rows padded: 80 new tokens cost what 128 do against
-// the same keys), and fewer rows pay ShortPair per causal pair (the
-// per-row kernel). llama.cpp b11669 tiles by 64 (GGML_FA_TILE_Q) and
-// takes the per-row kernel below 64 rows of one sequence in a
-// micro-batch; this is why 60 to 63 new tokens behind 1024 cached took
-// 58-68 ms and 64 took 33 ms, and why the cost per pair fell with the
-// call's size from 64 to 127 tokens (the medium tier's 244-339 ns against
-// 200-235). Refitting five sessions' calibration runs both ways, the tiles
-// predicted the traces' prompt times at concurrency 1 (server log) with
-// 13.8% MAPE against the tiers' 14.5%, with one rate fewer.
 
 // RequestDelay implements RequestDelayer.
 func (c *CPUCost) RequestDelay() int64 { return max(0, c.Delay) }

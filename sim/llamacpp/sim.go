@@ -334,12 +334,22 @@ func (s *Sim) iterate() {
 		d = s.cost.BatchTime(s.extends, decodes, context)
 	}
 	s.stats.Calls++
+	// A one-token chunk (a full hit) is a decode token in the cost; the
+	// counters class the call the same way.
+	prompt, oneTok := 0, 0
+	for _, e := range s.extends {
+		if e.New > 1 {
+			prompt++
+		} else {
+			oneTok++
+		}
+	}
 	switch {
-	case len(s.extends) > 0 && decodes > 0:
+	case prompt > 0 && decodes+oneTok > 0:
 		s.stats.MixedCalls++
 		s.counters.PrefillBatches++
 		s.counters.PrefillNs += d
-	case len(s.extends) > 0:
+	case prompt > 0:
 		s.counters.PrefillBatches++
 		s.counters.PrefillNs += d
 	default:

@@ -30,7 +30,8 @@ type CallCoster interface {
 //     the first token not yet taken and the following sequences in batch
 //     order whose ids continue it (id + 1, id + 2, ...), and the same
 //     number of tokens from each: as many as the shortest has left, at
-//     most ubatch / sequences. Two 300-token prompts in slots 2 and 3
+//     most ubatch / sequences (at least one; at most ubatch + 1
+//     sequences, as llama.cpp stops adding them). Two 300-token prompts in slots 2 and 3
 //     beside slots 0 and 1 generating make micro-batches of 4 x 1, 2 x 256
 //     and 2 x 43 tokens.
 //   - In a micro-batch, a sequence's rows (its tokens there) of at least
@@ -60,7 +61,7 @@ func Attention(call []Chunk, ubatch, tile int) (tiled, short float64) {
 		}
 		set := []int{first}
 		last := call[first].Slot
-		for j := first + 1; j < len(call); j++ {
+		for j := first + 1; j < len(call) && len(set) <= ubatch; j++ {
 			if left[j] > 0 && call[j].Slot == last+1 {
 				set = append(set, j)
 				last++
