@@ -9,11 +9,12 @@ import (
 
 // CostModel gives the duration of one llama_decode call, in nanoseconds.
 type CostModel interface {
-	// BatchTime is the time of one call that processes the prompt chunks
-	// (each with the tokens of its prompt already in the KV cache) and one
-	// token for each of decodes generating slots whose KV lengths, this
-	// token included, add up to context.
-	BatchTime(prompt []hw.Extend, decodes int, context int64) int64
+	// CallTime is the time of one call of the chunks, in batch order, with
+	// micro-batches of at most ubatch tokens (-ub). The chunks say which
+	// slot each belongs to: llama.cpp splits a call into micro-batches by
+	// sequence ([Attention]), and the attention kernel a chunk takes
+	// depends on its rows in each.
+	CallTime(call []Chunk, ubatch int) int64
 }
 
 // RequestDelayer is implemented by cost models that delay each request
@@ -119,40 +120,33 @@ func (c *CPUCost) pairRate(tokens int) float64 {
 	return c.Prefill[2]
 }
 
-// CallTime implements CallCoster. With Tile 0 it is BatchTime of the
-// chunks. Otherwise: a one-token prompt chunk is a decode token, as in
-// BatchTime; the fixed cost is a0 for a call with a prompt chunk, b0 for a
-// decode-only one and the larger for a mixed one; a prompt token costs
-// a1, a prompt chunk a3, a generating slot b1 and each token of its
-// context b2; and the prompt chunks' attention is Prefill[2] per tiled
-// pair and ShortPair per short one ([Attention]).
+// CallTime implements CostModel. A one-token prompt chunk (a full hit's
+// last token, evaluated again) is charged as a decode token: it is the same
+// work, one query row against its slot's context, and on llama-server
+// b11669 a full hit behind 300 cached tokens took 1.3-1.5 ms of prompt eval
+// (server log), a decode step's time, where the prompt call's fixed cost
+// alone is about 2 ms. The fixed cost is a0 for a call with a prompt chunk,
+// b0 for a decode-only one and the larger for a mixed one; a prompt token
+// costs a1, a prompt chunk a3, a decode token b1 and each token of its
+// context b2. The prompt chunks' attention is, with Tile 0, pairRate per
+// causal pair (the rate of the call's size: prompt and decode tokens), and
+// with tiles Prefill[2] per tiled pair and ShortPair per short one
+// ([Attention]). round(max(0, t)) ns, 0 for an empty call.
 func (c *CPUCost) CallTime(call []Chunk, ubatch int) int64 {
-	if c.Tile <= 0 {
-		var prompt []hw.Extend
-		var decodes int
-		var context int64
-		for _, ch := range call {
-			if ch.Decode {
-				decodes++
-				context += ch.Cached + 1
-			} else {
-				prompt = append(prompt, hw.Extend{New: ch.New, Cached: ch.Cached})
-			}
-		}
-		return c.BatchTime(prompt, decodes, context)
-	}
 	var decodes, chunks int
 	var context, tokens int64
-	for i := range call {
-		ch := &call[i]
-		if ch.Decode || ch.New == 1 {
+	var pairs float64
+	oneToken := false
+	for _, ch := range call {
+		switch {
+		case ch.decodeToken():
 			decodes++
 			context += ch.Cached + 1
-			continue
-		}
-		if ch.New > 0 {
+			oneToken = oneToken || !ch.Decode
+		case ch.New > 0:
 			chunks++
 			tokens += ch.New
+			pairs += causalPairs(ch.New, ch.Cached)
 		}
 	}
 	var t float64
@@ -167,15 +161,20 @@ func (c *CPUCost) CallTime(call []Chunk, ubatch int) int64 {
 		return 0
 	}
 	if chunks > 0 {
-		split := call
-		if slices.ContainsFunc(call, func(ch Chunk) bool { return !ch.Decode && ch.New == 1 }) {
-			split = slices.Clone(call)
-			for i := range split {
-				split[i].Decode = split[i].Decode || split[i].New == 1
+		t += c.Prefill[1]*float64(tokens) + c.Prefill[3]*float64(chunks)
+		if c.Tile > 0 {
+			split := call
+			if oneToken {
+				split = slices.Clone(call)
+				for i := range split {
+					split[i].Decode = split[i].decodeToken()
+				}
 			}
+			tiled, short := Attention(split, ubatch, c.Tile)
+			t += c.Prefill[2]*tiled + c.ShortPair*short
+		} else {
+			t += c.pairRate(int(tokens)+decodes) * pairs
 		}
-		tiled, short := Attention(split, ubatch, c.Tile)
-		t += c.Prefill[1]*float64(tokens) + c.Prefill[2]*tiled + c.ShortPair*short + c.Prefill[3]*float64(chunks)
 	}
 	if decodes > 0 {
 		t += c.Decode[1]*float64(decodes) + c.Decode[2]*float64(context)
@@ -187,54 +186,6 @@ func (c *CPUCost) CallTime(call []Chunk, ubatch int) int64 {
 // StateFresh + Restored * StateRestore) ns.
 func (c *CPUCost) CopyTime(k Copies) int64 {
 	return int64(math.Round(max(0, float64(k.Saved)*c.StateCopy+float64(k.Fresh)*c.StateFresh+float64(k.Restored)*c.StateRestore)))
-}
-
-// BatchTime implements CostModel: round(max(0, t)) ns, 0 for an empty call.
-// A prompt chunk of one token (a full hit's last token, evaluated again) is
-// charged as a decode token: it is the same work, one query row against its
-// slot's context, and on llama-server b11669 a full hit behind 300 cached
-// tokens took 1.3-1.5 ms of prompt eval (server log), a decode step's time,
-// where the prompt call's fixed cost alone is about 2 ms.
-func (c *CPUCost) BatchTime(prompt []hw.Extend, decodes int, context int64) int64 {
-	if slices.ContainsFunc(prompt, func(e hw.Extend) bool { return e.New == 1 }) {
-		var rest []hw.Extend
-		for _, e := range prompt {
-			if e.New == 1 {
-				decodes++
-				context += e.Cached + 1
-			} else {
-				rest = append(rest, e)
-			}
-		}
-		prompt = rest
-	}
-	x := hw.PrefillFeatures(prompt)
-	hasPrompt, hasDecode := x[3] > 0, decodes > 0
-	var t float64
-	switch {
-	case hasPrompt && hasDecode:
-		t = max(c.Prefill[0], c.Decode[0])
-	case hasPrompt:
-		t = c.Prefill[0]
-	case hasDecode:
-		t = c.Decode[0]
-	default:
-		return 0
-	}
-	for i := 1; i < hw.NumPrefillFeatures; i++ {
-		rate := c.Prefill[i]
-		if i == 2 {
-			rate = c.pairRate(int(x[1]) + decodes)
-		}
-		t += rate * x[i]
-	}
-	if hasDecode {
-		d := hw.DecodeFeatures(decodes, context)
-		for i := 1; i < hw.NumDecodeFeatures; i++ {
-			t += c.Decode[i] * d[i]
-		}
-	}
-	return int64(math.Round(max(0, t)))
 }
 
 // TinyCPU returns CPUCost coefficients measured for the tiny random-weight

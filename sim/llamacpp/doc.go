@@ -27,7 +27,7 @@
 // of the slot's tokens and computes the rest; when the whole prompt is
 // there, the last prompt token is evaluated again anyway (its logits are
 // needed), so cached_tokens = prompt - 1 on a full hit; that token costs
-// what a decode token costs (CPUCost.BatchTime). A prompt longer
+// what a decode token costs (CPUCost.CallTime). A prompt longer
 // than a slot's context fails (the server answers HTTP 400); generation
 // stops when the slot's context is full (no context shift by default).
 //
@@ -73,7 +73,9 @@
 // own rate per attention pair (short prompts behind long cached prefixes
 // run attention much like decode steps; on llama.cpp b11669 below 64
 // query tokens), and a call of at most CPUCost.MediumCall tokens a second
-// rate (the cost per pair keeps falling with the call's size). A cost
+// rate (the cost per pair keeps falling with the call's size); with
+// CPUCost.Tile, the attention follows llama.cpp's kernels instead, over
+// the micro-batches llama.cpp splits the call into ([Attention]). A cost
 // model that is a [RequestDelayer] (CPUCost with a Delay) holds each
 // request that long between its arrival and the server loop (HTTP and
 // JSON work of the server's HTTP thread). A cost model that is also a

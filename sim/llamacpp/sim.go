@@ -7,7 +7,6 @@ import (
 	"math"
 
 	"github.com/kvsim/kvsim/sim"
-	"github.com/kvsim/kvsim/sim/hw"
 	"github.com/kvsim/kvsim/traces"
 )
 
@@ -58,9 +57,8 @@ type Sim struct {
 	delay    sim.Time // from a request's arrival until the loop sees it (RequestDelayer)
 	busy     bool
 	batchEnd sim.Time
-	parts    []part // the call in flight; empty while copying states
-	extends  []hw.Extend
-	chunks   []Chunk // the call in flight, for a CallCoster
+	parts    []part  // the call in flight; empty while copying states
+	chunks   []Chunk // the call in flight, for the cost model
 	copied   Copies  // state bytes copied by the launches of this server-loop turn
 
 	src     sim.Source
@@ -85,6 +83,10 @@ type Copies struct {
 	// the cache's high-water mark (memory the server process touches for
 	// the first time); Restored the bytes loaded back into a slot.
 	Saved, Fresh, Restored int64
+}
+
+func (c Copies) minus(o Copies) Copies {
+	return Copies{c.Saved - o.Saved, c.Fresh - o.Fresh, c.Restored - o.Restored}
 }
 
 type slot struct {
@@ -277,11 +279,10 @@ func (s *Sim) iterate() {
 			break
 		}
 		s.launch(s.queue[0], sl)
-		s.copyOf[s.queue[0].id] = Copies{s.copied.Saved - before.Saved, s.copied.Fresh - before.Fresh, s.copied.Restored - before.Restored}
+		s.copyOf[s.queue[0].id] = s.copied.minus(before)
 		s.queue = s.queue[1:]
 	}
 	s.parts = s.parts[:0]
-	s.extends = s.extends[:0]
 	s.chunks = s.chunks[:0]
 	if s.copied != (Copies{}) {
 		s.stats.RAMSaveBytes += s.copied.Saved
@@ -299,15 +300,12 @@ func (s *Sim) iterate() {
 			return // a copy, not a call: endCall finds no parts
 		}
 	}
-	var decodes, tokens int
-	var context int64
+	tokens := 0
 	for _, sl := range s.slots {
 		if r := sl.req; r != nil && r.processed == len(r.prompt) {
 			s.parts = append(s.parts, part{r: r})
 			s.chunks = append(s.chunks, Chunk{Slot: sl.id, New: 1, Cached: int64(len(sl.tokens)), Decode: true})
-			decodes++
 			tokens++
-			context += int64(len(sl.tokens)) + 1
 		}
 	}
 	for _, sl := range s.slots {
@@ -320,32 +318,26 @@ func (s *Sim) iterate() {
 			break
 		}
 		s.parts = append(s.parts, part{r: r, n: n})
-		s.extends = append(s.extends, hw.Extend{New: int64(n), Cached: int64(r.processed)})
 		s.chunks = append(s.chunks, Chunk{Slot: sl.id, New: int64(n), Cached: int64(r.processed)})
 		tokens += n
 	}
 	if tokens == 0 {
 		return
 	}
-	var d int64
-	if cc, ok := s.cost.(CallCoster); ok {
-		d = cc.CallTime(s.chunks, s.cfg.UbatchSize())
-	} else {
-		d = s.cost.BatchTime(s.extends, decodes, context)
-	}
+	d := s.cost.CallTime(s.chunks, s.cfg.UbatchSize())
 	s.stats.Calls++
-	// A one-token chunk (a full hit) is a decode token in the cost; the
-	// counters class the call the same way.
-	prompt, oneTok := 0, 0
-	for _, e := range s.extends {
-		if e.New > 1 {
-			prompt++
+	// The counters class the call as the cost does: a one-token chunk (a
+	// full hit) is a decode token.
+	prompt, decodes := 0, 0
+	for _, ch := range s.chunks {
+		if ch.decodeToken() {
+			decodes++
 		} else {
-			oneTok++
+			prompt++
 		}
 	}
 	switch {
-	case prompt > 0 && decodes+oneTok > 0:
+	case prompt > 0 && decodes > 0:
 		s.stats.MixedCalls++
 		s.counters.PrefillBatches++
 		s.counters.PrefillNs += d

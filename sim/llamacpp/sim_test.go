@@ -282,56 +282,75 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
+// batch is a call of prompt chunks beside decodes generating slots whose
+// contexts (their KV lengths, the token decoded included) add up to
+// context: the decode tokens first, on slots 0 to decodes-1, the prompts
+// after them.
+func batch(prompt []hw.Extend, decodes int, context int64) []Chunk {
+	var call []Chunk
+	for i := range decodes {
+		ctx := context / int64(decodes)
+		if i == 0 {
+			ctx += context % int64(decodes)
+		}
+		call = append(call, Chunk{Slot: i, New: 1, Cached: ctx - 1, Decode: true})
+	}
+	for i, e := range prompt {
+		call = append(call, Chunk{Slot: decodes + i, New: e.New, Cached: e.Cached})
+	}
+	return call
+}
+
 func TestCPUCost(t *testing.T) {
 	c := &CPUCost{Fitted: hw.Fitted{Prefill: [4]float64{100, 2, 0.5, 10}, Decode: [3]float64{300, 7, 1}}}
 	p := []hw.Extend{{New: 4, Cached: 2}}
 	// prompt: 4 new, pairs 4*2 + 4*5/2 = 18, 1 chunk; decode: 2 slots, 50 context.
-	if got := c.BatchTime(p, 0, 0); got != 100+8+9+10 {
+	if got := c.CallTime(batch(p, 0, 0), 512); got != 100+8+9+10 {
 		t.Errorf("prompt-only = %d, want 127", got)
 	}
-	if got := c.BatchTime(nil, 2, 50); got != 300+14+50 {
+	if got := c.CallTime(batch(nil, 2, 50), 512); got != 300+14+50 {
 		t.Errorf("decode-only = %d, want 364", got)
 	}
-	if got := c.BatchTime(p, 2, 50); got != 300+8+9+10+14+50 {
+	if got := c.CallTime(batch(p, 2, 50), 512); got != 300+8+9+10+14+50 {
 		t.Errorf("mixed = %d, want 391 (the larger fixed cost once)", got)
 	}
-	if got := c.BatchTime(nil, 0, 0); got != 0 {
+	if got := c.CallTime(batch(nil, 0, 0), 512); got != 0 {
 		t.Errorf("empty = %d", got)
 	}
 	// A one-token chunk (a full hit) is a decode token against its cached
 	// tokens and itself: alone it is a decode call, beside a prompt a
 	// mixed one.
 	hit := hw.Extend{New: 1, Cached: 49}
-	if got := c.BatchTime([]hw.Extend{hit}, 0, 0); got != 300+7+50 {
+	if got := c.CallTime(batch([]hw.Extend{hit}, 0, 0), 512); got != 300+7+50 {
 		t.Errorf("full hit alone = %d, want 357 (a decode step)", got)
 	}
-	if got := c.BatchTime([]hw.Extend{hit, p[0]}, 1, 25); got != 300+8+9+10+14+75 {
+	if got := c.CallTime(batch([]hw.Extend{hit, p[0]}, 1, 25), 512); got != 300+8+9+10+14+75 {
 		t.Errorf("full hit beside a prompt and a decode = %d, want %d", got, 300+8+9+10+14+75)
 	}
 	// Small calls: up to 5 tokens in all, the 18 pairs cost 1 each instead
 	// of a2 = 0.5; the prompt's 4 tokens and 2 decode tokens make 6, a
 	// large call again.
 	c.SmallCall, c.SmallPair = 5, 1
-	if got := c.BatchTime(p, 0, 0); got != 100+8+18+10 {
+	if got := c.CallTime(batch(p, 0, 0), 512); got != 100+8+18+10 {
 		t.Errorf("small prompt-only = %d, want 136", got)
 	}
-	if got := c.BatchTime(p, 1, 25); got != 300+8+18+10+7+25 {
+	if got := c.CallTime(batch(p, 1, 25), 512); got != 300+8+18+10+7+25 {
 		t.Errorf("small mixed (5 tokens) = %d, want 368", got)
 	}
-	if got := c.BatchTime(p, 2, 50); got != 300+8+9+10+14+50 {
+	if got := c.CallTime(batch(p, 2, 50), 512); got != 300+8+9+10+14+50 {
 		t.Errorf("mixed of 6 tokens = %d, want 391 (pairs at a2)", got)
 	}
 	// A medium tier of up to 7 tokens at 0.75 per pair: the 6-token mixed
 	// call pays it, a call of 8 tokens is large again.
 	c.MediumCall, c.MediumPair = 7, 0.75
-	if got := c.BatchTime(p, 2, 50); got != 300+8+int64(0.75*18+0.5)+10+14+50 {
+	if got := c.CallTime(batch(p, 2, 50), 512); got != 300+8+int64(0.75*18+0.5)+10+14+50 {
 		t.Errorf("medium mixed (6 tokens) = %d, want %d", got, 300+8+int64(0.75*18+0.5)+10+14+50)
 	}
-	if got := c.BatchTime(p, 1, 25); got != 300+8+18+10+7+25 {
+	if got := c.CallTime(batch(p, 1, 25), 512); got != 300+8+18+10+7+25 {
 		t.Errorf("small mixed (5 tokens) with a medium tier = %d, want 368", got)
 	}
 	eight := []hw.Extend{{New: 8, Cached: 2}} // 8*2 + 8*9/2 = 52 pairs
-	if got := c.BatchTime(eight, 0, 0); got != 100+16+26+10 {
+	if got := c.CallTime(batch(eight, 0, 0), 512); got != 100+16+26+10 {
 		t.Errorf("large prompt-only (8 tokens) = %d, want 152", got)
 	}
 }
@@ -512,11 +531,11 @@ func TestTinyCPU(t *testing.T) {
 	}
 	// A cold 2000-token prompt: the recipe measured 562 ms, the calibration
 	// run 429 ms (its fastest of three).
-	if got := c.BatchTime([]hw.Extend{{New: 2000}}, 0, 0); got < 300e6 || got > 700e6 {
+	if got := c.CallTime(batch([]hw.Extend{{New: 2000}}, 0, 0), 512); got < 300e6 || got > 700e6 {
 		t.Errorf("cold 2000-token prompt = %.0f ms, want 300-700", float64(got)/1e6)
 	}
 	// A full hit's one-token prompt: the recipe measured 7 ms TTFT.
-	if got := c.BatchTime([]hw.Extend{{New: 1, Cached: 1999}}, 0, 0); got > 10e6 {
+	if got := c.CallTime(batch([]hw.Extend{{New: 1, Cached: 1999}}, 0, 0), 512); got > 10e6 {
 		t.Errorf("one token behind 1999 cached = %.1f ms, want under 10", float64(got)/1e6)
 	}
 }

@@ -1,9 +1,6 @@
 package llamacpp
 
-import (
-	"fmt"
-	"strconv"
-)
+import "fmt"
 
 // Token texts: how a model's token ids decode to the bytes llama-server
 // streams (Config.TokenText).
@@ -63,11 +60,9 @@ func (s *Stream) Add(id int32) bool {
 	case id == 257 || id == 258:
 		// BOS and EOS: no text.
 	default:
-		// "[id]": at least four ASCII bytes, which is all validate_utf8
-		// looks at.
-		for _, b := range []byte("[" + strconv.Itoa(int(max(id, 0))) + "]") {
-			s.push(b)
-		}
+		// "[id]" ends in an ASCII byte, which ends validate_utf8's scan:
+		// the bytes before it do not matter.
+		s.push(']')
 	}
 	if !s.unsent || incompleteUTF8(s.tail[:s.n]) {
 		return false

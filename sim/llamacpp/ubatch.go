@@ -10,16 +10,10 @@ type Chunk struct {
 	Decode bool  // a generating slot's next token (else a prompt chunk)
 }
 
-// CallCoster is implemented by cost models that price a call from its
-// chunks, which say which slot each belongs to: llama.cpp splits a call
-// into micro-batches by sequence ([Attention]), and the attention kernel a
-// chunk takes depends on its rows in each. The simulator prefers it to
-// [CostModel.BatchTime].
-type CallCoster interface {
-	// CallTime is the time of one call of the chunks, with micro-batches
-	// of at most ubatch tokens (-ub).
-	CallTime(call []Chunk, ubatch int) int64
-}
+// decodeToken reports whether the chunk costs a decode token: a
+// generating slot's token, or a one-token prompt chunk (a full hit's last
+// token, evaluated again: one query row against the slot's context).
+func (c Chunk) decodeToken() bool { return c.Decode || c.New == 1 }
 
 // Attention is the attention work of the prompt chunks of a call as
 // llama.cpp b11669 does it on the CPU with flash attention and one KV

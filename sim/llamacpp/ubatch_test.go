@@ -81,13 +81,15 @@ func TestAttentionConservesPairs(t *testing.T) {
 	})
 }
 
-// With Tile 0, CallTime is BatchTime; with tiles, a call of one chunk pays
-// its tiled pairs at prefill[2].
+// With Tile 0 a call pays its causal pairs at the rate of its size; with
+// tiles, the pairs of the blocks the kernels compute.
 func TestCPUCostCallTime(t *testing.T) {
 	c := &CPUCost{Fitted: hw.Fitted{Prefill: [4]float64{100, 2, 0.5, 10}, Decode: [3]float64{300, 7, 1}}}
 	call := []Chunk{{Slot: 0, New: 1, Cached: 20, Decode: true}, {Slot: 1, New: 4, Cached: 2}, {Slot: 2, New: 1, Cached: 9}}
-	if got, want := c.CallTime(call, 512), c.BatchTime([]hw.Extend{{New: 4, Cached: 2}, {New: 1, Cached: 9}}, 1, 21); got != want {
-		t.Errorf("tile 0: CallTime %d, BatchTime %d", got, want)
+	// Decodes: slot 0 (21 context) and slot 2's one-token chunk (10); slot
+	// 1's prompt: 4 tokens, 4*2 + 4*5/2 = 18 causal pairs at a2.
+	if got, want := c.CallTime(call, 512), int64(300+2*4+0.5*18+10+7*2+31); got != want {
+		t.Errorf("tile 0: CallTime %d, want %d", got, want)
 	}
 	c.Tile, c.ShortPair = 2, 3
 	// Decodes: slot 0 (21 context) and slot 2's one-token chunk (10); the
