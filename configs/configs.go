@@ -459,25 +459,26 @@ func (f *File) validateLlama() error {
 	if c := f.Llama.Cost.StateRestore; c != nil && (!(*c >= 0) || math.IsInf(*c, 1)) {
 		errs = append(errs, fmt.Errorf("llamacpp.cost.state_restore_ns_per_byte: must be a finite number >= 0 (got %v)", *c))
 	}
-	switch c := f.Llama.Cost; {
-	case c.SmallCall < 0:
-		errs = append(errs, fmt.Errorf("llamacpp.cost.small_call_tokens: must be >= 0 (got %d)", c.SmallCall))
-	case c.SmallCall > 0 && !(c.SmallPair > 0 && !math.IsInf(c.SmallPair, 1)):
-		errs = append(errs, fmt.Errorf("llamacpp.cost.small_call_pair_ns: must be a finite number > 0 with small_call_tokens (got %v)", c.SmallPair))
-	case c.SmallCall == 0 && c.SmallPair != 0:
-		errs = append(errs, fmt.Errorf("llamacpp.cost.small_call_pair_ns: needs small_call_tokens > 0 (got %v)", c.SmallPair))
+	// A call-size tier: its bound in tokens (0: off) and its rate per
+	// pair, which it needs and which needs it.
+	tier := func(name string, tokens int, pair float64) {
+		switch {
+		case tokens < 0:
+			errs = append(errs, fmt.Errorf("llamacpp.cost.%s_tokens: must be >= 0 (got %d)", name, tokens))
+		case tokens > 0 && !(pair > 0 && !math.IsInf(pair, 1)):
+			errs = append(errs, fmt.Errorf("llamacpp.cost.%s_pair_ns: must be a finite number > 0 with %s_tokens (got %v)", name, name, pair))
+		case tokens == 0 && pair != 0:
+			errs = append(errs, fmt.Errorf("llamacpp.cost.%s_pair_ns: needs %s_tokens > 0 (got %v)", name, name, pair))
+		}
 	}
-	switch c := f.Llama.Cost; {
-	case c.MediumCall < 0:
-		errs = append(errs, fmt.Errorf("llamacpp.cost.medium_call_tokens: must be >= 0 (got %d)", c.MediumCall))
-	case c.MediumCall > 0 && c.MediumCall <= c.SmallCall:
+	c := f.Llama.Cost
+	tier("small_call", c.SmallCall, c.SmallPair)
+	if c.MediumCall > 0 && c.MediumCall <= c.SmallCall {
 		errs = append(errs, fmt.Errorf("llamacpp.cost.medium_call_tokens: must be above small_call_tokens (%d) (got %d)", c.SmallCall, c.MediumCall))
-	case c.MediumCall > 0 && !(c.MediumPair > 0 && !math.IsInf(c.MediumPair, 1)):
-		errs = append(errs, fmt.Errorf("llamacpp.cost.medium_call_pair_ns: must be a finite number > 0 with medium_call_tokens (got %v)", c.MediumPair))
-	case c.MediumCall == 0 && c.MediumPair != 0:
-		errs = append(errs, fmt.Errorf("llamacpp.cost.medium_call_pair_ns: needs medium_call_tokens > 0 (got %v)", c.MediumPair))
+	} else {
+		tier("medium_call", c.MediumCall, c.MediumPair)
 	}
-	switch c := f.Llama.Cost; {
+	switch {
 	case c.Tile < 0:
 		errs = append(errs, fmt.Errorf("llamacpp.cost.tile_size: must be >= 0 (got %d)", c.Tile))
 	case c.Tile > 0 && (c.SmallCall != 0 || c.MediumCall != 0):
@@ -487,8 +488,8 @@ func (f *File) validateLlama() error {
 	case c.Tile == 0 && c.ShortPair != 0:
 		errs = append(errs, fmt.Errorf("llamacpp.cost.short_pair_ns: needs tile_size > 0 (got %v)", c.ShortPair))
 	}
-	if c := f.Llama.Cost.Delay; c < 0 {
-		errs = append(errs, fmt.Errorf("llamacpp.cost.request_delay_ns: must be >= 0 (got %d)", c))
+	if c.Delay < 0 {
+		errs = append(errs, fmt.Errorf("llamacpp.cost.request_delay_ns: must be >= 0 (got %d)", c.Delay))
 	}
 	return errors.Join(errs...)
 }

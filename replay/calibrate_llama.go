@@ -363,11 +363,11 @@ func CalibrateLlamaRuns(runs [][]traces.Record, cfg llamacpp.Config, fit LlamaFi
 			return nil, fmt.Errorf("calibrate prompt processing: %w", err)
 		}
 		switch {
-		case fit.SmallCall > 0 && !(pc[5] > 0):
+		case fit.SmallCall > 0 && !(pc[colShort] > 0):
 			fit.SmallCall = 0
 			method += "; the small-call tier was dropped (its pair rate fitted 0)"
 			continue
-		case fit.MediumCall > 0 && !(pc[6] > 0):
+		case fit.MediumCall > 0 && !(pc[colMedium] > 0):
 			fit.MediumCall = 0
 			method += "; the medium-call tier was dropped (its pair rate fitted 0)"
 			continue
@@ -383,21 +383,21 @@ func CalibrateLlamaRuns(runs [][]traces.Record, cfg llamacpp.Config, fit LlamaFi
 		return nil, fmt.Errorf("calibrate decode: %w", err)
 	}
 	c := &LlamaCalibration{
-		Cost:           llamacpp.CPUCost{Fitted: hw.Fitted{Prefill: [4]float64{pc[0], pc[1], pc[2], 0}, Decode: [3]float64{dc[0], dc[1], dc[2]}}, StateCopy: pc[3], StateRestore: pc[3], StateFresh: pc[7], Delay: fit.RequestDelay},
+		Cost:           llamacpp.CPUCost{Fitted: hw.Fitted{Prefill: [4]float64{pc[colCalls], pc[colNew], pc[colPairs], 0}, Decode: [3]float64{dc[0], dc[1], dc[2]}}, StateCopy: pc[colCopied], StateRestore: pc[colCopied], StateFresh: pc[colFresh], Delay: fit.RequestDelay},
 		PrefillSamples: len(pre), PrefillShapes: len(py), DecodeSamples: len(dec), DecodeShapes: len(dy), MaxBatch: maxB,
 		Method: method,
 	}
 	if fit.SmallCall > 0 {
-		c.Cost.SmallCall, c.Cost.SmallPair = fit.SmallCall, pc[5]
+		c.Cost.SmallCall, c.Cost.SmallPair = fit.SmallCall, pc[colShort]
 	}
 	if fit.Tile > 0 {
-		c.Cost.Tile, c.Cost.ShortPair = fit.Tile, pc[5]
-		if !(pc[5] > 0) {
+		c.Cost.Tile, c.Cost.ShortPair = fit.Tile, pc[colShort]
+		if !(pc[colShort] > 0) {
 			c.Method += fmt.Sprintf("; the pairs of fewer than %d rows fitted 0 ns (no sample needed them)", fit.Tile)
 		}
 	}
 	if fit.MediumCall > 0 {
-		c.Cost.MediumCall, c.Cost.MediumPair = fit.MediumCall, pc[6]
+		c.Cost.MediumCall, c.Cost.MediumPair = fit.MediumCall, pc[colMedium]
 	}
 	_, c.PrefillMAPE = fitQuality(px, py, pc)
 	_, c.DecodeMAPE = fitQuality(dx, dy, dc)
@@ -425,23 +425,36 @@ type calSample struct {
 	newTokens int
 }
 
+// The columns of a prompt sample's features, and of the prompt fit.
+const (
+	colCalls  = iota // prompt calls: the fixed cost, a0 (the free intercept)
+	colNew           // new tokens, a1
+	colPairs         // attention pairs at a2: causal, or with tiles the tiled ones
+	colCopied        // bytes copied to or from the RAM cache
+	colFresh         // saved bytes beyond the RAM cache's high-water mark
+	colShort         // pairs of a small call, or with tiles of fewer rows than a tile
+	colMedium        // pairs of a medium call
+	numPromptCols
+)
+
 // inTiers returns the prompt samples with each one's pairs moved from
-// column 2 to the column of its pair-rate tier: 5 for a small call, 6 for
-// a medium one. The tier goes by the prompt's new tokens; the simulator
-// decides per call, which differs only for a prompt longer than -b whose
-// last chunk is small.
+// colPairs to the column of its pair-rate tier: colShort for a small
+// call, colMedium for a medium one. The tier goes by the prompt's new
+// tokens; the simulator decides per call, which differs only for a prompt
+// longer than -b whose last chunk is small. With tiles promptFeatures has
+// already put the short pairs in colShort.
 func inTiers(pre []calSample, fit LlamaFit) []calSample {
 	if fit.Tile > 0 {
-		return pre // promptFeatures put the short pairs in column 5
+		return pre
 	}
 	out := make([]calSample, len(pre))
 	for i, s := range pre {
 		s.x = slices.Clone(s.x)
 		switch {
 		case s.newTokens <= fit.SmallCall:
-			s.x[2], s.x[5] = 0, s.x[2]
+			s.x[colPairs], s.x[colShort] = 0, s.x[colPairs]
 		case s.newTokens <= fit.MediumCall:
-			s.x[2], s.x[6] = 0, s.x[2]
+			s.x[colPairs], s.x[colMedium] = 0, s.x[colPairs]
 		}
 		out[i] = s
 	}
@@ -501,21 +514,19 @@ func llamaSamples(recs []traces.Record, cfg llamacpp.Config, fit LlamaFit) (pre,
 		}
 		// A prompt whose last chunk is one token (a full hit: one new
 		// token) is not a prompt sample: the model charges that token as
-		// a decode token (llamacpp.CPUCost.BatchTime), which the prompt
+		// a decode token (llamacpp.CPUCost.CallTime), which the prompt
 		// features cannot express.
 		if alone && o.CachedTokens >= 0 && o.CachedTokens < r.InputLen && (r.InputLen-o.CachedTokens-1)%cfg.Batch+1 != 1 {
-			f := promptFeatures(int64(r.InputLen), int64(o.CachedTokens), cfg, fit.Tile)
+			x := promptFeatures(int64(r.InputLen), int64(o.CachedTokens), cfg, fit.Tile)
 			cp := copied[r.ID]
-			// Column 3 is the bytes copied either way: a save into memory
-			// the cache has held before and a restore (into the slot's KV,
-			// allocated at start) are the same copy, and the verbose log
-			// timed them alike (0.17-0.28 and 0.19-0.35 ns per byte), where
-			// a restore rate of its own swung from 0 to 1.06 between
-			// calibrations. Column 4 (restores apart) stays empty; column 7
-			// is the saved bytes beyond the RAM cache's high-water mark.
-			// Columns 5 and 6 are the short pairs (tiles) or the pairs of a
-			// small and of a medium call (inTiers).
-			x := []float64{f[0], f[1], f[2], float64(cp.Saved + cp.Restored), 0, f[3], 0, float64(cp.Fresh)}
+			// One column for the bytes copied either way: a save into
+			// memory the cache has held before and a restore (into the
+			// slot's KV, allocated at start) are the same copy, and the
+			// verbose log timed them alike (0.17-0.28 and 0.19-0.35 ns per
+			// byte), where a restore rate of its own swung from 0 to 1.06
+			// between calibrations.
+			x[colCopied] = float64(cp.Saved + cp.Restored)
+			x[colFresh] = float64(cp.Fresh)
 			// The calibration trace's records are grouped by their nominal
 			// shape (the ID without the repeat); other records by their
 			// sizes, where a fresh prompt can share its first token or two
@@ -686,21 +697,22 @@ func allDigits(s string) bool {
 
 // promptFeatures are the prompt features of a request alone with input
 // tokens, cached of them in its slot: its calls of at most -b new tokens,
-// the new tokens, and the attention pairs, all at the large rate (column
-// 2) or, with tiles, the tiled ones in column 2 and the short ones in 3
-// (llamacpp.Attention over each call, micro-batches of -ub).
-func promptFeatures(input, cached int64, cfg llamacpp.Config, tile int) [4]float64 {
-	var x [4]float64
+// the new tokens, and the attention pairs, all causal in colPairs or, with
+// tiles, the tiled ones there and the short ones in colShort
+// (llamacpp.Attention over each call, micro-batches of -ub). The copy
+// columns are left to the caller.
+func promptFeatures(input, cached int64, cfg llamacpp.Config, tile int) []float64 {
+	x := make([]float64, numPromptCols)
 	for left := input - cached; left > 0; {
 		n := min(left, int64(cfg.Batch))
-		x[0]++
-		x[1] += float64(n)
+		x[colCalls]++
+		x[colNew] += float64(n)
 		if tile > 0 {
 			tiled, short := llamacpp.Attention([]llamacpp.Chunk{{New: n, Cached: cached}}, cfg.UbatchSize(), tile)
-			x[2] += tiled
-			x[3] += short
+			x[colPairs] += tiled
+			x[colShort] += short
 		} else {
-			x[2] += hw.PrefillFeatures([]hw.Extend{{New: n, Cached: cached}})[2]
+			x[colPairs] += hw.PrefillFeatures([]hw.Extend{{New: n, Cached: cached}})[2]
 		}
 		cached += n
 		left -= n
