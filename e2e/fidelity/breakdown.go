@@ -1,91 +1,17 @@
 package main
 
 import (
-	"bufio"
 	"cmp"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"slices"
-	"strconv"
 
+	"github.com/kvsim/kvsim/replay"
 	"github.com/kvsim/kvsim/traces"
 )
-
-// logTask is one task of llama-server's log: when its slot was selected
-// and the task launched (seconds since the server started), and its prompt
-// eval time and tokens from print_timing.
-type logTask struct {
-	id             int
-	selected, lnch float64
-	evalMs         float64
-	evalTokens     int
-	hasEval        bool
-}
-
-var (
-	// 0.01.158.902: minutes, seconds, milliseconds, microseconds.
-	logTime   = regexp.MustCompile(`^(\d+)\.(\d+)\.(\d+)\.(\d+) `)
-	logSelect = regexp.MustCompile(`get_availabl: .*selected slot`)
-	logLaunch = regexp.MustCompile(`launch_slot_: id +\d+ \| task (\d+) \| processing task`)
-	logEval   = regexp.MustCompile(`print_timing: id +\d+ \| task (\d+) \| prompt eval time = +([\d.]+) ms / +(\d+) tokens`)
-)
-
-// parseServerLog reads the tasks of a llama-server log (default verbosity),
-// in launch order.
-func parseServerLog(r io.Reader) ([]logTask, error) {
-	var tasks []logTask
-	byID := map[int]int{}
-	selected := -1.0
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for line := 1; sc.Scan(); line++ {
-		l := sc.Text()
-		m := logTime.FindStringSubmatch(l)
-		if m == nil {
-			continue
-		}
-		var f [4]float64
-		for i := range f {
-			v, err := strconv.Atoi(m[i+1])
-			if err != nil {
-				return nil, fmt.Errorf("line %d: time %q: %v", line, m[0], err)
-			}
-			f[i] = float64(v)
-		}
-		t := f[0]*60 + f[1] + f[2]/1e3 + f[3]/1e6
-		switch {
-		case logSelect.MatchString(l):
-			selected = t
-		case logLaunch.MatchString(l):
-			id, _ := strconv.Atoi(logLaunch.FindStringSubmatch(l)[1])
-			sel := selected
-			if sel < 0 {
-				sel = t
-			}
-			byID[id] = len(tasks)
-			tasks = append(tasks, logTask{id: id, selected: sel, lnch: t})
-			selected = -1
-		case logEval.MatchString(l):
-			e := logEval.FindStringSubmatch(l)
-			id, _ := strconv.Atoi(e[1])
-			i, ok := byID[id]
-			if !ok {
-				continue
-			}
-			ms, err := strconv.ParseFloat(e[2], 64)
-			if err != nil {
-				return nil, fmt.Errorf("line %d: prompt eval time %q: %v", line, e[2], err)
-			}
-			n, _ := strconv.Atoi(e[3])
-			tasks[i].evalMs, tasks[i].evalTokens, tasks[i].hasEval = ms, n, true
-		}
-	}
-	return tasks, sc.Err()
-}
 
 // breakdownRow is one request's TTFT split by the server log.
 type breakdownRow struct {
@@ -114,9 +40,9 @@ func breakdown(args []string, w io.Writer) error {
 		return err
 	}
 	defer lf.Close()
-	tasks, err := parseServerLog(lf)
+	tasks, err := replay.ReadLlamaServerLog(lf, *logPath)
 	if err != nil {
-		return fmt.Errorf("%s: %w", *logPath, err)
+		return err
 	}
 	recs, err := readTrace(*perReq)
 	if err != nil {
@@ -142,7 +68,7 @@ func breakdown(args []string, w io.Writer) error {
 // tasks (a replay's warm-up request comes first): a concurrency-1 run
 // starts its tasks in send order. Each pair must agree on the tokens
 // evaluated.
-func joinBreakdown(tasks []logTask, recs []traces.Record) ([]breakdownRow, error) {
+func joinBreakdown(tasks []replay.LlamaLogTask, recs []traces.Record) ([]breakdownRow, error) {
 	recs = slices.DeleteFunc(slices.Clone(recs), func(r traces.Record) bool { return r.Observed == nil })
 	slices.SortStableFunc(recs, func(a, b traces.Record) int { return cmp.Compare(a.Arrival, b.Arrival) })
 	for i := 1; i < len(recs); i++ {
@@ -157,15 +83,15 @@ func joinBreakdown(tasks []logTask, recs []traces.Record) ([]breakdownRow, error
 	var rows []breakdownRow
 	for i, r := range recs {
 		t, o := tasks[i], r.Observed
-		if o.TTFT <= 0 || !t.hasEval {
+		if o.TTFT <= 0 || !t.HasEval {
 			continue
 		}
-		if n := r.InputLen - o.CachedTokens; t.evalTokens != n {
-			return nil, fmt.Errorf("request %s (%d tokens, %d cached) and task %d (%d tokens evaluated) do not match", r.ID, r.InputLen, o.CachedTokens, t.id, t.evalTokens)
+		if n := r.InputLen - o.CachedTokens; t.PromptEvalTokens != n {
+			return nil, fmt.Errorf("request %s (%d tokens, %d cached) and task %d (%d tokens evaluated) do not match", r.ID, r.InputLen, o.CachedTokens, t.Task, t.PromptEvalTokens)
 		}
 		ttft := float64(o.TTFT) / 1e6
-		launch := (t.lnch - t.selected) * 1e3
-		rows = append(rows, breakdownRow{id: r.ID, input: r.InputLen, cached: o.CachedTokens, ttft: ttft, eval: t.evalMs, launch: launch, etc: ttft - t.evalMs - launch})
+		launch, eval := float64(t.Launched-t.Selected)/1e6, float64(t.PromptEvalNs)/1e6
+		rows = append(rows, breakdownRow{id: r.ID, input: r.InputLen, cached: o.CachedTokens, ttft: ttft, eval: eval, launch: launch, etc: ttft - eval - launch})
 	}
 	if len(rows) == 0 {
 		return nil, errors.New("no request with a TTFT and a prompt eval time")
