@@ -480,6 +480,23 @@ func llamaSamples(recs []traces.Record, cfg llamacpp.Config, fit LlamaFit) (pre,
 		a := recs[i].Arrival
 		spans = append(spans, calSpan{a, a + o.TTFT, a + o.E2E})
 	}
+	// flights are the requests in flight, by record index, from send to
+	// end: every request sent, also those that give no sample (one
+	// without a TTFT still ran beside the others).
+	type flight struct {
+		i          int
+		start, end int64
+	}
+	var flights []flight
+	for i := range recs {
+		o := recs[i].Observed
+		if o == nil {
+			continue
+		}
+		if end := max(o.E2E, o.TTFT); end > 0 {
+			flights = append(flights, flight{i, recs[i].Arrival, recs[i].Arrival + end})
+		}
+	}
 	// times[n] are the stream times of request ok[n]'s tokens: its first
 	// token, then one per inter-token latency (nil without ITLs).
 	times := make([][]int64, len(ok))
@@ -506,8 +523,8 @@ func llamaSamples(recs []traces.Record, cfg llamacpp.Config, fit LlamaFit) (pre,
 			continue
 		}
 		alone := true
-		for m, t := range spans {
-			if m != n && t.start < s.first && t.end > s.start {
+		for _, f := range flights {
+			if f.i != i && f.start < s.first && f.end > s.start {
 				alone = false
 				break
 			}

@@ -419,3 +419,31 @@ func TestCalibrateLlamaSkipsHeldStreams(t *testing.T) {
 		t.Errorf("with one held stream: %d prompt and %d decode samples, want one fewer than %d and %d", c.PrefillSamples, c.DecodeSamples, base.PrefillSamples, base.DecodeSamples)
 	}
 }
+
+// A request without a TTFT (its stream gave no first token time) gives no
+// sample but was still in flight: a request sent beside it is not alone.
+func TestCalibrateLlamaInFlightWithoutTTFT(t *testing.T) {
+	cfg := llamacpp.DefaultConfig()
+	cost := &llamacpp.CPUCost{Fitted: hw.Fitted{Prefill: [4]float64{2e6, 120e3, 110, 0}, Decode: [3]float64{0.8e6, 200e3, 600}}, Tile: 64, ShortPair: 600}
+	recs, res := simCalibrationRun(t, cfg, cost, 3, 1)
+	pr := perRequest(t, recs, res)
+	fit := LlamaFit{Tile: 64}
+	pre, _, _, err := llamaSamples(pr, cfg, fit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(pr, func(r traces.Record) bool { return r.ID == "batch2-512-r1-1" })
+	if i < 0 {
+		t.Fatal("no batch2-512-r1-1 in the calibration trace")
+	}
+	o := *pr[i].Observed
+	o.TTFT = 0
+	pr[i].Observed = &o
+	pre2, _, _, err := llamaSamples(pr, cfg, fit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pre2) != len(pre) {
+		t.Errorf("%d prompt samples with batch2-512-r1-1's TTFT gone, %d with it: its batch partner became a sample", len(pre2), len(pre))
+	}
+}
