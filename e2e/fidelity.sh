@@ -78,7 +78,9 @@ cal_segment() {
   "$KV" replay --trace "$OUT/cal$i.jsonl" --target "$url" --api openai --max-concurrency "$NP" \
     --vocab "$VOCAB" --no-keep-alive --per-request "$OUT/cal-run$i.jsonl" --json >"$OUT/cal-replay$i.json"
   stop "cal$i"
-  CAL_RUNS+=(--per-request "$OUT/cal-run$i.jsonl")
+  # The server's log times each request's prompt eval: calibrate measures the copy rates
+  # from the rest of its TTFT (kvsim calibrate --server-log).
+  CAL_RUNS+=(--per-request "$OUT/cal-run$i.jsonl" --server-log "$OUT/server-cal$i/server.log")
 }
 CAL_RUNS=()
 if [ -n "${CONFIG:-}" ]; then

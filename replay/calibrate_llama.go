@@ -209,7 +209,16 @@ type LlamaCalibration struct {
 	DecodeMAPEAll  float64 `json:"decode_mape_all_pct"`
 	// MaxBatch is the largest mean decode batch seen.
 	MaxBatch float64 `json:"max_decode_batch"`
-	Method   string  `json:"method"`
+	// With server logs (LlamaFit.Logs), CopySamples and CopyShapes count
+	// the requests run alone whose time outside the prompt call gave the
+	// copy rates, CopyMAPE is that fit's error on the shape medians, and
+	// CopyOtherNs its intercept: the part of a TTFT that is neither the
+	// prompt call nor a copy (HTTP, parsing, the first token's way back).
+	CopySamples int     `json:"copy_samples,omitempty"`
+	CopyShapes  int     `json:"copy_shapes,omitempty"`
+	CopyMAPE    float64 `json:"copy_mape_pct,omitempty"`
+	CopyOtherNs float64 `json:"copy_other_ns,omitempty"`
+	Method      string  `json:"method"`
 }
 
 // CalibrateLlama fits llamacpp.CPUCost to a per-request trace of the
@@ -266,6 +275,11 @@ type LlamaFit struct {
 	// pairs are those Attention gives for its calls, with micro-batches
 	// of the config's -ub.
 	Tile int
+	// Logs, when not nil, are the server's logs of the runs, one per run
+	// in the same order (ReadLlamaServerLog): the copy rates are then
+	// measured from them instead of fitted with the prompt cost (see
+	// CalibrateLlamaRuns).
+	Logs [][]LlamaLogTask
 }
 
 // CalibrateLlamaRuns is CalibrateLlama over several runs of the calibration
@@ -275,6 +289,19 @@ type LlamaFit struct {
 // before its median request is taken. Runs spread over a session (between
 // the measurements they are to predict, as e2e/fidelity.sh does) average
 // the machine's drift in speed instead of fixing the speed of one moment.
+//
+// With the runs' server logs (fit.Logs), the copy rates are measured
+// where the copies are, outside the prompt call: a request that ran alone
+// spent its TTFT less the log's prompt eval time on its copies to and from
+// the RAM cache and on things that do not depend on them (HTTP, parsing,
+// the first token's way back); a fit of that time against the bytes
+// copied and the saved bytes beyond the cache's high-water mark (each
+// shape's median request, relative non-negative least squares with a free
+// intercept) gives StateCopy (= StateRestore) and StateFresh. The prompt
+// fit then takes the copies' time out of the TTFTs and fits the call alone.
+// Without logs the copy rates are two more columns of the prompt fit, and
+// take up whatever else grows with the copies: on the project's machines
+// that fit gave about twice the rates the logs show (docs/fidelity.md).
 func CalibrateLlamaRuns(runs [][]traces.Record, cfg llamacpp.Config, fit LlamaFit) (*LlamaCalibration, error) {
 	if len(runs) == 0 {
 		return nil, errors.New("calibrate: no runs")
@@ -299,17 +326,24 @@ func CalibrateLlamaRuns(runs [][]traces.Record, cfg llamacpp.Config, fit LlamaFi
 	case fit.Tile > cfg.UbatchSize():
 		return nil, fmt.Errorf("calibrate: tiles of %d rows do not fit micro-batches of %d tokens (ubatch_size, batch_size): every prompt row would take the per-row kernel", fit.Tile, cfg.UbatchSize())
 	}
-	var pre, dec []calSample
+	if fit.Logs != nil && len(fit.Logs) != len(runs) {
+		return nil, fmt.Errorf("calibrate: %d server logs for %d runs: give one per run, in the same order", len(fit.Logs), len(runs))
+	}
+	var pre, dec, cps []calSample
 	maxB := 0.0
 	for i, recs := range runs {
-		p, d, b, err := llamaSamples(recs, cfg, fit)
+		var log []LlamaLogTask
+		if fit.Logs != nil {
+			log = fit.Logs[i]
+		}
+		p, d, cp, b, err := llamaSamples(recs, log, cfg, fit)
 		if err != nil {
 			if len(runs) > 1 {
 				return nil, fmt.Errorf("run %d: %w", i+1, err)
 			}
 			return nil, err
 		}
-		pre, dec, maxB = append(pre, p...), append(dec, d...), max(maxB, b)
+		pre, dec, cps, maxB = append(pre, p...), append(dec, d...), append(cps, cp...), max(maxB, b)
 	}
 	// Each shape is represented by its median request: the one with the
 	// median time, with its own features (the mean of the middle two, time
@@ -349,6 +383,30 @@ func CalibrateLlamaRuns(runs [][]traces.Record, cfg llamacpp.Config, fit LlamaFi
 	// it) is dropped and the prompt fit made again without it: a config
 	// needs a positive rate for each tier it has.
 	method := "median request of each shape, then non-negative least squares (Lawson-Hanson active set, free intercept), relative weights"
+	var cc []float64 // the copy fit, with server logs: intercept, copied, fresh
+	var cx [][]float64
+	var cy []float64
+	if fit.Logs != nil {
+		cx, cy = shapes(cps)
+		if len(cy) < 3 {
+			return nil, fmt.Errorf("calibrate: %d shapes of requests run alone that the server logs time, need at least 3 (are they the logs of these runs?)", len(cy))
+		}
+		var err error
+		if cc, err = nnlsFreeIntercept(cx, cy, true); err != nil {
+			return nil, fmt.Errorf("calibrate copies: %w", err)
+		}
+		// The copies' time is known: out of the TTFTs, out of the fit.
+		kept := pre[:0]
+		for _, s := range pre {
+			s.y -= cc[copyCopied]*s.x[colCopied] + cc[copyFresh]*s.x[colFresh]
+			s.x[colCopied], s.x[colFresh] = 0, 0
+			if s.y > 0 {
+				kept = append(kept, s)
+			}
+		}
+		pre = kept
+		method += fmt.Sprintf("; copy rates from the server logs (TTFT less the prompt eval time of %d requests run alone, %d shapes, against the bytes copied), taken out of the TTFTs before the prompt fit", len(cps), len(cy))
+	}
 	var tiered []calSample
 	var px [][]float64
 	var py, pc []float64
@@ -386,6 +444,11 @@ func CalibrateLlamaRuns(runs [][]traces.Record, cfg llamacpp.Config, fit LlamaFi
 		Cost:           llamacpp.CPUCost{Fitted: hw.Fitted{Prefill: [4]float64{pc[colCalls], pc[colNew], pc[colPairs], 0}, Decode: [3]float64{dc[0], dc[1], dc[2]}}, StateCopy: pc[colCopied], StateRestore: pc[colCopied], StateFresh: pc[colFresh], Delay: fit.RequestDelay},
 		PrefillSamples: len(pre), PrefillShapes: len(py), DecodeSamples: len(dec), DecodeShapes: len(dy), MaxBatch: maxB,
 		Method: method,
+	}
+	if cc != nil {
+		c.Cost.StateCopy, c.Cost.StateRestore, c.Cost.StateFresh = cc[copyCopied], cc[copyCopied], cc[copyFresh]
+		c.CopySamples, c.CopyShapes, c.CopyOtherNs = len(cps), len(cy), cc[copyOther]
+		_, c.CopyMAPE = fitQuality(cx, cy, cc)
 	}
 	if fit.SmallCall > 0 {
 		c.Cost.SmallCall, c.Cost.SmallPair = fit.SmallCall, pc[colShort]
@@ -437,6 +500,14 @@ const (
 	numPromptCols
 )
 
+// The columns of a copy sample (a request's TTFT less its prompt eval
+// time, from the server log) and of the copy fit.
+const (
+	copyOther  = iota // the intercept: what is neither prompt call nor copy
+	copyCopied        // bytes copied to or from the RAM cache
+	copyFresh         // saved bytes beyond the RAM cache's high-water mark
+)
+
 // inTiers returns the prompt samples with each one's pairs moved from
 // colPairs to the column of its pair-rate tier: colShort for a small
 // call, colMedium for a medium one. The tier goes by the prompt's new
@@ -462,12 +533,17 @@ func inTiers(pre []calSample, fit LlamaFit) []calSample {
 }
 
 // llamaSamples are the prompt and decode samples of one calibration run's
-// per-request records (see CalibrateLlama), and the largest mean decode
-// batch seen.
-func llamaSamples(recs []traces.Record, cfg llamacpp.Config, fit LlamaFit) (pre, dec []calSample, maxB float64, err error) {
+// per-request records (see CalibrateLlama), with the run's server log the
+// copy samples (see CalibrateLlamaRuns), and the largest mean decode batch
+// seen.
+func llamaSamples(recs []traces.Record, log []LlamaLogTask, cfg llamacpp.Config, fit LlamaFit) (pre, dec, cps []calSample, maxB float64, err error) {
 	copied, err := llamaCopies(recs, cfg)
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, nil, nil, 0, err
+	}
+	taskOf, err := llamaLogTasks(recs, log)
+	if err != nil {
+		return nil, nil, nil, 0, err
 	}
 	var ok []int
 	var spans []calSpan
@@ -557,6 +633,19 @@ func llamaSamples(recs []traces.Record, cfg llamacpp.Config, fit LlamaFit) (pre,
 				pre = append(pre, calSample{key, x, float64(y), r.InputLen - o.CachedTokens})
 			}
 		}
+		if t, ok := taskOf[i]; ok && alone && o.CachedTokens >= 0 && t.HasEval {
+			if n := r.InputLen - o.CachedTokens; t.PromptEvalTokens != n {
+				return nil, nil, nil, 0, fmt.Errorf("request %s (%d prompt tokens, %d cached) is task %d in the server log (line %d), which evaluated %d tokens: is it the log of this run?", r.ID, r.InputLen, o.CachedTokens, t.Task, t.Line, t.PromptEvalTokens)
+			}
+			cp := copied[r.ID]
+			key, tagged := shapeTag(r.ID)
+			if !tagged {
+				key = fmt.Sprintf("%d/%d/%d/%d/%d", r.InputLen, (o.CachedTokens+8)/16, cp.Saved>>12, cp.Restored>>12, cp.Fresh>>12)
+			}
+			if y := o.TTFT - t.PromptEvalNs; y > 0 {
+				cps = append(cps, calSample{key: key, x: []float64{1, float64(cp.Saved + cp.Restored), float64(cp.Fresh)}, y: float64(y)})
+			}
+		}
 		if r.OutputLen < 2 || s.end <= s.first {
 			continue
 		}
@@ -571,7 +660,36 @@ func llamaSamples(recs []traces.Record, cfg llamacpp.Config, fit LlamaFit) (pre,
 		maxB = max(maxB, b)
 		dec = append(dec, calSample{key: fmt.Sprintf("%s/%.0f", key, math.Round(b)), x: x, y: y})
 	}
-	return pre, dec, maxB, nil
+	return pre, dec, cps, maxB, nil
+}
+
+// llamaLogTasks pairs a run's records with the tasks of its server log (nil
+// without one), by record index: the server launches tasks in the order
+// the requests reach it, so the records that were sent, in send order, are
+// the log's last tasks (a replay's warm-up request comes first). Requests
+// sent together may launch in another order among themselves; a request
+// that ran alone is where the send order puts it, and llamaSamples checks
+// each one it uses against its task's evaluated tokens.
+func llamaLogTasks(recs []traces.Record, log []LlamaLogTask) (map[int]LlamaLogTask, error) {
+	if log == nil {
+		return nil, nil
+	}
+	var sent []int
+	for i := range recs {
+		if recs[i].Observed != nil {
+			sent = append(sent, i)
+		}
+	}
+	slices.SortStableFunc(sent, func(a, b int) int { return cmp.Compare(recs[a].Arrival, recs[b].Arrival) })
+	if len(log) < len(sent) {
+		return nil, fmt.Errorf("the server log has %d tasks for %d requests sent: is it the log of this run?", len(log), len(sent))
+	}
+	log = log[len(log)-len(sent):]
+	out := make(map[int]LlamaLogTask, len(sent))
+	for k, i := range sent {
+		out[i] = log[k]
+	}
+	return out, nil
 }
 
 // llamaCopies returns the slot state bytes each request's start saved to

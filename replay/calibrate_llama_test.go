@@ -2,6 +2,7 @@ package replay
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -420,6 +421,152 @@ func TestCalibrateLlamaSkipsHeldStreams(t *testing.T) {
 	}
 }
 
+// llamaLogOf is the server log of a simulated calibration run, as
+// ReadLlamaServerLog reads it: one task per request sent, in send order,
+// whose prompt eval time is the truth's time for the prompt's calls (in
+// chunks of -b; exact for a request that ran alone), rounded to the log's
+// 10 µs, plus extra(record).
+func llamaLogOf(pr []traces.Record, cfg llamacpp.Config, truth *llamacpp.CPUCost, extra func(traces.Record) int64) []LlamaLogTask {
+	idx := make([]int, len(pr))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(pr[a].Arrival, pr[b].Arrival) })
+	var log []LlamaLogTask
+	for k, i := range idx {
+		r := pr[i]
+		cached := int64(r.Observed.CachedTokens)
+		var eval int64
+		for left := int64(r.InputLen) - cached; left > 0; {
+			n := min(left, int64(cfg.Batch))
+			eval += truth.CallTime([]llamacpp.Chunk{{New: n, Cached: cached}}, cfg.UbatchSize())
+			cached += n
+			left -= n
+		}
+		eval = (eval+5000)/10000*10000 + extra(r)
+		log = append(log, LlamaLogTask{Task: k, Line: k + 1, Selected: r.Arrival, Launched: r.Arrival, PromptEvalNs: eval, PromptEvalTokens: r.InputLen - r.Observed.CachedTokens, HasEval: true})
+	}
+	return log
+}
+
+// With the server's log, the copy rates come from each request's time
+// outside the prompt call (TTFT less the log's prompt eval time), not from
+// the prompt fit. A cost that grows with the copies but lies in the prompt
+// call (here a third of the copy time added to the call, in the log and in
+// the TTFT alike) leaves the logged rates at the truth, where the fit
+// without the log takes it for copying.
+func TestCalibrateLlamaCopiesFromServerLog(t *testing.T) {
+	truth := llamacpp.CPUCost{Fitted: hw.Fitted{Prefill: [4]float64{2e6, 120e3, 110, 0}, Decode: [3]float64{0.8e6, 200e3, 600}},
+		StateCopy: 0.3, StateFresh: 0.4, StateRestore: 0.3, Tile: 64, ShortPair: 600, Delay: 500e3}
+	cfg := llamacpp.DefaultConfig()
+	recs, res := simCalibrationRun(t, cfg, &truth, 3, 1)
+	pr := perRequest(t, recs, res)
+	fit := LlamaFit{Tile: 64, RequestDelay: truth.Delay}
+	near := func(name string, got, want, tol float64) {
+		t.Helper()
+		if math.Abs(got-want) > tol*want {
+			t.Errorf("%s = %g, want %g within %g%%", name, got, want, 100*tol)
+		}
+	}
+
+	// The log's 10 µs resolution: the copy rates within 2%, the prompt fit
+	// (the copies' time taken out of the TTFTs) within 1%.
+	log := llamaLogOf(pr, cfg, &truth, func(traces.Record) int64 { return 0 })
+	fit.Logs = [][]LlamaLogTask{log}
+	c, err := CalibrateLlamaRuns([][]traces.Record{pr}, cfg, fit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("with the log: %+v; %d copy samples, %d shapes, MAPE %.2f%%, other %.0f ns", c.Cost, c.CopySamples, c.CopyShapes, c.CopyMAPE, c.CopyOtherNs)
+	near("copy", c.Cost.StateCopy, truth.StateCopy, 0.02)
+	near("restore", c.Cost.StateRestore, truth.StateRestore, 0.02)
+	near("fresh", c.Cost.StateFresh, truth.StateFresh, 0.02)
+	near("time outside the call and the copies", c.CopyOtherNs, float64(truth.Delay), 0.02)
+	for i := range 3 {
+		near(fmt.Sprintf("prefill[%d]", i), c.Cost.Prefill[i], truth.Prefill[i], 0.01)
+	}
+	near("short pair", c.Cost.ShortPair, truth.ShortPair, 0.01)
+	if c.CopySamples == 0 || !strings.Contains(c.Method, "server logs") {
+		t.Errorf("%d copy samples, method %q: want the logs named", c.CopySamples, c.Method)
+	}
+
+	// The confounded server: a third of each request's copy time more in
+	// its prompt call (TTFT - eval - delay is the copy time of a request
+	// that ran alone).
+	extra := map[string]int64{}
+	for i := range pr {
+		o := pr[i].Observed
+		if o == nil || o.TTFT <= 0 {
+			continue
+		}
+		var eval int64
+		for _, k := range log {
+			if k.Selected == pr[i].Arrival {
+				eval = k.PromptEvalNs
+			}
+		}
+		if cp := o.TTFT - eval - truth.Delay; cp > 0 {
+			extra[pr[i].ID] = cp / 3
+		}
+	}
+	// The extra time delays the request's first token and end, and every
+	// request sent after it.
+	conf := slices.Clone(pr)
+	slices.SortStableFunc(conf, func(a, b traces.Record) int { return cmp.Compare(a.Arrival, b.Arrival) })
+	var shift int64
+	for i := range conf {
+		conf[i].Arrival += shift
+		if e := extra[conf[i].ID]; e > 0 {
+			o := *conf[i].Observed
+			o.TTFT += e
+			o.E2E += e
+			conf[i].Observed = &o
+			shift += e
+		}
+	}
+	fit.Logs = [][]LlamaLogTask{llamaLogOf(conf, cfg, &truth, func(r traces.Record) int64 { return extra[r.ID] })}
+	c, err = CalibrateLlamaRuns([][]traces.Record{conf}, cfg, fit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	near("copy, confounded, with the log", c.Cost.StateCopy, truth.StateCopy, 0.02)
+	near("fresh, confounded, with the log", c.Cost.StateFresh, truth.StateFresh, 0.02)
+	fit.Logs = nil
+	c, err = CalibrateLlamaRuns([][]traces.Record{conf}, cfg, fit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Cost.StateCopy < 1.2*truth.StateCopy {
+		t.Errorf("copy, confounded, without the log = %g, want it to take up the extra third (about %g)", c.Cost.StateCopy, truth.StateCopy*4/3)
+	}
+}
+
+// A log that is not the run's is refused: too few tasks, or a task whose
+// evaluated tokens differ from its request's new tokens.
+func TestCalibrateLlamaRefusesOtherLog(t *testing.T) {
+	truth := llamacpp.CPUCost{Fitted: hw.Fitted{Prefill: [4]float64{2e6, 120e3, 110, 0}, Decode: [3]float64{0.8e6, 200e3, 600}}, StateCopy: 0.3, Tile: 64, ShortPair: 600}
+	cfg := llamacpp.DefaultConfig()
+	recs, res := simCalibrationRun(t, cfg, &truth, 3, 1)
+	pr := perRequest(t, recs, res)
+	log := llamaLogOf(pr, cfg, &truth, func(traces.Record) int64 { return 0 })
+	for _, c := range []struct {
+		name string
+		logs [][]LlamaLogTask
+		want string
+	}{
+		{"one log for two runs", [][]LlamaLogTask{log}, "1 server logs for 2 runs"},
+		{"too few tasks", [][]LlamaLogTask{log[1:], log}, "run 1: the server log has"},
+		{"shifted", [][]LlamaLogTask{log, append(slices.Clone(log[1:]), log[0])}, "run 2: request"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := CalibrateLlamaRuns([][]traces.Record{pr, pr}, cfg, LlamaFit{Tile: 64, Logs: c.logs})
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want it to contain %q", err, c.want)
+			}
+		})
+	}
+}
+
 // A request without a TTFT (its stream gave no first token time) gives no
 // sample but was still in flight: a request sent beside it is not alone.
 func TestCalibrateLlamaInFlightWithoutTTFT(t *testing.T) {
@@ -428,7 +575,7 @@ func TestCalibrateLlamaInFlightWithoutTTFT(t *testing.T) {
 	recs, res := simCalibrationRun(t, cfg, cost, 3, 1)
 	pr := perRequest(t, recs, res)
 	fit := LlamaFit{Tile: 64}
-	pre, _, _, err := llamaSamples(pr, cfg, fit)
+	pre, _, _, _, err := llamaSamples(pr, nil, cfg, fit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -439,7 +586,7 @@ func TestCalibrateLlamaInFlightWithoutTTFT(t *testing.T) {
 	o := *pr[i].Observed
 	o.TTFT = 0
 	pr[i].Observed = &o
-	pre2, _, _, err := llamaSamples(pr, cfg, fit)
+	pre2, _, _, _, err := llamaSamples(pr, nil, cfg, fit)
 	if err != nil {
 		t.Fatal(err)
 	}

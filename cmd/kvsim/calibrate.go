@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -24,7 +25,7 @@ func init() {
 
 const calibrateUsage = `usage: kvsim calibrate --per-request F [--config C.toml] --out snippet.toml [--json]
        kvsim calibrate --config LLAMA.toml --gen-trace cal.jsonl [--seed N] [--repeats N] [--vocab LO:HI]
-       kvsim calibrate --config LLAMA.toml --per-request F [--per-request F2 ...] --out calibrated.toml [--json]
+       kvsim calibrate --config LLAMA.toml --per-request F [--per-request F2 ...] [--server-log L ...] --out calibrated.toml [--json]
 
 Fits the fitted cost model (prefill ns = a0 + a1*new + a2*attention_pairs,
 decode ns = b0 + b2*context) to a per-request trace of a concurrency-1 replay
@@ -46,7 +47,10 @@ request of each shape, and writes a complete llama-server config (the
 --config's server arguments and the fitted [llamacpp.cost]) to --out. Several
 --per-request files (runs of the calibration trace against fresh servers,
 spread over a session) pool their repeats: the fit then averages the
-machine's drift in speed over the session.
+machine's drift in speed over the session. With the server's log of each run
+(--server-log, one per --per-request, same order), the copy rates are measured
+from each request's TTFT less the prompt eval time the log gives, instead of
+being fitted with the prompt call (which gave about twice the logs' rates).
 See docs/replay.md and docs/fidelity.md.
 `
 
@@ -54,8 +58,9 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("calibrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { io.WriteString(stderr, calibrateUsage); fs.PrintDefaults() }
-	var perReqs pathsFlag
+	var perReqs, serverLogs pathsFlag
 	fs.Var(&perReqs, "per-request", "per-request trace of a concurrency-1 replay (or capture); with a llama-server config, one per run of the calibration trace (repeat the flag: their repeats are pooled)")
+	fs.Var(&serverLogs, "server-log", "llama-server config: the server's log of each --per-request run, in the same order (repeat the flag; default verbosity, as e2e/llama/start.sh writes STATE_DIR/server.log): the state copy rates are then measured from each request's time outside the server's prompt eval, not fitted with the prompt cost")
 	cfgPath := fs.String("config", "", "the measured server's config, for its chunked_prefill_size and page size (default: the bundled default)")
 	out := fs.String("out", "", "write the TOML snippet to this file")
 	absolute := fs.Bool("absolute", false, "minimise absolute instead of relative errors")
@@ -103,11 +108,13 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 		case *tile > 0:
 			*smallCall, *mediumCall = 0, 0
 		}
-		return calibrateLlama(f, *cfgPath, *genTrace, perReqs, *out, llamaTraceOpts{*seed, *repeats, traces.Vocab(vocab), *smallCall, *mediumCall, *tile, *requestDelay}, *asJSON, stdout, stderr)
+		return calibrateLlama(f, *cfgPath, *genTrace, perReqs, serverLogs, *out, llamaTraceOpts{*seed, *repeats, traces.Vocab(vocab), *smallCall, *mediumCall, *tile, *requestDelay}, *asJSON, stdout, stderr)
 	}
 	switch {
 	case *genTrace != "":
 		return usageErr("--gen-trace: only for a llama-server config (engine.kind = \"llamacpp\")")
+	case len(serverLogs) > 0:
+		return usageErr("--server-log: only for a llama-server config (engine.kind = \"llamacpp\")")
 	case len(perReqs) == 0:
 		return usageErr("--per-request is required")
 	case len(perReqs) > 1:
@@ -171,7 +178,7 @@ type llamaTraceOpts struct {
 
 // calibrateLlama is kvsim calibrate for a llama-server config: write the
 // calibration trace, or fit the CPU cost to its replay.
-func calibrateLlama(f *configs.File, cfgPath, genTrace string, perReqs []string, out string, o llamaTraceOpts, asJSON bool, stdout, stderr io.Writer) int {
+func calibrateLlama(f *configs.File, cfgPath, genTrace string, perReqs, serverLogs []string, out string, o llamaTraceOpts, asJSON bool, stdout, stderr io.Writer) int {
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "kvsim calibrate: %v\n", err)
 		return exitFail
@@ -186,8 +193,8 @@ func calibrateLlama(f *configs.File, cfgPath, genTrace string, perReqs []string,
 	}
 	cfg := lb.Config
 	if genTrace != "" {
-		if len(perReqs) > 0 || out != "" {
-			return usageErr("--gen-trace writes the calibration trace only: no --per-request or --out")
+		if len(perReqs) > 0 || len(serverLogs) > 0 || out != "" {
+			return usageErr("--gen-trace writes the calibration trace only: no --per-request, --server-log or --out")
 		}
 		recs, err := replay.LlamaCalibrationTrace(replay.LlamaCalibrationConfig{
 			Slots: cfg.Slots, SlotContext: cfg.SlotContext(), Repeats: o.repeats, Seed: o.seed, Vocab: o.vocab,
@@ -220,6 +227,8 @@ func calibrateLlama(f *configs.File, cfgPath, genTrace string, perReqs []string,
 		return usageErr("--per-request is required (or --gen-trace)")
 	case out == "":
 		return usageErr("--out is required")
+	case len(serverLogs) > 0 && len(serverLogs) != len(perReqs):
+		return usageErr(fmt.Sprintf("--server-log: %d logs for %d --per-request runs; give one per run, in the same order", len(serverLogs), len(perReqs)))
 	}
 	var runs [][]traces.Record
 	for _, p := range perReqs {
@@ -232,9 +241,21 @@ func calibrateLlama(f *configs.File, cfgPath, genTrace string, perReqs []string,
 	if o.requestDelay < 0 {
 		return usageErr(fmt.Sprintf("--request-delay: must be >= 0 (got %v)", o.requestDelay))
 	}
-	c, err := replay.CalibrateLlamaRuns(runs, cfg, replay.LlamaFit{SmallCall: o.smallCall, MediumCall: o.mediumCall, Tile: o.tile, RequestDelay: o.requestDelay.Nanoseconds()})
+	fit := replay.LlamaFit{SmallCall: o.smallCall, MediumCall: o.mediumCall, Tile: o.tile, RequestDelay: o.requestDelay.Nanoseconds()}
+	for _, p := range serverLogs {
+		tasks, err := readLlamaLog(p)
+		if err != nil {
+			return fail(err)
+		}
+		fit.Logs = append(fit.Logs, tasks)
+	}
+	c, err := replay.CalibrateLlamaRuns(runs, cfg, fit)
 	if err != nil {
-		return fail(fmt.Errorf("%s: %w", strings.Join(perReqs, ", "), err))
+		names := strings.Join(perReqs, ", ")
+		if len(serverLogs) > 0 {
+			names += " with " + strings.Join(serverLogs, ", ")
+		}
+		return fail(fmt.Errorf("%s: %w", names, err))
 	}
 	if err := writeAtomic(out, func(w io.Writer) error { return c.WriteLlamaTOML(w, cfg, strings.Join(perReqs, " ")) }); err != nil {
 		return fail(err)
@@ -263,7 +284,21 @@ func calibrateLlama(f *configs.File, cfgPath, genTrace string, perReqs []string,
 	}
 	fmt.Fprintf(stdout, "decode call ns = %.6g + %.6g*slots + %.6g*context_tokens      (%d requests, %d shapes, batch up to %.2f: MAPE %.2f%% on medians, %.2f%% on all)\n",
 		d[0], d[1], d[2], c.DecodeSamples, c.DecodeShapes, c.MaxBatch, c.DecodeMAPE, c.DecodeMAPEAll)
+	if c.CopySamples > 0 {
+		fmt.Fprintf(stdout, "copies (server logs): TTFT - prompt eval ns = %.6g + %.4g*state_bytes_copied + %.4g*state_bytes_saved_beyond_high_water   (%d requests alone, %d shapes: MAPE %.2f%% on medians)\n",
+			c.CopyOtherNs, c.Cost.StateCopy, c.Cost.StateFresh, c.CopySamples, c.CopyShapes, c.CopyMAPE)
+	}
 	fmt.Fprintf(stdout, "method: %s (-b %d)\n", c.Method, cfg.Batch)
 	fmt.Fprintf(stdout, "wrote %s\n", out)
 	return exitOK
+}
+
+// readLlamaLog reads the tasks of a llama-server log file.
+func readLlamaLog(path string) ([]replay.LlamaLogTask, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return replay.ReadLlamaServerLog(f, path)
 }

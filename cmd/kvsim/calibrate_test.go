@@ -1,13 +1,17 @@
 package main
 
 import (
+	"cmp"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/kvsim/kvsim/configs"
+	"github.com/kvsim/kvsim/traces"
 )
 
 // Calibrating on `kvsim replay --target sim` at concurrency 1 recovers the
@@ -112,5 +116,54 @@ func TestCalibrateCLILlamaCpp(t *testing.T) {
 	}
 	if code, _, stderr := runCLI(t, "calibrate", "--gen-trace", tr); code != exitUsage || !strings.Contains(stderr, "only for a llama-server config") {
 		t.Errorf("--gen-trace with the SGLang default: exit %d %q", code, stderr)
+	}
+
+	// --server-log: one log per run, in llama-server's format; a log
+	// whose tasks evaluated other token counts is refused.
+	recs, err := readRecords(per, traces.FormatAuto, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortStableFunc(recs, func(a, b traces.Record) int { return cmp.Compare(a.Arrival, b.Arrival) })
+	writeLog := func(name string, newTokens func(traces.Record) int) string {
+		var b strings.Builder
+		stamp := func(ns int64) string {
+			us := ns / 1e3
+			return fmt.Sprintf("%d.%02d.%03d.%03d", us/60e6, us/1e6%60, us/1e3%1000, us%1000)
+		}
+		for k, r := range recs {
+			fmt.Fprintf(&b, "%s I slot get_availabl: id  0 | task -1 | selected slot by LRU, n_tokens = 0, t_last = -1\n", stamp(r.Arrival))
+			fmt.Fprintf(&b, "%s I slot launch_slot_: id  0 | task %d | processing task, is_child = 0\n", stamp(r.Arrival), k)
+			eval := max(0, r.Observed.TTFT-w.Delay)
+			fmt.Fprintf(&b, "%s I slot print_timing: id  0 | task %d | prompt eval time = %10.2f ms / %5d tokens\n", stamp(r.Arrival+r.Observed.TTFT), k, float64(eval)/1e6, newTokens(r))
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := writeLog("server.log", func(r traces.Record) int { return r.InputLen - r.Observed.CachedTokens })
+	code, stdout, stderr = runCLI(t, "calibrate", "--config", cfg, "--per-request", per, "--server-log", good, "--out", out)
+	if code != exitOK || !strings.Contains(stdout, "copies (server logs)") {
+		t.Fatalf("calibrate --server-log: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if _, err := configs.Load(out); err != nil {
+		t.Fatalf("the written config does not load: %v", err)
+	}
+	bad := writeLog("other.log", func(r traces.Record) int { return r.InputLen - r.Observed.CachedTokens + 1 })
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--config", cfg, "--per-request", per, "--server-log", bad, "--out", out}, exitFail, "is it the log of this run?"},
+		{[]string{"--config", cfg, "--per-request", per, "--server-log", good, "--server-log", good, "--out", out}, exitUsage, "2 logs for 1 --per-request runs"},
+		{[]string{"--config", cfg, "--per-request", per, "--server-log", filepath.Join(dir, "missing.log"), "--out", out}, exitFail, "missing.log"},
+		{[]string{"--per-request", per, "--server-log", good, "--out", out}, exitUsage, "--server-log: only for a llama-server config"},
+	} {
+		if code, _, stderr := runCLI(t, append([]string{"calibrate"}, c.args...)...); code != c.code || !strings.Contains(stderr, c.want) {
+			t.Errorf("calibrate %v: exit %d %q, want %d and %q", c.args, code, stderr, c.code, c.want)
+		}
 	}
 }
