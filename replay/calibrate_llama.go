@@ -280,6 +280,8 @@ type LlamaFit struct {
 	// measured from them instead of fitted with the prompt cost (see
 	// CalibrateLlamaRuns).
 	Logs [][]LlamaLogTask
+	// LogNames, when not nil, name the logs in errors (one per log).
+	LogNames []string
 }
 
 // CalibrateLlamaRuns is CalibrateLlama over several runs of the calibration
@@ -329,14 +331,21 @@ func CalibrateLlamaRuns(runs [][]traces.Record, cfg llamacpp.Config, fit LlamaFi
 	if fit.Logs != nil && len(fit.Logs) != len(runs) {
 		return nil, fmt.Errorf("calibrate: %d server logs for %d runs: give one per run, in the same order", len(fit.Logs), len(runs))
 	}
+	if fit.LogNames != nil && len(fit.LogNames) != len(fit.Logs) {
+		return nil, fmt.Errorf("calibrate: %d log names for %d server logs", len(fit.LogNames), len(fit.Logs))
+	}
 	var pre, dec, cps []calSample
 	maxB := 0.0
 	for i, recs := range runs {
 		var log []LlamaLogTask
+		logName := "server log"
 		if fit.Logs != nil {
 			log = fit.Logs[i]
+			if fit.LogNames != nil {
+				logName = fit.LogNames[i]
+			}
 		}
-		p, d, cp, b, err := llamaSamples(recs, log, cfg, fit)
+		p, d, cp, b, err := llamaSamples(recs, log, logName, cfg, fit)
 		if err != nil {
 			if len(runs) > 1 {
 				return nil, fmt.Errorf("run %d: %w", i+1, err)
@@ -404,8 +413,12 @@ func CalibrateLlamaRuns(runs [][]traces.Record, cfg llamacpp.Config, fit LlamaFi
 				kept = append(kept, s)
 			}
 		}
+		dropped := len(pre) - len(kept)
 		pre = kept
 		method += fmt.Sprintf("; copy rates from the server logs (TTFT less the prompt eval time of %d requests run alone, %d shapes, against the bytes copied), taken out of the TTFTs before the prompt fit", len(cps), len(cy))
+		if dropped > 0 {
+			method += fmt.Sprintf(" (%d prompt samples left no time for the call and were dropped)", dropped)
+		}
 	}
 	var tiered []calSample
 	var px [][]float64
@@ -536,14 +549,14 @@ func inTiers(pre []calSample, fit LlamaFit) []calSample {
 // per-request records (see CalibrateLlama), with the run's server log the
 // copy samples (see CalibrateLlamaRuns), and the largest mean decode batch
 // seen.
-func llamaSamples(recs []traces.Record, log []LlamaLogTask, cfg llamacpp.Config, fit LlamaFit) (pre, dec, cps []calSample, maxB float64, err error) {
+func llamaSamples(recs []traces.Record, log []LlamaLogTask, logName string, cfg llamacpp.Config, fit LlamaFit) (pre, dec, cps []calSample, maxB float64, err error) {
 	copied, err := llamaCopies(recs, cfg)
 	if err != nil {
 		return nil, nil, nil, 0, err
 	}
-	taskOf, err := llamaLogTasks(recs, log)
+	taskOf, failed, err := llamaLogTasks(recs, log)
 	if err != nil {
-		return nil, nil, nil, 0, err
+		return nil, nil, nil, 0, fmt.Errorf("%s: %w", logName, err)
 	}
 	var ok []int
 	var spans []calSpan
@@ -564,6 +577,7 @@ func llamaSamples(recs []traces.Record, log []LlamaLogTask, cfg llamacpp.Config,
 		start, end int64
 	}
 	var flights []flight
+	var blind []calSpan // the requests in flight that give no span: no first token seen
 	for i := range recs {
 		o := recs[i].Observed
 		if o == nil {
@@ -571,6 +585,9 @@ func llamaSamples(recs []traces.Record, log []LlamaLogTask, cfg llamacpp.Config,
 		}
 		if end := max(o.E2E, o.TTFT); end > 0 {
 			flights = append(flights, flight{i, recs[i].Arrival, recs[i].Arrival + end})
+			if o.TTFT <= 0 || o.E2E < o.TTFT || (o.Status != "ok" && o.Status != "") {
+				blind = append(blind, calSpan{recs[i].Arrival, recs[i].Arrival, recs[i].Arrival + end})
+			}
 		}
 	}
 	// times[n] are the stream times of request ok[n]'s tokens: its first
@@ -634,8 +651,14 @@ func llamaSamples(recs []traces.Record, log []LlamaLogTask, cfg llamacpp.Config,
 			}
 		}
 		if t, ok := taskOf[i]; ok && alone && o.CachedTokens >= 0 && t.HasEval {
-			if n := r.InputLen - o.CachedTokens; t.PromptEvalTokens != n {
-				return nil, nil, nil, 0, fmt.Errorf("request %s (%d prompt tokens, %d cached) is task %d in the server log (line %d), which evaluated %d tokens: is it the log of this run?", r.ID, r.InputLen, o.CachedTokens, t.Task, t.Line, t.PromptEvalTokens)
+			// The server evaluates at least one token (the last again on a
+			// full hit).
+			if n := max(1, r.InputLen-o.CachedTokens); t.PromptEvalTokens != n {
+				hint := ""
+				if failed > 0 {
+					hint = fmt.Sprintf(" (%d requests of the run failed; one that never reached the server has no task and shifts the pairing: run the calibration again)", failed)
+				}
+				return nil, nil, nil, 0, fmt.Errorf("%s:%d: task %d evaluated %d prompt tokens, but request %s, paired with it, has %d new (%d prompt tokens, %d cached): is this the log of this run?%s", logName, t.Line, t.Task, t.PromptEvalTokens, r.ID, n, r.InputLen, o.CachedTokens, hint)
 			}
 			cp := copied[r.ID]
 			key, tagged := shapeTag(r.ID)
@@ -653,7 +676,7 @@ func llamaSamples(recs []traces.Record, log []LlamaLogTask, cfg llamacpp.Config,
 		if !tagged {
 			key = fmt.Sprintf("%d/%d", r.InputLen, r.OutputLen)
 		}
-		x, y, b, good := decodeSample(recs, ok, spans, times, n)
+		x, y, b, good := decodeSample(recs, ok, spans, blind, times, n)
 		if !good {
 			continue
 		}
@@ -670,26 +693,29 @@ func llamaSamples(recs []traces.Record, log []LlamaLogTask, cfg llamacpp.Config,
 // sent together may launch in another order among themselves; a request
 // that ran alone is where the send order puts it, and llamaSamples checks
 // each one it uses against its task's evaluated tokens.
-func llamaLogTasks(recs []traces.Record, log []LlamaLogTask) (map[int]LlamaLogTask, error) {
+func llamaLogTasks(recs []traces.Record, log []LlamaLogTask) (taskOf map[int]LlamaLogTask, failed int, err error) {
 	if log == nil {
-		return nil, nil
+		return nil, 0, nil
 	}
 	var sent []int
 	for i := range recs {
-		if recs[i].Observed != nil {
+		if o := recs[i].Observed; o != nil {
 			sent = append(sent, i)
+			if o.Status != "ok" && o.Status != "" {
+				failed++
+			}
 		}
 	}
 	slices.SortStableFunc(sent, func(a, b int) int { return cmp.Compare(recs[a].Arrival, recs[b].Arrival) })
 	if len(log) < len(sent) {
-		return nil, fmt.Errorf("the server log has %d tasks for %d requests sent: is it the log of this run?", len(log), len(sent))
+		return nil, failed, fmt.Errorf("%d tasks for %d requests sent: is it the log of this run?", len(log), len(sent))
 	}
 	log = log[len(log)-len(sent):]
-	out := make(map[int]LlamaLogTask, len(sent))
+	taskOf = make(map[int]LlamaLogTask, len(sent))
 	for k, i := range sent {
-		out[i] = log[k]
+		taskOf[i] = log[k]
 	}
-	return out, nil
+	return taskOf, failed, nil
 }
 
 // llamaCopies returns the slot state bytes each request's start saved to
@@ -734,9 +760,22 @@ type calSpan struct{ start, first, end int64 }
 // then, one more each (the token being decoded). Without them the steps
 // are taken as one: (E2E - TTFT) / (output - 1), with the time-weighted
 // mean batch and context over [first, end), other requests' outputs
-// generated at an even pace. good is false when no step is left.
-func decodeSample(recs []traces.Record, ok []int, spans []calSpan, times [][]int64, n int) (x []float64, y, batch float64, good bool) {
+// generated at an even pace. Steps while a request without a first token
+// (blind: failed, or no TTFT) was in flight are left out too. good is
+// false when no step is left.
+func decodeSample(recs []traces.Record, ok []int, spans, blind []calSpan, times [][]int64, n int) (x []float64, y, batch float64, good bool) {
 	r, s := &recs[ok[n]], spans[n]
+	// A request in flight without a first token seen (blind) could have
+	// had its prompt or its tokens in any step while it ran: those steps
+	// give no sample.
+	unseen := func(a, z int64) bool {
+		for _, t := range blind {
+			if t.start < z && t.end > a {
+				return true
+			}
+		}
+		return false
+	}
 	if tt := times[n]; len(tt) >= 2 {
 		var sum [3]float64
 		var sy float64
@@ -744,6 +783,9 @@ func decodeSample(recs []traces.Record, ok []int, spans []calSpan, times [][]int
 	gaps:
 		for k := 1; k < len(tt); k++ {
 			a, z := tt[k-1], tt[k]
+			if unseen(a, z) {
+				continue
+			}
 			var b, c float64
 			for m, t := range spans {
 				if m != n && t.start < z && t.first > a {
@@ -773,6 +815,9 @@ func decodeSample(recs []traces.Record, ok []int, spans []calSpan, times [][]int
 		}
 		f := float64(steps)
 		return []float64{sum[0] / f, sum[1] / f, sum[2] / f}, sy / f, sum[1] / f, true
+	}
+	if unseen(s.first, s.end) {
+		return nil, 0, 0, false
 	}
 	var w, wc float64
 	for m, t := range spans {
@@ -873,10 +918,15 @@ func (c *LlamaCalibration) WriteLlamaTOML(w io.Writer, cfg llamacpp.Config, sour
 			c.Cost.MediumCall, tomlFloat(c.Cost.MediumPair))
 	}
 	p, d := c.Cost.Prefill, c.Cost.Decode
+	copies := ""
+	if c.CopySamples > 0 {
+		copies = fmt.Sprintf("# copies (server logs): %d requests run alone, %d shapes: MAPE %.2f%% on shape medians; %.3g ms of each TTFT is neither call nor copy\n",
+			c.CopySamples, c.CopyShapes, c.CopyMAPE, c.CopyOtherNs/1e6)
+	}
 	_, err := fmt.Fprintf(w, `# llama-server model fitted by kvsim calibrate from %s
 # prompt processing: %d requests run alone, %d shapes: MAPE %.2f%% on shape medians, %.2f%% on all requests
 # decode:            %d requests, %d shapes (mean batch up to %.2f): MAPE %.2f%% on shape medians, %.2f%% on all requests
-# %s.
+%s# %s.
 [engine]
 kind = "llamacpp"
 
@@ -907,7 +957,7 @@ state_fresh_ns_per_byte = %s
 state_restore_ns_per_byte = %s
 request_delay_ns = %d
 %s`, source, c.PrefillSamples, c.PrefillShapes, c.PrefillMAPE, c.PrefillMAPEAll,
-		c.DecodeSamples, c.DecodeShapes, c.MaxBatch, c.DecodeMAPE, c.DecodeMAPEAll, c.Method,
+		c.DecodeSamples, c.DecodeShapes, c.MaxBatch, c.DecodeMAPE, c.DecodeMAPEAll, copies, c.Method,
 		cfg.Slots, cfg.Context, cfg.Batch, cfg.Ubatch, tomlFloat(cfg.SlotPromptSimilarity), cfg.CacheRAMMiB, cfg.NoCacheIdleSlots, cfg.StateBytesPerToken, cfg.TokenText,
 		tomlFloat(p[0]), tomlFloat(p[1]), tomlFloat(p[2]), tomlFloat(p[3]),
 		tomlFloat(d[0]), tomlFloat(d[1]), tomlFloat(d[2]), tomlFloat(c.Cost.StateCopy), tomlFloat(c.Cost.StateFresh), tomlFloat(c.Cost.StateRestore), c.Cost.Delay, small)

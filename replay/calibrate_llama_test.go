@@ -470,10 +470,21 @@ func TestCalibrateLlamaCopiesFromServerLog(t *testing.T) {
 	}
 
 	// The log's 10 µs resolution: the copy rates within 2%, the prompt fit
-	// (the copies' time taken out of the TTFTs) within 1%.
+	// (the copies' time taken out of the TTFTs) within 1%. The log begins
+	// with a replay's warm-up task, and a request that failed after it
+	// reached the server (a client timeout) has its task.
 	log := llamaLogOf(pr, cfg, &truth, func(traces.Record) int64 { return 0 })
-	fit.Logs = [][]LlamaLogTask{log}
-	c, err := CalibrateLlamaRuns([][]traces.Record{pr}, cfg, fit)
+	warm := LlamaLogTask{Task: -1, Line: 1, PromptEvalNs: 3e6, PromptEvalTokens: 12, HasEval: true}
+	withFailure := slices.Clone(pr)
+	i := slices.IndexFunc(withFailure, func(r traces.Record) bool { return r.ID == "batch3-64-r1-2" })
+	if i < 0 {
+		t.Fatal("no batch3-64-r1-2 in the calibration trace")
+	}
+	failed := *withFailure[i].Observed
+	failed.Status, failed.TTFT, failed.CachedTokens = "timeout", 0, -1
+	withFailure[i].Observed = &failed
+	fit.Logs = [][]LlamaLogTask{append([]LlamaLogTask{warm}, log...)}
+	c, err := CalibrateLlamaRuns([][]traces.Record{withFailure}, cfg, fit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -555,8 +566,8 @@ func TestCalibrateLlamaRefusesOtherLog(t *testing.T) {
 		want string
 	}{
 		{"one log for two runs", [][]LlamaLogTask{log}, "1 server logs for 2 runs"},
-		{"too few tasks", [][]LlamaLogTask{log[1:], log}, "run 1: the server log has"},
-		{"shifted", [][]LlamaLogTask{log, append(slices.Clone(log[1:]), log[0])}, "run 2: request"},
+		{"too few tasks", [][]LlamaLogTask{log[1:], log}, "run 1: server log: "},
+		{"shifted", [][]LlamaLogTask{log, append(slices.Clone(log[1:]), log[0])}, "run 2: server log:"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := CalibrateLlamaRuns([][]traces.Record{pr, pr}, cfg, LlamaFit{Tile: 64, Logs: c.logs})
@@ -575,7 +586,7 @@ func TestCalibrateLlamaInFlightWithoutTTFT(t *testing.T) {
 	recs, res := simCalibrationRun(t, cfg, cost, 3, 1)
 	pr := perRequest(t, recs, res)
 	fit := LlamaFit{Tile: 64}
-	pre, _, _, _, err := llamaSamples(pr, nil, cfg, fit)
+	pre, _, _, _, err := llamaSamples(pr, nil, "", cfg, fit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -586,7 +597,7 @@ func TestCalibrateLlamaInFlightWithoutTTFT(t *testing.T) {
 	o := *pr[i].Observed
 	o.TTFT = 0
 	pr[i].Observed = &o
-	pre2, _, _, _, err := llamaSamples(pr, nil, cfg, fit)
+	pre2, _, _, _, err := llamaSamples(pr, nil, "", cfg, fit)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,7 +71,7 @@ func ReadLlamaServerLog(r io.Reader, path string) ([]LlamaLogTask, error) {
 		var t int64
 		for i, scale := range []int64{60e9, 1e9, 1e6, 1e3} {
 			v, err := strconv.ParseInt(l[m[2+2*i]:m[3+2*i]], 10, 64)
-			if err != nil || v > 1<<40 {
+			if err != nil || (i == 0 && v > 1e8) { // minutes: 1e8 x 60e9 ns fits an int64
 				return nil, bad(line, m[2+2*i]+1, "timestamp: want minutes.seconds.ms.us, got %q", l[m[0]:m[1]-1])
 			}
 			t += v * scale
@@ -113,7 +113,7 @@ func ReadLlamaServerLog(r io.Reader, path string) ([]LlamaLogTask, error) {
 		}
 	}
 	if len(tasks) == 0 {
-		return nil, fmt.Errorf("%s: no task launch (\"launch_slot_: ... processing task\"): not a llama-server log at default verbosity or above", path)
+		return nil, fmt.Errorf("%s: no task launch (a line \"M.SS.mmm.uuu ... launch_slot_: ... processing task\"): not a llama-server log at default verbosity or above, with its timestamps at the start of each line", path)
 	}
 	return tasks, nil
 }

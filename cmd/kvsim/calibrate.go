@@ -60,7 +60,7 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() { io.WriteString(stderr, calibrateUsage); fs.PrintDefaults() }
 	var perReqs, serverLogs pathsFlag
 	fs.Var(&perReqs, "per-request", "per-request trace of a concurrency-1 replay (or capture); with a llama-server config, one per run of the calibration trace (repeat the flag: their repeats are pooled)")
-	fs.Var(&serverLogs, "server-log", "llama-server config: the server's log of each --per-request run, in the same order (repeat the flag; default verbosity, as e2e/llama/start.sh writes STATE_DIR/server.log): the state copy rates are then measured from each request's time outside the server's prompt eval, not fitted with the prompt cost")
+	fs.Var(&serverLogs, "server-log", "llama-server config: llama-server's `LOG` (default verbosity, with timestamps) of each --per-request run, one per run in the same order (repeat the flag): the copy rates are then measured from each TTFT less the logged prompt eval time instead of fitted with the prompt cost")
 	cfgPath := fs.String("config", "", "the measured server's config, for its chunked_prefill_size and page size (default: the bundled default)")
 	out := fs.String("out", "", "write the TOML snippet to this file")
 	absolute := fs.Bool("absolute", false, "minimise absolute instead of relative errors")
@@ -248,6 +248,7 @@ func calibrateLlama(f *configs.File, cfgPath, genTrace string, perReqs, serverLo
 			return fail(err)
 		}
 		fit.Logs = append(fit.Logs, tasks)
+		fit.LogNames = append(fit.LogNames, p)
 	}
 	c, err := replay.CalibrateLlamaRuns(runs, cfg, fit)
 	if err != nil {
@@ -257,7 +258,11 @@ func calibrateLlama(f *configs.File, cfgPath, genTrace string, perReqs, serverLo
 		}
 		return fail(fmt.Errorf("%s: %w", names, err))
 	}
-	if err := writeAtomic(out, func(w io.Writer) error { return c.WriteLlamaTOML(w, cfg, strings.Join(perReqs, " ")) }); err != nil {
+	source := strings.Join(perReqs, " ")
+	if len(serverLogs) > 0 {
+		source += " with the server logs " + strings.Join(serverLogs, " ")
+	}
+	if err := writeAtomic(out, func(w io.Writer) error { return c.WriteLlamaTOML(w, cfg, source) }); err != nil {
 		return fail(err)
 	}
 	if asJSON {

@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/kvsim/kvsim/configs"
+	"github.com/kvsim/kvsim/sim/llamacpp"
 	"github.com/kvsim/kvsim/traces"
 )
 
@@ -118,8 +120,25 @@ func TestCalibrateCLILlamaCpp(t *testing.T) {
 		t.Errorf("--gen-trace with the SGLang default: exit %d %q", code, stderr)
 	}
 
-	// --server-log: one log per run, in llama-server's format; a log
-	// whose tasks evaluated other token counts is refused.
+	// --server-log: one log per run, in llama-server's format, whose
+	// prompt eval times are the config's for each prompt's calls: the copy
+	// rates come back from the TTFTs less those (within 2%: the log's
+	// 10 µs). A log whose tasks evaluated other token counts is refused.
+	built, err := want.BuildLlama()
+	if err != nil {
+		t.Fatal(err)
+	}
+	evalOf := func(r traces.Record) int64 {
+		var ns int64
+		cached := int64(r.Observed.CachedTokens)
+		for left := int64(r.InputLen) - cached; left > 0; {
+			n := min(left, int64(built.Config.Batch))
+			ns += built.Cost.CallTime([]llamacpp.Chunk{{New: n, Cached: cached}}, built.Config.UbatchSize())
+			cached += n
+			left -= n
+		}
+		return ns
+	}
 	recs, err := readRecords(per, traces.FormatAuto, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +153,7 @@ func TestCalibrateCLILlamaCpp(t *testing.T) {
 		for k, r := range recs {
 			fmt.Fprintf(&b, "%s I slot get_availabl: id  0 | task -1 | selected slot by LRU, n_tokens = 0, t_last = -1\n", stamp(r.Arrival))
 			fmt.Fprintf(&b, "%s I slot launch_slot_: id  0 | task %d | processing task, is_child = 0\n", stamp(r.Arrival), k)
-			eval := max(0, r.Observed.TTFT-w.Delay)
+			eval := evalOf(r)
 			fmt.Fprintf(&b, "%s I slot print_timing: id  0 | task %d | prompt eval time = %10.2f ms / %5d tokens\n", stamp(r.Arrival+r.Observed.TTFT), k, float64(eval)/1e6, newTokens(r))
 		}
 		p := filepath.Join(dir, name)
@@ -148,8 +167,14 @@ func TestCalibrateCLILlamaCpp(t *testing.T) {
 	if code != exitOK || !strings.Contains(stdout, "copies (server logs)") {
 		t.Fatalf("calibrate --server-log: exit %d\n%s%s", code, stdout, stderr)
 	}
-	if _, err := configs.Load(out); err != nil {
+	logged, err := configs.Load(out)
+	if err != nil {
 		t.Fatalf("the written config does not load: %v", err)
+	}
+	for _, c := range [][3]any{{"state_copy_ns_per_byte", logged.Llama.Cost.StateCopy, w.StateCopy}, {"state_fresh_ns_per_byte", logged.Llama.Cost.StateFresh, w.StateFresh}} {
+		if got, want := c[1].(float64), c[2].(float64); want <= 0 || math.Abs(got-want) > 0.02*want {
+			t.Errorf("%s = %g with the log, want %g within 2%%", c[0], got, want)
+		}
 	}
 	bad := writeLog("other.log", func(r traces.Record) int { return r.InputLen - r.Observed.CachedTokens + 1 })
 	for _, c := range []struct {
@@ -157,7 +182,7 @@ func TestCalibrateCLILlamaCpp(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"--config", cfg, "--per-request", per, "--server-log", bad, "--out", out}, exitFail, "is it the log of this run?"},
+		{[]string{"--config", cfg, "--per-request", per, "--server-log", bad, "--out", out}, exitFail, "is this the log of this run?"},
 		{[]string{"--config", cfg, "--per-request", per, "--server-log", good, "--server-log", good, "--out", out}, exitUsage, "2 logs for 1 --per-request runs"},
 		{[]string{"--config", cfg, "--per-request", per, "--server-log", filepath.Join(dir, "missing.log"), "--out", out}, exitFail, "missing.log"},
 		{[]string{"--per-request", per, "--server-log", good, "--out", out}, exitUsage, "--server-log: only for a llama-server config"},
