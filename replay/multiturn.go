@@ -105,43 +105,16 @@ const (
 // except through the server's outputs. On cancellation nothing more is
 // sent and requests in flight get Drain to finish.
 func MultiTurn(ctx context.Context, cfg MultiTurnConfig, target Target, clock Clock) (*MultiTurnResult, error) {
-	if cfg.Vocab == (traces.Vocab{}) {
-		cfg.Vocab = traces.DefaultVocab
-	}
-	if err := cfg.Validate(); err != nil {
+	st, err := newMultiTurnState(cfg)
+	if err != nil {
 		return nil, err
 	}
-	if cfg.Drain == 0 {
-		cfg.Drain = 5 * time.Second
-	}
-	sub := cfg.SubQuestionLength
-	if sub == 0 {
-		sub = cfg.RequestLength
-	}
+	cfg = st.cfg
 	rcfg := Default()
 	rcfg.Timeout, rcfg.Vocab = cfg.Timeout, cfg.Vocab
 	r, err := New(rcfg, target, clock)
 	if err != nil {
 		return nil, err
-	}
-	tokens := func(stream uint64, client, round, n int) []int32 {
-		rng := rand.New(rand.NewPCG(cfg.Seed^uint64(client)<<20^uint64(round), stream))
-		out := make([]int32, n)
-		span := uint64(cfg.Vocab.Hi - cfg.Vocab.Lo)
-		for i := range out {
-			out[i] = cfg.Vocab.Lo + int32(rng.Uint64N(span))
-		}
-		return out
-	}
-	type client struct {
-		history []int32
-		round   int
-	}
-	clients := make([]client, cfg.Clients)
-	ready := make([]int, cfg.Clients)
-	for i := range clients {
-		clients[i].history = tokens(streamMTQuestion, i, 0, cfg.RequestLength)
-		ready[i] = i
 	}
 	hard, cancelHard := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHard()
@@ -153,14 +126,11 @@ func MultiTurn(ctx context.Context, cfg MultiTurnConfig, target Target, clock Cl
 
 	var (
 		mu        sync.Mutex
-		res       = &MultiTurnResult{}
 		sent      int
 		completed int
-		ended     int // clients done (all rounds, or failed)
 		wake      = make(chan struct{}, 1)
 		wg        sync.WaitGroup
 	)
-	rng := rand.New(rand.NewPCG(cfg.Seed, streamMTSender))
 	start := clock.Now()
 	handle := func(c int, rec traces.Record) {
 		defer wg.Done()
@@ -170,29 +140,8 @@ func MultiTurn(ctx context.Context, cfg MultiTurnConfig, target Target, clock Cl
 		r.send(hard, &rec, &rr, start)
 		mu.Lock()
 		defer mu.Unlock()
-		cl := &clients[c]
-		res.Requests = append(res.Requests, rr)
-		res.Rounds = append(res.Rounds, cl.round)
-		res.Records = append(res.Records, rec)
 		completed++
-		if rr.Failed != "" {
-			ended++
-		} else {
-			out := rr.OutputIDs
-			if len(out) != rr.OutputTokens || len(out) == 0 {
-				res.OutputIDsMissing++
-				out = tokens(streamMTOutput, c, cl.round, max(rr.OutputTokens, 1))
-			}
-			cl.round++
-			if cl.round < cfg.Rounds {
-				cl.history = append(cl.history, out...)
-				cl.history = append(cl.history, tokens(streamMTQuestion, c, cl.round, sub)...)
-				ready = append(ready, c)
-			} else {
-				ended++
-				cl.history = nil
-			}
-		}
+		st.done(c, rec, rr)
 		select {
 		case wake <- struct{}{}:
 		default:
@@ -200,7 +149,7 @@ func MultiTurn(ctx context.Context, cfg MultiTurnConfig, target Target, clock Cl
 	}
 	for ctx.Err() == nil {
 		mu.Lock()
-		if ended == cfg.Clients {
+		if st.ended == cfg.Clients {
 			mu.Unlock()
 			break
 		}
@@ -212,34 +161,16 @@ func MultiTurn(ctx context.Context, cfg MultiTurnConfig, target Target, clock Cl
 			}
 			continue
 		}
-		if len(ready) > 0 {
-			k := 0
-			if cfg.ReadyQueue != "fifo" {
-				k = rng.IntN(len(ready))
-			}
-			c := ready[k]
-			ready = append(ready[:k], ready[k+1:]...)
-			cl := &clients[c]
-			rec := traces.Record{
-				ID: "c" + strconv.Itoa(c) + "/" + strconv.Itoa(cl.round+1), Session: "c" + strconv.Itoa(c), Turn: cl.round + 1,
-				InputLen: len(cl.history), Tokens: append([]int32(nil), cl.history...), OutputLen: cfg.OutputLength,
-				Sampling: &traces.Sampling{IgnoreEOS: true},
-			}
-			if cl.round > 0 {
-				rec.Parent = "c" + strconv.Itoa(c) + "/" + strconv.Itoa(cl.round)
-			}
+		if c, rec, ok := st.take(); ok {
 			sent++
 			wg.Add(1)
 			go handle(c, rec)
 		}
-		idle := len(ready) == 0
+		idle := len(st.ready) == 0
+		gap, paced := st.gap()
 		mu.Unlock()
-		if !math.IsInf(cfg.Rate, 1) {
-			gap := rng.ExpFloat64() / cfg.Rate
-			if cfg.Distribution == DistUniform {
-				gap = rng.Float64() * 2 / cfg.Rate
-			}
-			if clock.SleepUntil(ctx, clock.Now().Add(time.Duration(gap*1e9))) != nil {
+		if paced {
+			if clock.SleepUntil(ctx, clock.Now().Add(gap)) != nil {
 				break
 			}
 		} else if idle {
@@ -251,8 +182,126 @@ func MultiTurn(ctx context.Context, cfg MultiTurnConfig, target Target, clock Cl
 		}
 	}
 	wg.Wait()
-	res.Interrupted = ctx.Err() != nil
-	return res, nil
+	st.res.Interrupted = ctx.Err() != nil
+	return st.res, nil
+}
+
+// multiTurnState is the benchmark's clients and sender, shared by the
+// drivers in wall-clock time (MultiTurn) and in the simulator's virtual
+// time (SimTarget.MultiTurn): which turn is sent next, what it carries,
+// the gaps between sends, and what a completion does.
+type multiTurnState struct {
+	cfg     MultiTurnConfig
+	sub     int // later questions' length
+	clients []mtClient
+	ready   []int // clients whose next turn waits to be sent
+	ended   int   // clients done (all rounds, or failed)
+	rng     *rand.Rand
+	res     *MultiTurnResult
+}
+
+type mtClient struct {
+	history []int32
+	round   int
+}
+
+func newMultiTurnState(cfg MultiTurnConfig) (*multiTurnState, error) {
+	if cfg.Vocab == (traces.Vocab{}) {
+		cfg.Vocab = traces.DefaultVocab
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Drain == 0 {
+		cfg.Drain = 5 * time.Second
+	}
+	s := &multiTurnState{cfg: cfg, sub: cfg.SubQuestionLength, clients: make([]mtClient, cfg.Clients), ready: make([]int, cfg.Clients),
+		rng: rand.New(rand.NewPCG(cfg.Seed, streamMTSender)), res: &MultiTurnResult{}}
+	if s.sub == 0 {
+		s.sub = cfg.RequestLength
+	}
+	for i := range s.clients {
+		s.clients[i].history = s.tokens(streamMTQuestion, i, 0, cfg.RequestLength)
+		s.ready[i] = i
+	}
+	return s, nil
+}
+
+// tokens are n prompt or stand-in output tokens of a client's round.
+func (s *multiTurnState) tokens(stream uint64, client, round, n int) []int32 {
+	rng := rand.New(rand.NewPCG(s.cfg.Seed^uint64(client)<<20^uint64(round), stream))
+	out := make([]int32, n)
+	span := uint64(s.cfg.Vocab.Hi - s.cfg.Vocab.Lo)
+	for i := range out {
+		out[i] = s.cfg.Vocab.Lo + int32(rng.Uint64N(span))
+	}
+	return out
+}
+
+// take removes a ready turn (random or FIFO) and returns its client and
+// record; false when none is ready.
+func (s *multiTurnState) take() (int, traces.Record, bool) {
+	if len(s.ready) == 0 {
+		return 0, traces.Record{}, false
+	}
+	k := 0
+	if s.cfg.ReadyQueue != "fifo" {
+		k = s.rng.IntN(len(s.ready))
+	}
+	c := s.ready[k]
+	s.ready = append(s.ready[:k], s.ready[k+1:]...)
+	cl := &s.clients[c]
+	rec := traces.Record{
+		ID: "c" + strconv.Itoa(c) + "/" + strconv.Itoa(cl.round+1), Session: "c" + strconv.Itoa(c), Turn: cl.round + 1,
+		InputLen: len(cl.history), Tokens: append([]int32(nil), cl.history...), OutputLen: s.cfg.OutputLength,
+		Sampling: &traces.Sampling{IgnoreEOS: true},
+	}
+	if cl.round > 0 {
+		rec.Parent = "c" + strconv.Itoa(c) + "/" + strconv.Itoa(cl.round)
+	}
+	return c, rec, true
+}
+
+// gap is the sender's pause after a send attempt; false without gaps
+// (rate +Inf).
+func (s *multiTurnState) gap() (time.Duration, bool) {
+	if math.IsInf(s.cfg.Rate, 1) {
+		return 0, false
+	}
+	g := s.rng.ExpFloat64() / s.cfg.Rate
+	if s.cfg.Distribution == DistUniform {
+		g = s.rng.Float64() * 2 / s.cfg.Rate
+	}
+	return time.Duration(g * 1e9), true
+}
+
+// done records client c's finished turn: a failure ends the client;
+// otherwise its history grows by the output (the target's ids, or
+// stand-ins when it returned none) and the next question, and its next
+// turn is ready, unless that was its last round.
+func (s *multiTurnState) done(c int, rec traces.Record, rr RequestResult) {
+	cl := &s.clients[c]
+	s.res.Requests = append(s.res.Requests, rr)
+	s.res.Rounds = append(s.res.Rounds, cl.round)
+	s.res.Records = append(s.res.Records, rec)
+	if rr.Failed != "" {
+		s.ended++
+		return
+	}
+	out := rr.OutputIDs
+	if len(out) != rr.OutputTokens || len(out) == 0 {
+		s.res.OutputIDsMissing++
+		out = s.tokens(streamMTOutput, c, cl.round, max(rr.OutputTokens, 1))
+	}
+	cl.round++
+	if cl.round < s.cfg.Rounds {
+		cl.history = append(cl.history, out...)
+		cl.history = append(cl.history, s.tokens(streamMTQuestion, c, cl.round, s.sub)...)
+		s.ready = append(s.ready, c)
+	} else {
+		s.ended++
+		cl.history = nil
+	}
 }
 
 // RoundStat summarises one round of a multi-turn run.

@@ -286,6 +286,99 @@ func (f *flight) chunk(e *sim.Event) (int, bool) {
 	return f.sent, send
 }
 
+// simRun is what a run in virtual time keeps, for Replayer.Run (replay)
+// and the multi-turn benchmark (MultiTurn): the requests in flight by
+// their simulator ids, their deadlines, and where the run starts on the
+// simulator's clock. The caller holds t.mu.
+type simRun struct {
+	t         *SimTarget
+	off       int64     // simulator time of the run's start
+	start     time.Time // the run's start, as measurements read it
+	flights   map[string]*flight
+	deadlines deadlineHeap
+}
+
+func (t *SimTarget) newRun() *simRun {
+	off := t.o.Now()
+	return &simRun{t: t, off: off, start: vtime(t.base + off), flights: map[string]*flight{}}
+}
+
+// abs maps a simulator time to the time.Time the measurements use.
+func (r *simRun) abs(simT int64) time.Time { return vtime(r.t.base + simT) }
+
+// submit sends rec as req at now (ns since the run's start), with a
+// deadline timeout later (0: none), and returns its flight.
+func (r *simRun) submit(rec *traces.Record, req *Request, now int64, timeout time.Duration) (*flight, error) {
+	t := r.t
+	t.seq++
+	id := fmt.Sprintf("s%d", t.seq)
+	out, fromTrace := t.outputs(rec, req)
+	f := &flight{start: r.abs(r.off + now), out: out, stream: t.stream(fromTrace)}
+	f.rc.start = f.start
+	if timeout > 0 {
+		f.deadline = r.off + now + int64(timeout)
+		heap.Push(&r.deadlines, deadline{at: f.deadline, id: id})
+	}
+	if err := t.o.Submit(simRecord(id, r.off+now, req, f.out)); err != nil {
+		return nil, err
+	}
+	r.flights[id] = f
+	return f, nil
+}
+
+// next is the next instant (ns since the run's start) of a simulator event
+// or a deadline, or wake when it comes first (wok).
+func (r *simRun) next(wake int64, wok bool) (int64, bool) {
+	next, ok := r.t.o.Next()
+	if ok {
+		next -= r.off
+	}
+	if wok && (!ok || wake < next) {
+		next, ok = wake, true
+	}
+	if len(r.deadlines) > 0 && (!ok || r.deadlines[0].at-r.off < next) {
+		next, ok = r.deadlines[0].at-r.off, true
+	}
+	return next, ok
+}
+
+// advance runs the simulator to next (ns since the run's start): the
+// stream events of the requests in flight go to their recorders, and done
+// gets each request that ended, in event order, then each whose deadline
+// passed (it fails as "timeout"; the simulator, which has no abort, still
+// serves it, and its later events are ignored).
+func (r *simRun) advance(next int64, done func(f *flight, resp Response, err error)) error {
+	evs, err := r.t.o.RunUntil(r.off + next)
+	if err != nil {
+		return err
+	}
+	for _, e := range evs {
+		f := r.flights[e.ID]
+		if f == nil {
+			continue // a request of an earlier run, or timed out
+		}
+		if !e.Done {
+			if n, ok := f.chunk(&e); ok {
+				f.rc.Chunk(r.abs(e.Time), n)
+			}
+			continue
+		}
+		delete(r.flights, e.ID)
+		resp, err := simResponse(&e.Result, f.out, r.abs(e.Time))
+		done(f, resp, err)
+	}
+	for len(r.deadlines) > 0 && r.deadlines[0].at <= r.off+next {
+		d := heap.Pop(&r.deadlines).(deadline)
+		f := r.flights[d.id]
+		if f == nil {
+			continue
+		}
+		delete(r.flights, d.id)
+		done(f, Response{CachedTokens: -1, End: r.abs(d.at)}, &RequestError{Reason: "timeout", Err: errors.New("past the per-request timeout in virtual time")})
+	}
+	return nil
+}
+
 // replay is Replayer.Run for the simulator: the pacer's decisions in
 // virtual time. Simulator events and pacer wakes are processed in time
 // order; at equal times the simulator's events (completions) come first,
@@ -298,12 +391,8 @@ func (t *SimTarget) replay(ctx context.Context, cfg Config, recs []traces.Record
 		return nil, err
 	}
 	res := newResult(recs)
-	off := t.o.Now() // simulator time of the run's start
-	start := vtime(t.base + off)
-	res.Start = start
-	abs := func(simT int64) time.Time { return vtime(t.base + simT) }
-	flights := map[string]*flight{}
-	var deadlines deadlineHeap
+	run := t.newRun()
+	res.Start = run.start
 	now := int64(0) // ns since the run's start
 	stopped := false
 	for {
@@ -322,71 +411,30 @@ func (t *SimTarget) replay(ctx context.Context, cfg Config, recs []traces.Record
 					continue
 				}
 				rr.PromptTokens = len(req.Tokens)
-				t.seq++
-				id := fmt.Sprintf("s%d", t.seq)
-				out, fromTrace := t.outputs(&recs[g.idx], &req)
-				f := &flight{idx: g.idx, start: abs(off + now), out: out, stream: t.stream(fromTrace)}
-				f.rc.start = f.start
-				if cfg.Timeout > 0 {
-					f.deadline = off + now + int64(cfg.Timeout)
-					heap.Push(&deadlines, deadline{at: f.deadline, id: id})
-				}
-				if err := t.o.Submit(simRecord(id, off+now, &req, f.out)); err != nil {
+				f, err := run.submit(&recs[g.idx], &req, now, cfg.Timeout)
+				if err != nil {
 					return nil, fmt.Errorf("record %q: %w", recs[g.idx].ID, err)
 				}
-				flights[id] = f
+				f.idx = g.idx
 			}
 		}
 		// The next instant: a simulator event, a pacer wake or a deadline.
-		next, ok := t.o.Next()
-		if ok {
-			next -= off
-		}
-		if w, wok := p.nextWake(); wok && !stopped && (!ok || w < next) {
-			next, ok = w, true
-		}
-		if len(deadlines) > 0 && (!ok || deadlines[0].at-off < next) {
-			next, ok = deadlines[0].at-off, true
-		}
+		w, wok := p.nextWake()
+		next, ok := run.next(w, wok && !stopped)
 		if !ok {
 			break
 		}
-		if stopped && len(flights) == 0 {
+		if stopped && len(run.flights) == 0 {
 			break
 		}
-		evs, err := t.o.RunUntil(off + next)
+		now = next
+		err := run.advance(next, func(f *flight, resp Response, err error) {
+			rr := &res.Requests[f.idx]
+			fill(context.Background(), rr, &f.rc, resp, err, run.start, f.start)
+			p.finish(f.idx, rr.End)
+		})
 		if err != nil {
 			return nil, err
-		}
-		now = next
-		for _, e := range evs {
-			f := flights[e.ID]
-			if f == nil {
-				continue // a request of an earlier run, or timed out
-			}
-			if !e.Done {
-				if n, ok := f.chunk(&e); ok {
-					f.rc.Chunk(abs(e.Time), n)
-				}
-				continue
-			}
-			delete(flights, e.ID)
-			rr := &res.Requests[f.idx]
-			resp, err := simResponse(&e.Result, f.out, abs(e.Time))
-			fill(context.Background(), rr, &f.rc, resp, err, start, f.start)
-			p.finish(f.idx, rr.End)
-		}
-		for len(deadlines) > 0 && deadlines[0].at <= off+now {
-			d := heap.Pop(&deadlines).(deadline)
-			f := flights[d.id]
-			if f == nil {
-				continue
-			}
-			delete(flights, d.id)
-			rr := &res.Requests[f.idx]
-			resp := Response{CachedTokens: -1, End: abs(d.at)}
-			fill(context.Background(), rr, &f.rc, resp, &RequestError{Reason: "timeout", Err: errors.New("past the per-request timeout in virtual time")}, start, f.start)
-			p.finish(f.idx, rr.End)
 		}
 	}
 	res.Interrupted = stopped
