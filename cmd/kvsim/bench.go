@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -23,7 +24,7 @@ func init() {
 }
 
 const benchUsage = `usage: kvsim bench <benchmark> --target URL [flags]
-       kvsim bench warm-cache --target sim [--config C.toml] [flags]
+       kvsim bench warm-cache|multiturn --target sim [--config C.toml] [flags]
 
 benchmarks:
   warm-cache   bench_warm_cache.py: per shared-prefix percentage, flush, warm the
@@ -109,14 +110,9 @@ func benchWarmCache(args []string, stdout, stderr io.Writer) int {
 	if rf.target == "sim" {
 		// The simulator in virtual time: the same sweep, flushes and
 		// warm-ups; there is nothing to settle after a flush.
-		v, err := rf.parseVocab()
+		st, v, err := rf.buildSim(*cfgPath)
 		if err != nil {
 			return usageErr("%v", err)
-		}
-		st, err := simTarget(*cfgPath)
-		if err != nil {
-			fmt.Fprintf(stderr, "kvsim bench warm-cache: %v\n", err)
-			return exitUsage
 		}
 		tg, vocab, backend, *settle = st, v, "sim", 0
 	} else {
@@ -243,11 +239,12 @@ func benchMultiTurn(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench multiturn", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		io.WriteString(stderr, "usage: kvsim bench multiturn --target URL [flags]\n\n")
+		io.WriteString(stderr, "usage: kvsim bench multiturn --target URL|sim [flags]\n\n")
 		fs.PrintDefaults()
 	}
 	var rf replayFlags
 	rf.register(fs, 20*time.Minute)
+	cfgPath := fs.String("config", "", "with --target sim: the simulated server (TOML; default: the bundled configs/default.toml)")
 	clients := fs.Int("num-clients", 256, "number of clients (conversations)")
 	maxPar := fs.Int("max-parallel", 128, "maximum requests in flight")
 	reqLen := fs.Int("request-length", 512, "first prompt length in tokens")
@@ -278,11 +275,34 @@ func benchMultiTurn(args []string, stdout, stderr io.Writer) int {
 	if rf.api == "openai-chat" {
 		return usageErr("--api openai-chat: the multi-turn history is token ids; use sglang or openai")
 	}
-	tg, vocab, err := rf.build()
-	if err != nil {
-		return usageErr("%v", err)
+	// tg is the server: over HTTP in wall-clock time, or the simulator in
+	// virtual time (the same clients, gaps and cap; nothing to settle).
+	var tg interface {
+		replay.Describer
+		replay.Flusher
 	}
-	defer tg.CloseIdle()
+	var run func(context.Context, replay.MultiTurnConfig) (*replay.MultiTurnResult, error)
+	var vocab traces.Vocab
+	if rf.target == "sim" {
+		st, v, err := rf.buildSim(*cfgPath)
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		tg, vocab, *settle, run = st, v, 0, st.MultiTurn
+	} else {
+		if *cfgPath != "" {
+			return usageErr("--config describes the simulated server: use it with --target sim")
+		}
+		h, v, err := rf.build()
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		defer h.CloseIdle()
+		tg, vocab = h, v
+		run = func(ctx context.Context, cfg replay.MultiTurnConfig) (*replay.MultiTurnResult, error) {
+			return replay.MultiTurn(ctx, cfg, h, replay.WallClock{})
+		}
+	}
 	rateSet := false
 	fs.Visit(func(f *flag.Flag) { rateSet = rateSet || f.Name == "request-rate" })
 	rates := []float64{*rate}
@@ -313,7 +333,7 @@ func benchMultiTurn(args []string, stdout, stderr io.Writer) int {
 			return exitFail
 		}
 		fmt.Fprintf(stdout, "Running %d clients x %d rounds at %v requests/s (max parallel %d) ...\n", *clients, *rounds, rt, *maxPar)
-		res, err := replay.MultiTurn(ctx, cfg, tg, replay.WallClock{})
+		res, err := run(ctx, cfg)
 		if err != nil {
 			fmt.Fprintf(stderr, "kvsim bench multiturn: %v\n", err)
 			return exitFail
@@ -372,4 +392,15 @@ func multiTurnLogLine(tag string, rate float64, s *replay.Summary, st []replay.R
 	m.CacheHitRate = s.CacheHitRate
 	l.PerRound, l.Serving, l.Version = st, *s, version
 	return l
+}
+
+// buildSim is --target sim for a benchmark: the in-process simulator of
+// the config (default: the bundled one) and the vocab of the prompts.
+func (f *replayFlags) buildSim(cfgPath string) (*replay.SimTarget, traces.Vocab, error) {
+	v, err := f.parseVocab()
+	if err != nil {
+		return nil, v, err
+	}
+	st, err := simTarget(cfgPath)
+	return st, v, err
 }

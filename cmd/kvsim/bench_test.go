@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -233,6 +234,53 @@ func TestBenchWarmCacheSim(t *testing.T) {
 		prevTTFT = row.TTFT
 	}
 	if code, _, stderr := runCLI(t, "bench", "warm-cache", "--target", "http://127.0.0.1:1", "--config", "x.toml"); code != exitUsage || !strings.Contains(stderr, "--target sim") {
+		t.Errorf("--config with a URL: exit %d, %q", code, stderr)
+	}
+}
+
+// bench multiturn runs against the in-process simulator in virtual time:
+// byte-identical tables from the same flags, every turn served, later
+// rounds hitting the history the simulator served.
+func TestBenchMultiTurnSim(t *testing.T) {
+	dir := t.TempDir()
+	args := func(log string) []string {
+		return []string{"bench", "multiturn", "--target", "sim", "--num-clients", "16", "--num-rounds", "3", "--request-length", "400",
+			"--sub-question-input-length", "60", "--output-length", "16", "--max-parallel", "8", "--request-rate", "20", "--log-file", log}
+	}
+	code, out1, stderr := runCLI(t, args(filepath.Join(dir, "a.jsonl"))...)
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, out1, stderr)
+	}
+	code, out2, stderr := runCLI(t, args(filepath.Join(dir, "b.jsonl"))...)
+	if code != exitOK || out1 != out2 {
+		t.Fatalf("second run: exit %d, output differs:\n%s\n---\n%s\n%s", code, out1, out2, stderr)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "a.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l struct {
+		Summary struct {
+			TotalRequests int `json:"total_requests"`
+		} `json:"summary"`
+		PerRound []struct {
+			Round    int      `json:"round"`
+			Requests int      `json:"requests"`
+			CacheHit *float64 `json:"cache_hit_rate"`
+		} `json:"per_round"`
+	}
+	if err := json.Unmarshal(bytes.TrimSpace(b), &l); err != nil {
+		t.Fatal(err)
+	}
+	if l.Summary.TotalRequests != 48 || len(l.PerRound) != 3 {
+		t.Fatalf("%d requests in %d rounds, want 48 in 3", l.Summary.TotalRequests, len(l.PerRound))
+	}
+	for _, r := range l.PerRound {
+		if r.Requests != 16 || r.CacheHit == nil || (r.Round > 1) != (*r.CacheHit > 0.5) {
+			t.Errorf("round %d: %d requests, cache hit rate %v; want 16, and above 0.5 after the first round only", r.Round, r.Requests, r.CacheHit)
+		}
+	}
+	if code, _, stderr := runCLI(t, "bench", "multiturn", "--target", "http://127.0.0.1:1", "--config", "x.toml"); code != exitUsage || !strings.Contains(stderr, "--target sim") {
 		t.Errorf("--config with a URL: exit %d, %q", code, stderr)
 	}
 }
