@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Refit and re-predict finished fidelity runs offline: for each result directory of
+# e2e/fidelity.sh, calibrate again from its calibration runs (with the calibration servers'
+# logs, or without them: LOGS=0), predict every trace again with the new config and print the
+# fidelity table against the same real runs. No server is started; a run takes about a second.
+#
+#   bash e2e/refit.sh OUT [DIR...]      results in OUT/<basename of DIR>/
+#
+# Environment: LOGS (1: kvsim calibrate --server-log, the default; 0: the copy rates fitted
+# with the prompt call, as before session 5), REQUEST_DELAY (800us), SEND_GAP (5ms), NP (4),
+# TRACES ("chat shared warm shared-shuffled", those present), BASE (configs/llamacpp/tiny.toml:
+# the server arguments), UNGATED ("shared-shuffled"). docs/fidelity.md, item 10 of "What the
+# remaining error is", compares LOGS=1 with LOGS=0 over runs 20-41.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ $# -ge 2 ] || { echo "usage: bash e2e/refit.sh OUT DIR..." >&2; exit 2; }
+OUT=$1
+shift
+GO=${GO:-go}
+command -v "$GO" >/dev/null || GO=/usr/local/go/bin/go
+LOGS=${LOGS:-1}
+REQUEST_DELAY=${REQUEST_DELAY:-800us}
+SEND_GAP=${SEND_GAP:-5ms}
+NP=${NP:-4}
+TRACES=${TRACES:-"chat shared warm shared-shuffled"}
+BASE=${BASE:-configs/llamacpp/tiny.toml}
+mkdir -p "$OUT"
+"$GO" build -o "$OUT/kvsim" ./cmd/kvsim
+"$GO" build -o "$OUT/fidelity" ./e2e/fidelity
+KV=$OUT/kvsim
+for d in "$@"; do
+  o=$OUT/$(basename "$d")
+  mkdir -p "$o"
+  cal=()
+  for f in "$d"/cal-run*.jsonl; do
+    [ -e "$f" ] || { echo "e2e/refit: $d has no cal-run*.jsonl: not an e2e/fidelity.sh result" >&2; exit 1; }
+    i=${f##*/cal-run}
+    i=${i%.jsonl}
+    cal+=(--per-request "$f")
+    if [ "$LOGS" = 1 ]; then cal+=(--server-log "$d/server-cal$i/server.log"); fi
+  done
+  "$KV" calibrate --config "$BASE" "${cal[@]}" --request-delay "$REQUEST_DELAY" --out "$o/calibrated.toml" >"$o/calibrate.txt"
+  runs=()
+  for t in $TRACES; do
+    [ -e "$d/$t.jsonl" ] || continue
+    for c in 1 "$NP"; do
+      measured=()
+      for r in "$d/$t-c$c".real*.jsonl; do [ -e "$r" ] && measured+=(--measured "$r"); done
+      [ ${#measured[@]} -gt 0 ] || continue
+      "$KV" replay --trace "$d/$t.jsonl" --target sim --config "$o/calibrated.toml" --max-concurrency "$c" \
+        --send-gap "$SEND_GAP" --vocab 1:256 --per-request "$o/$t-c$c.predicted.jsonl" --json >/dev/null
+      "$KV" compare "${measured[@]}" --predicted "$o/$t-c$c.predicted.jsonl" \
+        --max-ttft-mape 1e9 --max-hit-rate-pp 100 --json >"$o/$t-c$c.json"
+      runs+=("$o/$t-c$c.json")
+    done
+  done
+  echo "== $d (LOGS=$LOGS): $o"
+  "$OUT/fidelity" table -ungated "${UNGATED:-shared-shuffled}" "${runs[@]}" | tee "$o/table.txt" || true
+done
