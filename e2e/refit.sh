@@ -4,18 +4,25 @@
 # logs, or without them: LOGS=0), predict every trace again with the new config and print the
 # fidelity table against the same real runs. No server is started; a run takes about a second.
 #
-#   bash e2e/refit.sh OUT [DIR...]      results in OUT/<basename of DIR>/
+#   bash e2e/refit.sh OUT DIR...        results in OUT/<basename of DIR>/ (distinct basenames)
 #
 # Environment: LOGS (1: kvsim calibrate --server-log, the default; 0: the copy rates fitted
 # with the prompt call, as before session 5), REQUEST_DELAY (800us), SEND_GAP (5ms), NP (4),
 # TRACES ("chat shared warm shared-shuffled", those present), BASE (configs/llamacpp/tiny.toml:
-# the server arguments), UNGATED ("shared-shuffled"). docs/fidelity.md, item 10 of "What the
-# remaining error is", compares LOGS=1 with LOGS=0 over runs 20-41.
+# the server arguments), UNGATED ("shared-shuffled"). REQUEST_DELAY, SEND_GAP and NP must be
+# the finished runs' own (e2e/fidelity.sh's defaults are these). A directory without
+# calibration runs (one run with CONFIG=) or, with LOGS=1, without their servers' logs is
+# skipped with a warning. docs/fidelity.md, item 10 of "What the remaining error is", compares
+# LOGS=1 with LOGS=0 over runs 20-41.
 set -euo pipefail
-cd "$(dirname "$0")/.."
 [ $# -ge 2 ] || { echo "usage: bash e2e/refit.sh OUT DIR..." >&2; exit 2; }
-OUT=$1
+abs() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
+OUT=$(abs "$1")
 shift
+DIRS=()
+for d in "$@"; do DIRS+=("$(abs "$d")"); done
+cd "$(dirname "$0")/.."
+
 GO=${GO:-go}
 command -v "$GO" >/dev/null || GO=/usr/local/go/bin/go
 LOGS=${LOGS:-1}
@@ -28,22 +35,32 @@ mkdir -p "$OUT"
 "$GO" build -o "$OUT/kvsim" ./cmd/kvsim
 "$GO" build -o "$OUT/fidelity" ./e2e/fidelity
 KV=$OUT/kvsim
-for d in "$@"; do
+concs=(1)
+[ "$NP" = 1 ] || concs+=("$NP")
+for d in "${DIRS[@]}"; do
   o=$OUT/$(basename "$d")
-  mkdir -p "$o"
   cal=()
+  missing=""
   for f in "$d"/cal-run*.jsonl; do
-    [ -e "$f" ] || { echo "e2e/refit: $d has no cal-run*.jsonl: not an e2e/fidelity.sh result" >&2; exit 1; }
+    [ -e "$f" ] || { missing="no cal-run*.jsonl"; break; }
     i=${f##*/cal-run}
     i=${i%.jsonl}
     cal+=(--per-request "$f")
-    if [ "$LOGS" = 1 ]; then cal+=(--server-log "$d/server-cal$i/server.log"); fi
+    if [ "$LOGS" = 1 ]; then
+      [ -e "$d/server-cal$i/server.log" ] || { missing="no server-cal$i/server.log (LOGS=0 refits without the logs)"; break; }
+      cal+=(--server-log "$d/server-cal$i/server.log")
+    fi
   done
+  if [ -n "$missing" ]; then
+    echo "e2e/refit: skipping $d: $missing" >&2
+    continue
+  fi
+  mkdir -p "$o"
   "$KV" calibrate --config "$BASE" "${cal[@]}" --request-delay "$REQUEST_DELAY" --out "$o/calibrated.toml" >"$o/calibrate.txt"
   runs=()
   for t in $TRACES; do
     [ -e "$d/$t.jsonl" ] || continue
-    for c in 1 "$NP"; do
+    for c in "${concs[@]}"; do
       measured=()
       for r in "$d/$t-c$c".real*.jsonl; do [ -e "$r" ] && measured+=(--measured "$r"); done
       [ ${#measured[@]} -gt 0 ] || continue

@@ -54,8 +54,8 @@ func (c *MultiTurnConfig) Validate() error {
 	if c.SubQuestionLength < 0 {
 		errs = append(errs, fmt.Errorf("sub-question-input-length: must be >= 0 (got %d)", c.SubQuestionLength))
 	}
-	if !(c.Rate > 0) {
-		errs = append(errs, fmt.Errorf("request-rate: must be > 0 or inf (got %v)", c.Rate))
+	if !(c.Rate > 0) || (c.Rate > maxMultiTurnRate && !math.IsInf(c.Rate, 1)) {
+		errs = append(errs, fmt.Errorf("request-rate: must be > 0 and at most %g, or inf for no gaps (got %v)", float64(maxMultiTurnRate), c.Rate))
 	}
 	if c.Distribution != "" && c.Distribution != DistPoisson && c.Distribution != DistUniform {
 		errs = append(errs, fmt.Errorf("distribution: must be poisson or uniform (got %q)", c.Distribution))
@@ -84,6 +84,11 @@ type MultiTurnResult struct {
 	OutputIDsMissing int
 	Interrupted      bool
 }
+
+// maxMultiTurnRate bounds a finite request rate: the gaps are whole
+// nanoseconds, and a sender with nothing to send draws a gap after gap
+// until the next completion (in virtual time, one loop turn each).
+const maxMultiTurnRate = 1e6
 
 // Stream constants of the multi-turn prompts.
 const (

@@ -47,6 +47,10 @@ func (t *SimTarget) MultiTurn(ctx context.Context, cfg MultiTurnConfig) (*MultiT
 		// completion; else it sends a ready turn, if any, then pauses a
 		// gap (or, without gaps, goes on at once while turns are ready).
 		for !stopped && wakeAt >= 0 && wakeAt <= now && st.ended < cfg.Clients {
+			if ctx.Err() != nil {
+				stopped = true
+				break
+			}
 			if inFlight >= cfg.MaxParallel {
 				wakeAt = -1
 				break

@@ -21,12 +21,10 @@ func defaultSimTarget(t *testing.T) *SimTarget {
 	return st
 }
 
-// The benchmark in virtual time is deterministic, keeps at most
-// MaxParallel turns in flight, sends every client's rounds in order, and
-// each later turn hits the cache on the history the simulator served.
-func TestSimMultiTurnVirtualTime(t *testing.T) {
-	cfg := MultiTurnConfig{Clients: 12, MaxParallel: 4, RequestLength: 300, OutputLength: 16, Rounds: 3,
-		SubQuestionLength: 40, Rate: 40, Seed: 3}
+// runTwiceSame runs cfg on two fresh simulators and checks the results are
+// identical.
+func runTwiceSame(t *testing.T, cfg MultiTurnConfig) *MultiTurnResult {
+	t.Helper()
 	a, err := defaultSimTarget(t).MultiTurn(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -38,6 +36,16 @@ func TestSimMultiTurnVirtualTime(t *testing.T) {
 	if !reflect.DeepEqual(a, b) {
 		t.Fatal("two runs of the same config differ")
 	}
+	return a
+}
+
+// The benchmark in virtual time is deterministic, keeps at most
+// MaxParallel turns in flight, sends every client's rounds in order, and
+// each later turn hits the cache on the history the simulator served.
+func TestSimMultiTurnVirtualTime(t *testing.T) {
+	cfg := MultiTurnConfig{Clients: 12, MaxParallel: 4, RequestLength: 300, OutputLength: 16, Rounds: 3,
+		SubQuestionLength: 40, Rate: 40, Seed: 3}
+	a := runTwiceSame(t, cfg)
 	if len(a.Requests) != cfg.Clients*cfg.Rounds || a.Interrupted || a.OutputIDsMissing != 0 {
 		t.Fatalf("%d requests (want %d), interrupted %v, %d without output ids", len(a.Requests), cfg.Clients*cfg.Rounds, a.Interrupted, a.OutputIDsMissing)
 	}
@@ -129,7 +137,7 @@ func TestSimMultiTurnMatchesSerialSubmit(t *testing.T) {
 	}
 	for i := range virt.Requests {
 		v, w := virt.Requests[i], wall.Requests[i]
-		if v.ID != w.ID || v.TTFT() != w.TTFT() || v.E2E() != w.E2E() || v.CachedTokens != w.CachedTokens || !slices.Equal(v.OutputIDs, w.OutputIDs) || !slices.Equal(v.ITL, w.ITL) {
+		if v.ID != w.ID || v.Start != w.Start || v.TTFT() != w.TTFT() || v.E2E() != w.E2E() || v.CachedTokens != w.CachedTokens || !slices.Equal(v.OutputIDs, w.OutputIDs) || !slices.Equal(v.ITL, w.ITL) {
 			t.Errorf("request %d: virtual %s TTFT %d E2E %d cached %d; wall %s TTFT %d E2E %d cached %d", i, v.ID, v.TTFT(), v.E2E(), v.CachedTokens, w.ID, w.TTFT(), w.E2E(), w.CachedTokens)
 		}
 	}
@@ -145,5 +153,43 @@ func TestSimMultiTurnCancelled(t *testing.T) {
 	}
 	if !res.Interrupted || len(res.Requests) != 0 {
 		t.Errorf("interrupted %v with %d requests, want true and 0", res.Interrupted, len(res.Requests))
+	}
+}
+
+// Per-request timeouts apply in virtual time: a turn past its deadline
+// fails as "timeout" after exactly the timeout and ends its client; the
+// run still ends, the same way every time. (Here the first round's turns
+// take 209 ms and the second's would take 242: at 220 ms every second turn
+// times out.)
+func TestSimMultiTurnTimeout(t *testing.T) {
+	cfg := MultiTurnConfig{Clients: 8, MaxParallel: 8, RequestLength: 2000, OutputLength: 16, Rounds: 3,
+		Rate: math.Inf(1), Seed: 4, Timeout: 220 * time.Millisecond}
+	a := runTwiceSame(t, cfg)
+	ended := map[string]bool{}
+	timeouts := 0
+	for i, rr := range a.Requests {
+		rec := a.Records[i]
+		if ended[rec.Session] {
+			t.Errorf("%s sent after its client timed out", rec.ID)
+		}
+		if rr.Failed == "timeout" {
+			timeouts++
+			ended[rec.Session] = true
+			if d := rr.End - rr.Start; d != int64(cfg.Timeout) {
+				t.Errorf("%s timed out after %d ns, want %d", rec.ID, d, cfg.Timeout)
+			}
+		}
+	}
+	if timeouts == 0 || timeouts == len(a.Requests) {
+		t.Errorf("%d of %d turns timed out: the test wants some", timeouts, len(a.Requests))
+	}
+}
+
+// A rate beyond what whole-nanosecond gaps can carry is refused (inf sends
+// without gaps).
+func TestMultiTurnRateBound(t *testing.T) {
+	cfg := MultiTurnConfig{Clients: 1, MaxParallel: 1, RequestLength: 1, OutputLength: 1, Rounds: 1, Rate: 1e12}
+	if _, err := defaultSimTarget(t).MultiTurn(context.Background(), cfg); err == nil {
+		t.Error("rate 1e12: no error")
 	}
 }

@@ -283,7 +283,9 @@ func benchMultiTurn(args []string, stdout, stderr io.Writer) int {
 	}
 	var run func(context.Context, replay.MultiTurnConfig) (*replay.MultiTurnResult, error)
 	var vocab traces.Vocab
+	backend := rf.api
 	if rf.target == "sim" {
+		backend = "sim"
 		st, v, err := rf.buildSim(*cfgPath)
 		if err != nil {
 			return usageErr("%v", err)
@@ -339,9 +341,9 @@ func benchMultiTurn(args []string, stdout, stderr io.Writer) int {
 			return exitFail
 		}
 		s := replay.Summarize(res.Requests)
-		s.Backend, s.DatasetName, s.RequestRate, s.MaxConcurrency = rf.api, "multiturn", replay.Rate(rt), maxPar
+		s.Backend, s.DatasetName, s.RequestRate, s.MaxConcurrency = backend, "multiturn", replay.Rate(rt), maxPar
 		s.Interrupted = res.Interrupted
-		replay.PrintTable(stdout, replay.TableHeader{Backend: rf.api, RequestRate: s.RequestRate, MaxConcurrency: *maxPar}, &s)
+		replay.PrintTable(stdout, replay.TableHeader{Backend: backend, RequestRate: s.RequestRate, MaxConcurrency: *maxPar}, &s)
 		st := replay.RoundStats(res)
 		printRounds(stdout, st)
 		if res.OutputIDsMissing > 0 {
