@@ -622,13 +622,22 @@ func llamaSamples(recs []traces.Record, log []LlamaLogTask, logName string, cfg 
 				break
 			}
 		}
+		// The shape of a prompt or copy sample: the calibration trace's
+		// records by their nominal shape (the ID without the repeat);
+		// other records by their sizes, where a fresh prompt can share its
+		// first token or two with a slot by chance: cached counts within
+		// 16 tokens are one shape; so are copies within 4 KiB.
+		cp := copied[r.ID]
+		startKey, tagged := shapeTag(r.ID)
+		if !tagged {
+			startKey = fmt.Sprintf("%d/%d/%d/%d/%d", r.InputLen, (o.CachedTokens+8)/16, cp.Saved>>12, cp.Restored>>12, cp.Fresh>>12)
+		}
 		// A prompt whose last chunk is one token (a full hit: one new
 		// token) is not a prompt sample: the model charges that token as
 		// a decode token (llamacpp.CPUCost.CallTime), which the prompt
 		// features cannot express.
 		if alone && o.CachedTokens >= 0 && o.CachedTokens < r.InputLen && (r.InputLen-o.CachedTokens-1)%cfg.Batch+1 != 1 {
 			x := promptFeatures(int64(r.InputLen), int64(o.CachedTokens), cfg, fit.Tile)
-			cp := copied[r.ID]
 			// One column for the bytes copied either way: a save into
 			// memory the cache has held before and a restore (into the
 			// slot's KV, allocated at start) are the same copy, and the
@@ -637,17 +646,8 @@ func llamaSamples(recs []traces.Record, log []LlamaLogTask, logName string, cfg 
 			// between calibrations.
 			x[colCopied] = float64(cp.Saved + cp.Restored)
 			x[colFresh] = float64(cp.Fresh)
-			// The calibration trace's records are grouped by their nominal
-			// shape (the ID without the repeat); other records by their
-			// sizes, where a fresh prompt can share its first token or two
-			// with a slot by chance: cached counts within 16 tokens are one
-			// shape; so are copies within 4 KiB.
-			key, tagged := shapeTag(r.ID)
-			if !tagged {
-				key = fmt.Sprintf("%d/%d/%d/%d/%d", r.InputLen, (o.CachedTokens+8)/16, cp.Saved>>12, cp.Restored>>12, cp.Fresh>>12)
-			}
 			if y := o.TTFT - fit.RequestDelay; y > 0 {
-				pre = append(pre, calSample{key, x, float64(y), r.InputLen - o.CachedTokens})
+				pre = append(pre, calSample{startKey, x, float64(y), r.InputLen - o.CachedTokens})
 			}
 		}
 		if t, ok := taskOf[i]; ok && alone && o.CachedTokens >= 0 && t.HasEval {
@@ -660,19 +660,14 @@ func llamaSamples(recs []traces.Record, log []LlamaLogTask, logName string, cfg 
 				}
 				return nil, nil, nil, 0, fmt.Errorf("%s:%d: task %d evaluated %d prompt tokens, but request %s, paired with it, has %d new (%d prompt tokens, %d cached): is this the log of this run?%s", logName, t.Line, t.Task, t.PromptEvalTokens, r.ID, n, r.InputLen, o.CachedTokens, hint)
 			}
-			cp := copied[r.ID]
-			key, tagged := shapeTag(r.ID)
-			if !tagged {
-				key = fmt.Sprintf("%d/%d/%d/%d/%d", r.InputLen, (o.CachedTokens+8)/16, cp.Saved>>12, cp.Restored>>12, cp.Fresh>>12)
-			}
 			if y := o.TTFT - t.PromptEvalNs; y > 0 {
-				cps = append(cps, calSample{key: key, x: []float64{1, float64(cp.Saved + cp.Restored), float64(cp.Fresh)}, y: float64(y)})
+				cps = append(cps, calSample{key: startKey, x: []float64{1, float64(cp.Saved + cp.Restored), float64(cp.Fresh)}, y: float64(y)})
 			}
 		}
 		if r.OutputLen < 2 || s.end <= s.first {
 			continue
 		}
-		key, tagged := shapeTag(r.ID)
+		key := startKey
 		if !tagged {
 			key = fmt.Sprintf("%d/%d", r.InputLen, r.OutputLen)
 		}
