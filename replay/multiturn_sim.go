@@ -32,12 +32,11 @@ func (t *SimTarget) MultiTurn(ctx context.Context, cfg MultiTurnConfig) (*MultiT
 		rec    traces.Record
 		rr     RequestResult
 	}
-	turns := map[*flight]*turn{}
+	turns := map[*flight]*turn{} // the turns in flight
 	var (
-		now      int64 // ns since the run's start
-		wakeAt   int64 // the sender's next instant; -1: waiting for a completion
-		inFlight int
-		stopped  bool
+		now     int64 // ns since the run's start
+		wakeAt  int64 // the sender's next instant; -1: waiting for a completion
+		stopped bool
 	)
 	for {
 		if !stopped && ctx.Err() != nil {
@@ -51,7 +50,7 @@ func (t *SimTarget) MultiTurn(ctx context.Context, cfg MultiTurnConfig) (*MultiT
 				stopped = true
 				break
 			}
-			if inFlight >= cfg.MaxParallel {
+			if len(turns) >= cfg.MaxParallel {
 				wakeAt = -1
 				break
 			}
@@ -69,7 +68,6 @@ func (t *SimTarget) MultiTurn(ctx context.Context, cfg MultiTurnConfig) (*MultiT
 						return nil, fmt.Errorf("turn %q: %w", rec.ID, err)
 					}
 					turns[f] = tn
-					inFlight++
 				}
 			}
 			idle := len(st.ready) == 0
@@ -94,7 +92,6 @@ func (t *SimTarget) MultiTurn(ctx context.Context, cfg MultiTurnConfig) (*MultiT
 			delete(turns, f)
 			fill(context.Background(), &tn.rr, &f.rc, resp, err, run.start, f.start)
 			st.done(tn.client, tn.rec, tn.rr)
-			inFlight--
 			if wakeAt < 0 {
 				wakeAt = now
 			}
