@@ -187,4 +187,15 @@ for t in $TRACES; do for c in 1 "$NP"; do runs+=("$OUT/$t-c$c.json"); done; done
 gate=()
 [ "${GATE:-0}" = 1 ] && gate+=(-gate)
 [ "${GATE_TIMING:-0}" = 1 ] && gate+=(-gate-timing)
-"$OUT/fidelity" table "${gate[@]}" -ungated "${UNGATED:-shared-shuffled}" -max-hit-pp "${MAX_HIT_PP:-2}" "${runs[@]}"
+status=0
+"$OUT/fidelity" table "${gate[@]}" -ungated "${UNGATED:-shared-shuffled}" -max-hit-pp "${MAX_HIT_PP:-2}" "${runs[@]}" || status=$?
+
+# 5. Which requests shared a prompt call in the real runs and in the prediction: a request
+# grouped otherwise than in most real runs is 30-50% off (docs/fidelity.md, "Ordering").
+for t in $TRACES; do
+  measured=()
+  for r in $(seq "$REAL_RUNS"); do measured+=("$OUT/$t-c$NP.real$r.jsonl"); done
+  "$OUT/fidelity" groups -name "$t at concurrency $NP" -predicted "$OUT/$t-c$NP.predicted.jsonl" "${measured[@]}" |
+    tee "$OUT/$t-c$NP.groups.txt"
+done
+exit "$status"

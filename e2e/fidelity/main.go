@@ -4,6 +4,7 @@
 //	fidelity realize -url URL -in chat.jsonl -out chat-real.jsonl
 //	fidelity table [-gate] [-max-hit-pp 2] [-max-ttft-mape 15] [-max-e2e-mape 10] [-gate-timing] RUN.json...
 //	fidelity breakdown -log server.log -per-request run.jsonl
+//	fidelity groups -predicted PRED.jsonl [-tol 500us] [-name NAME] REAL.jsonl...
 //
 // realize makes a generated multi-turn chat trace (kvsim trace gen
 // multiturn) true to the server: it sends each turn, in trace order and one
@@ -28,6 +29,16 @@
 // the RAM cache), and the rest (HTTP, JSON, the saves of idle slots, the
 // first token's way back). docs/fidelity.md's figures on where a request's
 // time goes come from it.
+//
+// groups sets the simulator's prompt calls beside the real runs': two
+// requests whose first tokens reached the client within -tol of each other
+// had their prompts in one llama_decode call. It counts the pairs most real
+// runs put in one call and how many of them the simulator did, lists the
+// pairs the two grouped differently, and says how much of the TTFT MAPE
+// their requests carry: a request that waits for another's call, or shares
+// it, instead of running alone is 30-50% off, so these pairs show how much
+// of a run's error is the order in which the server met requests that
+// arrived a few milliseconds apart.
 package main
 
 import (
@@ -53,7 +64,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: fidelity realize|table|breakdown ...")
+		fmt.Fprintln(os.Stderr, "usage: fidelity realize|table|breakdown|groups ...")
 		os.Exit(2)
 	}
 	var err error
@@ -64,8 +75,10 @@ func main() {
 		err = table(os.Args[2:], os.Stdout)
 	case "breakdown":
 		err = breakdown(os.Args[2:], os.Stdout)
+	case "groups":
+		err = groups(os.Args[2:], os.Stdout)
 	default:
-		err = fmt.Errorf("unknown command %q (realize, table or breakdown)", os.Args[1])
+		err = fmt.Errorf("unknown command %q (realize, table, breakdown or groups)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fidelity:", err)
