@@ -123,13 +123,13 @@ func groupCompare(reals [][]replay.RequestResult, predicted []replay.RequestResu
 	for _, r := range reals[0] {
 		start[r.ID] = r.Start
 	}
-	seen := map[pairKey]bool{}
-	consider := func(p pairKey) {
-		if seen[p] {
-			return
+	for p := range sim {
+		if _, ok := count[p]; !ok {
+			count[p] = 0 // a pair only the simulator grouped
 		}
-		seen[p] = true
-		most := 2*count[p] > len(reals)
+	}
+	for p, k := range count {
+		most := 2*k > len(reals)
 		if most {
 			rep.majority++
 			if sim[p] {
@@ -139,14 +139,8 @@ func groupCompare(reals [][]replay.RequestResult, predicted []replay.RequestResu
 			rep.extra++
 		}
 		if most != sim[p] {
-			rep.rows = append(rep.rows, groupRow{p, count[p], sim[p]})
+			rep.rows = append(rep.rows, groupRow{p, k, sim[p]})
 		}
-	}
-	for p := range count {
-		consider(p)
-	}
-	for p := range sim {
-		consider(p)
 	}
 	slices.SortFunc(rep.rows, func(a, b groupRow) int {
 		return cmp.Or(cmp.Compare(start[a.pair[0]], start[b.pair[0]]), cmp.Compare(a.pair[0], b.pair[0]),
