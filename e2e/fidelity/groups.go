@@ -201,33 +201,11 @@ func groups(args []string, w io.Writer) error {
 	if *tol < 0 {
 		return fmt.Errorf("-tol %v: expected a duration >= 0", *tol)
 	}
-	load := func(path string) ([]replay.RequestResult, error) {
-		recs, err := readTrace(path)
-		if err != nil {
-			return nil, err
-		}
-		res := replay.ResultsFromTrace(recs)
-		if len(res) == 0 {
-			return nil, fmt.Errorf("%s: no request with measurements (expected a kvsim replay --per-request file)", path)
-		}
-		return res, nil
-	}
-	pred, err := load(*predPath)
+	pred, reals, err := loadRuns(*predPath, fs.Args())
 	if err != nil {
 		return err
 	}
-	var reals [][]replay.RequestResult
-	for _, path := range fs.Args() {
-		run, err := load(path)
-		if err != nil {
-			return err
-		}
-		reals = append(reals, run)
-	}
-	label := *name
-	if label == "" {
-		label = *predPath
-	}
+	label := cmp.Or(*name, *predPath)
 	rep := groupCompare(reals, pred, tol.Nanoseconds())
 	fmt.Fprintf(w, "%s: requests whose first tokens came within %v of each other (one prompt call), %d real run(s) against the simulator\n", label, *tol, rep.runs)
 	fmt.Fprintf(w, "  %d pair(s) shared a call in most real runs; the simulator put %d of them together, and %d pair(s) that most real runs did not\n", rep.majority, rep.matched, rep.extra)
@@ -244,4 +222,32 @@ func groups(args []string, w io.Writer) error {
 		fmt.Fprintf(w, "    %s and %s: together in %d of %d real runs, %s in the simulator\n", row.pair[0], row.pair[1], row.real, rep.runs, sim)
 	}
 	return nil
+}
+
+// loadResults reads a kvsim replay --per-request file.
+func loadResults(path string) ([]replay.RequestResult, error) {
+	recs, err := readTrace(path)
+	if err != nil {
+		return nil, err
+	}
+	res := replay.ResultsFromTrace(recs)
+	if len(res) == 0 {
+		return nil, fmt.Errorf("%s: no request with measurements (expected a kvsim replay --per-request file)", path)
+	}
+	return res, nil
+}
+
+// loadRuns reads the simulator's per-request file and the real runs'.
+func loadRuns(predPath string, realPaths []string) (pred []replay.RequestResult, reals [][]replay.RequestResult, err error) {
+	if pred, err = loadResults(predPath); err != nil {
+		return nil, nil, err
+	}
+	for _, path := range realPaths {
+		run, err := loadResults(path)
+		if err != nil {
+			return nil, nil, err
+		}
+		reals = append(reals, run)
+	}
+	return pred, reals, nil
 }

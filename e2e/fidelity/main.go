@@ -5,6 +5,7 @@
 //	fidelity table [-gate] [-max-hit-pp 2] [-max-ttft-mape 15] [-max-e2e-mape 10] [-gate-timing] RUN.json...
 //	fidelity breakdown -log server.log -per-request run.jsonl
 //	fidelity groups -predicted PRED.jsonl [-tol 500us] [-name NAME] REAL.jsonl...
+//	fidelity refs -predicted PRED.jsonl [-k 1,3,5] [-max-ttft-mape 15] [-max-e2e-mape 10] [-name NAME] REAL.jsonl...
 //
 // realize makes a generated multi-turn chat trace (kvsim trace gen
 // multiturn) true to the server: it sends each turn, in trace order and one
@@ -39,6 +40,15 @@
 // it, instead of running alone is 30-50% off, so these pairs show how much
 // of a run's error is the order in which the server met requests that
 // arrived a few milliseconds apart.
+//
+// refs says how much the MAPEs depend on the reference: kvsim compare
+// measures the simulator against the per-request median of the real runs,
+// and llama-server's runs differ from each other by 20-50% per request, so
+// a median of few runs is itself off. For each reference size k it takes
+// every choice of k of the real runs and compares with their median both
+// the simulator and the median of the runs not chosen (a predictor as good
+// as the other runs' typical behaviour), and prints the range of the MAPEs
+// and how often each met the TTFT and E2E bounds.
 package main
 
 import (
@@ -64,7 +74,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: fidelity realize|table|breakdown|groups ...")
+		fmt.Fprintln(os.Stderr, "usage: fidelity realize|table|breakdown|groups|refs ...")
 		os.Exit(2)
 	}
 	var err error
@@ -77,8 +87,10 @@ func main() {
 		err = breakdown(os.Args[2:], os.Stdout)
 	case "groups":
 		err = groups(os.Args[2:], os.Stdout)
+	case "refs":
+		err = refs(os.Args[2:], os.Stdout)
 	default:
-		err = fmt.Errorf("unknown command %q (realize, table, breakdown or groups)", os.Args[1])
+		err = fmt.Errorf("unknown command %q (realize, table, breakdown, groups or refs)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fidelity:", err)
