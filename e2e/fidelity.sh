@@ -4,7 +4,7 @@
 # on traces not used for calibration, each at concurrency 1 and at the slot count, and print
 # the table of docs/fidelity.md.
 #
-#   e2e/fidelity.sh [OUT_DIR]          # about 4 minutes on a 2-vCPU machine
+#   e2e/fidelity.sh [OUT_DIR]          # about 7 minutes on a 2-vCPU machine
 #
 # Needs the chroot and the tiny model (e2e/llama/setup.sh). Every server is started with
 # e2e/llama/start.sh (a fresh one per run, so no run sees another's cache) and stopped by its
@@ -20,9 +20,11 @@
 #      GATE_TIMING=1 (gate the TTFT / E2E MAPE targets too), MAX_HIT_PP (default 2),
 #      SEND_GAP (kvsim compare --send-gap, default 5ms: requests due together reach the server
 #      in the client's order, the one the simulator takes; 0 turns it off),
-#      REAL_RUNS (default 3: real runs of each trace at NP, each against a fresh server; the
+#      REAL_RUNS (default 5: real runs of each trace at NP, each against a fresh server; the
 #      simulator is compared with their per-request median, and the table prints how far the
-#      runs are from each other; 1 gives the single-run comparison),
+#      runs are from each other; 1 gives the single-run comparison. With 3, the median is noisy
+#      enough that the median of six other real runs missed chat's targets against half of the
+#      medians of 3 (docs/fidelity.md, "How many real runs"); step 5 prints this for every run),
 #      REQUEST_DELAY (kvsim calibrate --request-delay, default 800us: from a request's send until
 #      the server loop sees it, read off the server log; docs/config.md, request_delay_ns),
 #      CONFIG (skip calibration and use this llamacpp config), TRACES (default
@@ -35,7 +37,7 @@ GO=${GO:-go}
 command -v "$GO" >/dev/null || GO=/usr/local/go/bin/go
 export NP=${NP:-4} CTX=${CTX:-8192} THREADS=${THREADS:-1} TIMEOUT=${TIMEOUT:-60}
 REPEATS=${REPEATS:-2}
-REAL_RUNS=${REAL_RUNS:-3}
+REAL_RUNS=${REAL_RUNS:-5}
 SEND_GAP=${SEND_GAP:-5ms}
 REQUEST_DELAY=${REQUEST_DELAY:-800us}
 TRACES=${TRACES:-"chat shared warm shared-shuffled"}
@@ -190,12 +192,19 @@ gate=()
 status=0
 "$OUT/fidelity" table "${gate[@]}" -ungated "${UNGATED:-shared-shuffled}" -max-hit-pp "${MAX_HIT_PP:-2}" "${runs[@]}" || status=$?
 
-# 5. Which requests shared a prompt call in the real runs and in the prediction: a request
-# grouped otherwise than in most real runs is 30-50% off (docs/fidelity.md, "Ordering").
+# 5. For every trace at NP: which requests shared a prompt call in the real runs and in the
+# prediction (a request grouped otherwise than in most real runs is 30-50% off; docs/fidelity.md,
+# "Ordering"), and how the MAPEs depend on the number of real runs in the reference: the
+# simulator, and the median of the runs left out, against the median of every choice of k of the
+# real runs (docs/fidelity.md, "How many real runs").
 for t in $TRACES; do
   measured=()
   for r in $(seq "$REAL_RUNS"); do measured+=("$OUT/$t-c$NP.real$r.jsonl"); done
   "$OUT/fidelity" groups -name "$t at concurrency $NP" -predicted "$OUT/$t-c$NP.predicted.jsonl" "${measured[@]}" |
     tee "$OUT/$t-c$NP.groups.txt"
+  if [ "$REAL_RUNS" -gt 1 ]; then
+    "$OUT/fidelity" refs -name "$t at concurrency $NP" -predicted "$OUT/$t-c$NP.predicted.jsonl" "${measured[@]}" |
+      tee "$OUT/$t-c$NP.refs.txt"
+  fi
 done
 exit "$status"
