@@ -32,6 +32,16 @@ type StateCopier interface {
 	CopyTime(c Copies) int64
 }
 
+// AfterPrompter is implemented by cost models whose decode-only calls run
+// slower for a few calls after a call in which a prompt ended.
+type AfterPrompter interface {
+	// AfterPrompt is the extra time of the first decode-only call after
+	// such a call, in ns (>= 0), and the factor (in [0, 1)) by which it
+	// falls with each call after that. Extras of several prompt calls add
+	// up.
+	AfterPrompt() (ns, decay float64)
+}
+
 // CPUCost is a llama.cpp-on-CPU cost model with hw.Fitted's coefficients:
 // the prompt part costs a1 per new token, a2 per causal (query, key) pair
 // and a3 per prompt chunk; the decode part b1 per generating slot and b2
@@ -91,6 +101,21 @@ type StateCopier interface {
 // calibration runs of five fidelity runs both ways, the tiles predicted
 // the traces' prompt times at concurrency 1 (server log) with 13.8% MAPE
 // against the tiers' 14.5%, with one rate fewer.
+//
+// AfterPromptNs and AfterPromptDecay slow down the decode-only calls that
+// follow a call in which a prompt ended (a request sampled its first
+// token): the j-th call after it takes AfterPromptNs *
+// AfterPromptDecay^(j-1) more ([AfterPrompter]). On llama-server b11669
+// with -t 1, the decode steps of the calibration runs of six fidelity runs
+// took 1.1, 0.6, 0.3 and 0.17 ms more (medians) in the first four calls
+// after a prompt call than a fit of the steady steps; in the chat trace at
+// -np 4 the real steps took about 1.4, 1.1 and 0.9 ms more than the model
+// without the term, whose steady steps were within 5-15%. The cause is not
+// known (the CPU's caches refilling after the prompt's working set is one
+// candidate). Without the term the decode fit, made from requests with one
+// prompt call at their start, spreads it over all steps, and a trace whose
+// requests see several prompt calls while they decode comes out short:
+// chat's decode-only time by 12-18%. 0 turns it off.
 type CPUCost struct {
 	hw.Fitted
 	StateCopy    float64 // ns per byte saved, >= 0
@@ -103,6 +128,15 @@ type CPUCost struct {
 	Tile         int     // the tiled attention kernel's tile, in rows (0: the pair-count model above)
 	ShortPair    float64 // ns per causal pair of fewer than Tile rows, >= 0
 	Delay        int64   // ns from a request's arrival until the server loop sees its task, >= 0
+	// AfterPromptNs is the extra ns of the first decode-only call after a
+	// prompt call (>= 0), AfterPromptDecay its factor per call (in [0, 1)).
+	AfterPromptNs    float64
+	AfterPromptDecay float64
+}
+
+// AfterPrompt implements AfterPrompter.
+func (c *CPUCost) AfterPrompt() (ns, decay float64) {
+	return max(0, c.AfterPromptNs), min(max(0, c.AfterPromptDecay), 1)
 }
 
 // RequestDelay implements RequestDelayer.

@@ -42,6 +42,9 @@ type Stats struct {
 	RAMFreshBytes   int64 `json:"ram_fresh_bytes"`
 	RAMRestoreBytes int64 `json:"ram_restore_bytes"`
 	RAMCopyNs       int64 `json:"ram_copy_ns"`
+	// AfterPromptNs is the time the decode-only calls took more for
+	// following prompt calls (see [AfterPrompter]).
+	AfterPromptNs int64 `json:"after_prompt_ns"`
 }
 
 // Sim simulates one llama-server. It is single-threaded and deterministic.
@@ -60,6 +63,10 @@ type Sim struct {
 	parts    []part  // the call in flight; empty while copying states
 	chunks   []Chunk // the call in flight, for the cost model
 	copied   Copies  // state bytes copied by the launches of this server-loop turn
+	// afterPrompt weighs the prompt calls before the next call by how
+	// recent they are (AfterPrompter): 1 for the last call, decay^(j-1) for
+	// the j-th last.
+	afterPrompt float64
 
 	src     sim.Source
 	pending *traces.Record // the next record, not yet arrived
@@ -345,8 +352,18 @@ func (s *Sim) iterate() {
 		s.counters.PrefillBatches++
 		s.counters.PrefillNs += d
 	default:
+		if ap, ok := s.cost.(AfterPrompter); ok && s.afterPrompt > 0 {
+			ns, _ := ap.AfterPrompt()
+			extra := int64(math.Round(ns * s.afterPrompt))
+			d += extra
+			s.stats.AfterPromptNs += extra
+		}
 		s.counters.DecodeSteps++
 		s.counters.DecodeNs += d
+	}
+	if ap, ok := s.cost.(AfterPrompter); ok {
+		_, decay := ap.AfterPrompt()
+		s.afterPrompt *= decay // the next call is one call further from each prompt call
 	}
 	s.busy = true
 	s.batchEnd = s.now + d
@@ -448,6 +465,7 @@ func (s *Sim) launch(r *request, sl *slot) {
 // KV and a finished prompt samples its first token.
 func (s *Sim) endCall() {
 	s.busy = false
+	prompted := false // a prompt ended in this call
 	for _, p := range s.parts {
 		r := p.r
 		sl := r.slot
@@ -463,6 +481,7 @@ func (s *Sim) endCall() {
 			}
 			r.nOut = 1
 			r.res.FirstToken = s.now
+			prompted = true
 		}
 		r.lastTok = s.now
 		if s.observe != nil {
@@ -476,6 +495,9 @@ func (s *Sim) endCall() {
 			s.counters.OutputTokens += int64(r.nOut)
 			s.done(r)
 		}
+	}
+	if prompted {
+		s.afterPrompt++
 	}
 }
 

@@ -710,3 +710,49 @@ func copyGroupTrace() (Config, []traces.Record) {
 		{ID: "c", Arrival: 1e9 + 5000, InputLen: 50, Tokens: toks(3, 50), OutputLen: 2},
 	}
 }
+
+// The decode-only calls after a call in which a prompt ended pay
+// AfterPromptNs, then decay times as much each call; a mixed call pays
+// nothing, and the extras of prompt calls add up.
+func TestAfterPrompt(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Slots, cfg.Context = 2, 2000
+	run := func(ns, decay float64, recs []traces.Record) (map[string]sim.RequestResult, *Sim) {
+		return runByID(t, cfg, &CPUCost{Fitted: testCost.Fitted, AfterPromptNs: ns, AfterPromptDecay: decay}, recs)
+	}
+	alone := []traces.Record{{ID: "x", Arrival: 0, InputLen: 50, Tokens: toks(1, 50), OutputLen: 5}}
+	off, _ := run(0, 0.5, alone)
+	on, s := run(1e5, 0.5, alone)
+	// Four decode steps of 1.001 ms; with the term 0.1, 0.05, 0.025 and
+	// 0.0125 ms more.
+	decode := func(r sim.RequestResult) int64 { return r.Finish - r.FirstToken }
+	if got := decode(off["x"]); got != 4*1001000 {
+		t.Errorf("decode time without the term %d, want 4004000", got)
+	}
+	if got := decode(on["x"]); got != 4*1001000+187500 {
+		t.Errorf("decode time with the term %d, want 4191500", got)
+	}
+	if got := s.Stats().AfterPromptNs; got != 187500 {
+		t.Errorf("stats after_prompt_ns %d, want 187500", got)
+	}
+	if on["x"].FirstToken != off["x"].FirstToken {
+		t.Errorf("the term moved the prompt call: first token %d, want %d", on["x"].FirstToken, off["x"].FirstToken)
+	}
+	// y arrives during x's second decode step: its prompt call carries
+	// x's third token (mixed: no extra, 1.5 ms + 1 µs), and x's fourth
+	// step then pays for both prompt calls: 1 + 0.5^3 = 1.125 times.
+	both := append(slices.Clone(alone), traces.Record{ID: "y", Arrival: 3e6, InputLen: 50, Tokens: toks(2, 50), OutputLen: 2})
+	off, _ = run(0, 0.5, both)
+	on, s = run(1e5, 0.5, both)
+	if off["y"].FirstToken != off["x"].FirstToken+2*1001000+1501000 {
+		t.Fatalf("y's prompt call is not x's third step: x first %d, y first %d", off["x"].FirstToken, off["y"].FirstToken)
+	}
+	// x: steps 1, 2 pay 0.1 and 0.05 ms; the mixed call nothing; x's
+	// fourth step and y's only one (one call, 2 slots) 0.1125 ms.
+	if got, want := decode(on["x"])-decode(off["x"]), int64(100000+50000+112500); got != want {
+		t.Errorf("x's decode time grew by %d, want %d", got, want)
+	}
+	if got := s.Stats().AfterPromptNs; got != 262500 {
+		t.Errorf("stats after_prompt_ns %d, want 262500", got)
+	}
+}
