@@ -119,6 +119,13 @@ type LlamaCost struct {
 	// Delay is llamacpp.CPUCost.Delay: ns from a request's arrival until
 	// the server loop sees its task (>= 0; default 0).
 	Delay int64 `toml:"request_delay_ns"`
+	// AfterPrompt and AfterPromptDecay are llamacpp.CPUCost's
+	// AfterPromptNs and AfterPromptDecay: the extra ns of the first
+	// decode-only call after a call in which a prompt ended (>= 0; 0, the
+	// default, turns it off) and the factor per call after that (in [0,
+	// 1)).
+	AfterPrompt      float64 `toml:"after_prompt_ns"`
+	AfterPromptDecay float64 `toml:"after_prompt_decay"`
 }
 
 // sglangOnly are the top-level tables of the SGLang engine.
@@ -459,6 +466,12 @@ func (f *File) validateLlama() error {
 	if c := f.Llama.Cost.StateRestore; c != nil && (!(*c >= 0) || math.IsInf(*c, 1)) {
 		errs = append(errs, fmt.Errorf("llamacpp.cost.state_restore_ns_per_byte: must be a finite number >= 0 (got %v)", *c))
 	}
+	if c := f.Llama.Cost.AfterPrompt; !(c >= 0) || math.IsInf(c, 1) {
+		errs = append(errs, fmt.Errorf("llamacpp.cost.after_prompt_ns: must be a finite number >= 0 (got %v)", c))
+	}
+	if c := f.Llama.Cost.AfterPromptDecay; !(c >= 0 && c < 1) {
+		errs = append(errs, fmt.Errorf("llamacpp.cost.after_prompt_decay: must be a number in [0, 1) (got %v)", c))
+	}
 	// A call-size tier: its bound in tokens (0: off) and its rate per
 	// pair, which it needs and which needs it.
 	tier := func(name string, tokens int, pair float64) {
@@ -522,7 +535,7 @@ func (f *File) BuildLlama() (*LlamaBuilt, error) {
 	if c.StateRestore != nil {
 		restore = *c.StateRestore
 	}
-	return &LlamaBuilt{Config: f.Llama.Config, Cost: &llamacpp.CPUCost{Fitted: c.Fitted, StateCopy: c.StateCopy, StateFresh: c.StateFresh, StateRestore: restore, SmallCall: c.SmallCall, SmallPair: c.SmallPair, MediumCall: c.MediumCall, MediumPair: c.MediumPair, Tile: c.Tile, ShortPair: c.ShortPair, Delay: c.Delay}}, nil
+	return &LlamaBuilt{Config: f.Llama.Config, Cost: &llamacpp.CPUCost{Fitted: c.Fitted, StateCopy: c.StateCopy, StateFresh: c.StateFresh, StateRestore: restore, SmallCall: c.SmallCall, SmallPair: c.SmallPair, MediumCall: c.MediumCall, MediumPair: c.MediumPair, Tile: c.Tile, ShortPair: c.ShortPair, Delay: c.Delay, AfterPromptNs: c.AfterPrompt, AfterPromptDecay: c.AfterPromptDecay}}, nil
 }
 
 // Built is a file turned into what the simulator runs.

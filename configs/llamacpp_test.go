@@ -63,6 +63,8 @@ small_call_pair_ns = 500.0
 medium_call_tokens = 100
 medium_call_pair_ns = 250.0
 request_delay_ns = 800000
+after_prompt_ns = 1100000.0
+after_prompt_decay = 0.5
 [workload]
 trace = "x.jsonl"
 `), "mem.toml")
@@ -77,7 +79,7 @@ trace = "x.jsonl"
 	if c.Slots != 2 || c.Context != 1024 || c.Batch != 256 || c.SlotPromptSimilarity != 0.5 || c.CacheRAMMiB != -1 || !c.NoCacheIdleSlots || c.StateBytesPerToken != 100 || c.TokenText != "byte-level" || c.Ubatch != 128 {
 		t.Errorf("config %+v", c)
 	}
-	if b.Cost.Prefill != [4]float64{1, 2, 3, 4} || b.Cost.Decode != [3]float64{5, 6, 7} || b.Cost.StateCopy != 0.75 || b.Cost.StateRestore != 0.25 || b.Cost.StateFresh != 0.5 || b.Cost.SmallCall != 32 || b.Cost.SmallPair != 500 || b.Cost.MediumCall != 100 || b.Cost.MediumPair != 250 || b.Cost.Delay != 800000 {
+	if b.Cost.Prefill != [4]float64{1, 2, 3, 4} || b.Cost.Decode != [3]float64{5, 6, 7} || b.Cost.StateCopy != 0.75 || b.Cost.StateRestore != 0.25 || b.Cost.StateFresh != 0.5 || b.Cost.SmallCall != 32 || b.Cost.SmallPair != 500 || b.Cost.MediumCall != 100 || b.Cost.MediumPair != 250 || b.Cost.Delay != 800000 || b.Cost.AfterPromptNs != 1.1e6 || b.Cost.AfterPromptDecay != 0.5 {
 		t.Errorf("cost %+v", b.Cost)
 	}
 	if f.Workload.Trace != "x.jsonl" {
