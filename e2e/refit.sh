@@ -9,7 +9,8 @@
 # Environment: LOGS (1: kvsim calibrate --server-log, the default; 0: the copy rates fitted
 # with the prompt call, as before session 5), REQUEST_DELAY (800us), SEND_GAP (5ms), NP (4),
 # TRACES ("chat shared warm shared-shuffled", those present), BASE (configs/llamacpp/tiny.toml:
-# the server arguments), UNGATED ("shared-shuffled"). REQUEST_DELAY, SEND_GAP and NP must be
+# the server arguments), UNGATED ("shared-shuffled"), CALIBRATE_FLAGS (more kvsim calibrate
+# flags, e.g. --no-after-prompt; split on spaces). REQUEST_DELAY, SEND_GAP and NP must be
 # the finished runs' own (e2e/fidelity.sh's defaults are these). A directory without
 # calibration runs (one run with CONFIG=) or, with LOGS=1, without their servers' logs is
 # skipped with a warning. docs/fidelity.md, item 10 of "What the remaining error is", compares
@@ -56,7 +57,8 @@ for d in "${DIRS[@]}"; do
     continue
   fi
   mkdir -p "$o"
-  "$KV" calibrate --config "$BASE" "${cal[@]}" --request-delay "$REQUEST_DELAY" --out "$o/calibrated.toml" >"$o/calibrate.txt"
+  # shellcheck disable=SC2086 # CALIBRATE_FLAGS are words
+  "$KV" calibrate --config "$BASE" "${cal[@]}" --request-delay "$REQUEST_DELAY" ${CALIBRATE_FLAGS:-} --out "$o/calibrated.toml" >"$o/calibrate.txt"
   runs=()
   for t in $TRACES; do
     [ -e "$d/$t.jsonl" ] || continue

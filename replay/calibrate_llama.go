@@ -218,8 +218,21 @@ type LlamaCalibration struct {
 	CopyShapes  int     `json:"copy_shapes,omitempty"`
 	CopyMAPE    float64 `json:"copy_mape_pct,omitempty"`
 	CopyOtherNs float64 `json:"copy_other_ns,omitempty"`
-	Method      string  `json:"method"`
+	// AfterPromptSteps counts the decode steps within AfterPromptCalls
+	// calls after a prompt call that gave the slowdown after prompt calls
+	// (Cost.AfterPromptNs, Cost.AfterPromptDecay), and AfterPromptExtra is
+	// their median extra time in ns, one per call after the prompt call,
+	// against the steady steps of their request.
+	AfterPromptSteps int       `json:"after_prompt_steps,omitempty"`
+	AfterPromptExtra []float64 `json:"after_prompt_extra_ns,omitempty"`
+	Method           string    `json:"method"`
 }
+
+// AfterPromptCalls is how many calls after a prompt call the calibration
+// measures the decode steps' extra time over: the extras of the first
+// calls give llamacpp.CPUCost.AfterPromptNs and AfterPromptDecay, and a
+// request's steps further away are its steady steps.
+const AfterPromptCalls = 5
 
 // CalibrateLlama fits llamacpp.CPUCost to a per-request trace of the
 // calibration trace's replay against a llama-server run with cfg's
@@ -282,6 +295,10 @@ type LlamaFit struct {
 	Logs [][]LlamaLogTask
 	// LogNames, when not nil, name the logs in errors (one per log).
 	LogNames []string
+	// NoAfterPrompt leaves the slowdown of decode steps after a prompt
+	// call out of the fit (llamacpp.CPUCost.AfterPromptNs 0; see
+	// CalibrateLlamaRuns).
+	NoAfterPrompt bool
 }
 
 // CalibrateLlamaRuns is CalibrateLlama over several runs of the calibration
@@ -446,6 +463,20 @@ func CalibrateLlamaRuns(runs [][]traces.Record, cfg llamacpp.Config, fit LlamaFi
 		}
 		break
 	}
+	var apNs, apDecay float64
+	var apSteps int
+	var apExtra []float64
+	if !fit.NoAfterPrompt {
+		apNs, apDecay, apSteps, apExtra = fitAfterPrompt(dec)
+		if apNs > 0 {
+			for i := range dec {
+				dec[i].y -= apNs * meanAfterPrompt(dec[i].steps, apDecay)
+			}
+			method += fmt.Sprintf("; decode steps after a prompt call: the medians of %d steps within %d calls of one, against their request's steady steps, fitted as after_prompt_ns * after_prompt_decay^(calls-1) and taken out of the decode samples before the decode fit", apSteps, AfterPromptCalls)
+		} else {
+			method += fmt.Sprintf("; decode steps after a prompt call: no extra time found (%d steps within %d calls of one)", apSteps, AfterPromptCalls)
+		}
+	}
 	dx, dy := shapes(dec)
 	if len(dy) < 3 {
 		return nil, fmt.Errorf("calibrate: %d decode shapes, need at least 3 (requests with more than one output token)", len(dy))
@@ -457,8 +488,10 @@ func CalibrateLlamaRuns(runs [][]traces.Record, cfg llamacpp.Config, fit LlamaFi
 	c := &LlamaCalibration{
 		Cost:           llamacpp.CPUCost{Fitted: hw.Fitted{Prefill: [4]float64{pc[colCalls], pc[colNew], pc[colPairs], 0}, Decode: [3]float64{dc[0], dc[1], dc[2]}}, StateCopy: pc[colCopied], StateRestore: pc[colCopied], StateFresh: pc[colFresh], Delay: fit.RequestDelay},
 		PrefillSamples: len(pre), PrefillShapes: len(py), DecodeSamples: len(dec), DecodeShapes: len(dy), MaxBatch: maxB,
+		AfterPromptSteps: apSteps, AfterPromptExtra: apExtra,
 		Method: method,
 	}
+	c.Cost.AfterPromptNs, c.Cost.AfterPromptDecay = apNs, apDecay
 	if cc != nil {
 		c.Cost.StateCopy, c.Cost.StateRestore, c.Cost.StateFresh = cc[copyCopied], cc[copyCopied], cc[copyFresh]
 		c.CopySamples, c.CopyShapes, c.CopyOtherNs = len(cps), len(cy), cc[copyOther]
@@ -500,6 +533,18 @@ type calSample struct {
 	x         []float64
 	y         float64
 	newTokens int
+	// steps are a decode sample's steps, when its stream timed each one
+	// (y is their mean time).
+	steps []calStep
+}
+
+// calStep is one decode step of a decode sample: its time, and for each
+// call before it that ended a prompt, since the request's own first
+// token's, how many calls back it ended (1: the call just before the
+// step's), most recent first.
+type calStep struct {
+	dt    float64
+	after []int
 }
 
 // The columns of a prompt sample's features, and of the prompt fit.
@@ -606,6 +651,7 @@ func llamaSamples(recs []traces.Record, log []LlamaLogTask, logName string, cfg 
 			times[n] = append(times[n], t)
 		}
 	}
+	tl := newCallTimeline(spans, times)
 	for n, i := range ok {
 		r, o, s := &recs[i], recs[i].Observed, spans[n]
 		// A stream with fewer chunks than tokens had tokens held back
@@ -648,7 +694,7 @@ func llamaSamples(recs []traces.Record, log []LlamaLogTask, logName string, cfg 
 			x[colCopied] = float64(cp.Saved + cp.Restored)
 			x[colFresh] = float64(cp.Fresh)
 			if y := o.TTFT - fit.RequestDelay; y > 0 {
-				pre = append(pre, calSample{startKey, x, float64(y), r.InputLen - o.CachedTokens})
+				pre = append(pre, calSample{key: startKey, x: x, y: float64(y), newTokens: r.InputLen - o.CachedTokens})
 			}
 		}
 		if t, ok := taskOf[i]; ok && alone && o.CachedTokens >= 0 && t.HasEval {
@@ -672,12 +718,12 @@ func llamaSamples(recs []traces.Record, log []LlamaLogTask, logName string, cfg 
 		if !tagged {
 			key = fmt.Sprintf("%d/%d", r.InputLen, r.OutputLen)
 		}
-		x, y, b, good := decodeSample(recs, ok, spans, blind, times, n)
+		x, y, b, steps, good := decodeSample(recs, ok, spans, blind, times, tl, n)
 		if !good {
 			continue
 		}
 		maxB = max(maxB, b)
-		dec = append(dec, calSample{key: fmt.Sprintf("%s/%.0f", key, math.Round(b)), x: x, y: y})
+		dec = append(dec, calSample{key: fmt.Sprintf("%s/%.0f", key, math.Round(b)), x: x, y: y, steps: steps})
 	}
 	return pre, dec, cps, maxB, nil
 }
@@ -759,7 +805,10 @@ type calSpan struct{ start, first, end int64 }
 // generated at an even pace. Steps while a request without a first token
 // (blind: failed, or no TTFT) was in flight are left out too. good is
 // false when no step is left.
-func decodeSample(recs []traces.Record, ok []int, spans, blind []calSpan, times [][]int64, n int) (x []float64, y, batch float64, good bool) {
+//
+// With stream times, steps are the steps taken, each with the calls before
+// it that ended a prompt (calStep, from tl).
+func decodeSample(recs []traces.Record, ok []int, spans, blind []calSpan, times [][]int64, tl *callTimeline, n int) (x []float64, y, batch float64, steps []calStep, good bool) {
 	r, s := &recs[ok[n]], spans[n]
 	// A request in flight without a first token seen (blind) could have
 	// had its prompt or its tokens in any step while it ran: those steps
@@ -775,7 +824,6 @@ func decodeSample(recs []traces.Record, ok []int, spans, blind []calSpan, times 
 	if tt := times[n]; len(tt) >= 2 {
 		var sum [3]float64
 		var sy float64
-		steps := 0
 	gaps:
 		for k := 1; k < len(tt); k++ {
 			a, z := tt[k-1], tt[k]
@@ -804,16 +852,16 @@ func decodeSample(recs []traces.Record, ok []int, spans, blind []calSpan, times 
 			sum[1] += b
 			sum[2] += c
 			sy += float64(z - a)
-			steps++
+			steps = append(steps, calStep{dt: float64(z - a), after: tl.after(z)})
 		}
-		if steps == 0 {
-			return nil, 0, 0, false
+		if len(steps) == 0 {
+			return nil, 0, 0, nil, false
 		}
-		f := float64(steps)
-		return []float64{sum[0] / f, sum[1] / f, sum[2] / f}, sy / f, sum[1] / f, true
+		f := float64(len(steps))
+		return []float64{sum[0] / f, sum[1] / f, sum[2] / f}, sy / f, sum[1] / f, steps, true
 	}
 	if unseen(s.first, s.end) {
-		return nil, 0, 0, false
+		return nil, 0, 0, nil, false
 	}
 	var w, wc float64
 	for m, t := range spans {
@@ -831,7 +879,202 @@ func decodeSample(recs []traces.Record, ok []int, spans, blind []calSpan, times 
 	}
 	d := float64(s.end - s.first)
 	o := r.Observed
-	return []float64{1, w / d, wc / d}, float64(o.E2E-o.TTFT) / float64(r.OutputLen-1), w / d, true
+	return []float64{1, w / d, wc / d}, float64(o.E2E-o.TTFT) / float64(r.OutputLen-1), w / d, nil, true
+}
+
+// callTol is how far apart two requests' tokens can reach the client and
+// still come from one llama_decode call: the server samples every slot of
+// a call before it answers any, and two calls are at least a decode step
+// (over a millisecond for the tiny model) apart.
+const callTol = 500_000
+
+// maxAfterPrompt is how many calls back callTimeline.after looks for prompt
+// calls: AfterPromptDecay^maxAfterPrompt is negligible.
+const maxAfterPrompt = 24
+
+// callTimeline is a run's llama_decode calls as the client saw them: every
+// token of every stream, grouped into calls (tokens within callTol of the
+// previous one came from one call), in time order, and whether a request's
+// first token came in each (a prompt ended in it).
+type callTimeline struct {
+	start  []int64 // the first token time of each call
+	prompt []bool
+}
+
+// newCallTimeline groups the requests' token times (times, or the first
+// token alone for a request without them) into calls.
+func newCallTimeline(spans []calSpan, times [][]int64) *callTimeline {
+	type tok struct {
+		at    int64
+		first bool
+	}
+	var all []tok
+	for n, s := range spans {
+		all = append(all, tok{s.first, true})
+		if len(times[n]) > 1 {
+			for _, t := range times[n][1:] {
+				all = append(all, tok{t, false})
+			}
+		}
+	}
+	slices.SortFunc(all, func(a, b tok) int { return cmp.Compare(a.at, b.at) })
+	tl := &callTimeline{}
+	last := int64(math.MinInt64)
+	for _, t := range all {
+		if len(tl.start) == 0 || t.at-last > callTol {
+			tl.start = append(tl.start, t.at)
+			tl.prompt = append(tl.prompt, false)
+		}
+		last = t.at
+		tl.prompt[len(tl.prompt)-1] = tl.prompt[len(tl.prompt)-1] || t.first
+	}
+	return tl
+}
+
+// after returns, for the call in which a token came at time z, how many
+// calls back each earlier call that ended a prompt was (1: the call just
+// before), most recent first, up to maxAfterPrompt calls back.
+func (tl *callTimeline) after(z int64) []int {
+	c, found := slices.BinarySearch(tl.start, z)
+	if !found {
+		c-- // z came within the call that starts before it
+	}
+	var out []int
+	for p := c - 1; p >= 0 && c-p <= maxAfterPrompt; p-- {
+		if tl.prompt[p] {
+			out = append(out, c-p)
+		}
+	}
+	return out
+}
+
+// fitAfterPrompt measures how much longer decode steps take in the calls
+// after a prompt call. For each decode sample with timed steps, of which at
+// least three are steady (no prompt call within AfterPromptCalls calls
+// before), a line through its steady steps' times against their index
+// (Theil-Sen: the median slope of all pairs, robust to a stalled step; the
+// context grows by a token per slot and step) gives the time a step would
+// take without prompt calls, and a step j calls after its last prompt call
+// took the rest more. The medians of those extras for j =
+// 1..AfterPromptCalls are fitted, by least squares, as ns * decay^(j-1)
+// (decay on a grid of 0.01, ns in closed form). The fit is made three
+// times, each taking the previous one's extra time out of the steps before
+// it measures them again: the steady steps still carry a little of it, and
+// a step after two prompt calls carries both. ns is 0 when no extra is
+// positive or some j has fewer than 5 steps. steps counts the steps
+// measured; extra are the medians of the last round.
+func fitAfterPrompt(dec []calSample) (ns, decay float64, steps int, extra []float64) {
+	for range 3 {
+		byCall := make([][]float64, AfterPromptCalls)
+		steps = 0
+		for _, s := range dec {
+			var xs, ys []float64
+			for k, st := range s.steps {
+				if len(st.after) == 0 || st.after[0] > AfterPromptCalls {
+					xs = append(xs, float64(k))
+					ys = append(ys, st.dt-ns*stepAfterPrompt(st.after, decay))
+				}
+			}
+			if len(ys) < 3 {
+				continue
+			}
+			a, b := theilSen(xs, ys)
+			for k, st := range s.steps {
+				if len(st.after) > 0 && st.after[0] <= AfterPromptCalls {
+					// The older prompt calls' part, as the last round fitted it.
+					older := ns * (stepAfterPrompt(st.after, decay) - math.Pow(decay, float64(st.after[0]-1)))
+					byCall[st.after[0]-1] = append(byCall[st.after[0]-1], st.dt-older-(a+b*float64(k)))
+					steps++
+				}
+			}
+		}
+		extra = extra[:0]
+		for _, e := range byCall {
+			if len(e) < 5 {
+				return 0, 0, steps, nil
+			}
+			extra = append(extra, median(e))
+		}
+		best := math.Inf(1)
+		ns, decay = 0, 0
+		for g := range 100 {
+			r := float64(g) / 100
+			var num, den float64
+			for j, e := range extra {
+				w := math.Pow(r, float64(j))
+				num += e * w
+				den += w * w
+			}
+			a := max(0, num/den)
+			var sse float64
+			for j, e := range extra {
+				d := e - a*math.Pow(r, float64(j))
+				sse += d * d
+			}
+			if sse < best {
+				best, ns, decay = sse, a, r
+			}
+		}
+		if !(ns > 0) {
+			return 0, 0, steps, extra
+		}
+	}
+	return ns, decay, steps, extra
+}
+
+// stepAfterPrompt is a step's weight of the extra time: the sum of
+// decay^(j-1) over the prompt calls j calls before it.
+func stepAfterPrompt(after []int, decay float64) float64 {
+	var w float64
+	for _, j := range after {
+		w += math.Pow(decay, float64(j-1))
+	}
+	return w
+}
+
+// theilSen fits y = a + b*x: b the median of the slopes of all pairs of
+// points with distinct x, a the median of y - b*x.
+func theilSen(xs, ys []float64) (a, b float64) {
+	var slopes []float64
+	for i := range xs {
+		for j := i + 1; j < len(xs); j++ {
+			if xs[j] != xs[i] {
+				slopes = append(slopes, (ys[j]-ys[i])/(xs[j]-xs[i]))
+			}
+		}
+	}
+	if len(slopes) > 0 {
+		b = median(slopes)
+	}
+	rest := make([]float64, len(xs))
+	for i := range xs {
+		rest[i] = ys[i] - b*xs[i]
+	}
+	return median(rest), b
+}
+
+// meanAfterPrompt is the mean weight of the extra time over steps (see
+// stepAfterPrompt).
+func meanAfterPrompt(steps []calStep, decay float64) float64 {
+	if len(steps) == 0 {
+		return 0
+	}
+	var w float64
+	for _, st := range steps {
+		w += stepAfterPrompt(st.after, decay)
+	}
+	return w / float64(len(steps))
+}
+
+// median returns the middle value of v (the mean of the middle two for an
+// even count); it sorts v.
+func median(v []float64) float64 {
+	slices.Sort(v)
+	n := len(v)
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return (v[n/2-1] + v[n/2]) / 2
 }
 
 // shapeTag is the nominal shape of a calibration trace record: its ID
@@ -912,6 +1155,10 @@ func (c *LlamaCalibration) WriteLlamaTOML(w io.Writer, cfg llamacpp.Config, sour
 	if c.Cost.MediumCall > 0 {
 		small += fmt.Sprintf("# a call of more than small_call_tokens and at most medium_call_tokens tokens pays medium_call_pair_ns\nmedium_call_tokens = %d\nmedium_call_pair_ns = %s\n",
 			c.Cost.MediumCall, tomlFloat(c.Cost.MediumPair))
+	}
+	if c.Cost.AfterPromptNs > 0 {
+		small += fmt.Sprintf("# the j-th decode-only call after a call in which a prompt ended takes after_prompt_ns * after_prompt_decay^(j-1) more\nafter_prompt_ns = %s\nafter_prompt_decay = %s\n",
+			tomlFloat(c.Cost.AfterPromptNs), tomlFloat(c.Cost.AfterPromptDecay))
 	}
 	p, d := c.Cost.Prefill, c.Cost.Decode
 	copies := ""

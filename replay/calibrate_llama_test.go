@@ -605,3 +605,59 @@ func TestCalibrateLlamaInFlightWithoutTTFT(t *testing.T) {
 		t.Errorf("%d prompt samples with batch2-512-r1-1's TTFT gone, %d with it: its batch partner became a sample", len(pre2), len(pre))
 	}
 }
+
+// The fit finds the simulator's extra time of decode steps after a prompt
+// call from the streams' token times, and takes it out of the decode
+// samples: the steady decode coefficients come out as without it.
+func TestCalibrateLlamaRecoversAfterPrompt(t *testing.T) {
+	truth := llamacpp.CPUCost{Fitted: hw.Fitted{Prefill: [4]float64{2e6, 120e3, 110, 0}, Decode: [3]float64{0.8e6, 200e3, 600}},
+		Tile: 64, ShortPair: 600, AfterPromptNs: 1.1e6, AfterPromptDecay: 0.5}
+	cfg := llamacpp.DefaultConfig()
+	recs, res := simCalibrationRun(t, cfg, &truth, 3, 2)
+	runs := [][]traces.Record{perRequest(t, recs, res)}
+	c, err := CalibrateLlamaRuns(runs, cfg, LlamaFit{Tile: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	within := func(name string, got, want, tol float64) {
+		if math.Abs(got-want) > tol*math.Abs(want) {
+			t.Errorf("%s = %g, want %g within %.0f%%", name, got, want, 100*tol)
+		}
+	}
+	within("after_prompt_ns", c.Cost.AfterPromptNs, truth.AfterPromptNs, 1e-3)
+	within("after_prompt_decay", c.Cost.AfterPromptDecay, truth.AfterPromptDecay, 1e-3)
+	for i := range 3 {
+		within(fmt.Sprintf("decode[%d]", i), c.Cost.Decode[i], truth.Decode[i], 1e-3)
+	}
+	for j, e := range c.AfterPromptExtra {
+		within(fmt.Sprintf("extra %d calls after", j+1), e, truth.AfterPromptNs*math.Pow(truth.AfterPromptDecay, float64(j)), 1e-3)
+	}
+	if c.AfterPromptSteps == 0 || len(c.AfterPromptExtra) != AfterPromptCalls {
+		t.Errorf("%d steps, %d extras; want some, and %d", c.AfterPromptSteps, len(c.AfterPromptExtra), AfterPromptCalls)
+	}
+	var out bytes.Buffer
+	if err := c.WriteLlamaTOML(&out, cfg, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "after_prompt_ns = ") || !strings.Contains(out.String(), "after_prompt_decay = ") {
+		t.Errorf("TOML lacks the after-prompt term:\n%s", out.String())
+	}
+	// Without the term the decode fit spreads the extra over every step.
+	off, err := CalibrateLlamaRuns(runs, cfg, LlamaFit{Tile: 64, NoAfterPrompt: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if off.Cost.AfterPromptNs != 0 || off.Cost.Decode[0] <= truth.Decode[0]*1.05 {
+		t.Errorf("without the term: after_prompt_ns %g, decode[0] %g; want 0 and above %g", off.Cost.AfterPromptNs, off.Cost.Decode[0], truth.Decode[0]*1.05)
+	}
+	// A simulator without the term gives none.
+	truth.AfterPromptNs = 0
+	recs, res = simCalibrationRun(t, cfg, &truth, 3, 2)
+	none, err := CalibrateLlamaRuns([][]traces.Record{perRequest(t, recs, res)}, cfg, LlamaFit{Tile: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if none.Cost.AfterPromptNs != 0 {
+		t.Errorf("after_prompt_ns %g from a simulator without it, want 0", none.Cost.AfterPromptNs)
+	}
+}

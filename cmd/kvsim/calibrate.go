@@ -74,6 +74,7 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 	smallCall := fs.Int("small-call-tokens", 63, "llama-server config with --tile 0: prompts of at most this many new tokens get their own cost per attention pair (0: no such tier; llama.cpp's CPU attention is slow below 64 query tokens)")
 	mediumCall := fs.Int("medium-call-tokens", 127, "llama-server config with --tile 0: prompts of more than --small-call-tokens and at most this many new tokens get a second cost per attention pair (0: no such tier; with both 0, one cost for all)")
 	requestDelay := fs.Duration("request-delay", 0, "llama-server config: time from a request's send until the server loop sees it (written to the config as request_delay_ns and taken out of every TTFT before the fit; not fitted; default: the --config's request_delay_ns)")
+	noAfterPrompt := fs.Bool("no-after-prompt", false, "llama-server config: do not fit the extra time of decode steps after a prompt call (after_prompt_ns 0; the decode fit then spreads it over all steps)")
 	asJSON := fs.Bool("json", false, "print the fit as JSON instead of text")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -109,7 +110,7 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 		case *tile > 0:
 			*smallCall, *mediumCall = 0, 0
 		}
-		return calibrateLlama(f, *cfgPath, *genTrace, perReqs, serverLogs, *out, llamaTraceOpts{*seed, *repeats, traces.Vocab(vocab), *smallCall, *mediumCall, *tile, *requestDelay}, *asJSON, stdout, stderr)
+		return calibrateLlama(f, *cfgPath, *genTrace, perReqs, serverLogs, *out, llamaTraceOpts{*seed, *repeats, traces.Vocab(vocab), *smallCall, *mediumCall, *tile, *requestDelay, *noAfterPrompt}, *asJSON, stdout, stderr)
 	}
 	switch {
 	case *genTrace != "":
@@ -168,13 +169,14 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 
 // llamaTraceOpts are the --gen-trace settings.
 type llamaTraceOpts struct {
-	seed         uint64
-	repeats      int
-	vocab        traces.Vocab
-	smallCall    int           // --small-call-tokens
-	mediumCall   int           // --medium-call-tokens
-	tile         int           // --tile
-	requestDelay time.Duration // --request-delay
+	seed          uint64
+	repeats       int
+	vocab         traces.Vocab
+	smallCall     int           // --small-call-tokens
+	mediumCall    int           // --medium-call-tokens
+	tile          int           // --tile
+	requestDelay  time.Duration // --request-delay
+	noAfterPrompt bool          // --no-after-prompt
 }
 
 // calibrateLlama is kvsim calibrate for a llama-server config: write the
@@ -242,7 +244,7 @@ func calibrateLlama(f *configs.File, cfgPath, genTrace string, perReqs, serverLo
 	if o.requestDelay < 0 {
 		return usageErr(fmt.Sprintf("--request-delay: must be >= 0 (got %v)", o.requestDelay))
 	}
-	fit := replay.LlamaFit{SmallCall: o.smallCall, MediumCall: o.mediumCall, Tile: o.tile, RequestDelay: o.requestDelay.Nanoseconds()}
+	fit := replay.LlamaFit{SmallCall: o.smallCall, MediumCall: o.mediumCall, Tile: o.tile, RequestDelay: o.requestDelay.Nanoseconds(), NoAfterPrompt: o.noAfterPrompt}
 	for _, p := range serverLogs {
 		tasks, err := readLlamaLog(p)
 		if err != nil {
@@ -293,6 +295,14 @@ func calibrateLlama(f *configs.File, cfgPath, genTrace string, perReqs, serverLo
 	if c.CopySamples > 0 {
 		fmt.Fprintf(stdout, "copies (server logs): TTFT - prompt eval ns = %.6g + %.4g*state_bytes_copied + %.4g*state_bytes_saved_beyond_high_water   (%d requests alone, %d shapes: MAPE %.2f%% on medians)\n",
 			c.CopyOtherNs, c.Cost.StateCopy, c.Cost.StateFresh, c.CopySamples, c.CopyShapes, c.CopyMAPE)
+	}
+	if c.Cost.AfterPromptNs > 0 {
+		extra := make([]string, len(c.AfterPromptExtra))
+		for i, e := range c.AfterPromptExtra {
+			extra[i] = fmt.Sprintf("%.3g", e/1e6)
+		}
+		fmt.Fprintf(stdout, "after a prompt call: decode-only call j takes %.6g*%.3g^(j-1) ns more   (%d steps; median extras of calls 1-%d: %s ms)\n",
+			c.Cost.AfterPromptNs, c.Cost.AfterPromptDecay, c.AfterPromptSteps, len(extra), strings.Join(extra, ", "))
 	}
 	fmt.Fprintf(stdout, "method: %s (-b %d)\n", c.Method, cfg.Batch)
 	fmt.Fprintf(stdout, "wrote %s\n", out)
