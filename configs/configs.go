@@ -466,12 +466,6 @@ func (f *File) validateLlama() error {
 	if c := f.Llama.Cost.StateRestore; c != nil && (!(*c >= 0) || math.IsInf(*c, 1)) {
 		errs = append(errs, fmt.Errorf("llamacpp.cost.state_restore_ns_per_byte: must be a finite number >= 0 (got %v)", *c))
 	}
-	if c := f.Llama.Cost.AfterPrompt; !(c >= 0) || math.IsInf(c, 1) {
-		errs = append(errs, fmt.Errorf("llamacpp.cost.after_prompt_ns: must be a finite number >= 0 (got %v)", c))
-	}
-	if c := f.Llama.Cost.AfterPromptDecay; !(c >= 0 && c < 1) {
-		errs = append(errs, fmt.Errorf("llamacpp.cost.after_prompt_decay: must be a number in [0, 1) (got %v)", c))
-	}
 	// A call-size tier: its bound in tokens (0: off) and its rate per
 	// pair, which it needs and which needs it.
 	tier := func(name string, tokens int, pair float64) {
@@ -503,6 +497,12 @@ func (f *File) validateLlama() error {
 	}
 	if c.Delay < 0 {
 		errs = append(errs, fmt.Errorf("llamacpp.cost.request_delay_ns: must be >= 0 (got %d)", c.Delay))
+	}
+	if !(c.AfterPrompt >= 0) || math.IsInf(c.AfterPrompt, 1) {
+		errs = append(errs, fmt.Errorf("llamacpp.cost.after_prompt_ns: must be a finite number >= 0 (got %v)", c.AfterPrompt))
+	}
+	if !(c.AfterPromptDecay >= 0 && c.AfterPromptDecay < 1) {
+		errs = append(errs, fmt.Errorf("llamacpp.cost.after_prompt_decay: must be a number in [0, 1) (got %v)", c.AfterPromptDecay))
 	}
 	return errors.Join(errs...)
 }

@@ -473,6 +473,8 @@ func CalibrateLlamaRuns(runs [][]traces.Record, cfg llamacpp.Config, fit LlamaFi
 				dec[i].y -= apNs * meanAfterPrompt(dec[i].steps, apDecay)
 			}
 			method += fmt.Sprintf("; decode steps after a prompt call: the medians of %d steps within %d calls of one, against their request's steady steps, fitted as after_prompt_ns * after_prompt_decay^(calls-1) and taken out of the decode samples before the decode fit", apSteps, AfterPromptCalls)
+		} else if apExtra == nil {
+			method += fmt.Sprintf("; decode steps after a prompt call: too few measured (%d steps within %d calls of one, need 5 at each distance), not fitted", apSteps, AfterPromptCalls)
 		} else {
 			method += fmt.Sprintf("; decode steps after a prompt call: no extra time found (%d steps within %d calls of one)", apSteps, AfterPromptCalls)
 		}
@@ -539,12 +541,16 @@ type calSample struct {
 }
 
 // calStep is one decode step of a decode sample: its time, and for each
-// call before it that ended a prompt, since the request's own first
-// token's, how many calls back it ended (1: the call just before the
-// step's), most recent first.
+// call in the maxAfterPrompt calls before it that ended a prompt, how many
+// calls back it was (1: the call just before the step's), most recent
+// first. unsure says that one of those calls may have ended a prompt
+// unseen (a stream whose first chunk was held back), so after may be
+// wrong.
 type calStep struct {
-	dt    float64
-	after []int
+	dt     float64
+	pos    int // the token the step gave, in the request's stream
+	after  []int
+	unsure bool
 }
 
 // The columns of a prompt sample's features, and of the prompt fit.
@@ -651,7 +657,12 @@ func llamaSamples(recs []traces.Record, log []LlamaLogTask, logName string, cfg 
 			times[n] = append(times[n], t)
 		}
 	}
-	tl := newCallTimeline(spans, times)
+	held := make([]bool, len(ok))
+	for n, i := range ok {
+		o := recs[i].Observed
+		held[n] = len(o.ITL) > 0 && len(o.ITL)+1 < recs[i].OutputLen
+	}
+	tl := newCallTimeline(spans, times, held)
 	for n, i := range ok {
 		r, o, s := &recs[i], recs[i].Observed, spans[n]
 		// A stream with fewer chunks than tokens had tokens held back
@@ -852,7 +863,8 @@ func decodeSample(recs []traces.Record, ok []int, spans, blind []calSpan, times 
 			sum[1] += b
 			sum[2] += c
 			sy += float64(z - a)
-			steps = append(steps, calStep{dt: float64(z - a), after: tl.after(z)})
+			after, unsure := tl.after(z)
+			steps = append(steps, calStep{dt: float64(z - a), pos: k, after: after, unsure: unsure})
 		}
 		if len(steps) == 0 {
 			return nil, 0, 0, nil, false
@@ -889,31 +901,42 @@ func decodeSample(recs []traces.Record, ok []int, spans, blind []calSpan, times 
 const callTol = 500_000
 
 // maxAfterPrompt is how many calls back callTimeline.after looks for prompt
-// calls: AfterPromptDecay^maxAfterPrompt is negligible.
-const maxAfterPrompt = 24
+// calls: maxAfterPromptDecay^maxAfterPrompt is below 0.01.
+const maxAfterPrompt = 48
+
+// maxAfterPromptDecay bounds the decay fitAfterPrompt tries.
+const maxAfterPromptDecay = 0.9
 
 // callTimeline is a run's llama_decode calls as the client saw them: every
 // token of every stream, grouped into calls (tokens within callTol of the
-// previous one came from one call), in time order, and whether a request's
-// first token came in each (a prompt ended in it).
+// previous one came from one call), in time order, whether a request's
+// first token came in each (a prompt ended in it), and whether the first
+// chunk of a stream that held tokens back came in it (unsure: the server
+// sends no incomplete UTF-8, so that request's prompt may have ended in an
+// earlier call, unmarked). Calls whose only tokens belong to requests
+// without a timed stream (failed, or without a first token) are not seen,
+// nor is a prompt chunk that does not end its prompt when no slot decodes
+// beside it: after counts the calls seen, and on the calibration trace
+// these are rare.
 type callTimeline struct {
-	start  []int64 // the first token time of each call
-	prompt []bool
+	start          []int64 // the first token time of each call
+	prompt, unsure []bool
 }
 
 // newCallTimeline groups the requests' token times (times, or the first
-// token alone for a request without them) into calls.
-func newCallTimeline(spans []calSpan, times [][]int64) *callTimeline {
+// token alone for a request without them) into calls; held[n] says that
+// request n's stream held tokens back.
+func newCallTimeline(spans []calSpan, times [][]int64, held []bool) *callTimeline {
 	type tok struct {
-		at    int64
-		first bool
+		at          int64
+		first, held bool
 	}
 	var all []tok
 	for n, s := range spans {
-		all = append(all, tok{s.first, true})
+		all = append(all, tok{s.first, !held[n], held[n]})
 		if len(times[n]) > 1 {
 			for _, t := range times[n][1:] {
-				all = append(all, tok{t, false})
+				all = append(all, tok{at: t})
 			}
 		}
 	}
@@ -924,54 +947,60 @@ func newCallTimeline(spans []calSpan, times [][]int64) *callTimeline {
 		if len(tl.start) == 0 || t.at-last > callTol {
 			tl.start = append(tl.start, t.at)
 			tl.prompt = append(tl.prompt, false)
+			tl.unsure = append(tl.unsure, false)
 		}
 		last = t.at
-		tl.prompt[len(tl.prompt)-1] = tl.prompt[len(tl.prompt)-1] || t.first
+		c := len(tl.start) - 1
+		tl.prompt[c] = tl.prompt[c] || t.first
+		tl.unsure[c] = tl.unsure[c] || t.held
 	}
 	return tl
 }
 
 // after returns, for the call in which a token came at time z, how many
 // calls back each earlier call that ended a prompt was (1: the call just
-// before), most recent first, up to maxAfterPrompt calls back.
-func (tl *callTimeline) after(z int64) []int {
+// before), most recent first, up to maxAfterPrompt calls back, and whether
+// a call in that window or the call itself was unsure.
+func (tl *callTimeline) after(z int64) (after []int, unsure bool) {
 	c, found := slices.BinarySearch(tl.start, z)
 	if !found {
 		c-- // z came within the call that starts before it
 	}
-	var out []int
+	unsure = tl.unsure[c]
 	for p := c - 1; p >= 0 && c-p <= maxAfterPrompt; p-- {
 		if tl.prompt[p] {
-			out = append(out, c-p)
+			after = append(after, c-p)
 		}
+		unsure = unsure || tl.unsure[p]
 	}
-	return out
+	return after, unsure
 }
 
 // fitAfterPrompt measures how much longer decode steps take in the calls
 // after a prompt call. For each decode sample with timed steps, of which at
 // least three are steady (no prompt call within AfterPromptCalls calls
-// before), a line through its steady steps' times against their index
-// (Theil-Sen: the median slope of all pairs, robust to a stalled step; the
+// before), a line through its steady steps' times against their token's
+// position in the stream (Theil-Sen: the median slope of all pairs, robust to a stalled step; the
 // context grows by a token per slot and step) gives the time a step would
 // take without prompt calls, and a step j calls after its last prompt call
 // took the rest more. The medians of those extras for j =
 // 1..AfterPromptCalls are fitted, by least squares, as ns * decay^(j-1)
-// (decay on a grid of 0.01, ns in closed form). The fit is made three
+// (decay on a grid of 0.01 up to maxAfterPromptDecay, ns in closed form). The fit is made three
 // times, each taking the previous one's extra time out of the steps before
 // it measures them again: the steady steps still carry a little of it, and
-// a step after two prompt calls carries both. ns is 0 when no extra is
-// positive or some j has fewer than 5 steps. steps counts the steps
-// measured; extra are the medians of the last round.
+// a step after two prompt calls carries both. Steps whose window holds an
+// unsure call (calStep) take no part. ns is 0 when no extra is positive or
+// some j has fewer than 5 steps (extra is then nil). steps counts the
+// steps measured; extra are the medians of the last round.
 func fitAfterPrompt(dec []calSample) (ns, decay float64, steps int, extra []float64) {
 	for range 3 {
 		byCall := make([][]float64, AfterPromptCalls)
 		steps = 0
 		for _, s := range dec {
 			var xs, ys []float64
-			for k, st := range s.steps {
-				if len(st.after) == 0 || st.after[0] > AfterPromptCalls {
-					xs = append(xs, float64(k))
+			for _, st := range s.steps {
+				if !st.unsure && (len(st.after) == 0 || st.after[0] > AfterPromptCalls) {
+					xs = append(xs, float64(st.pos))
 					ys = append(ys, st.dt-ns*stepAfterPrompt(st.after, decay))
 				}
 			}
@@ -979,11 +1008,11 @@ func fitAfterPrompt(dec []calSample) (ns, decay float64, steps int, extra []floa
 				continue
 			}
 			a, b := theilSen(xs, ys)
-			for k, st := range s.steps {
-				if len(st.after) > 0 && st.after[0] <= AfterPromptCalls {
+			for _, st := range s.steps {
+				if !st.unsure && len(st.after) > 0 && st.after[0] <= AfterPromptCalls {
 					// The older prompt calls' part, as the last round fitted it.
 					older := ns * (stepAfterPrompt(st.after, decay) - math.Pow(decay, float64(st.after[0]-1)))
-					byCall[st.after[0]-1] = append(byCall[st.after[0]-1], st.dt-older-(a+b*float64(k)))
+					byCall[st.after[0]-1] = append(byCall[st.after[0]-1], st.dt-older-(a+b*float64(st.pos)))
 					steps++
 				}
 			}
@@ -997,7 +1026,7 @@ func fitAfterPrompt(dec []calSample) (ns, decay float64, steps int, extra []floa
 		}
 		best := math.Inf(1)
 		ns, decay = 0, 0
-		for g := range 100 {
+		for g := 0; float64(g) <= 100*maxAfterPromptDecay; g++ {
 			r := float64(g) / 100
 			var num, den float64
 			for j, e := range extra {
@@ -1157,7 +1186,7 @@ func (c *LlamaCalibration) WriteLlamaTOML(w io.Writer, cfg llamacpp.Config, sour
 			c.Cost.MediumCall, tomlFloat(c.Cost.MediumPair))
 	}
 	if c.Cost.AfterPromptNs > 0 {
-		small += fmt.Sprintf("# the j-th decode-only call after a call in which a prompt ended takes after_prompt_ns * after_prompt_decay^(j-1) more\nafter_prompt_ns = %s\nafter_prompt_decay = %s\n",
+		small += fmt.Sprintf("# a decode-only call j calls (of any kind) after a call in which a prompt ended takes after_prompt_ns * after_prompt_decay^(j-1) more\nafter_prompt_ns = %s\nafter_prompt_decay = %s\n",
 			tomlFloat(c.Cost.AfterPromptNs), tomlFloat(c.Cost.AfterPromptDecay))
 	}
 	p, d := c.Cost.Prefill, c.Cost.Decode

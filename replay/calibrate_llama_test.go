@@ -661,3 +661,39 @@ func TestCalibrateLlamaRecoversAfterPrompt(t *testing.T) {
 		t.Errorf("after_prompt_ns %g from a simulator without it, want 0", none.Cost.AfterPromptNs)
 	}
 }
+
+// The call timeline groups tokens that came within 0.5 ms into one call,
+// marks the calls in which a first token came, and counts the calls back
+// to them; the first chunk of a stream that held tokens back marks its
+// call unsure instead (that prompt may have ended earlier), and every
+// step whose window holds it is unsure.
+func TestCallTimeline(t *testing.T) {
+	ms := func(v float64) int64 { return int64(v * 1e6) }
+	spans := []calSpan{{first: ms(10)}, {first: ms(20.2)}}
+	times := [][]int64{
+		{ms(10), ms(11), ms(12), ms(20), ms(21), ms(22)},
+		{ms(20.2), ms(21.2), ms(22.2)},
+	}
+	for _, held := range []bool{false, true} {
+		tl := newCallTimeline(spans, times, []bool{false, held})
+		if len(tl.start) != 6 {
+			t.Fatalf("held %v: %d calls, want 6: %v", held, len(tl.start), tl.start)
+		}
+		for _, c := range []struct {
+			at     float64
+			after  []int
+			unsure bool
+		}{
+			{11, []int{1}, false},
+			{12, []int{2}, false},
+			{20.2, []int{3}, held}, // B's first chunk comes within A's call 3
+			{21.2, map[bool][]int{false: {1, 4}, true: {4}}[held], held},
+			{22, map[bool][]int{false: {2, 5}, true: {5}}[held], held},
+		} {
+			after, unsure := tl.after(ms(c.at))
+			if !slices.Equal(after, c.after) || unsure != c.unsure {
+				t.Errorf("held %v: after(%v ms) = %v, unsure %v; want %v, %v", held, c.at, after, unsure, c.after, c.unsure)
+			}
+		}
+	}
+}

@@ -301,7 +301,7 @@ func calibrateLlama(f *configs.File, cfgPath, genTrace string, perReqs, serverLo
 		for i, e := range c.AfterPromptExtra {
 			extra[i] = fmt.Sprintf("%.3g", e/1e6)
 		}
-		fmt.Fprintf(stdout, "after a prompt call: decode-only call j takes %.6g*%.3g^(j-1) ns more   (%d steps; median extras of calls 1-%d: %s ms)\n",
+		fmt.Fprintf(stdout, "after a prompt call: a decode-only call j calls later takes %.6g*%.3g^(j-1) ns more   (%d steps; median extras at j = 1-%d: %s ms)\n",
 			c.Cost.AfterPromptNs, c.Cost.AfterPromptDecay, c.AfterPromptSteps, len(extra), strings.Join(extra, ", "))
 	}
 	fmt.Fprintf(stdout, "method: %s (-b %d)\n", c.Method, cfg.Batch)

@@ -67,8 +67,11 @@ type refRow struct {
 // refCompare compares, for each k in ks, the prediction and the median of
 // the other real runs with the per-request median of every choice of k of
 // the real runs, as kvsim compare does (replay.MedianRun, replay.Compare).
-func refCompare(reals [][]replay.RequestResult, predicted []replay.RequestResult, ks []int, maxTTFT, maxE2E float64) []refRow {
+// A reference and a prediction with no request in common (the files of
+// two traces) are an error: their MAPEs would be 0.
+func refCompare(reals [][]replay.RequestResult, predicted []replay.RequestResult, ks []int, maxTTFT, maxE2E float64) ([]refRow, error) {
 	var rows []refRow
+	var err error
 	for _, k := range ks {
 		row := refRow{k: k}
 		row.sim.maxTTFT, row.sim.maxE2E = maxTTFT, maxE2E
@@ -84,14 +87,21 @@ func refCompare(reals [][]replay.RequestResult, predicted []replay.RequestResult
 			}
 			med := replay.MedianRun(ref)
 			row.refs++
-			row.sim.add(replay.Compare(med, predicted))
+			c := replay.Compare(med, predicted)
+			if c.Requests == 0 && err == nil {
+				err = errors.New("the prediction and the real runs have no successful request in common (the files of two traces?)")
+			}
+			row.sim.add(c)
 			if len(rest) > 0 {
 				row.others.add(replay.Compare(med, replay.MedianRun(rest)))
 			}
 		})
+		if err != nil {
+			return nil, err
+		}
 		rows = append(rows, row)
 	}
-	return rows
+	return rows, nil
 }
 
 // choose calls f with every choice of k of n items, in lexicographic order
@@ -173,11 +183,15 @@ func refs(args []string, w io.Writer) error {
 		return err
 	}
 	label := cmp.Or(*name, *predPath)
+	rows, err := refCompare(reals, pred, ks, *maxTTFT, *maxE2E)
+	if err != nil {
+		return fmt.Errorf("%s: %w", *predPath, err)
+	}
 	fmt.Fprintf(w, "%s: the simulator, and the median of the other real runs, against the per-request median of k of the %d real runs (every choice of k); bounds TTFT MAPE %g%%, E2E MAPE %g%%\n",
 		label, len(reals), *maxTTFT, *maxE2E)
 	fmt.Fprintln(w, "| k | references | sim TTFT MAPE min / mean / max | sim E2E MAPE | sim meets both | other runs' median: TTFT MAPE | E2E MAPE | meets both |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
-	for _, row := range refCompare(reals, pred, ks, *maxTTFT, *maxE2E) {
+	for _, row := range rows {
 		cells := append([]string{strconv.Itoa(row.k), strconv.Itoa(row.refs)}, row.sim.cells()...)
 		cells = append(cells, row.others.cells()...)
 		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))

@@ -104,8 +104,8 @@ type AfterPrompter interface {
 //
 // AfterPromptNs and AfterPromptDecay slow down the decode-only calls that
 // follow a call in which a prompt ended (a request sampled its first
-// token): the j-th call after it takes AfterPromptNs *
-// AfterPromptDecay^(j-1) more ([AfterPrompter]). On llama-server b11669
+// token): a decode-only call j calls after it (counting calls of every
+// kind) takes AfterPromptNs * AfterPromptDecay^(j-1) more ([AfterPrompter]). On llama-server b11669
 // with -t 1, the decode steps of the calibration runs of six fidelity runs
 // took 1.1, 0.6, 0.3 and 0.17 ms more (medians) in the first four calls
 // after a prompt call than a fit of the steady steps; in the chat trace at
@@ -135,8 +135,16 @@ type CPUCost struct {
 }
 
 // AfterPrompt implements AfterPrompter.
+// A negative or NaN AfterPromptNs is 0; a decay outside [0, 1) or NaN is 0
+// (configs reject both).
 func (c *CPUCost) AfterPrompt() (ns, decay float64) {
-	return max(0, c.AfterPromptNs), min(max(0, c.AfterPromptDecay), 1)
+	if c.AfterPromptNs > 0 && !math.IsInf(c.AfterPromptNs, 1) {
+		ns = c.AfterPromptNs
+	}
+	if c.AfterPromptDecay > 0 && c.AfterPromptDecay < 1 {
+		decay = c.AfterPromptDecay
+	}
+	return ns, decay
 }
 
 // RequestDelay implements RequestDelayer.
