@@ -64,9 +64,10 @@ type Sim struct {
 	chunks   []Chunk // the call in flight, for the cost model
 	copied   Copies  // state bytes copied by the launches of this server-loop turn
 	// afterPrompt weighs the prompt calls before the next call by how
-	// recent they are (AfterPrompter): 1 for the last call, decay^(j-1) for
-	// the j-th last.
-	afterPrompt float64
+	// recent they are (AfterPrompter): 1 for the last call, apDecay^(j-1)
+	// for the j-th last; a decode-only call pays apNs times it more.
+	afterPrompt   float64
+	apNs, apDecay float64
 
 	src     sim.Source
 	pending *traces.Record // the next record, not yet arrived
@@ -139,6 +140,9 @@ func New(cfg Config, cost CostModel) (*Sim, error) {
 		s.slots = append(s.slots, &slot{id: i, lastUsed: -1})
 	}
 	s.ram = newRAMCache(cfg, &s.stats)
+	if ap, ok := cost.(AfterPrompter); ok {
+		s.apNs, s.apDecay = ap.AfterPrompt()
+	}
 	if d, ok := cost.(RequestDelayer); ok {
 		s.delay = d.RequestDelay()
 	}
@@ -352,19 +356,15 @@ func (s *Sim) iterate() {
 		s.counters.PrefillBatches++
 		s.counters.PrefillNs += d
 	default:
-		if ap, ok := s.cost.(AfterPrompter); ok && s.afterPrompt > 0 {
-			ns, _ := ap.AfterPrompt()
-			extra := int64(math.Round(ns * s.afterPrompt))
+		if s.afterPrompt > 0 && s.apNs > 0 {
+			extra := int64(math.Round(s.apNs * s.afterPrompt))
 			d += extra
 			s.stats.AfterPromptNs += extra
 		}
 		s.counters.DecodeSteps++
 		s.counters.DecodeNs += d
 	}
-	if ap, ok := s.cost.(AfterPrompter); ok {
-		_, decay := ap.AfterPrompt()
-		s.afterPrompt *= decay // the next call is one call further from each prompt call
-	}
+	s.afterPrompt *= s.apDecay // the next call is one call further from each prompt call
 	s.busy = true
 	s.batchEnd = s.now + d
 }
