@@ -471,8 +471,17 @@ func TestPropInvariants(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		cfg := genConfig(t, true)
 		recs := genTrace(t, false)
+		// With or without the extra time of decode calls after a prompt
+		// call: it carries state from call to call, which the online and
+		// batch runs must carry alike.
+		cost := testCost
+		if rapid.Bool().Draw(t, "afterPrompt") {
+			cost = &CPUCost{Fitted: testCost.Fitted,
+				AfterPromptNs:    rapid.Float64Range(0, 2e6).Draw(t, "afterPromptNs"),
+				AfterPromptDecay: rapid.Float64Range(0, 0.95).Draw(t, "afterPromptDecay")}
+		}
 		run := func() (*sim.Result, Stats) {
-			s, err := New(cfg, testCost)
+			s, err := New(cfg, cost)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -487,7 +496,7 @@ func TestPropInvariants(t *testing.T) {
 		if !reflect.DeepEqual(a, b) || sa != sb {
 			t.Fatal("two runs of the same trace differ")
 		}
-		o, _ := NewOnline(cfg, testCost)
+		o, _ := NewOnline(cfg, cost)
 		for _, rec := range recs {
 			// Everything due at the arrival instant is submitted before the
 			// clock reaches it, as a batch run reads it.
@@ -509,6 +518,9 @@ func TestPropInvariants(t *testing.T) {
 		}
 		if len(a.Requests) != len(recs) {
 			t.Fatalf("%d results for %d requests", len(a.Requests), len(recs))
+		}
+		if ns, _ := cost.AfterPrompt(); ns == 0 && sa.AfterPromptNs != 0 {
+			t.Fatalf("after_prompt_ns %d charged without the term", sa.AfterPromptNs)
 		}
 		for _, r := range a.Requests {
 			if r.Failed != "" {
