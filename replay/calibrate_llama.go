@@ -1096,14 +1096,10 @@ func meanAfterPrompt(steps []calStep, decay float64) float64 {
 }
 
 // median returns the middle value of v (the mean of the middle two for an
-// even count); it sorts v.
+// even count: sim.Percentile's 50th); it sorts v.
 func median(v []float64) float64 {
 	slices.Sort(v)
-	n := len(v)
-	if n%2 == 1 {
-		return v[n/2]
-	}
-	return (v[n/2-1] + v[n/2]) / 2
+	return sim.Percentile(v, 50)
 }
 
 // shapeTag is the nominal shape of a calibration trace record: its ID
