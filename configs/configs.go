@@ -124,8 +124,22 @@ type LlamaCost struct {
 	// decode-only call after a call in which a prompt ended (>= 0; 0, the
 	// default, turns it off) and the factor per call after that (in [0,
 	// 1)).
+	// They are one point of the curve, at every context; the curve
+	// (AfterPromptCurve) replaces them.
 	AfterPrompt      float64 `toml:"after_prompt_ns"`
 	AfterPromptDecay float64 `toml:"after_prompt_decay"`
+	// AfterPromptCurve is llamacpp.CPUCost.AfterPromptCurve, the term
+	// against the decode call's context: [[llamacpp.cost.after_prompt]]
+	// tables in ascending context_tokens, each with ns (>= 0) and decay
+	// (in [0, 1)); linear between points, the end points' beyond them.
+	AfterPromptCurve []AfterPromptPoint `toml:"after_prompt"`
+}
+
+// AfterPromptPoint is one [[llamacpp.cost.after_prompt]] table.
+type AfterPromptPoint struct {
+	Context int64   `toml:"context_tokens"`
+	Ns      float64 `toml:"ns"`
+	Decay   float64 `toml:"decay"`
 }
 
 // sglangOnly are the top-level tables of the SGLang engine.
@@ -504,6 +518,24 @@ func (f *File) validateLlama() error {
 	if !(c.AfterPromptDecay >= 0 && c.AfterPromptDecay < 1) {
 		errs = append(errs, fmt.Errorf("llamacpp.cost.after_prompt_decay: must be a number in [0, 1) (got %v)", c.AfterPromptDecay))
 	}
+	if len(c.AfterPromptCurve) > 0 && (c.AfterPrompt != 0 || c.AfterPromptDecay != 0) {
+		errs = append(errs, fmt.Errorf("llamacpp.cost.after_prompt_ns: excludes [[llamacpp.cost.after_prompt]] (got %v with %d points): the curve replaces the one point", c.AfterPrompt, len(c.AfterPromptCurve)))
+	}
+	for i, p := range c.AfterPromptCurve {
+		key := fmt.Sprintf("llamacpp.cost.after_prompt[%d]", i)
+		switch {
+		case p.Context < 0:
+			errs = append(errs, fmt.Errorf("%s.context_tokens: must be >= 0 (got %d)", key, p.Context))
+		case i > 0 && p.Context <= c.AfterPromptCurve[i-1].Context:
+			errs = append(errs, fmt.Errorf("%s.context_tokens: must be above the previous point's %d (got %d)", key, c.AfterPromptCurve[i-1].Context, p.Context))
+		}
+		if !(p.Ns >= 0) || math.IsInf(p.Ns, 1) {
+			errs = append(errs, fmt.Errorf("%s.ns: must be a finite number >= 0 (got %v)", key, p.Ns))
+		}
+		if !(p.Decay >= 0 && p.Decay < 1) {
+			errs = append(errs, fmt.Errorf("%s.decay: must be a number in [0, 1) (got %v)", key, p.Decay))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -535,7 +567,23 @@ func (f *File) BuildLlama() (*LlamaBuilt, error) {
 	if c.StateRestore != nil {
 		restore = *c.StateRestore
 	}
-	return &LlamaBuilt{Config: f.Llama.Config, Cost: &llamacpp.CPUCost{Fitted: c.Fitted, StateCopy: c.StateCopy, StateFresh: c.StateFresh, StateRestore: restore, SmallCall: c.SmallCall, SmallPair: c.SmallPair, MediumCall: c.MediumCall, MediumPair: c.MediumPair, Tile: c.Tile, ShortPair: c.ShortPair, Delay: c.Delay, AfterPromptNs: c.AfterPrompt, AfterPromptDecay: c.AfterPromptDecay}}, nil
+	return &LlamaBuilt{Config: f.Llama.Config, Cost: &llamacpp.CPUCost{Fitted: c.Fitted, StateCopy: c.StateCopy, StateFresh: c.StateFresh, StateRestore: restore, SmallCall: c.SmallCall, SmallPair: c.SmallPair, MediumCall: c.MediumCall, MediumPair: c.MediumPair, Tile: c.Tile, ShortPair: c.ShortPair, Delay: c.Delay, AfterPromptCurve: c.afterPromptCurve()}}, nil
+}
+
+// afterPromptCurve is the cost's after-prompt curve: its points, or the one
+// point of after_prompt_ns and after_prompt_decay (none when that is 0).
+func (c *LlamaCost) afterPromptCurve() []llamacpp.AfterPromptPoint {
+	if len(c.AfterPromptCurve) == 0 {
+		if c.AfterPrompt == 0 {
+			return nil
+		}
+		return []llamacpp.AfterPromptPoint{{Ns: c.AfterPrompt, Decay: c.AfterPromptDecay}}
+	}
+	curve := make([]llamacpp.AfterPromptPoint, len(c.AfterPromptCurve))
+	for i, p := range c.AfterPromptCurve {
+		curve[i] = llamacpp.AfterPromptPoint(p)
+	}
+	return curve
 }
 
 // Built is a file turned into what the simulator runs.

@@ -1,6 +1,7 @@
 package configs
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -79,7 +80,7 @@ trace = "x.jsonl"
 	if c.Slots != 2 || c.Context != 1024 || c.Batch != 256 || c.SlotPromptSimilarity != 0.5 || c.CacheRAMMiB != -1 || !c.NoCacheIdleSlots || c.StateBytesPerToken != 100 || c.TokenText != "byte-level" || c.Ubatch != 128 {
 		t.Errorf("config %+v", c)
 	}
-	if b.Cost.Prefill != [4]float64{1, 2, 3, 4} || b.Cost.Decode != [3]float64{5, 6, 7} || b.Cost.StateCopy != 0.75 || b.Cost.StateRestore != 0.25 || b.Cost.StateFresh != 0.5 || b.Cost.SmallCall != 32 || b.Cost.SmallPair != 500 || b.Cost.MediumCall != 100 || b.Cost.MediumPair != 250 || b.Cost.Delay != 800000 || b.Cost.AfterPromptNs != 1.1e6 || b.Cost.AfterPromptDecay != 0.5 {
+	if b.Cost.Prefill != [4]float64{1, 2, 3, 4} || b.Cost.Decode != [3]float64{5, 6, 7} || b.Cost.StateCopy != 0.75 || b.Cost.StateRestore != 0.25 || b.Cost.StateFresh != 0.5 || b.Cost.SmallCall != 32 || b.Cost.SmallPair != 500 || b.Cost.MediumCall != 100 || b.Cost.MediumPair != 250 || b.Cost.Delay != 800000 || !reflect.DeepEqual(b.Cost.AfterPromptCurve, []llamacpp.AfterPromptPoint{{Ns: 1.1e6, Decay: 0.5}}) {
 		t.Errorf("cost %+v", b.Cost)
 	}
 	if f.Workload.Trace != "x.jsonl" {

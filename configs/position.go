@@ -3,6 +3,7 @@ package configs
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -53,21 +54,51 @@ func positioned(name string, data []byte, err error) error {
 // as "prefill[1]" counts as its key) is assigned in a TOML document: a
 // "[table]" header followed by "key = ...". It understands the simple
 // layout kvsim's files use, not every TOML construct; 0, 0 means not found.
+//
+// A path through an array of tables, "a.b[2].key", finds key in the third
+// "[[a.b]]" table, or that table's header when key is not written in it.
 func keyPos(data []byte, path string) (line, col int) {
-	if i := strings.IndexByte(path, '['); i >= 0 {
-		path = path[:i]
-	}
-	dot := strings.LastIndexByte(path, '.')
 	table, key := "", path
-	if dot >= 0 {
-		table, key = path[:dot], path[dot+1:]
+	nth := -1 // the array-of-tables element the key is in
+	if i := strings.IndexByte(path, '['); i >= 0 {
+		if j := strings.Index(path[i:], "]."); j > 0 {
+			if n, err := strconv.Atoi(path[i+1 : i+j]); err == nil {
+				table, key, nth = path[:i], path[i+j+2:], n
+			}
+		}
+		if nth < 0 {
+			path = path[:i]
+		}
 	}
-	cur := ""
+	if nth < 0 {
+		dot := strings.LastIndexByte(path, '.')
+		table, key = "", path
+		if dot >= 0 {
+			table, key = path[:dot], path[dot+1:]
+		}
+	}
+	cur, seen := "", -1
+	header := 0
 	for n, l := range strings.Split(string(data), "\n") {
 		t := strings.TrimSpace(l)
-		if strings.HasPrefix(t, "[") && !strings.HasPrefix(t, "[[") {
+		if strings.HasPrefix(t, "[[") {
+			cur = ""
+			if end := strings.Index(t, "]]"); end > 0 && strings.TrimSpace(t[2:end]) == table && nth >= 0 {
+				seen++
+				if seen == nth {
+					cur, header = table, n+1
+				} else if seen > nth {
+					break
+				}
+			}
+			continue
+		}
+		if strings.HasPrefix(t, "[") {
 			if end := strings.IndexByte(t, ']'); end > 0 {
 				cur = strings.TrimSpace(t[1:end])
+			}
+			if nth >= 0 {
+				cur = "" // a table header ends the array element
 			}
 			continue
 		}
@@ -76,6 +107,9 @@ func keyPos(data []byte, path string) (line, col int) {
 			continue
 		}
 		return n + 1, strings.Index(l, strings.TrimSpace(k)) + 1
+	}
+	if header > 0 {
+		return header, 1
 	}
 	return 0, 0
 }

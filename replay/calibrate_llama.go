@@ -220,19 +220,39 @@ type LlamaCalibration struct {
 	CopyOtherNs float64 `json:"copy_other_ns,omitempty"`
 	// AfterPromptSteps counts the decode steps within AfterPromptCalls
 	// calls after a prompt call that gave the slowdown after prompt calls
-	// (Cost.AfterPromptNs, Cost.AfterPromptDecay), and AfterPromptExtra is
-	// their median extra time in ns, one per call after the prompt call,
-	// against the steady steps of their request.
-	AfterPromptSteps int       `json:"after_prompt_steps,omitempty"`
-	AfterPromptExtra []float64 `json:"after_prompt_extra_ns,omitempty"`
-	Method           string    `json:"method"`
+	// (Cost.AfterPromptCurve), and AfterPromptBins are those steps by
+	// context, one bin per point of the curve.
+	AfterPromptSteps int              `json:"after_prompt_steps,omitempty"`
+	AfterPromptBins  []AfterPromptBin `json:"after_prompt_bins,omitempty"`
+	Method           string           `json:"method"`
+}
+
+// AfterPromptBin is the decode steps of a context range, measured after
+// prompt calls: their median context, how many there are, and their median
+// extra time in ns, one per call after the prompt call (j = 1 ..
+// AfterPromptCalls), against the steady steps of their request.
+type AfterPromptBin struct {
+	Context int64     `json:"context_tokens"`
+	From    int64     `json:"from_tokens"` // the range's bounds: From <= context < To
+	To      int64     `json:"to_tokens"`
+	Steps   int       `json:"steps"`
+	Extra   []float64 `json:"extra_ns"`
 }
 
 // AfterPromptCalls is how many calls after a prompt call the calibration
 // measures the decode steps' extra time over: the extras of the first
-// calls give llamacpp.CPUCost.AfterPromptNs and AfterPromptDecay, and a
-// request's steps further away are its steady steps.
+// calls give llamacpp.CPUCost.AfterPromptCurve, and a request's steps
+// further away are its steady steps.
 const AfterPromptCalls = 5
+
+// afterPromptBin is the width, in context tokens, of the ranges the
+// after-prompt fit starts from; afterPromptMinSteps is how many steps a
+// range needs at each of the AfterPromptCalls distances, or it is merged
+// with the next range (the last with the one before).
+const (
+	afterPromptBin      = 500
+	afterPromptMinSteps = 10
+)
 
 // CalibrateLlama fits llamacpp.CPUCost to a per-request trace of the
 // calibration trace's replay against a llama-server run with cfg's
@@ -463,19 +483,20 @@ func CalibrateLlamaRuns(runs [][]traces.Record, cfg llamacpp.Config, fit LlamaFi
 		}
 		break
 	}
-	var apNs, apDecay float64
+	var apCurve []llamacpp.AfterPromptPoint
 	var apSteps int
-	var apExtra []float64
+	var apBins []AfterPromptBin
 	if !fit.NoAfterPrompt {
-		apNs, apDecay, apSteps, apExtra = fitAfterPrompt(dec)
-		if apNs > 0 {
+		apCurve, apSteps, apBins = fitAfterPrompt(dec)
+		switch {
+		case apCurve != nil:
 			for i := range dec {
-				dec[i].y -= apNs * meanAfterPrompt(dec[i].steps, apDecay)
+				dec[i].y -= meanAfterPrompt(dec[i].steps, apCurve)
 			}
-			method += fmt.Sprintf("; decode steps after a prompt call: the medians of %d steps within %d calls of one, against their request's steady steps, fitted as after_prompt_ns * after_prompt_decay^(calls-1) and taken out of the decode samples before the decode fit", apSteps, AfterPromptCalls)
-		} else if apExtra == nil {
-			method += fmt.Sprintf("; decode steps after a prompt call: too few measured (%d steps within %d calls of one, need 5 at each distance), not fitted", apSteps, AfterPromptCalls)
-		} else {
+			method += fmt.Sprintf("; decode steps after a prompt call: the medians of %d steps within %d calls of one, against their request's steady steps, in %d context ranges, each fitted as ns * decay^(calls-1) at its median context and taken out of the decode samples before the decode fit", apSteps, AfterPromptCalls, len(apBins))
+		case apBins == nil:
+			method += fmt.Sprintf("; decode steps after a prompt call: too few measured (%d steps within %d calls of one, need %d at each distance), not fitted", apSteps, AfterPromptCalls, afterPromptMinSteps)
+		default:
 			method += fmt.Sprintf("; decode steps after a prompt call: no extra time found (%d steps within %d calls of one)", apSteps, AfterPromptCalls)
 		}
 	}
@@ -490,10 +511,10 @@ func CalibrateLlamaRuns(runs [][]traces.Record, cfg llamacpp.Config, fit LlamaFi
 	c := &LlamaCalibration{
 		Cost:           llamacpp.CPUCost{Fitted: hw.Fitted{Prefill: [4]float64{pc[colCalls], pc[colNew], pc[colPairs], 0}, Decode: [3]float64{dc[0], dc[1], dc[2]}}, StateCopy: pc[colCopied], StateRestore: pc[colCopied], StateFresh: pc[colFresh], Delay: fit.RequestDelay},
 		PrefillSamples: len(pre), PrefillShapes: len(py), DecodeSamples: len(dec), DecodeShapes: len(dy), MaxBatch: maxB,
-		AfterPromptSteps: apSteps, AfterPromptExtra: apExtra,
+		AfterPromptSteps: apSteps, AfterPromptBins: apBins,
 		Method: method,
 	}
-	c.Cost.AfterPromptNs, c.Cost.AfterPromptDecay = apNs, apDecay
+	c.Cost.AfterPromptCurve = apCurve
 	if cc != nil {
 		c.Cost.StateCopy, c.Cost.StateRestore, c.Cost.StateFresh = cc[copyCopied], cc[copyCopied], cc[copyFresh]
 		c.CopySamples, c.CopyShapes, c.CopyOtherNs = len(cps), len(cy), cc[copyOther]
@@ -548,7 +569,8 @@ type calSample struct {
 // wrong.
 type calStep struct {
 	dt     float64
-	pos    int // the token the step gave, in the request's stream
+	pos    int   // the token the step gave, in the request's stream
+	ctx    int64 // the step's context: every generating request's tokens
 	after  []int
 	unsure bool
 }
@@ -864,7 +886,7 @@ func decodeSample(recs []traces.Record, ok []int, spans, blind []calSpan, times 
 			sum[2] += c
 			sy += float64(z - a)
 			after, unsure := tl.after(z)
-			steps = append(steps, calStep{dt: float64(z - a), pos: k, after: after, unsure: unsure})
+			steps = append(steps, calStep{dt: float64(z - a), pos: k, ctx: int64(c), after: after, unsure: unsure})
 		}
 		if len(steps) == 0 {
 			return nil, 0, 0, nil, false
@@ -977,31 +999,39 @@ func (tl *callTimeline) after(z int64) (after []int, unsure bool) {
 }
 
 // fitAfterPrompt measures how much longer decode steps take in the calls
-// after a prompt call. For each decode sample with timed steps, of which at
-// least three are steady (no prompt call within AfterPromptCalls calls
-// before), a line through its steady steps' times against their token's
-// position in the stream (Theil-Sen: the median slope of all pairs, robust to a stalled step; the
-// context grows by a token per slot and step) gives the time a step would
-// take without prompt calls, and a step j calls after its last prompt call
-// took the rest more. The medians of those extras for j =
-// 1..AfterPromptCalls are fitted, by least squares, as ns * decay^(j-1)
-// (decay on a grid of 0.01 up to maxAfterPromptDecay, ns in closed form). The fit is made three
-// times, each taking the previous one's extra time out of the steps before
-// it measures them again: the steady steps still carry a little of it, and
-// a step after two prompt calls carries both. Steps whose window holds an
-// unsure call (calStep) take no part. ns is 0 when no extra is positive or
-// some j has fewer than 5 steps (extra is then nil). steps counts the
-// steps measured; extra are the medians of the last round.
-func fitAfterPrompt(dec []calSample) (ns, decay float64, steps int, extra []float64) {
+// after a prompt call, against the steps' context. For each decode sample
+// with timed steps, of which at least three are steady (no prompt call
+// within AfterPromptCalls calls before), a line through its steady steps'
+// times against their token's position in the stream (Theil-Sen: the
+// median slope of all pairs, robust to a stalled step; the context grows
+// by a token per slot and step) gives the time a step would take without
+// prompt calls, and a step j calls after its last prompt call took the
+// rest more. The steps are put in ranges of afterPromptBin context tokens,
+// merged until each has afterPromptMinSteps steps at every j = 1 ..
+// AfterPromptCalls; in each range the medians of the extras are fitted, by
+// least squares, as ns * decay^(j-1) (decay on a grid of 0.01 up to
+// maxAfterPromptDecay, ns in closed form), a point of the curve at the
+// range's median context. The fit is made three times, each taking the
+// previous one's extra time out of the steps before it measures them
+// again: the steady steps still carry a little of it, and a step after two
+// prompt calls carries both. Steps whose window holds an unsure call
+// (calStep) take no part. The curve is nil when no range has a positive
+// extra, or when too few steps were measured for one range (bins is then
+// nil). steps counts the steps measured; bins are the last round's ranges.
+func fitAfterPrompt(dec []calSample) (curve []llamacpp.AfterPromptPoint, steps int, bins []AfterPromptBin) {
+	type measured struct {
+		ctx   int64
+		j     int
+		extra float64
+	}
 	for range 3 {
-		byCall := make([][]float64, AfterPromptCalls)
-		steps = 0
+		var all []measured
 		for _, s := range dec {
 			var xs, ys []float64
 			for _, st := range s.steps {
 				if !st.unsure && (len(st.after) == 0 || st.after[0] > AfterPromptCalls) {
 					xs = append(xs, float64(st.pos))
-					ys = append(ys, st.dt-ns*stepAfterPrompt(st.after, decay))
+					ys = append(ys, st.dt-stepAfterPrompt(st, curve, 0))
 				}
 			}
 			if len(ys) < 3 {
@@ -1011,54 +1041,100 @@ func fitAfterPrompt(dec []calSample) (ns, decay float64, steps int, extra []floa
 			for _, st := range s.steps {
 				if !st.unsure && len(st.after) > 0 && st.after[0] <= AfterPromptCalls {
 					// The older prompt calls' part, as the last round fitted it.
-					older := ns * (stepAfterPrompt(st.after, decay) - math.Pow(decay, float64(st.after[0]-1)))
-					byCall[st.after[0]-1] = append(byCall[st.after[0]-1], st.dt-older-(a+b*float64(st.pos)))
-					steps++
+					older := stepAfterPrompt(st, curve, 1)
+					all = append(all, measured{st.ctx, st.after[0], st.dt - older - (a + b*float64(st.pos))})
 				}
 			}
 		}
-		extra = extra[:0]
-		for _, e := range byCall {
-			if len(e) < 5 {
-				return 0, 0, steps, nil
-			}
-			extra = append(extra, median(e))
-		}
-		best := math.Inf(1)
-		ns, decay = 0, 0
-		for g := 0; float64(g) <= 100*maxAfterPromptDecay; g++ {
-			r := float64(g) / 100
-			var num, den float64
-			for j, e := range extra {
-				w := math.Pow(r, float64(j))
-				num += e * w
-				den += w * w
-			}
-			a := max(0, num/den)
-			var sse float64
-			for j, e := range extra {
-				d := e - a*math.Pow(r, float64(j))
-				sse += d * d
-			}
-			if sse < best {
-				best, ns, decay = sse, a, r
+		steps = len(all)
+		slices.SortStableFunc(all, func(x, y measured) int { return cmp.Compare(x.ctx, y.ctx) })
+		// The ranges: afterPromptBin tokens wide, merged up to
+		// afterPromptMinSteps steps at each distance; the rest joins the
+		// last range.
+		bins = bins[:0]
+		var groups [][]measured
+		var n [AfterPromptCalls]int
+		start := 0
+		for i, m := range all {
+			n[m.j-1]++
+			binEnd := i+1 == len(all) || all[i+1].ctx/afterPromptBin != m.ctx/afterPromptBin
+			if binEnd && slices.Min(n[:]) >= afterPromptMinSteps {
+				groups = append(groups, all[start:i+1])
+				start, n = i+1, [AfterPromptCalls]int{}
 			}
 		}
-		if !(ns > 0) {
-			return 0, 0, steps, extra
+		if len(groups) == 0 {
+			return nil, steps, nil
+		}
+		if start < len(all) {
+			last := len(groups) - 1
+			groups[last] = all[len(all)-len(groups[last])-(len(all)-start):]
+		}
+		curve = curve[:0]
+		for _, g := range groups {
+			byCall := make([][]float64, AfterPromptCalls)
+			ctx := make([]float64, len(g))
+			for i, m := range g {
+				byCall[m.j-1] = append(byCall[m.j-1], m.extra)
+				ctx[i] = float64(m.ctx)
+			}
+			bin := AfterPromptBin{Context: int64(math.Round(median(ctx))), From: g[0].ctx / afterPromptBin * afterPromptBin,
+				To: (g[len(g)-1].ctx/afterPromptBin + 1) * afterPromptBin, Steps: len(g)}
+			for _, e := range byCall {
+				bin.Extra = append(bin.Extra, median(e))
+			}
+			bins = append(bins, bin)
+			ns, decay := fitDecay(bin.Extra)
+			curve = append(curve, llamacpp.AfterPromptPoint{Context: bin.Context, Ns: ns, Decay: decay})
+		}
+		if !slices.ContainsFunc(curve, func(p llamacpp.AfterPromptPoint) bool { return p.Ns > 0 }) {
+			return nil, steps, bins
 		}
 	}
-	return ns, decay, steps, extra
+	return curve, steps, bins
 }
 
-// stepAfterPrompt is a step's weight of the extra time: the sum of
-// decay^(j-1) over the prompt calls j calls before it.
-func stepAfterPrompt(after []int, decay float64) float64 {
+// fitDecay fits extra[j-1] as ns * decay^(j-1) by least squares: decay on
+// a grid of 0.01 up to maxAfterPromptDecay, ns >= 0 in closed form.
+func fitDecay(extra []float64) (ns, decay float64) {
+	best := math.Inf(1)
+	for g := 0; float64(g) <= 100*maxAfterPromptDecay; g++ {
+		r := float64(g) / 100
+		var num, den float64
+		for j, e := range extra {
+			w := math.Pow(r, float64(j))
+			num += e * w
+			den += w * w
+		}
+		a := max(0, num/den)
+		var sse float64
+		for j, e := range extra {
+			d := e - a*math.Pow(r, float64(j))
+			sse += d * d
+		}
+		if sse < best {
+			best, ns, decay = sse, a, r
+		}
+	}
+	if ns == 0 {
+		decay = 0
+	}
+	return ns, decay
+}
+
+// stepAfterPrompt is the extra time curve gives a step for its prompt
+// calls but the first skip of them (most recent first): ns * decay^(j-1)
+// summed over those j calls back, ns and decay at the step's context.
+func stepAfterPrompt(st calStep, curve []llamacpp.AfterPromptPoint, skip int) float64 {
+	if len(st.after) <= skip || len(curve) == 0 {
+		return 0
+	}
+	ns, decay := llamacpp.AfterPromptAt(curve, st.ctx)
 	var w float64
-	for _, j := range after {
+	for _, j := range st.after[skip:] {
 		w += math.Pow(decay, float64(j-1))
 	}
-	return w
+	return ns * w
 }
 
 // theilSen fits y = a + b*x: b the median of the slopes of all pairs of
@@ -1082,15 +1158,15 @@ func theilSen(xs, ys []float64) (a, b float64) {
 	return median(rest), b
 }
 
-// meanAfterPrompt is the mean weight of the extra time over steps (see
+// meanAfterPrompt is the mean extra time curve gives steps (see
 // stepAfterPrompt).
-func meanAfterPrompt(steps []calStep, decay float64) float64 {
+func meanAfterPrompt(steps []calStep, curve []llamacpp.AfterPromptPoint) float64 {
 	if len(steps) == 0 {
 		return 0
 	}
 	var w float64
 	for _, st := range steps {
-		w += stepAfterPrompt(st.after, decay)
+		w += stepAfterPrompt(st, curve, 0)
 	}
 	return w / float64(len(steps))
 }
@@ -1181,9 +1257,11 @@ func (c *LlamaCalibration) WriteLlamaTOML(w io.Writer, cfg llamacpp.Config, sour
 		small += fmt.Sprintf("# a call of more than small_call_tokens and at most medium_call_tokens tokens pays medium_call_pair_ns\nmedium_call_tokens = %d\nmedium_call_pair_ns = %s\n",
 			c.Cost.MediumCall, tomlFloat(c.Cost.MediumPair))
 	}
-	if c.Cost.AfterPromptNs > 0 {
-		small += fmt.Sprintf("# a decode-only call j calls (of any kind) after a call in which a prompt ended takes after_prompt_ns * after_prompt_decay^(j-1) more\nafter_prompt_ns = %s\nafter_prompt_decay = %s\n",
-			tomlFloat(c.Cost.AfterPromptNs), tomlFloat(c.Cost.AfterPromptDecay))
+	if len(c.Cost.AfterPromptCurve) > 0 {
+		small += "\n# a decode-only call over c context tokens, j calls (of any kind) after a call in which a prompt ended, takes\n# ns * decay^(j-1) more, ns and decay linear in c between these points and the end points' beyond them\n"
+		for _, p := range c.Cost.AfterPromptCurve {
+			small += fmt.Sprintf("[[llamacpp.cost.after_prompt]]\ncontext_tokens = %d\nns = %s\ndecay = %s\n", p.Context, tomlFloat(p.Ns), tomlFloat(p.Decay))
+		}
 	}
 	p, d := c.Cost.Prefill, c.Cost.Decode
 	copies := ""

@@ -608,10 +608,11 @@ func TestCalibrateLlamaInFlightWithoutTTFT(t *testing.T) {
 
 // The fit finds the simulator's extra time of decode steps after a prompt
 // call from the streams' token times, and takes it out of the decode
-// samples: the steady decode coefficients come out as without it.
+// samples: the steady decode coefficients come out as without it. A
+// constant term comes back at every point of the curve.
 func TestCalibrateLlamaRecoversAfterPrompt(t *testing.T) {
 	truth := llamacpp.CPUCost{Fitted: hw.Fitted{Prefill: [4]float64{2e6, 120e3, 110, 0}, Decode: [3]float64{0.8e6, 200e3, 600}},
-		Tile: 64, ShortPair: 600, AfterPromptNs: 1.1e6, AfterPromptDecay: 0.5}
+		Tile: 64, ShortPair: 600, AfterPromptCurve: []llamacpp.AfterPromptPoint{{Ns: 1.1e6, Decay: 0.5}}}
 	cfg := llamacpp.DefaultConfig()
 	recs, res := simCalibrationRun(t, cfg, &truth, 3, 2)
 	runs := [][]traces.Record{perRequest(t, recs, res)}
@@ -620,45 +621,81 @@ func TestCalibrateLlamaRecoversAfterPrompt(t *testing.T) {
 		t.Fatal(err)
 	}
 	within := func(name string, got, want, tol float64) {
+		t.Helper()
 		if math.Abs(got-want) > tol*math.Abs(want) {
-			t.Errorf("%s = %g, want %g within %.0f%%", name, got, want, 100*tol)
+			t.Errorf("%s = %g, want %g within %.1f%%", name, got, want, 100*tol)
 		}
 	}
-	within("after_prompt_ns", c.Cost.AfterPromptNs, truth.AfterPromptNs, 1e-3)
-	within("after_prompt_decay", c.Cost.AfterPromptDecay, truth.AfterPromptDecay, 1e-3)
+	if len(c.Cost.AfterPromptCurve) < 2 || len(c.AfterPromptBins) != len(c.Cost.AfterPromptCurve) {
+		t.Fatalf("curve of %d points, %d bins; want several, one per bin", len(c.Cost.AfterPromptCurve), len(c.AfterPromptBins))
+	}
+	for i, p := range c.Cost.AfterPromptCurve {
+		within(fmt.Sprintf("point %d (%d tokens): ns", i, p.Context), p.Ns, 1.1e6, 1e-3)
+		within(fmt.Sprintf("point %d (%d tokens): decay", i, p.Context), p.Decay, 0.5, 1e-3)
+		b := c.AfterPromptBins[i]
+		if b.Context != p.Context || b.From > b.Context || b.Context >= b.To || (i > 0 && b.From != c.AfterPromptBins[i-1].To) || len(b.Extra) != AfterPromptCalls {
+			t.Errorf("bin %d: %+v after %+v", i, b, c.AfterPromptBins[max(i-1, 0)])
+		}
+		for j, e := range b.Extra {
+			within(fmt.Sprintf("bin %d: extra %d calls after", i, j+1), e, 1.1e6*math.Pow(0.5, float64(j)), 1e-3)
+		}
+	}
 	for i := range 3 {
 		within(fmt.Sprintf("decode[%d]", i), c.Cost.Decode[i], truth.Decode[i], 1e-3)
-	}
-	for j, e := range c.AfterPromptExtra {
-		within(fmt.Sprintf("extra %d calls after", j+1), e, truth.AfterPromptNs*math.Pow(truth.AfterPromptDecay, float64(j)), 1e-3)
-	}
-	if c.AfterPromptSteps == 0 || len(c.AfterPromptExtra) != AfterPromptCalls {
-		t.Errorf("%d steps, %d extras; want some, and %d", c.AfterPromptSteps, len(c.AfterPromptExtra), AfterPromptCalls)
 	}
 	var out bytes.Buffer
 	if err := c.WriteLlamaTOML(&out, cfg, "test"); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "after_prompt_ns = ") || !strings.Contains(out.String(), "after_prompt_decay = ") {
-		t.Errorf("TOML lacks the after-prompt term:\n%s", out.String())
+	if n := strings.Count(out.String(), "[[llamacpp.cost.after_prompt]]\ncontext_tokens = "); n != len(c.Cost.AfterPromptCurve) {
+		t.Errorf("TOML has %d after-prompt points, want %d:\n%s", n, len(c.Cost.AfterPromptCurve), out.String())
 	}
 	// Without the term the decode fit spreads the extra over every step.
 	off, err := CalibrateLlamaRuns(runs, cfg, LlamaFit{Tile: 64, NoAfterPrompt: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if off.Cost.AfterPromptNs != 0 || off.Cost.Decode[0] <= truth.Decode[0]*1.05 {
-		t.Errorf("without the term: after_prompt_ns %g, decode[0] %g; want 0 and above %g", off.Cost.AfterPromptNs, off.Cost.Decode[0], truth.Decode[0]*1.05)
+	if off.Cost.AfterPromptCurve != nil || off.Cost.Decode[0] <= truth.Decode[0]*1.05 {
+		t.Errorf("without the term: curve %v, decode[0] %g; want none and above %g", off.Cost.AfterPromptCurve, off.Cost.Decode[0], truth.Decode[0]*1.05)
 	}
 	// A simulator without the term gives none.
-	truth.AfterPromptNs = 0
+	truth.AfterPromptCurve = nil
 	recs, res = simCalibrationRun(t, cfg, &truth, 3, 2)
 	none, err := CalibrateLlamaRuns([][]traces.Record{perRequest(t, recs, res)}, cfg, LlamaFit{Tile: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if none.Cost.AfterPromptNs != 0 {
-		t.Errorf("after_prompt_ns %g from a simulator without it, want 0", none.Cost.AfterPromptNs)
+	if none.Cost.AfterPromptCurve != nil {
+		t.Errorf("curve %v from a simulator without it, want none", none.Cost.AfterPromptCurve)
+	}
+}
+
+// A term that grows with the decode call's context comes back as a curve
+// through it: at each point within 3% of the truth there.
+func TestCalibrateLlamaRecoversAfterPromptCurve(t *testing.T) {
+	curve := []llamacpp.AfterPromptPoint{{Context: 200, Ns: 0.4e6, Decay: 0.3}, {Context: 1500, Ns: 1.5e6, Decay: 0.6}, {Context: 2500, Ns: 1.8e6, Decay: 0.7}}
+	truth := llamacpp.CPUCost{Fitted: hw.Fitted{Prefill: [4]float64{2e6, 120e3, 110, 0}, Decode: [3]float64{0.8e6, 200e3, 600}},
+		Tile: 64, ShortPair: 600, AfterPromptCurve: curve}
+	cfg := llamacpp.DefaultConfig()
+	recs, res := simCalibrationRun(t, cfg, &truth, 3, 2)
+	c, err := CalibrateLlamaRuns([][]traces.Record{perRequest(t, recs, res)}, cfg, LlamaFit{Tile: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("curve %v", c.Cost.AfterPromptCurve)
+	if len(c.Cost.AfterPromptCurve) < 3 {
+		t.Fatalf("curve %v, want 3 points or more", c.Cost.AfterPromptCurve)
+	}
+	for _, p := range c.Cost.AfterPromptCurve {
+		ns, decay := llamacpp.AfterPromptAt(curve, p.Context)
+		if math.Abs(p.Ns-ns) > 0.03*ns || math.Abs(p.Decay-decay) > 0.03 {
+			t.Errorf("at %d tokens: %g * %g^(j-1), want %g * %g^(j-1)", p.Context, p.Ns, p.Decay, ns, decay)
+		}
+	}
+	for i := range 3 {
+		if d, want := c.Cost.Decode[i], truth.Decode[i]; math.Abs(d-want) > 0.01*want {
+			t.Errorf("decode[%d] = %g, want %g within 1%%", i, d, want)
+		}
 	}
 }
 

@@ -296,13 +296,17 @@ func calibrateLlama(f *configs.File, cfgPath, genTrace string, perReqs, serverLo
 		fmt.Fprintf(stdout, "copies (server logs): TTFT - prompt eval ns = %.6g + %.4g*state_bytes_copied + %.4g*state_bytes_saved_beyond_high_water   (%d requests alone, %d shapes: MAPE %.2f%% on medians)\n",
 			c.CopyOtherNs, c.Cost.StateCopy, c.Cost.StateFresh, c.CopySamples, c.CopyShapes, c.CopyMAPE)
 	}
-	if c.Cost.AfterPromptNs > 0 {
-		extra := make([]string, len(c.AfterPromptExtra))
-		for i, e := range c.AfterPromptExtra {
-			extra[i] = fmt.Sprintf("%.3g", e/1e6)
+	if len(c.Cost.AfterPromptCurve) > 0 {
+		fmt.Fprintf(stdout, "after a prompt call: a decode-only call j calls later takes ns*decay^(j-1) more, by its context   (%d steps)\n", c.AfterPromptSteps)
+		for i, p := range c.Cost.AfterPromptCurve {
+			b := c.AfterPromptBins[i]
+			extra := make([]string, len(b.Extra))
+			for k, e := range b.Extra {
+				extra[k] = fmt.Sprintf("%.3g", e/1e6)
+			}
+			fmt.Fprintf(stdout, "  %5d context tokens: %.6g*%.3g^(j-1) ns   (%d steps of %d-%d tokens; median extras at j = 1-%d: %s ms)\n",
+				p.Context, p.Ns, p.Decay, b.Steps, b.From, b.To-1, len(extra), strings.Join(extra, ", "))
 		}
-		fmt.Fprintf(stdout, "after a prompt call: a decode-only call j calls later takes %.6g*%.3g^(j-1) ns more   (%d steps; median extras at j = 1-%d: %s ms)\n",
-			c.Cost.AfterPromptNs, c.Cost.AfterPromptDecay, c.AfterPromptSteps, len(extra), strings.Join(extra, ", "))
 	}
 	fmt.Fprintf(stdout, "method: %s (-b %d)\n", c.Method, cfg.Batch)
 	fmt.Fprintf(stdout, "wrote %s\n", out)

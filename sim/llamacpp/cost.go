@@ -1,6 +1,7 @@
 package llamacpp
 
 import (
+	"cmp"
 	"math"
 	"slices"
 
@@ -35,11 +36,50 @@ type StateCopier interface {
 // AfterPrompter is implemented by cost models whose decode-only calls run
 // slower for a few calls after a call in which a prompt ended.
 type AfterPrompter interface {
-	// AfterPrompt is the extra time of the first decode-only call after
-	// such a call, in ns (>= 0), and the factor (in [0, 1)) by which it
+	// AfterPrompt is, for a decode-only call over context tokens (the
+	// positions its generating slots read: each slot's tokens, the one it
+	// decodes included), the extra time of such a call made just after a
+	// prompt call, in ns (>= 0), and the factor (in [0, 1)) by which it
 	// falls with each call after that. Extras of several prompt calls add
 	// up.
-	AfterPrompt() (ns, decay float64)
+	AfterPrompt(context int64) (ns, decay float64)
+}
+
+// AfterPromptPoint is the after-prompt term ([AfterPrompter]) of a
+// decode-only call over Context tokens.
+type AfterPromptPoint struct {
+	Context int64   `json:"context_tokens"` // >= 0, ascending in a curve
+	Ns      float64 `json:"ns"`             // >= 0
+	Decay   float64 `json:"decay"`          // in [0, 1)
+}
+
+// AfterPromptAt is the after-prompt term of a call over context tokens on
+// curve, points in ascending Context: linear between the two points around
+// it, the first point's below the curve, the last point's above it (0, 0
+// for an empty curve). A negative or NaN Ns counts as 0, a decay outside
+// [0, 1) or NaN as 0 (configs reject both).
+func AfterPromptAt(curve []AfterPromptPoint, context int64) (ns, decay float64) {
+	if len(curve) == 0 {
+		return 0, 0
+	}
+	i, _ := slices.BinarySearchFunc(curve, context, func(p AfterPromptPoint, c int64) int { return cmp.Compare(p.Context, c) })
+	switch {
+	case i == 0:
+		ns, decay = curve[0].Ns, curve[0].Decay
+	case i == len(curve):
+		ns, decay = curve[i-1].Ns, curve[i-1].Decay
+	default:
+		a, b := curve[i-1], curve[i]
+		f := float64(context-a.Context) / float64(b.Context-a.Context)
+		ns, decay = a.Ns+f*(b.Ns-a.Ns), a.Decay+f*(b.Decay-a.Decay)
+	}
+	if !(ns > 0) || math.IsInf(ns, 1) {
+		ns = 0
+	}
+	if !(decay > 0 && decay < 1) {
+		decay = 0
+	}
+	return ns, decay
 }
 
 // CPUCost is a llama.cpp-on-CPU cost model with hw.Fitted's coefficients:
@@ -102,20 +142,27 @@ type AfterPrompter interface {
 // the traces' prompt times at concurrency 1 (server log) with 13.8% MAPE
 // against the tiers' 14.5%, with one rate fewer.
 //
-// AfterPromptNs and AfterPromptDecay slow down the decode-only calls that
-// follow a call in which a prompt ended (a request sampled its first
-// token): a decode-only call j calls after it (counting calls of every
-// kind) takes AfterPromptNs * AfterPromptDecay^(j-1) more ([AfterPrompter]). On llama-server b11669
-// with -t 1, the decode steps of the calibration runs of six fidelity runs
-// took 1.1, 0.6, 0.3 and 0.17 ms more (medians) in the first four calls
-// after a prompt call than a fit of the steady steps; in the chat trace at
-// -np 4 the real steps took about 1.4, 1.1 and 0.9 ms more than the model
-// without the term, whose steady steps were within 5-15%. The cause is not
-// known (the CPU's caches refilling after the prompt's working set is one
-// candidate). Without the term the decode fit, made from requests with one
-// prompt call at their start, spreads it over all steps, and a trace whose
-// requests see several prompt calls while they decode comes out short:
-// chat's decode-only time by 12-18%. 0 turns it off.
+// AfterPromptCurve slows down the decode-only calls that follow a call in
+// which a prompt ended (a request sampled its first token): a decode-only
+// call over c context tokens, j calls after it (counting calls of every
+// kind), takes ns(c) * decay(c)^(j-1) more, ns and decay read off the
+// curve ([AfterPromptAt], [AfterPrompter]); the extras of the prompt calls
+// in the 48 calls before add up. On llama-server b11669 with -t 1, the
+// decode steps of the calibration runs of six fidelity runs took 1.1, 0.6,
+// 0.3 and 0.17 ms more (medians) in the first four calls after a prompt
+// call than a fit of the steady steps; in the chat trace at -np 4 the real
+// steps took about 1.4, 1.1 and 0.9 ms more than the model without the
+// term, whose steady steps were within 5-15%. Both the extra and how long
+// it lasts grow with the step's context: in the calibration runs of five
+// fidelity runs, 0.66, 0.20 and 0.04 ms (j = 1, 2, 3) below 1000 context
+// tokens, 1.61, 0.84 and 0.49 at 1000-1999 and 1.61, 1.22 and 0.83 at
+// 2000-2999, where chat's steps of that size took 1.51, 1.18 and 0.84.
+// The cause is not known (the CPU's caches refilling after the prompt's
+// working set is one candidate). Without the term the decode fit, made
+// from requests with one prompt call at their start, spreads it over all
+// steps, and a trace whose requests see several prompt calls while they
+// decode comes out short: chat's decode-only time by 12-18%. An empty
+// curve turns it off.
 type CPUCost struct {
 	hw.Fitted
 	StateCopy    float64 // ns per byte saved, >= 0
@@ -128,23 +175,14 @@ type CPUCost struct {
 	Tile         int     // the tiled attention kernel's tile, in rows (0: the pair-count model above)
 	ShortPair    float64 // ns per causal pair of fewer than Tile rows, >= 0
 	Delay        int64   // ns from a request's arrival until the server loop sees its task, >= 0
-	// AfterPromptNs is the extra ns of the first decode-only call after a
-	// prompt call (>= 0), AfterPromptDecay its factor per call (in [0, 1)).
-	AfterPromptNs    float64
-	AfterPromptDecay float64
+	// AfterPromptCurve is the after-prompt term against the decode call's
+	// context, in ascending Context.
+	AfterPromptCurve []AfterPromptPoint
 }
 
-// AfterPrompt implements AfterPrompter.
-// A negative or NaN AfterPromptNs is 0; a decay outside [0, 1) or NaN is 0
-// (configs reject both).
-func (c *CPUCost) AfterPrompt() (ns, decay float64) {
-	if c.AfterPromptNs > 0 && !math.IsInf(c.AfterPromptNs, 1) {
-		ns = c.AfterPromptNs
-	}
-	if c.AfterPromptDecay > 0 && c.AfterPromptDecay < 1 {
-		decay = c.AfterPromptDecay
-	}
-	return ns, decay
+// AfterPrompt implements AfterPrompter: AfterPromptAt on the curve.
+func (c *CPUCost) AfterPrompt(context int64) (ns, decay float64) {
+	return AfterPromptAt(c.AfterPromptCurve, context)
 }
 
 // RequestDelay implements RequestDelayer.
@@ -222,6 +260,19 @@ func (c *CPUCost) CallTime(call []Chunk, ubatch int) int64 {
 		t += c.Decode[1]*float64(decodes) + c.Decode[2]*float64(context)
 	}
 	return int64(math.Round(max(0, t)))
+}
+
+// callContext is the context of a call's decode tokens: the positions
+// their slots read, each slot's cached tokens and the one it decodes (a
+// full hit's one-token chunk counts as a decode token).
+func callContext(call []Chunk) int64 {
+	var context int64
+	for _, ch := range call {
+		if ch.decodeToken() {
+			context += ch.Cached + 1
+		}
+	}
+	return context
 }
 
 // CopyTime implements StateCopier: round(Saved * StateCopy + Fresh *

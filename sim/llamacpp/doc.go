@@ -86,9 +86,10 @@
 // that arrive while it copies start in the same turn, so their prompts
 // join that call (llama-server's queue loop takes every waiting task
 // before it runs update_slots). A cost model that is an [AfterPrompter]
-// (CPUCost with AfterPromptNs) makes the decode-only calls after a call in
-// which a prompt ended slower, by an extra that falls by a factor with
-// each call. [TinyCPU] holds coefficients measured on
+// (CPUCost with an AfterPromptCurve) makes the decode-only calls after a
+// call in which a prompt ended slower, by an extra that falls by a factor
+// with each call; both the extra and the factor depend on the decode
+// call's context. [TinyCPU] holds coefficients measured on
 // this project's 2-vCPU machines with the tiny model (see its comment);
 // `kvsim calibrate` fits all of them, the copy rates included.
 //

@@ -63,11 +63,11 @@ type Sim struct {
 	parts    []part  // the call in flight; empty while copying states
 	chunks   []Chunk // the call in flight, for the cost model
 	copied   Copies  // state bytes copied by the launches of this server-loop turn
-	// afterPrompt weighs the prompt calls before the next call by how
-	// recent they are (AfterPrompter): 1 for the last call, apDecay^(j-1)
-	// for the j-th last; a decode-only call pays apNs times it more.
-	afterPrompt   float64
-	apNs, apDecay float64
+	// prompted are the numbers (stats.Calls) of the calls in which a
+	// prompt ended, of the last maxAfterPrompt calls, oldest first; ap
+	// gives a decode-only call's extra for them (AfterPrompter).
+	prompted []int64
+	ap       AfterPrompter
 
 	src     sim.Source
 	pending *traces.Record // the next record, not yet arrived
@@ -141,7 +141,7 @@ func New(cfg Config, cost CostModel) (*Sim, error) {
 	}
 	s.ram = newRAMCache(cfg, &s.stats)
 	if ap, ok := cost.(AfterPrompter); ok {
-		s.apNs, s.apDecay = ap.AfterPrompt()
+		s.ap = ap
 	}
 	if d, ok := cost.(RequestDelayer); ok {
 		s.delay = d.RequestDelay()
@@ -356,15 +356,12 @@ func (s *Sim) iterate() {
 		s.counters.PrefillBatches++
 		s.counters.PrefillNs += d
 	default:
-		if s.afterPrompt > 0 && s.apNs > 0 {
-			extra := int64(math.Round(s.apNs * s.afterPrompt))
-			d += extra
-			s.stats.AfterPromptNs += extra
-		}
+		extra := s.afterPromptExtra()
+		d += extra
+		s.stats.AfterPromptNs += extra
 		s.counters.DecodeSteps++
 		s.counters.DecodeNs += d
 	}
-	s.afterPrompt *= s.apDecay // the next call is one call further from each prompt call
 	s.busy = true
 	s.batchEnd = s.now + d
 }
@@ -497,8 +494,36 @@ func (s *Sim) endCall() {
 		}
 	}
 	if prompted {
-		s.afterPrompt++
+		s.prompted = append(s.prompted, s.stats.Calls)
 	}
+}
+
+// maxAfterPrompt is how many calls back a prompt call slows a decode-only
+// call (AfterPrompter): the calibration measures it that far.
+const maxAfterPrompt = 48
+
+// afterPromptExtra is the extra time of the decode-only call in s.chunks,
+// call number s.stats.Calls, for the prompt calls before it: ns *
+// decay^(j-1) summed over those j calls back, ns and decay the cost's at
+// the call's context.
+func (s *Sim) afterPromptExtra() int64 {
+	n := 0
+	for n < len(s.prompted) && s.stats.Calls-s.prompted[n] > maxAfterPrompt {
+		n++
+	}
+	s.prompted = append(s.prompted[:0], s.prompted[n:]...)
+	if s.ap == nil || len(s.prompted) == 0 {
+		return 0
+	}
+	ns, decay := s.ap.AfterPrompt(callContext(s.chunks))
+	if ns == 0 {
+		return 0
+	}
+	var w float64
+	for _, p := range s.prompted {
+		w += math.Pow(decay, float64(s.stats.Calls-p-1))
+	}
+	return int64(math.Round(ns * w))
 }
 
 // outputID is the id of the request's i-th output token: the trace's when

@@ -2,6 +2,7 @@ package llamacpp
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -476,9 +477,15 @@ func TestPropInvariants(t *testing.T) {
 		// batch runs must carry alike.
 		cost := testCost
 		if rapid.Bool().Draw(t, "afterPrompt") {
-			cost = &CPUCost{Fitted: testCost.Fitted,
-				AfterPromptNs:    rapid.Float64Range(0, 2e6).Draw(t, "afterPromptNs"),
-				AfterPromptDecay: rapid.Float64Range(0, 0.95).Draw(t, "afterPromptDecay")}
+			var curve []AfterPromptPoint
+			var at int64
+			for i := range rapid.IntRange(1, 3).Draw(t, "afterPromptPoints") {
+				at += rapid.Int64Range(min(int64(i), 1), 3000).Draw(t, "afterPromptContext")
+				curve = append(curve, AfterPromptPoint{Context: at,
+					Ns:    rapid.Float64Range(0, 2e6).Draw(t, "afterPromptNs"),
+					Decay: rapid.Float64Range(0, 0.95).Draw(t, "afterPromptDecay")})
+			}
+			cost = &CPUCost{Fitted: testCost.Fitted, AfterPromptCurve: curve}
 		}
 		run := func() (*sim.Result, Stats) {
 			s, err := New(cfg, cost)
@@ -519,7 +526,7 @@ func TestPropInvariants(t *testing.T) {
 		if len(a.Requests) != len(recs) {
 			t.Fatalf("%d results for %d requests", len(a.Requests), len(recs))
 		}
-		if ns, _ := cost.AfterPrompt(); ns == 0 && sa.AfterPromptNs != 0 {
+		if !slices.ContainsFunc(cost.AfterPromptCurve, func(p AfterPromptPoint) bool { return p.Ns > 0 }) && sa.AfterPromptNs != 0 {
 			t.Fatalf("after_prompt_ns %d charged without the term", sa.AfterPromptNs)
 		}
 		for _, r := range a.Requests {
@@ -723,14 +730,14 @@ func copyGroupTrace() (Config, []traces.Record) {
 	}
 }
 
-// The decode-only calls after a call in which a prompt ended pay
-// AfterPromptNs, then decay times as much each call; a mixed call pays
+// The decode-only calls after a call in which a prompt ended pay the
+// curve's ns, then decay times as much each call; a mixed call pays
 // nothing, and the extras of prompt calls add up.
 func TestAfterPrompt(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Slots, cfg.Context = 2, 2000
 	run := func(ns, decay float64, recs []traces.Record) (map[string]sim.RequestResult, *Sim) {
-		return runByID(t, cfg, &CPUCost{Fitted: testCost.Fitted, AfterPromptNs: ns, AfterPromptDecay: decay}, recs)
+		return runByID(t, cfg, &CPUCost{Fitted: testCost.Fitted, AfterPromptCurve: []AfterPromptPoint{{Context: 500, Ns: ns, Decay: decay}}}, recs)
 	}
 	alone := []traces.Record{{ID: "x", Arrival: 0, InputLen: 50, Tokens: toks(1, 50), OutputLen: 5}}
 	off, _ := run(0, 0.5, alone)
@@ -766,5 +773,40 @@ func TestAfterPrompt(t *testing.T) {
 	}
 	if got := s.Stats().AfterPromptNs; got != 262500 {
 		t.Errorf("stats after_prompt_ns %d, want 262500", got)
+	}
+}
+
+// The extra is read off the curve at the decode call's context: x's four
+// decode steps read 51, 52, 53 and 54 tokens, where a curve through (0, 0)
+// and (100, 0.2 ms) gives 2 µs per token.
+func TestAfterPromptContext(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Slots, cfg.Context = 2, 2000
+	recs := []traces.Record{{ID: "x", Arrival: 0, InputLen: 50, Tokens: toks(1, 50), OutputLen: 5}}
+	curve := []AfterPromptPoint{{Context: 0, Ns: 0, Decay: 0.5}, {Context: 100, Ns: 2e5, Decay: 0.5}, {Context: 200, Ns: 0, Decay: 0}}
+	_, s := runByID(t, cfg, &CPUCost{Fitted: testCost.Fitted, AfterPromptCurve: curve}, recs)
+	if got, want := s.Stats().AfterPromptNs, int64(2000*(51+52*0.5+53*0.25+54*0.125)); got != want {
+		t.Errorf("stats after_prompt_ns %d, want %d", got, want)
+	}
+}
+
+func TestAfterPromptAt(t *testing.T) {
+	curve := []AfterPromptPoint{{Context: 100, Ns: 1000, Decay: 0.2}, {Context: 300, Ns: 3000, Decay: 0.6}, {Context: 400, Ns: -5, Decay: 1.5}}
+	for _, tc := range []struct {
+		context   int64
+		ns, decay float64
+	}{
+		{0, 1000, 0.2}, {100, 1000, 0.2}, {200, 2000, 0.4}, {250, 2500, 0.5}, {300, 3000, 0.6},
+		{320, 2399, 0.78}, {350, 1497.5, 0}, // decay 1.05 is outside [0, 1): 0
+		{1e6, 0, 0}, // ns -5 and decay 1.5: 0
+
+	} {
+		ns, decay := AfterPromptAt(curve, tc.context)
+		if math.Abs(ns-tc.ns) > 1e-6 || math.Abs(decay-tc.decay) > 1e-9 {
+			t.Errorf("at %d: %g, %g; want %g, %g", tc.context, ns, decay, tc.ns, tc.decay)
+		}
+	}
+	if ns, decay := AfterPromptAt(nil, 5); ns != 0 || decay != 0 {
+		t.Errorf("empty curve: %g, %g", ns, decay)
 	}
 }
