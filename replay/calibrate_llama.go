@@ -49,7 +49,16 @@ type LlamaCalibrationConfig struct {
 //     decode token, so they are no prompt samples);
 //   - batches of 2 to Slots unrelated prompts sent together (each batch
 //     waits for the previous one), about 64 or 512 tokens with 64 outputs:
-//     decode steps at batch 2..Slots.
+//     decode steps at batch 2..Slots;
+//   - long decodes beside new prompts: Slots-1 prompts of about 1800
+//     tokens (less when a slot's context is smaller) decode 160 tokens,
+//     while in the last slot a 64-token leader decodes 16 and then prompts
+//     of about 64, 256, 512 and 128 tokens start one after another, each
+//     decoding 24 tokens before the next is sent ("long-1800-r1-2",
+//     "lead-64-r1", "mid-256-r1"): decode steps at the contexts of a full
+//     server (4500-7000 tokens at -c 8192 -np 4) just after prompt calls,
+//     with steady steps between them (the after-prompt curve, and the
+//     decode fit at large contexts).
 //
 // Every shape is repeated Repeats times with fresh prompts, after an
 // unmeasured warm-up pass of the one-at-a-time phase (Kind "warmup", IDs
@@ -172,6 +181,37 @@ func LlamaCalibrationTrace(c LlamaCalibrationConfig) ([]traces.Record, error) {
 		}
 	}
 	kind = ""
+	// longDecodes adds, after prev, Slots-1 prompts of about longLen
+	// tokens that decode longOut tokens while prompts of 64 to 512 tokens
+	// start one after another in the last slot, each decoding midOut
+	// tokens before the next is sent; it returns what the next records
+	// wait for. A leader of 64 tokens holds the last slot until the long
+	// prompts are processed.
+	const longLen, longOut, leadOut, midOut = 1800, 160, 16, 24
+	longDecodes := func(r int, after []string) []string {
+		n := min(longLen, c.SlotContext-longOut-16)
+		if c.Slots < 2 || n < 64 {
+			return after
+		}
+		prev = after
+		rs := "-r" + strconv.Itoa(r)
+		var ids []string
+		for i := 1; i < c.Slots; i++ {
+			id := fmt.Sprintf("long-%d%s-%d", n, rs, i)
+			add(id, fresh(jit(n, c.SlotContext-longOut-16)), longOut)
+			ids = append(ids, id)
+		}
+		lead := "lead-64" + rs
+		add(lead, fresh(jit(64, c.SlotContext)), leadOut)
+		prev = []string{lead}
+		for _, l := range []int{64, 256, 512, 128} {
+			if l+l/4+midOut > c.SlotContext {
+				continue
+			}
+			serial("mid-"+strconv.Itoa(l)+rs, fresh(jit(l, c.SlotContext)), midOut)
+		}
+		return append(ids, prev...)
+	}
 	for r := 1; r <= c.Repeats; r++ {
 		for k := 2; k <= c.Slots; k++ {
 			for _, l := range []int{64, 512} {
@@ -187,6 +227,7 @@ func LlamaCalibrationTrace(c LlamaCalibrationConfig) ([]traces.Record, error) {
 				prev = ids
 			}
 		}
+		prev = longDecodes(r, prev)
 	}
 	return recs, nil
 }
@@ -569,7 +610,7 @@ type calSample struct {
 // wrong.
 type calStep struct {
 	dt     float64
-	pos    int   // the token the step gave, in the request's stream
+	batch  int   // the generating requests in the step
 	ctx    int64 // the step's context: every generating request's tokens
 	after  []int
 	unsure bool
@@ -886,7 +927,7 @@ func decodeSample(recs []traces.Record, ok []int, spans, blind []calSpan, times 
 			sum[2] += c
 			sy += float64(z - a)
 			after, unsure := tl.after(z)
-			steps = append(steps, calStep{dt: float64(z - a), pos: k, ctx: int64(c), after: after, unsure: unsure})
+			steps = append(steps, calStep{dt: float64(z - a), batch: int(b), ctx: int64(c), after: after, unsure: unsure})
 		}
 		if len(steps) == 0 {
 			return nil, 0, 0, nil, false
@@ -1000,21 +1041,23 @@ func (tl *callTimeline) after(z int64) (after []int, unsure bool) {
 
 // fitAfterPrompt measures how much longer decode steps take in the calls
 // after a prompt call, against the steps' context. For each decode sample
-// with timed steps, of which at least three are steady (no prompt call
-// within AfterPromptCalls calls before), a line through its steady steps'
-// times against their token's position in the stream (Theil-Sen: the
-// median slope of all pairs, robust to a stalled step; the context grows
-// by a token per slot and step) gives the time a step would take without
-// prompt calls, and a step j calls after its last prompt call took the
-// rest more. The steps are put in ranges of afterPromptBin context tokens,
+// with timed steps, a line through its steady steps' (no prompt call
+// within AfterPromptCalls calls before) times against their context
+// (Theil-Sen: the median slope of all pairs, robust to a stalled step),
+// one line per batch size the request decoded in, gives the time a step
+// of that batch would take without prompt calls (with three steady steps
+// of it or more), and a step j calls after its last prompt call took the
+// rest more. The context, not the token's position: the requests beside
+// this one change, and their prompts' sizes with them. The steps are put in ranges of afterPromptBin context tokens,
 // merged until each has afterPromptMinSteps steps at every j = 1 ..
 // AfterPromptCalls; in each range the medians of the extras are fitted, by
 // least squares, as ns * decay^(j-1) (decay on a grid of 0.01 up to
 // maxAfterPromptDecay, ns in closed form), a point of the curve at the
-// range's median context. The fit is made three times, each taking the
+// range's median context. The fit is repeated, each round taking the
 // previous one's extra time out of the steps before it measures them
-// again: the steady steps still carry a little of it, and a step after two
-// prompt calls carries both. Steps whose window holds an unsure call
+// again (the steady steps still carry a little of it, and a step after
+// several prompt calls carries them all), until the curve stays the same
+// or afterPromptRounds. Steps whose window holds an unsure call
 // (calStep) take no part. The curve is nil when no range has a positive
 // extra, or when too few steps were measured for one range (bins is then
 // nil). steps counts the steps measured; bins are the last round's ranges.
@@ -1024,26 +1067,42 @@ func fitAfterPrompt(dec []calSample) (curve []llamacpp.AfterPromptPoint, steps i
 		j     int
 		extra float64
 	}
-	for range 3 {
+	for range afterPromptRounds {
+		last := curve
 		var all []measured
 		for _, s := range dec {
-			var xs, ys []float64
+			// One line per batch size: a request's batch changes when
+			// another finishes or starts beside it.
+			type line struct{ xs, ys []float64 }
+			lines := map[int]*line{}
 			for _, st := range s.steps {
 				if !st.unsure && (len(st.after) == 0 || st.after[0] > AfterPromptCalls) {
-					xs = append(xs, float64(st.pos))
-					ys = append(ys, st.dt-stepAfterPrompt(st, curve, 0))
+					l := lines[st.batch]
+					if l == nil {
+						l = &line{}
+						lines[st.batch] = l
+					}
+					l.xs = append(l.xs, float64(st.ctx))
+					l.ys = append(l.ys, st.dt-stepAfterPrompt(st, curve, 0))
 				}
 			}
-			if len(ys) < 3 {
-				continue
-			}
-			a, b := theilSen(xs, ys)
+			fitted := map[int][2]float64{}
 			for _, st := range s.steps {
-				if !st.unsure && len(st.after) > 0 && st.after[0] <= AfterPromptCalls {
-					// The older prompt calls' part, as the last round fitted it.
-					older := stepAfterPrompt(st, curve, 1)
-					all = append(all, measured{st.ctx, st.after[0], st.dt - older - (a + b*float64(st.pos))})
+				if st.unsure || len(st.after) == 0 || st.after[0] > AfterPromptCalls {
+					continue
 				}
+				ab, ok := fitted[st.batch]
+				if !ok {
+					l := lines[st.batch]
+					if l == nil || len(l.ys) < 3 {
+						continue
+					}
+					ab[0], ab[1] = theilSen(l.xs, l.ys)
+					fitted[st.batch] = ab
+				}
+				// The older prompt calls' part, as the last round fitted it.
+				older := stepAfterPrompt(st, curve, 1)
+				all = append(all, measured{st.ctx, st.after[0], st.dt - older - (ab[0] + ab[1]*float64(st.ctx))})
 			}
 		}
 		steps = len(all)
@@ -1070,7 +1129,7 @@ func fitAfterPrompt(dec []calSample) (curve []llamacpp.AfterPromptPoint, steps i
 			last := len(groups) - 1
 			groups[last] = all[len(all)-len(groups[last])-(len(all)-start):]
 		}
-		curve = curve[:0]
+		curve = nil
 		for _, g := range groups {
 			byCall := make([][]float64, AfterPromptCalls)
 			ctx := make([]float64, len(g))
@@ -1090,9 +1149,19 @@ func fitAfterPrompt(dec []calSample) (curve []llamacpp.AfterPromptPoint, steps i
 		if !slices.ContainsFunc(curve, func(p llamacpp.AfterPromptPoint) bool { return p.Ns > 0 }) {
 			return nil, steps, bins
 		}
+		if slices.EqualFunc(curve, last, func(a, b llamacpp.AfterPromptPoint) bool {
+			return a.Context == b.Context && a.Decay == b.Decay && math.Abs(a.Ns-b.Ns) <= 1e-6*b.Ns
+		}) {
+			break
+		}
 	}
 	return curve, steps, bins
 }
+
+// afterPromptRounds bounds the rounds of fitAfterPrompt: each takes the
+// last round's extra of older prompt calls out of the steps, until the
+// curve stays the same (within a millionth).
+const afterPromptRounds = 30
 
 // fitDecay fits extra[j-1] as ns * decay^(j-1) by least squares: decay on
 // a grid of 0.01 up to maxAfterPromptDecay, ns >= 0 in closed form.
@@ -1189,7 +1258,7 @@ func shapeTag(id string) (string, bool) {
 	}
 	kind, _, _ := strings.Cut(id, "-")
 	switch strings.TrimRight(kind, "0123456789") {
-	case "cold", "base", "ext", "back", "first", "hit", "batch":
+	case "cold", "base", "ext", "back", "first", "hit", "batch", "long", "lead", "mid":
 	default:
 		return "", false // not a calibration trace record
 	}

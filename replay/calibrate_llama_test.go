@@ -138,7 +138,9 @@ func TestCalibrateLlamaMedianIgnoresStalls(t *testing.T) {
 	var shift int64
 	for i := range pr {
 		pr[i].Arrival += shift
-		if strings.Contains(pr[i].ID, "-r2") && !strings.HasPrefix(pr[i].ID, "batch") {
+		kind, _, _ := strings.Cut(pr[i].ID, "-")
+		concurrent := strings.HasPrefix(kind, "batch") || kind == "long" || kind == "lead" || kind == "mid"
+		if strings.Contains(pr[i].ID, "-r2") && !concurrent {
 			o := *pr[i].Observed
 			o.TTFT *= 10
 			o.E2E = o.TTFT + 10*(o.E2E-pr[i].Observed.TTFT)
@@ -633,7 +635,7 @@ func TestCalibrateLlamaRecoversAfterPrompt(t *testing.T) {
 		within(fmt.Sprintf("point %d (%d tokens): ns", i, p.Context), p.Ns, 1.1e6, 1e-3)
 		within(fmt.Sprintf("point %d (%d tokens): decay", i, p.Context), p.Decay, 0.5, 1e-3)
 		b := c.AfterPromptBins[i]
-		if b.Context != p.Context || b.From > b.Context || b.Context >= b.To || (i > 0 && b.From != c.AfterPromptBins[i-1].To) || len(b.Extra) != AfterPromptCalls {
+		if b.Context != p.Context || b.From > b.Context || b.Context >= b.To || (i > 0 && b.From < c.AfterPromptBins[i-1].To) || len(b.Extra) != AfterPromptCalls {
 			t.Errorf("bin %d: %+v after %+v", i, b, c.AfterPromptBins[max(i-1, 0)])
 		}
 		for j, e := range b.Extra {
@@ -730,6 +732,48 @@ func TestCallTimeline(t *testing.T) {
 			after, unsure := tl.after(ms(c.at))
 			if !slices.Equal(after, c.after) || unsure != c.unsure {
 				t.Errorf("held %v: after(%v ms) = %v, unsure %v; want %v, %v", held, c.at, after, unsure, c.after, c.unsure)
+			}
+		}
+	}
+}
+
+// The long decodes: Slots-1 long prompts sent with a leader, after the
+// batches; each mid-size prompt waits for the one before (the first for the
+// leader), so that one prompt call at a time meets the long decodes; the
+// next repeat waits for them all.
+func TestLlamaCalibrationTraceLongDecodes(t *testing.T) {
+	recs, err := LlamaCalibrationTrace(LlamaCalibrationConfig{Slots: 4, SlotContext: 2048, Repeats: 2, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]traces.Record{}
+	for _, r := range recs {
+		byID[r.ID] = r
+	}
+	for _, rs := range []string{"-r1", "-r2"} {
+		lead := byID["lead-64"+rs]
+		var longs []string
+		for i := 1; i <= 3; i++ {
+			l, ok := byID[fmt.Sprintf("long-1800%s-%d", rs, i)]
+			if !ok || l.OutputLen != 160 || l.InputLen < 1350 || l.InputLen+l.OutputLen > 2048 || !slices.Equal(l.WaitFor, lead.WaitFor) {
+				t.Fatalf("long-1800%s-%d: %+v (leader waits for %v)", rs, i, l, lead.WaitFor)
+			}
+			longs = append(longs, l.ID)
+		}
+		if lead.OutputLen != 16 || !strings.HasPrefix(lead.WaitFor[0], "batch4-512"+rs) {
+			t.Errorf("leader %s: %d outputs after %v", lead.ID, lead.OutputLen, lead.WaitFor)
+		}
+		prev := lead.ID
+		for _, n := range []string{"64", "256", "512", "128"} {
+			m := byID["mid-"+n+rs]
+			if m.OutputLen != 24 || !slices.Equal(m.WaitFor, []string{prev}) {
+				t.Errorf("%s: %d outputs after %v, want 24 after %s", m.ID, m.OutputLen, m.WaitFor, prev)
+			}
+			prev = m.ID
+		}
+		if rs == "-r1" {
+			if next := byID["batch2-64-r2-1"]; !slices.Equal(next.WaitFor, append(longs, prev)) {
+				t.Errorf("the next repeat waits for %v, want %v", next.WaitFor, append(longs, prev))
 			}
 		}
 	}
