@@ -602,17 +602,17 @@ type calSample struct {
 	steps []calStep
 }
 
-// calStep is one decode step of a decode sample: its time, and for each
-// call in the maxAfterPrompt calls before it that ended a prompt, how many
-// calls back it was (1: the call just before the step's), most recent
-// first. unsure says that one of those calls may have ended a prompt
-// unseen (a stream whose first chunk was held back), so after may be
-// wrong.
+// calStep is one decode step of a decode sample: its time, its batch and
+// context, and how many calls back the last call that ended a prompt was
+// (1: the call just before the step's; 0: none in the maxAfterPrompt
+// calls before). unsure says that a call since then may have ended a
+// prompt unseen (a stream whose first chunk was held back), so after may
+// be wrong.
 type calStep struct {
 	dt     float64
 	batch  int   // the generating requests in the step
 	ctx    int64 // the step's context: every generating request's tokens
-	after  []int
+	after  int
 	unsure bool
 }
 
@@ -1021,10 +1021,10 @@ func newCallTimeline(spans []calSpan, times [][]int64, held []bool) *callTimelin
 }
 
 // after returns, for the call in which a token came at time z, how many
-// calls back each earlier call that ended a prompt was (1: the call just
-// before), most recent first, up to maxAfterPrompt calls back, and whether
-// a call in that window or the call itself was unsure.
-func (tl *callTimeline) after(z int64) (after []int, unsure bool) {
+// calls back the last earlier call that ended a prompt was (1: the call
+// just before; 0: none up to maxAfterPrompt calls back), and whether the
+// call itself or a call since that one was unsure.
+func (tl *callTimeline) after(z int64) (after int, unsure bool) {
 	c, found := slices.BinarySearch(tl.start, z)
 	if !found {
 		c-- // z came within the call that starts before it
@@ -1032,11 +1032,11 @@ func (tl *callTimeline) after(z int64) (after []int, unsure bool) {
 	unsure = tl.unsure[c]
 	for p := c - 1; p >= 0 && c-p <= maxAfterPrompt; p-- {
 		if tl.prompt[p] {
-			after = append(after, c-p)
+			return c - p, unsure
 		}
 		unsure = unsure || tl.unsure[p]
 	}
-	return after, unsure
+	return 0, unsure
 }
 
 // fitAfterPrompt measures how much longer decode steps take in the calls
@@ -1047,18 +1047,18 @@ func (tl *callTimeline) after(z int64) (after []int, unsure bool) {
 // one line per batch size the request decoded in, gives the time a step
 // of that batch would take without prompt calls (with three steady steps
 // of it or more), and a step j calls after its last prompt call took the
-// rest more. The context, not the token's position: the requests beside
-// this one change, and their prompts' sizes with them. The steps are put in ranges of afterPromptBin context tokens,
-// merged until each has afterPromptMinSteps steps at every j = 1 ..
-// AfterPromptCalls; in each range the medians of the extras are fitted, by
-// least squares, as ns * decay^(j-1) (decay on a grid of 0.01 up to
-// maxAfterPromptDecay, ns in closed form), a point of the curve at the
-// range's median context. The fit is repeated, each round taking the
-// previous one's extra time out of the steps before it measures them
-// again (the steady steps still carry a little of it, and a step after
-// several prompt calls carries them all), until the curve stays the same
-// or afterPromptRounds. Steps whose window holds an unsure call
-// (calStep) take no part. The curve is nil when no range has a positive
+// rest more (only the last prompt call counts, as in the simulator). The
+// context, not the token's position: the requests beside this one change,
+// and their prompts' sizes with them. The steps are put in ranges of
+// afterPromptBin context tokens, merged until each has
+// afterPromptMinSteps steps at every j = 1 .. AfterPromptCalls; in each
+// range the medians of the extras are fitted, by least squares, as ns *
+// decay^(j-1) (decay on a grid of 0.01 up to maxAfterPromptDecay, ns in
+// closed form), a point of the curve at the range's median context. The
+// fit is repeated, each round taking the previous one's extra time out of
+// the steady steps (which still carry a little of it) before it draws
+// their lines again, until the curve stays the same or afterPromptRounds.
+// Unsure steps (calStep) take no part. The curve is nil when no range has a positive
 // extra, or when too few steps were measured for one range (bins is then
 // nil). steps counts the steps measured; bins are the last round's ranges.
 func fitAfterPrompt(dec []calSample) (curve []llamacpp.AfterPromptPoint, steps int, bins []AfterPromptBin) {
@@ -1076,19 +1076,19 @@ func fitAfterPrompt(dec []calSample) (curve []llamacpp.AfterPromptPoint, steps i
 			type line struct{ xs, ys []float64 }
 			lines := map[int]*line{}
 			for _, st := range s.steps {
-				if !st.unsure && (len(st.after) == 0 || st.after[0] > AfterPromptCalls) {
+				if !st.unsure && (st.after == 0 || st.after > AfterPromptCalls) {
 					l := lines[st.batch]
 					if l == nil {
 						l = &line{}
 						lines[st.batch] = l
 					}
 					l.xs = append(l.xs, float64(st.ctx))
-					l.ys = append(l.ys, st.dt-stepAfterPrompt(st, curve, 0))
+					l.ys = append(l.ys, st.dt-stepAfterPrompt(st, curve))
 				}
 			}
 			fitted := map[int][2]float64{}
 			for _, st := range s.steps {
-				if st.unsure || len(st.after) == 0 || st.after[0] > AfterPromptCalls {
+				if st.unsure || st.after == 0 || st.after > AfterPromptCalls {
 					continue
 				}
 				ab, ok := fitted[st.batch]
@@ -1100,9 +1100,7 @@ func fitAfterPrompt(dec []calSample) (curve []llamacpp.AfterPromptPoint, steps i
 					ab[0], ab[1] = theilSen(l.xs, l.ys)
 					fitted[st.batch] = ab
 				}
-				// The older prompt calls' part, as the last round fitted it.
-				older := stepAfterPrompt(st, curve, 1)
-				all = append(all, measured{st.ctx, st.after[0], st.dt - older - (ab[0] + ab[1]*float64(st.ctx))})
+				all = append(all, measured{st.ctx, st.after, st.dt - (ab[0] + ab[1]*float64(st.ctx))})
 			}
 		}
 		steps = len(all)
@@ -1159,8 +1157,8 @@ func fitAfterPrompt(dec []calSample) (curve []llamacpp.AfterPromptPoint, steps i
 }
 
 // afterPromptRounds bounds the rounds of fitAfterPrompt: each takes the
-// last round's extra of older prompt calls out of the steps, until the
-// curve stays the same (within a millionth).
+// last round's extra out of the steady steps, until the curve stays the
+// same (within a millionth).
 const afterPromptRounds = 30
 
 // fitDecay fits extra[j-1] as ns * decay^(j-1) by least squares: decay on
@@ -1191,19 +1189,15 @@ func fitDecay(extra []float64) (ns, decay float64) {
 	return ns, decay
 }
 
-// stepAfterPrompt is the extra time curve gives a step for its prompt
-// calls but the first skip of them (most recent first): ns * decay^(j-1)
-// summed over those j calls back, ns and decay at the step's context.
-func stepAfterPrompt(st calStep, curve []llamacpp.AfterPromptPoint, skip int) float64 {
-	if len(st.after) <= skip || len(curve) == 0 {
+// stepAfterPrompt is the extra time curve gives a step after its last
+// prompt call, j calls back: ns * decay^(j-1), ns and decay at the step's
+// context (0 without a prompt call within maxAfterPrompt calls).
+func stepAfterPrompt(st calStep, curve []llamacpp.AfterPromptPoint) float64 {
+	if st.after == 0 || len(curve) == 0 {
 		return 0
 	}
 	ns, decay := llamacpp.AfterPromptAt(curve, st.ctx)
-	var w float64
-	for _, j := range st.after[skip:] {
-		w += math.Pow(decay, float64(j-1))
-	}
-	return ns * w
+	return ns * math.Pow(decay, float64(st.after-1))
 }
 
 // theilSen fits y = a + b*x: b the median of the slopes of all pairs of
@@ -1235,7 +1229,7 @@ func meanAfterPrompt(steps []calStep, curve []llamacpp.AfterPromptPoint) float64
 	}
 	var w float64
 	for _, st := range steps {
-		w += stepAfterPrompt(st, curve, 0)
+		w += stepAfterPrompt(st, curve)
 	}
 	return w / float64(len(steps))
 }

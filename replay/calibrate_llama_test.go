@@ -703,7 +703,7 @@ func TestCalibrateLlamaRecoversAfterPromptCurve(t *testing.T) {
 
 // The call timeline groups tokens that came within 0.5 ms into one call,
 // marks the calls in which a first token came, and counts the calls back
-// to them; the first chunk of a stream that held tokens back marks its
+// to the last of them; the first chunk of a stream that held tokens back marks its
 // call unsure instead (that prompt may have ended earlier), and every
 // step whose window holds it is unsure.
 func TestCallTimeline(t *testing.T) {
@@ -720,17 +720,17 @@ func TestCallTimeline(t *testing.T) {
 		}
 		for _, c := range []struct {
 			at     float64
-			after  []int
+			after  int
 			unsure bool
 		}{
-			{11, []int{1}, false},
-			{12, []int{2}, false},
-			{20.2, []int{3}, held}, // B's first chunk comes within A's call 3
-			{21.2, map[bool][]int{false: {1, 4}, true: {4}}[held], held},
-			{22, map[bool][]int{false: {2, 5}, true: {5}}[held], held},
+			{11, 1, false},
+			{12, 2, false},
+			{20.2, 3, held}, // B's first chunk comes within A's call 3
+			{21.2, map[bool]int{false: 1, true: 4}[held], held},
+			{22, map[bool]int{false: 2, true: 5}[held], held},
 		} {
 			after, unsure := tl.after(ms(c.at))
-			if !slices.Equal(after, c.after) || unsure != c.unsure {
+			if after != c.after || unsure != c.unsure {
 				t.Errorf("held %v: after(%v ms) = %v, unsure %v; want %v, %v", held, c.at, after, unsure, c.after, c.unsure)
 			}
 		}

@@ -40,8 +40,8 @@ type AfterPrompter interface {
 	// positions its generating slots read: each slot's tokens, the one it
 	// decodes included), the extra time of such a call made just after a
 	// prompt call, in ns (>= 0), and the factor (in [0, 1)) by which it
-	// falls with each call after that. Extras of several prompt calls add
-	// up.
+	// falls with each call after that. The last prompt call counts: the
+	// extras of several do not add up.
 	AfterPrompt(context int64) (ns, decay float64)
 }
 
@@ -146,8 +146,9 @@ func AfterPromptAt(curve []AfterPromptPoint, context int64) (ns, decay float64) 
 // which a prompt ended (a request sampled its first token): a decode-only
 // call over c context tokens, j calls after it (counting calls of every
 // kind), takes ns(c) * decay(c)^(j-1) more, ns and decay read off the
-// curve ([AfterPromptAt], [AfterPrompter]); the extras of the prompt calls
-// in the 48 calls before add up. On llama-server b11669 with -t 1, the
+// curve ([AfterPromptAt], [AfterPrompter]), j counted from the last
+// prompt call (up to 48 calls back): a step after two or three prompt calls
+// in a row is no slower than after one. On llama-server b11669 with -t 1, the
 // decode steps of the calibration runs of six fidelity runs took 1.1, 0.6,
 // 0.3 and 0.17 ms more (medians) in the first four calls after a prompt
 // call than a fit of the steady steps; in the chat trace at -np 4 the real

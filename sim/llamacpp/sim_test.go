@@ -732,7 +732,7 @@ func copyGroupTrace() (Config, []traces.Record) {
 
 // The decode-only calls after a call in which a prompt ended pay the
 // curve's ns, then decay times as much each call; a mixed call pays
-// nothing, and the extras of prompt calls add up.
+// nothing, and only the last prompt call counts.
 func TestAfterPrompt(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Slots, cfg.Context = 2, 2000
@@ -759,7 +759,8 @@ func TestAfterPrompt(t *testing.T) {
 	}
 	// y arrives during x's second decode step: its prompt call carries
 	// x's third token (mixed: no extra, 1.5 ms + 1 µs), and x's fourth
-	// step then pays for both prompt calls: 1 + 0.5^3 = 1.125 times.
+	// step then pays for the last prompt call alone: 1 time, not 1 + 0.5^3
+	// for both.
 	both := append(slices.Clone(alone), traces.Record{ID: "y", Arrival: 3e6, InputLen: 50, Tokens: toks(2, 50), OutputLen: 2})
 	off, _ = run(0, 0.5, both)
 	on, s = run(1e5, 0.5, both)
@@ -767,12 +768,12 @@ func TestAfterPrompt(t *testing.T) {
 		t.Fatalf("y's prompt call is not x's third step: x first %d, y first %d", off["x"].FirstToken, off["y"].FirstToken)
 	}
 	// x: steps 1, 2 pay 0.1 and 0.05 ms; the mixed call nothing; x's
-	// fourth step and y's only one (one call, 2 slots) 0.1125 ms.
-	if got, want := decode(on["x"])-decode(off["x"]), int64(100000+50000+112500); got != want {
+	// fourth step and y's only one (one call, 2 slots) 0.1 ms.
+	if got, want := decode(on["x"])-decode(off["x"]), int64(100000+50000+100000); got != want {
 		t.Errorf("x's decode time grew by %d, want %d", got, want)
 	}
-	if got := s.Stats().AfterPromptNs; got != 262500 {
-		t.Errorf("stats after_prompt_ns %d, want 262500", got)
+	if got := s.Stats().AfterPromptNs; got != 250000 {
+		t.Errorf("stats after_prompt_ns %d, want 250000", got)
 	}
 }
 
