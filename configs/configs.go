@@ -119,11 +119,11 @@ type LlamaCost struct {
 	// Delay is llamacpp.CPUCost.Delay: ns from a request's arrival until
 	// the server loop sees its task (>= 0; default 0).
 	Delay int64 `toml:"request_delay_ns"`
-	// AfterPrompt and AfterPromptDecay are llamacpp.CPUCost's
-	// AfterPromptNs and AfterPromptDecay: the extra ns of the first
+	// AfterPrompt and AfterPromptDecay are one point of
+	// llamacpp.CPUCost.AfterPromptCurve: the extra ns of the first
 	// decode-only call after a call in which a prompt ended (>= 0; 0, the
 	// default, turns it off) and the factor per call after that (in [0,
-	// 1)).
+	// 1)), at every context.
 	// They are one point of the curve, at every context; the curve
 	// (AfterPromptCurve) replaces them.
 	AfterPrompt      float64 `toml:"after_prompt_ns"`
@@ -518,8 +518,15 @@ func (f *File) validateLlama() error {
 	if !(c.AfterPromptDecay >= 0 && c.AfterPromptDecay < 1) {
 		errs = append(errs, fmt.Errorf("llamacpp.cost.after_prompt_decay: must be a number in [0, 1) (got %v)", c.AfterPromptDecay))
 	}
-	if len(c.AfterPromptCurve) > 0 && (c.AfterPrompt != 0 || c.AfterPromptDecay != 0) {
-		errs = append(errs, fmt.Errorf("llamacpp.cost.after_prompt_ns: excludes [[llamacpp.cost.after_prompt]] (got %v with %d points): the curve replaces the one point", c.AfterPrompt, len(c.AfterPromptCurve)))
+	if len(c.AfterPromptCurve) > 0 {
+		for _, k := range []struct {
+			key string
+			v   float64
+		}{{"after_prompt_ns", c.AfterPrompt}, {"after_prompt_decay", c.AfterPromptDecay}} {
+			if k.v != 0 {
+				errs = append(errs, fmt.Errorf("llamacpp.cost.%s: excludes [[llamacpp.cost.after_prompt]] (got %v with %d points): the curve replaces the one point", k.key, k.v, len(c.AfterPromptCurve)))
+			}
+		}
 	}
 	for i, p := range c.AfterPromptCurve {
 		key := fmt.Sprintf("llamacpp.cost.after_prompt[%d]", i)

@@ -56,7 +56,8 @@ func positioned(name string, data []byte, err error) error {
 // layout kvsim's files use, not every TOML construct; 0, 0 means not found.
 //
 // A path through an array of tables, "a.b[2].key", finds key in the third
-// "[[a.b]]" table, or that table's header when key is not written in it.
+// "[[a.b]]" table, or that table's header when key is not written in it,
+// or the key "a.b" of an inline array.
 func keyPos(data []byte, path string) (line, col int) {
 	table, key := "", path
 	nth := -1 // the array-of-tables element the key is in
@@ -82,7 +83,7 @@ func keyPos(data []byte, path string) (line, col int) {
 	for n, l := range strings.Split(string(data), "\n") {
 		t := strings.TrimSpace(l)
 		if strings.HasPrefix(t, "[[") {
-			cur = ""
+			cur = "[[" // inside an array element: no plain path matches
 			if end := strings.Index(t, "]]"); end > 0 && strings.TrimSpace(t[2:end]) == table && nth >= 0 {
 				seen++
 				if seen == nth {
@@ -98,7 +99,7 @@ func keyPos(data []byte, path string) (line, col int) {
 				cur = strings.TrimSpace(t[1:end])
 			}
 			if nth >= 0 {
-				cur = "" // a table header ends the array element
+				cur = "[[" // a table header ends the array element
 			}
 			continue
 		}
@@ -108,8 +109,11 @@ func keyPos(data []byte, path string) (line, col int) {
 		}
 		return n + 1, strings.Index(l, strings.TrimSpace(k)) + 1
 	}
-	if header > 0 {
+	switch {
+	case header > 0:
 		return header, 1
+	case nth >= 0:
+		return keyPos(data, table) // an inline array: its key
 	}
 	return 0, 0
 }

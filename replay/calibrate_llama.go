@@ -357,7 +357,7 @@ type LlamaFit struct {
 	// LogNames, when not nil, name the logs in errors (one per log).
 	LogNames []string
 	// NoAfterPrompt leaves the slowdown of decode steps after a prompt
-	// call out of the fit (llamacpp.CPUCost.AfterPromptNs 0; see
+	// call out of the fit (no llamacpp.CPUCost.AfterPromptCurve; see
 	// CalibrateLlamaRuns).
 	NoAfterPrompt bool
 }
@@ -1124,8 +1124,8 @@ func fitAfterPrompt(dec []calSample) (curve []llamacpp.AfterPromptPoint, steps i
 			return nil, steps, nil
 		}
 		if start < len(all) {
-			last := len(groups) - 1
-			groups[last] = all[len(all)-len(groups[last])-(len(all)-start):]
+			g := len(groups) - 1
+			groups[g] = all[start-len(groups[g]):]
 		}
 		curve = nil
 		for _, g := range groups {

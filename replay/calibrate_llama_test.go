@@ -690,7 +690,7 @@ func TestCalibrateLlamaRecoversAfterPromptCurve(t *testing.T) {
 	}
 	for _, p := range c.Cost.AfterPromptCurve {
 		ns, decay := llamacpp.AfterPromptAt(curve, p.Context)
-		if math.Abs(p.Ns-ns) > 0.03*ns || math.Abs(p.Decay-decay) > 0.03 {
+		if math.Abs(p.Ns-ns) > 0.03*ns || math.Abs(p.Decay-decay) > 0.03*decay {
 			t.Errorf("at %d tokens: %g * %g^(j-1), want %g * %g^(j-1)", p.Context, p.Ns, p.Decay, ns, decay)
 		}
 	}
