@@ -3,9 +3,12 @@ package replay
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -27,6 +30,43 @@ type CaptureConfig struct {
 	Clock Clock
 	// MaxBodyBytes bounds a request body (default 64 MiB).
 	MaxBodyBytes int64
+	// TextBytesPerToken is how many bytes of a text prompt the hashes of
+	// a text prompt's blocks take per token (default 4, about what the
+	// usual BPE tokenizers give on English; see TextBlocks).
+	TextBytesPerToken float64
+}
+
+// TextBlockSize is the block size, in tokens, of the hashes capture
+// records for text prompts.
+const TextBlockSize = 16
+
+// TextBlocks returns the prefix hashes of a text prompt of inputLen tokens
+// (the server's count) for a hash trace of TextBlockSize-token blocks,
+// full blocks only: block k stands for the text's bytes up to (k+1) *
+// TextBlockSize * bytesPerToken, chained (each hash covers the previous
+// one), so prompts whose texts share a prefix share the blocks that prefix
+// covers, whatever their lengths. The byte-per-token rate is fixed, not
+// the prompt's own: a rate per prompt would shift block boundaries between
+// prompts of different lengths and lose the sharing. Blocks past the
+// text's end hash nothing more (they stay distinct by the chain).
+func TextBlocks(text []byte, inputLen int, bytesPerToken float64) []uint64 {
+	n := inputLen / TextBlockSize
+	if n <= 0 || len(text) == 0 {
+		return nil
+	}
+	per := max(1, int(math.Round(TextBlockSize*bytesPerToken)))
+	out := make([]uint64, n)
+	var prev [8]byte
+	for k := range n {
+		lo, hi := min(k*per, len(text)), min((k+1)*per, len(text))
+		h := fnv.New64a()
+		h.Write([]byte("kvsim text block"))
+		h.Write(prev[:])
+		h.Write(text[lo:hi])
+		out[k] = h.Sum64()
+		binary.LittleEndian.PutUint64(prev[:], out[k])
+	}
+	return out
 }
 
 // Proxy is a recording reverse proxy: it forwards every request to the
@@ -34,8 +74,9 @@ type CaptureConfig struct {
 // flush per read from the upstream, so per SSE event), and writes each
 // generation request (SGLang /generate, OpenAI /v1/completions and
 // /v1/chat/completions) to a kvsim trace: arrival time (ns since the
-// proxy started), prompt token ids (for text prompts only the length the
-// server reported), sampling parameters, output length and ids (when
+// proxy started), prompt token ids (for a text prompt, the length the
+// server reported and the hashes of the text's blocks, TextBlocks: a hash
+// trace whose shared prefixes are the texts'), sampling parameters, output length and ids (when
 // SGLang returned them), and Observed: TTFT, ITL, E2E and cached tokens
 // parsed from the stream exactly as a replay measures them, and the status
 // ("ok" or the failure reason, as a replay names it).
@@ -81,6 +122,12 @@ func NewProxy(ctx context.Context, cfg CaptureConfig, out io.Writer) (*Proxy, er
 	}
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = 64 << 20
+	}
+	if cfg.TextBytesPerToken == 0 {
+		cfg.TextBytesPerToken = 4
+	}
+	if !(cfg.TextBytesPerToken > 0) || math.IsInf(cfg.TextBytesPerToken, 1) {
+		return nil, fmt.Errorf("text bytes per token: expected a number > 0, found %v", cfg.TextBytesPerToken)
 	}
 	p := &Proxy{cfg: cfg, base: strings.TrimRight(cfg.Upstream, "/"), client: cfg.Client, clock: cfg.Clock}
 	if p.client == nil {
@@ -347,6 +394,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // capturedInput is what the proxy read from a generation request.
 type capturedInput struct {
 	tokens    []int32
+	text      []byte // a text prompt (chat: roles and contents)
 	textWords int
 	maxNew    int
 	model     string
@@ -364,6 +412,7 @@ func parseCaptured(api API, body []byte) capturedInput {
 		Model    string          `json:"model"`
 		Sampling samplingFields  `json:"sampling_params"`
 		Messages []struct {
+			Role    string          `json:"role"`
 			Content json.RawMessage `json:"content"`
 		} `json:"messages"`
 		samplingFields
@@ -380,6 +429,7 @@ func parseCaptured(api API, body []byte) capturedInput {
 		var s string
 		if json.Unmarshal(raw, &s) == nil {
 			in.textWords += len(strings.Fields(s))
+			in.text = []byte(s)
 		}
 	}
 	sf := b.samplingFields
@@ -398,11 +448,19 @@ func parseCaptured(api API, body []byte) capturedInput {
 			words(b.Prompt)
 		}
 	case APIOpenAIChat:
+		// The conversation as one text, each message after its role, so
+		// that a shared history is a shared prefix.
+		var text []byte
 		for _, m := range b.Messages {
 			if t, err := messageText(m.Content); err == nil {
 				in.textWords += len(strings.Fields(t))
+				text = append(text, m.Role...)
+				text = append(text, 0)
+				text = append(text, t...)
+				text = append(text, 0)
 			}
 		}
+		in.text = text
 	}
 	switch {
 	case sf.MaxNewTokens != nil:
@@ -462,6 +520,12 @@ func (p *Proxy) record(c *captured, in *capturedInput, resp *Response, rc *recor
 		rec.InputLen = resp.PromptTokens
 	default:
 		rec.InputLen = max(in.textWords, 1)
+	}
+	if in.tokens == nil {
+		// A text prompt: its prefix structure as block hashes.
+		if rec.Blocks = TextBlocks(in.text, rec.InputLen, p.cfg.TextBytesPerToken); rec.Blocks != nil {
+			rec.BlockSize = TextBlockSize
+		}
 	}
 	out := rc.lastTokens
 	if rc.first.IsZero() {

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/kvsim/kvsim/replay/replaytest"
+	"github.com/kvsim/kvsim/sim"
+	"github.com/kvsim/kvsim/sim/hw"
 	"github.com/kvsim/kvsim/traces"
 )
 
@@ -325,4 +327,94 @@ func BenchmarkCaptureOverhead(b *testing.B) {
 	b.ReportMetric(us(d), "µs/direct-e2e")
 	b.ReportMetric(us(pr-d), "µs/added-e2e")
 	b.ReportMetric(us(pt-dt), "µs/added-ttft")
+}
+
+// Text prompts that share a prefix share the blocks the prefix covers:
+// block k covers the text's first (k+1)*64 bytes at 4 bytes per token.
+func TestTextBlocks(t *testing.T) {
+	a := bytes.Repeat([]byte("abcdefgh"), 40) // 320 bytes: 5 blocks of 64
+	b := append(slices.Clone(a[:200]), bytes.Repeat([]byte("X"), 120)...)
+	ba, bb := TextBlocks(a, 100, 4), TextBlocks(b, 100, 4)
+	if len(ba) != 6 || len(bb) != 6 { // 100 tokens: 6 full blocks of 16
+		t.Fatalf("%d and %d blocks, want 6", len(ba), len(bb))
+	}
+	// 200 common bytes: blocks 0-2 (up to byte 192) shared, block 3 not.
+	for k := range 6 {
+		if (ba[k] == bb[k]) != (k < 3) {
+			t.Errorf("block %d: shared %v, want %v", k, ba[k] == bb[k], k < 3)
+		}
+	}
+	// Past the text's end the blocks stay distinct (block 5 covers no byte).
+	if ba[5] == ba[4] || slices.Contains(ba[:5], ba[5]) {
+		t.Errorf("blocks past the text repeat: %x", ba)
+	}
+	// The same text at a longer prompt keeps its first blocks: the
+	// boundaries do not depend on the prompt's length.
+	if long := TextBlocks(a, 400, 4); !slices.Equal(long[:6], ba) {
+		t.Errorf("blocks moved with the prompt's length")
+	}
+	if TextBlocks(a, 15, 4) != nil || TextBlocks(nil, 100, 4) != nil {
+		t.Error("blocks for a prompt under one block, or without text")
+	}
+	if half := TextBlocks(a, 32, 2); len(half) != 2 || half[0] == ba[0] {
+		t.Errorf("2 bytes per token: %x, want 2 blocks of 32 bytes", half)
+	}
+}
+
+// A captured chat conversation is a hash trace whose turns share the
+// history's blocks; replayed against the simulator, the later turns hit
+// the cache (a length-only capture would have hit nothing).
+func TestCaptureTextPromptsKeepPrefixes(t *testing.T) {
+	up := replaytest.NewServer(replaytest.Config{})
+	defer up.Close()
+	url, p, out := startProxy(t, up.URL)
+	history := `{"role":"system","content":"` + strings.Repeat("You are a careful assistant who answers briefly. ", 20) + `"},{"role":"user","content":"first question about caches"}`
+	bodies := []string{
+		`{"model":"m","max_tokens":4,"messages":[` + history + `]}`,
+		`{"model":"m","max_tokens":4,"messages":[` + history + `,{"role":"assistant","content":"an answer"},{"role":"user","content":"a second question"}]}`,
+	}
+	for _, body := range bodies {
+		resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		waitInFlight(t, p, 0)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, got := out.records(t)
+	if len(got) != 2 {
+		t.Fatalf("%d records", len(got))
+	}
+	for i, g := range got {
+		if g.Tokens != nil || g.BlockSize != TextBlockSize || len(g.Blocks) != g.InputLen/TextBlockSize || len(g.Blocks) < 3 {
+			t.Fatalf("record %d: input %d, %d blocks of %d, tokens %v", i, g.InputLen, len(g.Blocks), g.BlockSize, g.Tokens)
+		}
+	}
+	shared := 0
+	for shared < len(got[0].Blocks) && got[0].Blocks[shared] == got[1].Blocks[shared] {
+		shared++
+	}
+	// The fake server counts a word a token: about 165 tokens, 10 blocks
+	// covering 640 bytes, all within the 1000-byte system prompt.
+	if shared < 10 {
+		t.Errorf("the turns share %d blocks: %x / %x", shared, got[0].Blocks, got[1].Blocks)
+	}
+	st, err := NewSimTarget(SimConfig{Sim: sim.Default(400000), Cost: &hw.Fitted{Prefill: [4]float64{1e6, 1e4, 0, 0}, Decode: [3]float64{1e6, 0, 0}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Default()
+	cfg.MaxConcurrency = 1
+	for i := range got {
+		got[i].Observed, got[i].Arrival = nil, 0
+	}
+	res := runSim(t, st, cfg, got)
+	t.Logf("inputs %d, %d; %d blocks shared; the second turn hit %d tokens", got[0].InputLen, got[1].InputLen, shared, res.Requests[1].CachedTokens)
+	if c := res.Requests[1].CachedTokens; c < shared*TextBlockSize/2 {
+		t.Errorf("the second turn hit %d cached tokens in the simulator, want about %d", c, shared*TextBlockSize)
+	}
 }

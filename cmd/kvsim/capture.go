@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -28,7 +29,8 @@ Listens on ADDR (loopback, e.g. 127.0.0.1:30001), forwards every request to
 the server at URL and streams its responses back unchanged, and writes every
 generation request (/generate, /v1/completions, /v1/chat/completions) to FILE
 as a kvsim trace: arrival time, prompt token ids (text prompts: the length
-the server reported), sampling parameters, output length and ids, and the
+the server reported and hashes of the text's 16-token blocks, so that
+prompts sharing a text prefix share it in replays), sampling parameters, output length and ids, and the
 observed TTFT, ITL, E2E, cached tokens and status. Each record is flushed as
 soon as it and every earlier one have finished, so FILE is a valid trace even
 if kvsim is killed; Ctrl-C stops accepting, lets requests in flight finish
@@ -50,6 +52,7 @@ func runCapture(args []string, stdout, stderr io.Writer) int {
 	upstream := fs.String("upstream", "", "the server's base URL, e.g. http://127.0.0.1:30000")
 	out := fs.String("out", "", "the trace file to write")
 	drain := fs.Duration("drain", 10*time.Second, "on Ctrl-C, how long requests in flight may finish")
+	bpt := fs.Float64("text-bytes-per-token", 4, "text prompts: bytes of text per token for the prefix hashes of their 16-token blocks (about 4 for English with the usual BPE tokenizers; lower for code or other languages)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -67,6 +70,8 @@ func runCapture(args []string, stdout, stderr io.Writer) int {
 		return usageErr("--upstream is required")
 	case *out == "":
 		return usageErr("--out is required")
+	case !(*bpt > 0) || math.IsInf(*bpt, 1):
+		return usageErr("--text-bytes-per-token: expected a number > 0, found %v", *bpt)
 	}
 	ctx, stop := captureSignalContext()
 	defer stop()
@@ -76,7 +81,7 @@ func runCapture(args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	defer f.Close()
-	p, err := replay.NewProxy(ctx, replay.CaptureConfig{Upstream: *upstream}, f)
+	p, err := replay.NewProxy(ctx, replay.CaptureConfig{Upstream: *upstream, TextBytesPerToken: *bpt}, f)
 	if err != nil {
 		os.Remove(*out)
 		return usageErr("%v", err)

@@ -90,6 +90,7 @@ func TestCaptureCLIUsageErrors(t *testing.T) {
 		{[]string{"--out", "x.jsonl"}, "--upstream is required"},
 		{[]string{"--upstream", "http://127.0.0.1:1"}, "--out is required"},
 		{[]string{"--upstream", "localhost:1", "--out", filepath.Join(t.TempDir(), "x.jsonl")}, "expected a base URL"},
+		{[]string{"--upstream", "http://127.0.0.1:1", "--out", "x.jsonl", "--text-bytes-per-token", "0"}, "--text-bytes-per-token: expected a number > 0, found 0"},
 	} {
 		code, _, stderr := runCLI(t, append([]string{"capture"}, tc.args...)...)
 		if code != exitUsage || !strings.Contains(stderr, tc.want) {
