@@ -418,3 +418,27 @@ func TestCaptureTextPromptsKeepPrefixes(t *testing.T) {
 		t.Errorf("the second turn hit %d cached tokens in the simulator, want about %d", c, shared*TextBlockSize)
 	}
 }
+
+// Any request body parses without a panic, and a text prompt's blocks
+// always make a valid hash-trace record of the server's length.
+func FuzzParseCaptured(f *testing.F) {
+	f.Add(0, []byte(`{"text":"hello world","sampling_params":{"max_new_tokens":4}}`), 40)
+	f.Add(1, []byte(`{"prompt":"a b c","max_tokens":3,"temperature":0.5}`), 17)
+	f.Add(2, []byte(`{"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}],"max_completion_tokens":2}`), 64)
+	f.Add(1, []byte(`{"prompt":[1,2,3]}`), 3)
+	f.Fuzz(func(t *testing.T, api int, body []byte, promptTokens int) {
+		a := []API{APISGLang, APIOpenAI, APIOpenAIChat}[uint(api)%3]
+		in := parseCaptured(a, body)
+		n := min(max(promptTokens, 1), 1<<16)
+		rec := traces.Record{ID: "x", InputLen: n, OutputLen: 1}
+		if rec.Blocks = TextBlocks(in.text, n, 4); rec.Blocks != nil {
+			rec.BlockSize = TextBlockSize
+			if len(rec.Blocks) != n/TextBlockSize {
+				t.Fatalf("%d blocks for %d tokens", len(rec.Blocks), n)
+			}
+		}
+		if _, err := traces.PromptTokens(&rec, traces.DefaultVocab); err != nil {
+			t.Fatalf("record of a captured text prompt: %v", err)
+		}
+	})
+}
