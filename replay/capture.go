@@ -40,6 +40,12 @@ type CaptureConfig struct {
 // records for text prompts.
 const TextBlockSize = 16
 
+// Bounds of CaptureConfig.TextBytesPerToken: a block of 1 to 16384 bytes.
+const (
+	MinTextBytesPerToken = 1.0 / TextBlockSize
+	MaxTextBytesPerToken = 1024.0
+)
+
 // TextBlocks returns the prefix hashes of a text prompt of inputLen tokens
 // (the server's count) for a hash trace of TextBlockSize-token blocks,
 // full blocks only: block k stands for the text's bytes up to (k+1) *
@@ -48,23 +54,29 @@ const TextBlockSize = 16
 // covers, whatever their lengths. The byte-per-token rate is fixed, not
 // the prompt's own: a rate per prompt would shift block boundaries between
 // prompts of different lengths and lose the sharing. Blocks past the
-// text's end hash nothing more (they stay distinct by the chain).
+// text's end hash nothing more (they stay distinct by the chain). nil for
+// a prompt under one block, without text, over traces.MaxSynthTokens
+// tokens (no replay sends it), or with a rate outside
+// [MinTextBytesPerToken, MaxTextBytesPerToken].
 func TextBlocks(text []byte, inputLen int, bytesPerToken float64) []uint64 {
 	n := inputLen / TextBlockSize
-	if n <= 0 || len(text) == 0 {
+	if n <= 0 || len(text) == 0 || inputLen > traces.MaxSynthTokens ||
+		!(bytesPerToken >= MinTextBytesPerToken && bytesPerToken <= MaxTextBytesPerToken) {
 		return nil
 	}
-	per := max(1, int(math.Round(TextBlockSize*bytesPerToken)))
+	per := int(math.Round(TextBlockSize * bytesPerToken))
 	out := make([]uint64, n)
 	var prev [8]byte
+	lo := 0
 	for k := range n {
-		lo, hi := min(k*per, len(text)), min((k+1)*per, len(text))
+		hi := lo + min(per, len(text)-lo)
 		h := fnv.New64a()
 		h.Write([]byte("kvsim text block"))
 		h.Write(prev[:])
 		h.Write(text[lo:hi])
 		out[k] = h.Sum64()
 		binary.LittleEndian.PutUint64(prev[:], out[k])
+		lo = hi
 	}
 	return out
 }
@@ -126,8 +138,8 @@ func NewProxy(ctx context.Context, cfg CaptureConfig, out io.Writer) (*Proxy, er
 	if cfg.TextBytesPerToken == 0 {
 		cfg.TextBytesPerToken = 4
 	}
-	if !(cfg.TextBytesPerToken > 0) || math.IsInf(cfg.TextBytesPerToken, 1) {
-		return nil, fmt.Errorf("text bytes per token: expected a number > 0, found %v", cfg.TextBytesPerToken)
+	if !(cfg.TextBytesPerToken >= MinTextBytesPerToken && cfg.TextBytesPerToken <= MaxTextBytesPerToken) {
+		return nil, fmt.Errorf("text bytes per token: expected a number from %g to %g, found %v", MinTextBytesPerToken, MaxTextBytesPerToken, cfg.TextBytesPerToken)
 	}
 	p := &Proxy{cfg: cfg, base: strings.TrimRight(cfg.Upstream, "/"), client: cfg.Client, clock: cfg.Clock}
 	if p.client == nil {
@@ -321,9 +333,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var in capturedInput
 	if c != nil {
 		in = parseCaptured(api, body)
+		resp := &Response{CachedTokens: -1}
+		pr := p.prompt(&in, resp)
 		p.mu.Lock()
 		if !c.done {
-			p.record(c, &in, &Response{CachedTokens: -1}, &recorder{start: start}, &RequestError{Reason: "interrupted"}, start)
+			p.record(c, &in, pr, resp, &recorder{start: start}, &RequestError{Reason: "interrupted"}, start)
 		}
 		p.mu.Unlock()
 	}
@@ -425,12 +439,19 @@ func parseCaptured(api API, body []byte) capturedInput {
 		return in
 	}
 	in.model = b.Model
+	// words reads a text prompt: a string, or a list of one string (a
+	// batch of one); a longer batch keeps its length only.
 	words := func(raw json.RawMessage) {
 		var s string
-		if json.Unmarshal(raw, &s) == nil {
-			in.textWords += len(strings.Fields(s))
-			in.text = []byte(s)
+		if json.Unmarshal(raw, &s) != nil {
+			var one []string
+			if json.Unmarshal(raw, &one) != nil || len(one) != 1 {
+				return
+			}
+			s = one[0]
 		}
+		in.textWords += len(strings.Fields(s))
+		in.text = []byte(s)
 	}
 	sf := b.samplingFields
 	switch api {
@@ -448,16 +469,23 @@ func parseCaptured(api API, body []byte) capturedInput {
 			words(b.Prompt)
 		}
 	case APIOpenAIChat:
-		// The conversation as one text, each message after its role, so
-		// that a shared history is a shared prefix.
+		// The conversation as one text, each message its role and its
+		// content, each length-prefixed, so that a shared history is a
+		// shared prefix and nothing in a content reads as a boundary.
+		// Content that is not text (an image part) goes in as its JSON,
+		// so that conversations that differ only there differ.
 		var text []byte
+		part := func(b []byte) {
+			text = binary.AppendUvarint(text, uint64(len(b)))
+			text = append(text, b...)
+		}
 		for _, m := range b.Messages {
+			part([]byte(m.Role))
 			if t, err := messageText(m.Content); err == nil {
 				in.textWords += len(strings.Fields(t))
-				text = append(text, m.Role...)
-				text = append(text, 0)
-				text = append(text, t...)
-				text = append(text, 0)
+				part([]byte(t))
+			} else {
+				part(m.Content)
 			}
 		}
 		in.text = text
@@ -499,33 +527,47 @@ type samplingFields struct {
 
 // finishRecord fills c's record unless Close already wrote it.
 func (p *Proxy) finishRecord(c *captured, in *capturedInput, resp *Response, rc *recorder, err error, start time.Time) {
+	pr := p.prompt(in, resp)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !c.done {
-		p.record(c, in, resp, rc, err, start)
+		p.record(c, in, pr, resp, rc, err, start)
 	}
+}
+
+// capturedPrompt is a record's prompt length and, for a text prompt, its
+// block hashes.
+type capturedPrompt struct {
+	inputLen int
+	blocks   []uint64
+}
+
+// prompt works out the record's prompt from the request and the
+// response, before the lock: the ids' count, else the server's count,
+// else the text's words; and a text prompt's blocks (TextBlocks).
+func (p *Proxy) prompt(in *capturedInput, resp *Response) capturedPrompt {
+	var pr capturedPrompt
+	switch {
+	case in.tokens != nil:
+		return capturedPrompt{inputLen: len(in.tokens)}
+	case resp.PromptTokens > 0:
+		pr.inputLen = resp.PromptTokens
+	default:
+		pr.inputLen = max(in.textWords, 1)
+	}
+	pr.blocks = TextBlocks(in.text, pr.inputLen, p.cfg.TextBytesPerToken)
+	return pr
 }
 
 // record fills c's record from the request and what was measured (mu
 // held). Before the response it is called with an "interrupted" error, so
 // that Close can write a complete record of a request in flight.
-func (p *Proxy) record(c *captured, in *capturedInput, resp *Response, rc *recorder, err error, start time.Time) {
+func (p *Proxy) record(c *captured, in *capturedInput, pr capturedPrompt, resp *Response, rc *recorder, err error, start time.Time) {
 	rec := &c.rec
 	rec.Model, rec.Kind, rec.Sampling = in.model, in.kind, in.sampling
-	rec.Tokens = in.tokens
-	switch {
-	case in.tokens != nil:
-		rec.InputLen = len(in.tokens)
-	case resp.PromptTokens > 0:
-		rec.InputLen = resp.PromptTokens
-	default:
-		rec.InputLen = max(in.textWords, 1)
-	}
-	if in.tokens == nil {
-		// A text prompt: its prefix structure as block hashes.
-		if rec.Blocks = TextBlocks(in.text, rec.InputLen, p.cfg.TextBytesPerToken); rec.Blocks != nil {
-			rec.BlockSize = TextBlockSize
-		}
+	rec.Tokens, rec.InputLen, rec.Blocks, rec.BlockSize = in.tokens, pr.inputLen, pr.blocks, 0
+	if pr.blocks != nil {
+		rec.BlockSize = TextBlockSize
 	}
 	out := rc.lastTokens
 	if rc.first.IsZero() {

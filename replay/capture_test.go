@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -356,8 +357,49 @@ func TestTextBlocks(t *testing.T) {
 	if TextBlocks(a, 15, 4) != nil || TextBlocks(nil, 100, 4) != nil {
 		t.Error("blocks for a prompt under one block, or without text")
 	}
-	if half := TextBlocks(a, 32, 2); len(half) != 2 || half[0] == ba[0] {
-		t.Errorf("2 bytes per token: %x, want 2 blocks of 32 bytes", half)
+	// At 2 bytes per token a block is 32 bytes: a change at byte 40 keeps
+	// block 0 and changes block 1.
+	c := slices.Clone(a)
+	c[40] = 'Z'
+	ha, hc := TextBlocks(a, 32, 2), TextBlocks(c, 32, 2)
+	if len(ha) != 2 || ha[0] != hc[0] || ha[1] == hc[1] || ha[0] == ba[0] {
+		t.Errorf("2 bytes per token: %x and %x, want 2 blocks of 32 bytes", ha, hc)
+	}
+	// Absurd inputs give no blocks instead of a panic or gigabytes: a
+	// count beyond what any replay sends, or a rate out of bounds.
+	for _, tc := range []struct {
+		n   int
+		bpt float64
+	}{{traces.MaxSynthTokens + 16, 4}, {1 << 62, 4}, {100, 1e17}, {100, 1e300}, {100, 0.01}, {100, math.NaN()}} {
+		if got := TextBlocks(a, tc.n, tc.bpt); got != nil {
+			t.Errorf("TextBlocks(%d tokens, %g bytes per token): %d blocks, want none", tc.n, tc.bpt, len(got))
+		}
+	}
+	if one := TextBlocks(a, 32, MinTextBytesPerToken); len(one) != 2 || one[0] == ha[0] {
+		t.Errorf("1/16 byte per token: %x, want 2 blocks of one byte", one)
+	}
+}
+
+// What text a request's prompt is: a string, a one-string batch; not a
+// longer batch; chat messages length-prefixed with their roles, a
+// non-text part by its JSON.
+func TestCapturedText(t *testing.T) {
+	for _, tc := range []struct {
+		api        API
+		body, text string
+	}{
+		{APISGLang, `{"text":"a b"}`, "a b"},
+		{APISGLang, `{"text":["a b"]}`, "a b"},
+		{APISGLang, `{"text":["a","b"]}`, ""},
+		{APIOpenAI, `{"prompt":["x y z"]}`, "x y z"},
+		{APIOpenAI, `{"prompt":[1,2]}`, ""},
+		{APIOpenAIChat, `{"messages":[{"role":"user","content":"hi"}]}`, "\x04user\x02hi"},
+		{APIOpenAIChat, `{"messages":[{"role":"user","content":"a\u0000b"}]}`, "\x04user\x03a\x00b"},
+		{APIOpenAIChat, `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, "\x04user\x2e[{\"type\":\"image_url\",\"image_url\":{\"url\":\"x\"}}]"},
+	} {
+		if got := string(parseCaptured(tc.api, []byte(tc.body)).text); got != tc.text {
+			t.Errorf("%v %s: text %q, want %q", tc.api, tc.body, got, tc.text)
+		}
 	}
 }
 
@@ -368,10 +410,15 @@ func TestCaptureTextPromptsKeepPrefixes(t *testing.T) {
 	up := replaytest.NewServer(replaytest.Config{})
 	defer up.Close()
 	url, p, out := startProxy(t, up.URL)
-	history := `{"role":"system","content":"` + strings.Repeat("You are a careful assistant who answers briefly. ", 20) + `"},{"role":"user","content":"first question about caches"}`
+	system := func(s string) string {
+		return `{"role":"system","content":"` + strings.Repeat(s, 20) + `"},{"role":"user","content":"first question about caches"}`
+	}
+	history := system("You are a careful assistant who answers briefly. ")
 	bodies := []string{
 		`{"model":"m","max_tokens":4,"messages":[` + history + `]}`,
 		`{"model":"m","max_tokens":4,"messages":[` + history + `,{"role":"assistant","content":"an answer"},{"role":"user","content":"a second question"}]}`,
+		// Another conversation: nothing in common with the first.
+		`{"model":"m","max_tokens":4,"messages":[` + system("You are a terse assistant who answers at length. ") + `]}`,
 	}
 	for _, body := range bodies {
 		resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(body))
@@ -386,7 +433,7 @@ func TestCaptureTextPromptsKeepPrefixes(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, got := out.records(t)
-	if len(got) != 2 {
+	if len(got) != 3 {
 		t.Fatalf("%d records", len(got))
 	}
 	for i, g := range got {
@@ -403,6 +450,9 @@ func TestCaptureTextPromptsKeepPrefixes(t *testing.T) {
 	if shared < 10 {
 		t.Errorf("the turns share %d blocks: %x / %x", shared, got[0].Blocks, got[1].Blocks)
 	}
+	if got[2].Blocks[0] == got[0].Blocks[0] {
+		t.Errorf("another conversation shares the first block")
+	}
 	st, err := NewSimTarget(SimConfig{Sim: sim.Default(400000), Cost: &hw.Fitted{Prefill: [4]float64{1e6, 1e4, 0, 0}, Decode: [3]float64{1e6, 0, 0}}})
 	if err != nil {
 		t.Fatal(err)
@@ -413,29 +463,35 @@ func TestCaptureTextPromptsKeepPrefixes(t *testing.T) {
 		got[i].Observed, got[i].Arrival = nil, 0
 	}
 	res := runSim(t, st, cfg, got)
-	t.Logf("inputs %d, %d; %d blocks shared; the second turn hit %d tokens", got[0].InputLen, got[1].InputLen, shared, res.Requests[1].CachedTokens)
-	if c := res.Requests[1].CachedTokens; c < shared*TextBlockSize/2 {
-		t.Errorf("the second turn hit %d cached tokens in the simulator, want about %d", c, shared*TextBlockSize)
+	if c := res.Requests[1].CachedTokens; c != shared*TextBlockSize {
+		t.Errorf("the second turn hit %d cached tokens in the simulator, want %d (its shared blocks)", c, shared*TextBlockSize)
+	}
+	if c := res.Requests[2].CachedTokens; c != 0 {
+		t.Errorf("another conversation hit %d cached tokens, want 0", c)
 	}
 }
 
 // Any request body parses without a panic, and a text prompt's blocks
 // always make a valid hash-trace record of the server's length.
 func FuzzParseCaptured(f *testing.F) {
-	f.Add(0, []byte(`{"text":"hello world","sampling_params":{"max_new_tokens":4}}`), 40)
-	f.Add(1, []byte(`{"prompt":"a b c","max_tokens":3,"temperature":0.5}`), 17)
-	f.Add(2, []byte(`{"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}],"max_completion_tokens":2}`), 64)
-	f.Add(1, []byte(`{"prompt":[1,2,3]}`), 3)
-	f.Fuzz(func(t *testing.T, api int, body []byte, promptTokens int) {
+	f.Add(0, []byte(`{"text":"hello world","sampling_params":{"max_new_tokens":4}}`), 40, 4.0)
+	f.Add(1, []byte(`{"prompt":"a b c","max_tokens":3,"temperature":0.5}`), 17, 0.1)
+	f.Add(2, []byte(`{"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}],"max_completion_tokens":2}`), 64, 1e17)
+	f.Add(1, []byte(`{"prompt":[1,2,3]}`), 3, 4.0)
+	f.Add(0, []byte(`{"text":["x"]}`), 1<<40, 4.0)
+	f.Fuzz(func(t *testing.T, api int, body []byte, promptTokens int, bpt float64) {
 		a := []API{APISGLang, APIOpenAI, APIOpenAIChat}[uint(api)%3]
 		in := parseCaptured(a, body)
-		n := min(max(promptTokens, 1), 1<<16)
+		n := max(promptTokens, 1)
 		rec := traces.Record{ID: "x", InputLen: n, OutputLen: 1}
-		if rec.Blocks = TextBlocks(in.text, n, 4); rec.Blocks != nil {
+		if rec.Blocks = TextBlocks(in.text, n, bpt); rec.Blocks != nil {
 			rec.BlockSize = TextBlockSize
 			if len(rec.Blocks) != n/TextBlockSize {
 				t.Fatalf("%d blocks for %d tokens", len(rec.Blocks), n)
 			}
+		}
+		if n > 1<<16 {
+			return // a valid record, too long to synthesise in a fuzz run
 		}
 		if _, err := traces.PromptTokens(&rec, traces.DefaultVocab); err != nil {
 			t.Fatalf("record of a captured text prompt: %v", err)

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"os"
@@ -30,11 +29,12 @@ the server at URL and streams its responses back unchanged, and writes every
 generation request (/generate, /v1/completions, /v1/chat/completions) to FILE
 as a kvsim trace: arrival time, prompt token ids (text prompts: the length
 the server reported and hashes of the text's 16-token blocks, so that
-prompts sharing a text prefix share it in replays), sampling parameters, output length and ids, and the
-observed TTFT, ITL, E2E, cached tokens and status. Each record is flushed as
-soon as it and every earlier one have finished, so FILE is a valid trace even
-if kvsim is killed; Ctrl-C stops accepting, lets requests in flight finish
-for --drain, records the rest as interrupted and exits. See docs/replay.md.
+prompts sharing a text prefix share it in replays), sampling parameters,
+output length and ids, and the observed TTFT, ITL, E2E, cached tokens and
+status. Each record is flushed as soon as it and every earlier one have
+finished, so FILE is a valid trace even if kvsim is killed; Ctrl-C stops
+accepting, lets requests in flight finish for --drain, records the rest as
+interrupted and exits. See docs/replay.md.
 `
 
 // captureSignalContext and captureReady are replaced by tests.
@@ -70,8 +70,8 @@ func runCapture(args []string, stdout, stderr io.Writer) int {
 		return usageErr("--upstream is required")
 	case *out == "":
 		return usageErr("--out is required")
-	case !(*bpt > 0) || math.IsInf(*bpt, 1):
-		return usageErr("--text-bytes-per-token: expected a number > 0, found %v", *bpt)
+	case !(*bpt >= replay.MinTextBytesPerToken && *bpt <= replay.MaxTextBytesPerToken):
+		return usageErr("--text-bytes-per-token: expected a number from %g to %g, found %v", replay.MinTextBytesPerToken, replay.MaxTextBytesPerToken, *bpt)
 	}
 	ctx, stop := captureSignalContext()
 	defer stop()

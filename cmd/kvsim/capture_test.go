@@ -90,7 +90,8 @@ func TestCaptureCLIUsageErrors(t *testing.T) {
 		{[]string{"--out", "x.jsonl"}, "--upstream is required"},
 		{[]string{"--upstream", "http://127.0.0.1:1"}, "--out is required"},
 		{[]string{"--upstream", "localhost:1", "--out", filepath.Join(t.TempDir(), "x.jsonl")}, "expected a base URL"},
-		{[]string{"--upstream", "http://127.0.0.1:1", "--out", "x.jsonl", "--text-bytes-per-token", "0"}, "--text-bytes-per-token: expected a number > 0, found 0"},
+		{[]string{"--upstream", "http://127.0.0.1:1", "--out", "x.jsonl", "--text-bytes-per-token", "0"}, "--text-bytes-per-token: expected a number from 0.0625 to 1024, found 0"},
+		{[]string{"--upstream", "http://127.0.0.1:1", "--out", "x.jsonl", "--text-bytes-per-token", "1e17"}, "--text-bytes-per-token: expected a number from 0.0625 to 1024, found 1e+17"},
 	} {
 		code, _, stderr := runCLI(t, append([]string{"capture"}, tc.args...)...)
 		if code != exitUsage || !strings.Contains(stderr, tc.want) {
