@@ -176,6 +176,10 @@ func Parse(data []byte, name string) (*Study, error) {
 		return nil, errors.Join(p.errs...)
 	}
 	s.Base, s.BaseTOML = base.name, base.text
+	if _, sizes, ok := gridSize(s.Axes); !ok {
+		p.errPos(s.Axes[0].pos[0], "sweep: the grid has %s points, more than %d: a study runs a simulation per point; sweep fewer values, or zip keys that move together", sizes, MaxPoints)
+		return nil, errors.Join(p.errs...)
+	}
 	s.points = p.points(s, base, baseFile)
 	if len(p.errs) > 0 {
 		return nil, errors.Join(p.errs...)
@@ -491,6 +495,33 @@ func (s *Study) axisOf(key string) int {
 }
 
 // points applies every grid point to the base and validates it.
+// MaxPoints bounds a study's grid: each point is a simulation, and a grid
+// of more is a mistake (a long list swept by accident) that would run for
+// days or exhaust memory.
+const MaxPoints = 100_000
+
+// gridSize is the number of points of the axes' grid, the product of
+// their lengths written out ("3 x 4 x 2 = 24"), and false when it is over
+// MaxPoints (checked as it multiplies: no overflow).
+func gridSize(axes []Axis) (int, string, bool) {
+	n := 1
+	var parts []string
+	over := false
+	for _, a := range axes {
+		parts = append(parts, strconv.Itoa(a.Len()))
+		if !over && n > MaxPoints/a.Len() {
+			over = true
+		}
+		if !over {
+			n *= a.Len()
+		}
+	}
+	if over {
+		return 0, strings.Join(parts, " x "), false
+	}
+	return n, strings.Join(parts, " x ") + " = " + strconv.Itoa(n), n <= MaxPoints
+}
+
 func (p *parser) points(s *Study, base *baseDoc, baseFile string) []Point {
 	n := 1
 	for _, a := range s.Axes {
