@@ -964,8 +964,9 @@ func decodeSample(recs []traces.Record, ok []int, spans, blind []calSpan, times 
 const callTol = 500_000
 
 // maxAfterPrompt is how many calls back callTimeline.after looks for prompt
-// calls: maxAfterPromptDecay^maxAfterPrompt is below 0.01.
-const maxAfterPrompt = 48
+// calls: as far as the simulator charges them (maxAfterPromptDecay^48 is
+// below 0.01).
+const maxAfterPrompt = llamacpp.MaxAfterPrompt
 
 // maxAfterPromptDecay bounds the decay fitAfterPrompt tries.
 const maxAfterPromptDecay = 0.9

@@ -68,9 +68,10 @@ func TextBlocks(text []byte, inputLen int, bytesPerToken float64) []uint64 {
 	out := make([]uint64, n)
 	var prev [8]byte
 	lo := 0
+	h := fnv.New64a()
 	for k := range n {
 		hi := lo + min(per, len(text)-lo)
-		h := fnv.New64a()
+		h.Reset()
 		h.Write([]byte("kvsim text block"))
 		h.Write(prev[:])
 		h.Write(text[lo:hi])

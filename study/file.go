@@ -176,11 +176,12 @@ func Parse(data []byte, name string) (*Study, error) {
 		return nil, errors.Join(p.errs...)
 	}
 	s.Base, s.BaseTOML = base.name, base.text
-	if _, sizes, ok := gridSize(s.Axes); !ok {
+	n, sizes, ok := gridSize(s.Axes)
+	if !ok {
 		p.errPos(s.Axes[0].pos[0], "sweep: the grid has %s points, more than %d: a study runs a simulation per point; sweep fewer values, or zip keys that move together", sizes, MaxPoints)
 		return nil, errors.Join(p.errs...)
 	}
-	s.points = p.points(s, base, baseFile)
+	s.points = p.points(s, base, baseFile, n)
 	if len(p.errs) > 0 {
 		return nil, errors.Join(p.errs...)
 	}
@@ -522,11 +523,8 @@ func gridSize(axes []Axis) (int, string, bool) {
 	return n, strings.Join(parts, " x ") + " = " + strconv.Itoa(n), n <= MaxPoints
 }
 
-func (p *parser) points(s *Study, base *baseDoc, baseFile string) []Point {
-	n := 1
-	for _, a := range s.Axes {
-		n *= a.Len()
-	}
+// points builds the n points of the grid (gridSize).
+func (p *parser) points(s *Study, base *baseDoc, baseFile string, n int) []Point {
 	hashes := map[string]string{}
 	var out []Point
 	idx := make([]int, len(s.Axes))

@@ -498,9 +498,9 @@ func (s *Sim) endCall() {
 	}
 }
 
-// maxAfterPrompt is how many calls back a prompt call slows a decode-only
-// call (AfterPrompter): the calibration measures it that far.
-const maxAfterPrompt = 48
+// MaxAfterPrompt is how many calls back a prompt call slows a decode-only
+// call (AfterPrompter); replay's calibration looks back as far.
+const MaxAfterPrompt = 48
 
 // afterPromptExtra is the extra time of the decode-only call in s.chunks,
 // call number s.stats.Calls, j calls after the last call in which a
@@ -511,7 +511,7 @@ const maxAfterPrompt = 48
 // a row and 2.01 after one at 4000-6000 context tokens).
 func (s *Sim) afterPromptExtra() int64 {
 	j := s.stats.Calls - s.lastPrompt
-	if s.ap == nil || s.lastPrompt == 0 || j > maxAfterPrompt {
+	if s.ap == nil || s.lastPrompt == 0 || j > MaxAfterPrompt {
 		return 0
 	}
 	ns, decay := s.ap.AfterPrompt(callContext(s.chunks))
