@@ -2,13 +2,19 @@
 // one: the content goes to a temporary file in the same folder, is flushed
 // and synced, and is renamed over the target only when everything
 // succeeded. A failure leaves the target as it was and removes the
-// temporary file.
+// temporary file. Files are created with the permissions a user expects of
+// a new file (0666 less the umask), or keep those of the file they replace.
+//
+// [Lines] is the same promise for a file that grows while a long run goes
+// on (a recording, a study's results): a reader sees whole lines only, even
+// when the disk fills in the middle of one.
 package atomicfile
 
 import (
 	"bufio"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -32,6 +38,7 @@ func Write(path string, fill func(io.Writer) error) error {
 type File struct {
 	path string
 	tmp  *os.File
+	mode fs.FileMode
 }
 
 // Create starts writing path.
@@ -40,7 +47,17 @@ func Create(path string) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create %s: %w", path, err)
 	}
-	return &File{path: path, tmp: tmp}, nil
+	return &File{path: path, tmp: tmp, mode: NewFileMode(path)}, nil
+}
+
+// NewFileMode is the permission a file written at path gets: that of the
+// file already there, else 0666 less the process's umask, as os.Create
+// would give it.
+func NewFileMode(path string) fs.FileMode {
+	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
+		return fi.Mode().Perm()
+	}
+	return 0o666 &^ umask
 }
 
 // Write implements io.Writer.
@@ -50,6 +67,9 @@ func (f *File) Write(p []byte) (int, error) { return f.tmp.Write(p) }
 // or if that fails, it removes the temporary file. It returns the first
 // error, naming the path.
 func (f *File) Finish(err error) error {
+	if err == nil {
+		err = f.tmp.Chmod(f.mode)
+	}
 	if err == nil {
 		err = f.tmp.Sync()
 	}
