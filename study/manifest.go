@@ -145,9 +145,12 @@ func finish(m *Manifest, dir string, logw io.Writer) (*Outcome, error) {
 	if m.Shard != "" {
 		return out, nil
 	}
+	// From here on the results are safe on disk: a plot or the report that
+	// cannot be written is reported, and the rest is still written.
 	plots, err := drawPlots(m, dir, recs, out.Best, obj)
 	if err != nil {
-		return nil, err
+		out.Problems = append(out.Problems, fmt.Errorf("plots: %w", err))
+		plots = nil
 	}
 	for _, p := range plots {
 		out.Files = append(out.Files, filepath.Join(plotDir, p.Name+".png"), filepath.Join(plotDir, p.Name+".svg"))
@@ -155,7 +158,8 @@ func finish(m *Manifest, dir string, logw io.Writer) (*Outcome, error) {
 	if err := writeAtomic(filepath.Join(dir, ReportFile), func(w io.Writer) error {
 		return writeReport(w, m, dir, recs, out.Best, obj, plots)
 	}); err != nil {
-		return nil, err
+		out.Problems = append(out.Problems, fmt.Errorf("report: %w", err))
+		return out, nil
 	}
 	out.Files = append(out.Files, ReportFile)
 	return out, nil

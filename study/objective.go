@@ -2,6 +2,7 @@ package study
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -68,8 +69,8 @@ func ParseObjective(s string) (Objective, error) {
 			return o, fmt.Errorf("constraint on %s: operator must be <=, <, >=, > or == (got %q)", c.Metric, c.Op)
 		}
 		b, err := strconv.ParseFloat(rest[2], 64)
-		if err != nil {
-			return o, fmt.Errorf("constraint on %s: bound %q is not a number", c.Metric, rest[2])
+		if err != nil || math.IsNaN(b) || math.IsInf(b, 0) {
+			return o, fmt.Errorf("constraint on %s: expected a finite number as the bound, found %q", c.Metric, rest[2])
 		}
 		c.Bound = b
 		o.Constraints = append(o.Constraints, c)

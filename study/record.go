@@ -204,6 +204,9 @@ func readResults(path string) (lines []line, warn string, err error) {
 		} else {
 			raw, data = data[:end+1], data[end+1:]
 		}
+		if len(bytes.TrimSpace(raw)) == 0 {
+			continue // a blank line holds no point
+		}
 		var rec Record
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()
@@ -215,33 +218,68 @@ func readResults(path string) (lines []line, warn string, err error) {
 			if last {
 				return lines, fmt.Sprintf("%s:%d: ignoring a truncated last line (an interrupted run); its point runs again", path, n), nil
 			}
-			return nil, "", fmt.Errorf("%s:%d: %v", path, n, derr)
+			return nil, "", fmt.Errorf("%s:%d: expected a result line written by kvsim study: %s", path, n, jsonProblem(derr))
 		}
 		lines = append(lines, line{rec: rec, raw: raw})
 	}
 	return lines, "", nil
 }
 
+// jsonProblem says what encoding/json found wrong in a line, in the file's
+// terms (column, key path), never in Go's (struct and type names).
+func jsonProblem(err error) string {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return fmt.Sprintf("column %d: %s", syn.Offset, strings.TrimPrefix(syn.Error(), "json: "))
+	case errors.As(err, &typ):
+		want := typ.Type.Kind().String()
+		switch typ.Type.Kind() {
+		case reflect.Map, reflect.Struct:
+			want = "an object"
+		case reflect.Slice, reflect.Array:
+			want = "an array"
+		case reflect.Float32, reflect.Float64, reflect.Int, reflect.Int64, reflect.Int32, reflect.Uint64, reflect.Uint32, reflect.Uint:
+			want = "a number"
+		case reflect.String:
+			want = "a string"
+		case reflect.Bool:
+			want = "true or false"
+		}
+		field := typ.Field
+		if field == "" {
+			field = "the line"
+		}
+		return fmt.Sprintf("column %d: %s: expected %s, found %s", typ.Offset, field, want, typ.Value)
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return "the line ends before its JSON value does"
+	}
+	return strings.TrimPrefix(err.Error(), "json: ")
+}
+
 // appender appends lines to results.jsonl, each with one write followed by
-// an fsync, so an interruption leaves at most one partial last line.
-type appender struct{ f *os.File }
+// an fsync. The file holds whole lines only (internal/atomicfile.Lines): a
+// line that does not fit on the disk is cut off, and that point runs again
+// when the study is resumed.
+type appender struct{ l *atomicfile.Lines }
 
 func openAppender(path string) (*appender, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	l, err := atomicfile.AppendLines(path)
 	if err != nil {
 		return nil, err
 	}
-	return &appender{f: f}, nil
+	return &appender{l: l}, nil
 }
 
 func (a *appender) add(raw []byte) error {
-	if _, err := a.f.Write(raw); err != nil {
+	if _, err := a.l.Write(raw); err != nil {
 		return err
 	}
-	return a.f.Sync()
+	return a.l.Sync()
 }
 
-func (a *appender) close() error { return a.f.Close() }
+func (a *appender) close() error { return a.l.Close() }
 
 // writeAtomic writes a file atomically (see internal/atomicfile).
 func writeAtomic(path string, fill func(io.Writer) error) error {

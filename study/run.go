@@ -78,6 +78,11 @@ type Outcome struct {
 	Missing int
 	// Files lists the files written, relative to the output folder.
 	Files []string
+	// Problems lists what could not be written after the results were
+	// safe (a plot, the report): the run is a failure, but every finished
+	// point is in results.jsonl and results.csv, and the table can be
+	// printed.
+	Problems []error
 }
 
 // Output file names in the output folder.
@@ -202,7 +207,14 @@ func runPoints(ctx context.Context, s *Study, todo []Point, skipped int, resPath
 	if err != nil {
 		return 0, err
 	}
-	defer app.close()
+	n, err := runPointsTo(ctx, app, s, todo, skipped, resPath, opt, logw)
+	if cerr := app.close(); err == nil && cerr != nil {
+		err = fmt.Errorf("%w; the %d points finished are in %s, run again to resume", cerr, n, resPath)
+	}
+	return n, err
+}
+
+func runPointsTo(ctx context.Context, app *appender, s *Study, todo []Point, skipped int, resPath string, opt Options, logw io.Writer) (int, error) {
 	jobs := opt.Jobs
 	if jobs <= 0 {
 		jobs = runtime.GOMAXPROCS(0)
@@ -255,7 +267,7 @@ func runPoints(ctx context.Context, s *Study, todo []Point, skipped int, resPath
 		if err := app.add(r.raw); err != nil {
 			close(stop)
 			prog.finish()
-			return ran, fmt.Errorf("append %s: %w", resPath, err)
+			return ran, fmt.Errorf("point %d: %w; the %d points finished before it are in %s, run again to resume", r.pt.Index, err, ran, resPath)
 		}
 		ran++
 		prog.markDone(r.pt, r.rec, r.wall)

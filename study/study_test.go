@@ -168,6 +168,45 @@ func TestResumeRefusesForeignOrCorruptResults(t *testing.T) {
 	}
 }
 
+// Blank lines hold no point; a bad line's error is in the file's terms
+// (line, column, key), never Go's.
+func TestResultsBlankAndBadLines(t *testing.T) {
+	s := loadTiny(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, ResultsJSONL)
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(path, []byte("\n  \n\n"), 0o644)
+	if out := runTo(t, s, dir, Options{}); out.Ran != 6 {
+		t.Errorf("an all-blank results.jsonl: ran %d, want 6", out.Ran)
+	}
+	data := read(t, path)
+	bad := strings.Replace(string(data), `"point":1,`, `"point":"one",`, 1)
+	os.WriteFile(path, []byte(bad), 0o644)
+	_, err := Run(context.Background(), s, Options{Out: dir})
+	if err == nil || !strings.Contains(err.Error(), "results.jsonl:2: expected a result line written by kvsim study: column ") ||
+		!strings.Contains(err.Error(), "point: expected a number, found string") || strings.Contains(err.Error(), "Record") {
+		t.Errorf("a point that is a string: err = %v", err)
+	}
+}
+
+// A plot that cannot be drawn does not lose the points: results.jsonl,
+// results.csv and report.md are written, and the problem is reported.
+func TestPlotFailureKeepsResults(t *testing.T) {
+	s := loadTiny(t)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "plots"), []byte("a file where the plots folder goes"), 0o644)
+	out, err := Run(context.Background(), s, Options{Out: dir, Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Problems) != 1 || !strings.Contains(out.Problems[0].Error(), "plots") || out.Ran != 6 || len(out.Records) != 6 {
+		t.Fatalf("problems %v, ran %d, records %d", out.Problems, out.Ran, len(out.Records))
+	}
+	for _, f := range []string{ResultsJSONL, ResultsCSV, ReportFile} {
+		read(t, filepath.Join(dir, f))
+	}
+}
+
 // Shards cover the grid exactly once and merge into the unsharded files.
 func TestShardsMergeToUnsharded(t *testing.T) {
 	s := loadTiny(t)
@@ -250,7 +289,10 @@ func TestParseObjective(t *testing.T) {
 		{in: "best cache_hit_rate", err: `must start with "maximize"`},
 		{in: "maximize x such that y < 1", err: `want "subject to"`},
 		{in: "maximize x subject to y ~ 1", err: "operator"},
-		{in: "maximize x subject to y < z", err: "not a number"},
+		{in: "maximize x subject to y < z", err: `expected a finite number as the bound, found "z"`},
+		{in: "maximize x subject to y < NaN", err: `expected a finite number as the bound, found "NaN"`},
+		{in: "maximize x subject to y <= inf", err: `expected a finite number as the bound, found "inf"`},
+		{in: "maximize x subject to y >= -Inf", err: `expected a finite number as the bound, found "-Inf"`},
 		{in: "maximize x subject to y < 1 or z > 2", err: `joined by "and"`},
 		{in: "maximize x subject to y < 1 and", err: "want a constraint"},
 	} {
