@@ -114,6 +114,7 @@ type Proxy struct {
 	written int
 	closed  bool
 	err     error
+	failed  chan struct{} // closed when err is first set
 }
 
 // captured is one recorded request.
@@ -142,7 +143,7 @@ func NewProxy(ctx context.Context, cfg CaptureConfig, out io.Writer) (*Proxy, er
 	if !(cfg.TextBytesPerToken >= MinTextBytesPerToken && cfg.TextBytesPerToken <= MaxTextBytesPerToken) {
 		return nil, fmt.Errorf("text bytes per token: expected a number from %g to %g, found %v", MinTextBytesPerToken, MaxTextBytesPerToken, cfg.TextBytesPerToken)
 	}
-	p := &Proxy{cfg: cfg, base: strings.TrimRight(cfg.Upstream, "/"), client: cfg.Client, clock: cfg.Clock}
+	p := &Proxy{cfg: cfg, base: strings.TrimRight(cfg.Upstream, "/"), client: cfg.Client, clock: cfg.Clock, failed: make(chan struct{})}
 	if p.client == nil {
 		p.client = &http.Client{Transport: newTransport(1024)}
 	}
@@ -201,6 +202,11 @@ func (p *Proxy) probe(ctx context.Context) (server, version string) {
 	}
 	return "", ""
 }
+
+// Failed is closed as soon as a record cannot be written (a full disk, an
+// I/O error). From then on the proxy refuses every new request with 503
+// and a reason rather than forward what it cannot record; Err says why.
+func (p *Proxy) Failed() <-chan struct{} { return p.failed }
 
 // Err returns the first error writing the trace, if any.
 func (p *Proxy) Err() error {
@@ -263,10 +269,13 @@ func (p *Proxy) writeReady() {
 	k := 0
 	for k < len(p.pending) && p.pending[k].done {
 		if p.err == nil {
-			if err := p.w.Write(p.pending[k].rec); err != nil {
+			err := p.w.Write(p.pending[k].rec)
+			if err == nil {
+				err = p.w.Flush()
+			}
+			if err != nil {
 				p.err = err
-			} else if err := p.w.Flush(); err != nil {
-				p.err = err
+				close(p.failed)
 			} else {
 				p.written++
 			}
@@ -309,6 +318,11 @@ func captureAPI(path string) API {
 
 // ServeHTTP implements http.Handler.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := p.Err(); err != nil {
+		w.Header().Set("Connection", "close")
+		http.Error(w, "kvsim capture: not recording, so not forwarding: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
 	api := API(0)
 	if r.Method == http.MethodPost {
 		api = captureAPI(r.URL.Path)

@@ -3,6 +3,7 @@ package replay
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -232,6 +234,70 @@ func TestCaptureFaults(t *testing.T) {
 			t.Fatalf("records %+v", recs)
 		}
 	})
+}
+
+// fullWriter takes room bytes, then fails as a full disk does.
+type fullWriter struct {
+	syncBuffer
+	room int
+}
+
+func (f *fullWriter) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	n := min(len(p), f.room)
+	f.room -= n
+	f.mu.Unlock()
+	f.syncBuffer.Write(p[:n])
+	if n < len(p) {
+		return n, fmt.Errorf("write rec.jsonl: %w", syscall.ENOSPC)
+	}
+	return n, nil
+}
+
+// A recorder that cannot record says so at once and stops forwarding:
+// requests after the failure get 503 with the reason, not a response that
+// nobody will ever see in the trace.
+func TestCaptureDiskFull(t *testing.T) {
+	up := replaytest.NewServer(replaytest.Config{})
+	defer up.Close()
+	out := &fullWriter{room: 700} // the header and a record or two
+	p, err := NewProxy(t.Context(), CaptureConfig{Upstream: up.URL}, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(p)
+	defer srv.Close()
+	ok := 0
+	for i := 0; i < 20; i++ {
+		code, body := httpDo(t, "POST", srv.URL+"/generate", `{"input_ids":[1,2,3],"sampling_params":{"max_new_tokens":2}}`)
+		switch code {
+		case http.StatusOK:
+			ok++
+		case http.StatusServiceUnavailable:
+			if !strings.Contains(body, "no space left") {
+				t.Fatalf("503 without the reason: %q", body)
+			}
+		default:
+			t.Fatalf("status %d: %q", code, body)
+		}
+		if ok > 0 && code == http.StatusServiceUnavailable {
+			break
+		}
+	}
+	select {
+	case <-p.Failed():
+	default:
+		t.Fatal("20 requests into a 700-byte disk and the proxy has not failed")
+	}
+	if ok == 0 || ok >= 20 {
+		t.Fatalf("%d requests forwarded, want some before the disk filled and none after", ok)
+	}
+	if err := p.Close(); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Close = %v, want the disk's error", err)
+	}
+	if p.Records() >= ok {
+		t.Fatalf("%d records written of %d forwarded: the failed one was counted", p.Records(), ok)
+	}
 }
 
 // Records are written in arrival order as soon as all earlier ones are

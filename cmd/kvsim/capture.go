@@ -11,6 +11,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/kvsim/kvsim/internal/atomicfile"
 	"github.com/kvsim/kvsim/replay"
 )
 
@@ -75,7 +76,9 @@ func runCapture(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := captureSignalContext()
 	defer stop()
-	f, err := os.Create(*out)
+	// The file holds whole lines only, whatever happens to the disk: a
+	// record that does not fit is cut off (internal/atomicfile.Lines).
+	f, err := atomicfile.CreateLines(*out)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvsim capture: %v\n", err)
 		return exitFail
@@ -83,7 +86,12 @@ func runCapture(args []string, stdout, stderr io.Writer) int {
 	defer f.Close()
 	p, err := replay.NewProxy(ctx, replay.CaptureConfig{Upstream: *upstream, TextBytesPerToken: *bpt}, f)
 	if err != nil {
+		f.Close()
 		os.Remove(*out)
+		if f.Err() != nil {
+			fmt.Fprintf(stderr, "kvsim capture: %v\n", err)
+			return exitFail
+		}
 		return usageErr("%v", err)
 	}
 	ln, err := captureListen(*listen)
@@ -97,23 +105,32 @@ func runCapture(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "kvsim capture: http://%s -> %s, recording to %s\n", ln.Addr(), *upstream, *out)
 	captureReady(ln.Addr().String())
 	code := exitOK
-	select {
-	case <-ctx.Done():
+	shutdown := func() {
 		sctx, cancel := context.WithTimeout(context.Background(), *drain)
 		if hs.Shutdown(sctx) != nil {
 			hs.Close()
 		}
 		cancel()
+	}
+	select {
+	case <-ctx.Done():
+		shutdown()
+	case <-p.Failed():
+		// Say so at once: new requests get 503 from here on, and the
+		// ones in flight are let finish before kvsim exits.
+		fmt.Fprintf(stderr, "kvsim capture: cannot record: %v; refusing new requests (503), letting those in flight finish for up to %v, then exiting\n", p.Err(), *drain)
+		shutdown()
+		code = exitFail
 	case err := <-served:
 		fmt.Fprintf(stderr, "kvsim capture: %v\n", err)
 		code = exitFail
 	}
-	if err := p.Close(); err != nil {
-		fmt.Fprintf(stderr, "kvsim capture: %s: %v\n", *out, err)
-		code = exitFail
-	}
-	if err := f.Close(); err != nil {
-		fmt.Fprintf(stderr, "kvsim capture: %s: %v\n", *out, err)
+	perr := p.Close()
+	if err := f.Close(); err != nil || perr != nil {
+		if err == nil {
+			err = perr
+		}
+		fmt.Fprintf(stderr, "kvsim capture: %v\n", err)
 		code = exitFail
 	}
 	fmt.Fprintf(stderr, "kvsim capture: %d requests recorded to %s\n", p.Records(), *out)
