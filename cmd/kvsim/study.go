@@ -154,6 +154,13 @@ func printStudy(stdout, stderr io.Writer, dir string, res *study.Outcome) int {
 		}
 		fmt.Fprintf(stdout, "wrote %s\n", filepath.Join(dir, f))
 	}
+	if len(res.Problems) > 0 {
+		for _, p := range res.Problems {
+			fmt.Fprintf(stderr, "kvsim study: %v\n", p)
+		}
+		fmt.Fprintf(stderr, "kvsim study: every finished point is in %s; fix the problem above and run again to redraw\n", filepath.Join(dir, study.ResultsJSONL))
+		return exitFail
+	}
 	return exitOK
 }
 
