@@ -37,6 +37,24 @@ func register(c *command) {
 var version = "dev"
 
 func run(args []string, stdout, stderr io.Writer) int {
+	out := &checkedWriter{w: stdout}
+	name := "kvsim"
+	if len(args) > 0 {
+		name += " " + args[0]
+	}
+	code := dispatch(args, out, stderr)
+	if out.err != nil {
+		// Every write to standard output is checked here, once for all
+		// commands: a table that did not reach its reader is a failure.
+		fmt.Fprintf(stderr, "%s: write standard output: %v\n", name, out.err)
+		if code == exitOK {
+			code = exitFail
+		}
+	}
+	return code
+}
+
+func dispatch(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		usage(stderr)
 		return exitUsage
@@ -56,6 +74,25 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	return c.run(args[1:], stdout, stderr)
+}
+
+// checkedWriter remembers the first write error; after it, every write
+// fails the same way (nothing more is attempted).
+type checkedWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (c *checkedWriter) Write(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	n, err := c.w.Write(p)
+	if err == nil && n < len(p) {
+		err = io.ErrShortWrite
+	}
+	c.err = err
+	return n, err
 }
 
 func usage(w io.Writer) {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -39,5 +40,42 @@ func TestHelpListsEveryCommand(t *testing.T) {
 		if !strings.Contains(stdout, "  "+name) {
 			t.Errorf("help does not list %q:\n%s", name, stdout)
 		}
+	}
+}
+
+// fullStdout fails every write as a full disk (or /dev/full) does.
+type fullStdout struct{ writes int }
+
+func (f *fullStdout) Write(p []byte) (int, error) {
+	f.writes++
+	return 0, syscall.ENOSPC
+}
+
+// Every command checks its writes to standard output: a table that did not
+// reach its reader exits non-zero and says why, whichever command wrote it.
+func TestStdoutWriteErrorsFail(t *testing.T) {
+	tr := genTrace(t, "shared-prefix", "--groups", "2", "--questions", "2", "--system-prompt-len", "200", "--question-len", "20", "--output-len", "4")
+	for _, args := range [][]string{
+		{"version"},
+		{"help"},
+		{"sim", "--config", simConfig, "--trace", tr},
+		{"sim", "--config", simConfig, "--trace", tr, "--json"},
+		{"replay", "--trace", tr, "--target", "sim", "--config", simConfig},
+		{"policy", "--trace", policySmall, "--l1-pages", "2", "--l2-pages", "4"},
+		{"trace", "stats", tr},
+		{"trace", "head", "-n", "1", tr},
+		{"plan-bench", "--candidates", "50", "--deficit", "100", "--cp", "2", "--seed", "1"},
+	} {
+		t.Run(strings.Join(args[:min(2, len(args))], " "), func(t *testing.T) {
+			out := &fullStdout{}
+			var stderr bytes.Buffer
+			code := run(args, out, &stderr)
+			if out.writes == 0 {
+				t.Fatalf("wrote nothing to stdout (exit %d): %s", code, stderr.String())
+			}
+			if code == exitOK || !strings.Contains(stderr.String(), "write standard output: no space left on device") {
+				t.Fatalf("exit %d with stdout full; stderr:\n%s", code, stderr.String())
+			}
+		})
 	}
 }

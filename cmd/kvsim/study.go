@@ -168,6 +168,9 @@ func printStudy(stdout, stderr io.Writer, dir string, res *study.Outcome) int {
 // that progress is drawn as a bar and the best row in bold; pipes, files
 // and batch-job logs get plain lines.
 func isTerminal(w io.Writer) bool {
+	if c, ok := w.(*checkedWriter); ok {
+		w = c.w
+	}
 	f, ok := w.(*os.File)
 	if !ok {
 		return false
