@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/kvsim/kvsim/configs"
+	"github.com/kvsim/kvsim/internal/atomicfile"
 	"github.com/kvsim/kvsim/replay"
 	"github.com/kvsim/kvsim/traces"
 )
@@ -454,24 +455,23 @@ func readRecords(path string, f traces.Format, n int) ([]traces.Record, error) {
 	return recs, nil
 }
 
-// appendJSONL appends v as one JSON line to path.
+// appendJSONL appends v as one JSON line to path. The file keeps whole
+// lines only (internal/atomicfile.Lines): a line that does not fit is cut
+// off and the error names the path.
 func appendJSONL(path string, v any) error {
 	line, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("append %s: %w", path, err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	l, err := atomicfile.AppendLines(path)
 	if err != nil {
-		return fmt.Errorf("append %s: %w", path, err)
+		return err
 	}
-	_, werr := f.Write(append(line, '\n'))
-	if cerr := f.Close(); werr == nil {
+	_, werr := l.Write(append(line, '\n'))
+	if cerr := l.Close(); werr == nil {
 		werr = cerr
 	}
-	if werr != nil {
-		return fmt.Errorf("append %s: %w", path, werr)
-	}
-	return nil
+	return werr
 }
 
 func reasonList(m map[string]int64) string {
