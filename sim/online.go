@@ -101,10 +101,6 @@ func (o *Online) Submit(rec traces.Record) error {
 			o.err = err
 			return err
 		}
-		if o.s.cfg.TimelineInterval > 0 && !o.s.sampling {
-			o.s.sampling = true
-			o.s.schedule(rec.Arrival, evSample)
-		}
 	}
 	return nil
 }

@@ -146,16 +146,9 @@ func (s *Sim) Run(src Source) (*Result, error) {
 	return s.finish(), nil
 }
 
-// start schedules the first arrival (and the first timeline sample).
+// start schedules the first arrival.
 func (s *Sim) start() error {
-	if err := s.scheduleNextArrival(); err != nil {
-		return err
-	}
-	if s.cfg.TimelineInterval > 0 && s.pending != nil {
-		s.sampling = true
-		s.schedule(s.pending.Arrival, evSample)
-	}
-	return nil
+	return s.scheduleNextArrival()
 }
 
 // processNext runs the earliest pending event.
@@ -176,8 +169,13 @@ func (s *Sim) processNext() error {
 			s.iterate()
 		}
 	case evSample:
+		// Samples are taken while requests are in the server, and once
+		// more when it has just emptied; an idle server does not change,
+		// so an idle gap (of any length) costs no samples and the
+		// timeline's memory grows with the busy time only. The next
+		// arrival starts sampling again.
 		s.sample()
-		if s.active > 0 || s.pending != nil {
+		if s.active > 0 {
 			s.schedule(s.now+s.cfg.TimelineInterval, evSample)
 		} else {
 			s.sampling = false
@@ -247,6 +245,10 @@ func (s *Sim) arrive() error {
 	s.nextIdx++
 	s.active++
 	s.counters.Requests++
+	if s.cfg.TimelineInterval > 0 && !s.sampling {
+		s.sampling = true
+		s.schedule(s.now, evSample)
+	}
 	// SGLang rejects a request whose prompt and output cannot fit the KV
 	// pool at all (its context-length check); checking before paging also
 	// keeps an absurd length in a trace from costing memory or time.

@@ -177,3 +177,31 @@ func TestHugeRequestsFailFast(t *testing.T) {
 		t.Errorf("ok: %+v", got["ok"])
 	}
 }
+
+// An idle gap costs no timeline samples: memory grows with the time the
+// server is busy, not with the simulated span. Two requests 9e12 ms apart
+// (the adversarial sweep's case, which used to sample every simulated
+// second until it ran out of memory) give a handful of samples, and the
+// samples around each request still show it.
+func TestTimelineSkipsIdleGaps(t *testing.T) {
+	const gap = int64(9e18) // 9e12 ms, within int64 nanoseconds
+	res := runSim(t, Default(10000), rec("a", 0, tokens(100, 1), 4), rec("b", gap, tokens(100, 1), 4))
+	if n := len(res.Timeline); n == 0 || n > 10 {
+		t.Fatalf("%d timeline samples for two short requests", n)
+	}
+	var sawB bool
+	for i, smp := range res.Timeline {
+		if i > 0 && smp.Time < res.Timeline[i-1].Time {
+			t.Fatalf("samples out of order: %+v", res.Timeline)
+		}
+		if smp.Time >= gap && smp.Held > 0 {
+			sawB = true
+		}
+	}
+	if !sawB {
+		t.Fatalf("no sample shows the second request: %+v", res.Timeline)
+	}
+	if last := res.Timeline[len(res.Timeline)-1]; last.Running+last.Waiting != 0 {
+		t.Fatalf("the last sample is not of the emptied server: %+v", last)
+	}
+}
