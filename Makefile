@@ -76,12 +76,16 @@ tidy-check: ## fail if go mod tidy changes go.mod or go.sum
 e2e-real: ## end-to-end checks against a real llama-server (root; Debian sid chroot + tiny model); skips loudly if the Debian mirror lacks llama.cpp
 	bash e2e/run.sh
 
+.PHONY: faults
+faults: ## the fault-injection suite: bad inputs, full disks, /dev/full, signals (e2e/faults; root mounts a tmpfs)
+	$(GO) test -tags faults -count=1 -timeout 15m ./e2e/faults/
+
 .PHONY: golden-check
 golden-check: golden ## fail if rewriting the golden files changes any
 	@git diff --exit-code -- '*.golden' '*.err' || { echo "golden files are stale: run make golden and review the diff"; exit 1; }
 
 .PHONY: ci
-ci: lint tidy-check test invariants golden-check ## what .ci/run runs
+ci: lint tidy-check test invariants golden-check faults ## what .ci/run runs
 
 .PHONY: clean
 clean: ## remove build outputs

@@ -215,6 +215,19 @@ func (p *Proxy) Err() error {
 	return p.err
 }
 
+// InFlight returns the number of generation requests being forwarded.
+func (p *Proxy) InFlight() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, c := range p.pending {
+		if !c.done {
+			n++
+		}
+	}
+	return n
+}
+
 // Records returns the number of records written so far.
 func (p *Proxy) Records() int {
 	p.mu.Lock()

@@ -119,6 +119,9 @@ func runCapture(args []string, stdout, stderr io.Writer) int {
 		// Say so at once: new requests get 503 from here on, and the
 		// ones in flight are let finish before kvsim exits.
 		fmt.Fprintf(stderr, "kvsim capture: cannot record: %v; refusing new requests (503), letting those in flight finish for up to %v, then exiting\n", p.Err(), *drain)
+		for deadline := time.Now().Add(*drain); p.InFlight() > 0 && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
 		shutdown()
 		code = exitFail
 	case err := <-served:

@@ -12,6 +12,7 @@ package atomicfile
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -81,6 +82,12 @@ func (f *File) Finish(err error) error {
 	}
 	if err != nil {
 		os.Remove(f.tmp.Name())
+		// The temporary file's name is of no use to the user: name the
+		// target only.
+		var pe *fs.PathError
+		if errors.As(err, &pe) && pe.Path == f.tmp.Name() {
+			err = pe.Err
+		}
 		return fmt.Errorf("write %s: %w", f.path, err)
 	}
 	return nil

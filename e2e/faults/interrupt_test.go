@@ -1,0 +1,150 @@
+//go:build faults
+
+package faults
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// background is a kvsim process the test stops itself.
+type background struct {
+	cmd            *exec.Cmd
+	r              run
+	stdout, stderr *bytes.Buffer
+}
+
+func start(t *testing.T, r run) *background {
+	t.Helper()
+	cmd, stdout, stderr := command(t, r)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	b := &background{cmd: cmd, r: r, stdout: stdout, stderr: stderr}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	return b
+}
+
+func (b *background) stop(t *testing.T, sig syscall.Signal) outcome {
+	t.Helper()
+	b.cmd.Process.Signal(sig)
+	if b.r.timeout == 0 {
+		b.r.timeout = 30 * time.Second
+	}
+	return wait(t, b.cmd, b.r, b.stdout, b.stderr)
+}
+
+// upstream starts kvsim serve on the fault suite's small server and
+// returns its base URL.
+func upstream(t *testing.T) string {
+	t.Helper()
+	addr := freeAddr(t)
+	start(t, run{args: []string{"serve", "--config", testdata("small.toml"), "--addr", addr, "--time-scale", "0"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	waitHTTP(t, ctx, addr)
+	return "http://" + addr
+}
+
+// startCapture starts kvsim capture in front of up, recording to out.
+func startCapture(t *testing.T, r run, up, out string) (*background, string) {
+	t.Helper()
+	addr := freeAddr(t)
+	r.args = []string{"capture", "--listen", addr, "--upstream", up, "--out", out, "--drain", "2s"}
+	b := start(t, r)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	waitHTTP(t, ctx, addr)
+	return b, "http://" + addr
+}
+
+// replayThrough sends the chat trace to url in the background, as fast as
+// it goes, two at a time.
+func replayThrough(t *testing.T, url string) *background {
+	return start(t, run{args: []string{"replay", "--trace", testdata("chat.jsonl"), "--target", url,
+		"--max-concurrency", "2", "--warmup=false", "--request-rate", "inf", "--json"}})
+}
+
+// A recorder on a full disk stops at once: it says why, refuses new
+// requests with 503 rather than forward what it cannot record, lets those
+// in flight finish, exits 1, and leaves a trace of whole records that
+// kvsim trace validate accepts. (It used to proxy everything, say nothing
+// until Ctrl-C, and leave a partial last line.)
+func TestCaptureDiskFull(t *testing.T) {
+	up := upstream(t)
+	dir, r := fullDisk(t, 4096)
+	out := filepath.Join(dir, "rec.jsonl")
+	capt, url := startCapture(t, r, up, out)
+	rep := replayThrough(t, url)
+	o := wait(t, capt.cmd, run{timeout: 60 * time.Second}, capt.stdout, capt.stderr)
+	check(t, o, expect{code: 1, stderr: []string{
+		`cannot record: .*` + regexpQuote(out) + `.*(no space left on device|file too large)`,
+		`refusing new requests \(503\)`,
+	}})
+	ro := wait(t, rep.cmd, run{timeout: 60 * time.Second}, rep.stdout, rep.stderr)
+	var sum struct {
+		Completed int `json:"completed"`
+	}
+	if err := json.Unmarshal([]byte(ro.stdout), &sum); err != nil {
+		t.Fatalf("replay's JSON: %v\n%s", err, ro.stdout)
+	}
+	n := wholeJSONLines(t, out)
+	if n < 2 {
+		t.Errorf("%s holds %d lines, want the header and at least one record", out, n)
+	}
+	// What was forwarded after the failure is at most what was in flight
+	// then (the replay's concurrency, 2): the rest was refused.
+	if sum.Completed > n-1+2 {
+		t.Errorf("%d requests were answered, %d recorded: the recorder went on forwarding what it could not keep", sum.Completed, n-1)
+	}
+	validTrace(t, out)
+}
+
+// Interrupted by SIGINT or SIGTERM, kvsim capture records what is in
+// flight as interrupted and exits 0; killed outright (SIGKILL), it leaves
+// every record written so far whole. Either way the file is a valid trace.
+func TestCaptureInterrupted(t *testing.T) {
+	up := upstream(t)
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL} {
+		t.Run(sig.String(), func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "rec.jsonl")
+			capt, url := startCapture(t, run{}, up, out)
+			rep := replayThrough(t, url)
+			waitLines(t, out, 4)
+			o := capt.stop(t, sig)
+			want := 0
+			if sig == syscall.SIGKILL {
+				want = -1
+			}
+			check(t, o, expect{code: want})
+			rep.stop(t, syscall.SIGKILL)
+			if n := wholeJSONLines(t, out); n < 4 {
+				t.Errorf("%d lines", n)
+			}
+			validTrace(t, out)
+		})
+	}
+}
+
+// waitLines waits until path holds at least n lines.
+func waitLines(t *testing.T, path string, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if b, _ := os.ReadFile(path); bytes.Count(b, []byte("\n")) >= n {
+			return
+		}
+	}
+	t.Fatalf("%s never held %d lines", path, n)
+}
