@@ -85,6 +85,7 @@ type HTTPTarget struct {
 	cfg    HTTPConfig
 	base   string
 	client *http.Client
+	fresh  *http.Client // for a resend after a stale connection: never reuses one
 	clock  Clock
 	extra  []extraField
 	path   string
@@ -143,9 +144,10 @@ func NewHTTPTarget(cfg HTTPConfig, clock Clock) (*HTTPTarget, error) {
 		cfg.MaxConns = 1024
 	}
 	t := &HTTPTarget{cfg: cfg, base: strings.TrimRight(cfg.BaseURL, "/"), clock: clock, extra: extra, model: cfg.Model}
-	t.client = cfg.Client
+	t.client, t.fresh = cfg.Client, cfg.Client
 	if t.client == nil {
 		t.client = &http.Client{Transport: newTransport(cfg.MaxConns)}
+		t.fresh = &http.Client{Transport: freshTransport()}
 	}
 	switch cfg.API {
 	case APISGLang:
@@ -170,7 +172,7 @@ func newTransport(maxConns int) *http.Transport {
 		DialContext:         d.DialContext,
 		MaxIdleConns:        maxConns,
 		MaxIdleConnsPerHost: maxConns,
-		IdleConnTimeout:     90 * time.Second,
+		IdleConnTimeout:     idleConnTimeout,
 		DisableCompression:  true,
 		ForceAttemptHTTP2:   false,
 		TLSNextProto:        map[string]func(string, *tls.Conn) http.RoundTripper{},
@@ -178,6 +180,14 @@ func newTransport(maxConns int) *http.Transport {
 		WriteBufferSize:     32 << 10,
 		ReadBufferSize:      32 << 10,
 	}
+}
+
+// freshTransport opens a new connection for every request (a resend after
+// a stale connection, see doRetrying).
+func freshTransport() *http.Transport {
+	tr := newTransport(1)
+	tr.DisableKeepAlives = true
+	return tr
 }
 
 // CloseIdle closes the idle connections of the target's client.
@@ -320,15 +330,21 @@ func (t *HTTPTarget) Submit(ctx context.Context, req Request, sink Sink) (Respon
 	b.Reset()
 	defer bufPool.Put(b)
 	t.body(b, &req)
-	hr, err := t.newRequest(ctx, http.MethodPost, t.path, bytes.NewReader(b.Bytes()))
+	hres, retries, err := doRetrying(ctx, t.client, t.fresh, func(ctx context.Context) (*http.Request, error) {
+		hr, err := t.newRequest(ctx, http.MethodPost, t.path, bytes.NewReader(b.Bytes()))
+		if err != nil {
+			return nil, &RequestError{Reason: "bad request", Err: err}
+		}
+		hr.Header.Set("Accept", "text/event-stream")
+		return hr, nil
+	})
+	resp.Retries = retries
 	if err != nil {
 		resp.End = t.clock.Now()
-		return resp, &RequestError{Reason: "bad request", Err: err}
-	}
-	hr.Header.Set("Accept", "text/event-stream")
-	hres, err := t.client.Do(hr)
-	if err != nil {
-		resp.End = t.clock.Now()
+		var re *RequestError
+		if errors.As(err, &re) {
+			return resp, err
+		}
 		return resp, transportError(ctx, err)
 	}
 	defer hres.Body.Close()

@@ -80,6 +80,9 @@ type RequestResult struct {
 	ITL []int64 `json:"itl_ns,omitempty"`
 	// FinishReason is the server's stop reason.
 	FinishReason string `json:"finish_reason,omitempty"`
+	// Retries counts the resends after a stale keep-alive connection
+	// (Response.Retries); a request that then succeeded is not failed.
+	Retries int `json:"retries,omitempty"`
 	// Failed is the failure category ("" on success); Detail the message.
 	Failed string `json:"failed,omitempty"`
 	Detail string `json:"detail,omitempty"`
@@ -115,6 +118,11 @@ type Summary struct {
 	// Failed counts failed requests; FailedReasons splits them by reason.
 	Failed        int64            `json:"failed"`
 	FailedReasons map[string]int64 `json:"failed_reasons"`
+	// Retried counts the requests resent on a fresh connection because
+	// the server had closed the one they first went out on before any of
+	// the response arrived (docs/replay.md, "Stale connections"); they are
+	// not failures unless the resend failed too.
+	Retried int64 `json:"retried_requests"`
 	// NotSent counts requests never sent (an interrupted run).
 	NotSent     int64 `json:"not_sent"`
 	Interrupted bool  `json:"interrupted"`
@@ -169,6 +177,9 @@ func Summarize(results []RequestResult) Summary {
 			continue
 		}
 		s.NumPrompts++
+		if r.Retries > 0 {
+			s.Retried++
+		}
 		late = append(late, float64(r.Start-r.Slot)/1e6)
 		wait = append(wait, float64(r.Slot-r.Due)/1e6)
 		rr := sim.RequestResult{

@@ -46,6 +46,9 @@ func PrintTable(w io.Writer, h TableHeader, s *Summary) {
 	for _, k := range sortedKeys(s.FailedReasons) {
 		line("  "+k+":", s.FailedReasons[k])
 	}
+	if s.Retried > 0 {
+		line("Resent on a fresh connection:", s.Retried)
+	}
 	if s.NotSent > 0 {
 		line("Not sent (interrupted):", s.NotSent)
 	}
@@ -91,7 +94,7 @@ func WritePerRequest(w *traces.Writer, recs []traces.Record, res *Result) error 
 		rr := &res.Requests[i]
 		rec := recs[rr.Index]
 		rec.Arrival = max(rr.Start, 0)
-		obs := &traces.Observed{CachedTokens: rr.CachedTokens, E2E: rr.E2E(), Status: "ok"}
+		obs := &traces.Observed{CachedTokens: rr.CachedTokens, E2E: rr.E2E(), Status: "ok", Retries: rr.Retries}
 		if rr.Failed != "" {
 			obs.Status = rr.Failed
 			obs.CachedTokens = -1

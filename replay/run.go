@@ -377,6 +377,7 @@ func fill(ctx context.Context, rr *RequestResult, rc *recorder, resp Response, e
 	rr.CachedTokens = resp.CachedTokens
 	rr.FinishReason = resp.FinishReason
 	rr.OutputIDs = resp.OutputIDs
+	rr.Retries = resp.Retries
 	if err != nil {
 		rr.Failed = Reason(err)
 		var re *RequestError

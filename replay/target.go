@@ -61,6 +61,11 @@ type Response struct {
 	// End is when the response ended: the time the last line of the
 	// stream (the [DONE] marker included) was read.
 	End time.Time
+	// Retries counts the times the request was resent because the
+	// connection it went out on had been closed by the server before any
+	// byte of the response arrived (a stale keep-alive connection; see
+	// doRetrying). A resent request that then succeeds is not a failure.
+	Retries int
 }
 
 // Target is a server (or a simulator) that serves generation requests.

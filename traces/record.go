@@ -96,6 +96,10 @@ type Observed struct {
 	E2E int64 `json:"e2e_ns,omitempty"`
 	// Status is the outcome ("ok", an HTTP status, a stop reason, ...).
 	Status string `json:"status,omitempty"`
+	// Retries counts the times the request was resent on a fresh
+	// connection because the server had closed the one it went out on
+	// before any of the response arrived (a stale keep-alive connection).
+	Retries int `json:"retries,omitempty"`
 }
 
 // HasPrefixInfo reports whether the record says anything about which prompt
