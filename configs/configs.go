@@ -295,10 +295,7 @@ func Parse(data []byte, name string) (*File, error) {
 				errs = append(errs, tableError(name, data, t, `only for engine.kind = "sglang" (this file describes a llama-server)`))
 			}
 		}
-		if len(errs) > 0 {
-			return nil, errors.Join(errs...)
-		}
-		return decodeStrict(data, name, f)
+		return decodeStrict(data, name, f, errs...)
 	default:
 		return nil, positioned(name, data, fmt.Errorf(`engine.kind: must be "sglang" or "llamacpp" (got %q)`, presets.Engine.Kind))
 	}
@@ -317,23 +314,34 @@ func Parse(data []byte, name string) (*File, error) {
 		f.GPU.GPU = g
 	}
 	if len(errs) > 0 {
+		// Without the preset the model's or GPU's fields mean nothing.
 		return nil, errors.Join(errs...)
 	}
-	return decodeStrict(data, name, f)
+	return decodeStrict(data, name, f, errs...)
 }
 
 // decodeStrict decodes data into f over its defaults, refusing unknown
 // keys, and validates it; errors name the file, line and key. It serves
 // both engines: a llama-server file has [engine], [llamacpp] and
-// [workload] only (checked by the caller).
-func decodeStrict(data []byte, name string, f *File) (*File, error) {
+// [workload] only (checked by the caller, whose errors come first in errs).
+func decodeStrict(data []byte, name string, f *File, errs ...error) (*File, error) {
 	dec := toml.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(f); err != nil {
-		return nil, TOMLError(name, err)
+		// Unknown keys and tables do not stop the decoder: report each
+		// one, then the known keys' own problems, so that one typo does
+		// not hide the rest of the file's errors.
+		var se *toml.StrictMissingError
+		if !errors.As(err, &se) {
+			return nil, TOMLError(name, err)
+		}
+		errs = append(errs, unknownKeys(name, data, se)...)
 	}
 	if err := f.Validate(); err != nil {
-		return nil, positioned(name, data, err)
+		errs = append(errs, positioned(name, data, err))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	return f, nil
 }
@@ -353,15 +361,6 @@ func tableError(name string, data []byte, table, msg string) error {
 // key: message" lines: decoding errors, unknown keys (one line each) and
 // parser errors; any other error is prefixed with the name.
 func TOMLError(name string, err error) error {
-	var de *toml.DecodeError
-	if errors.As(err, &de) {
-		row, col := de.Position()
-		key := strings.Join(de.Key(), ".")
-		if key != "" {
-			key += ": "
-		}
-		return fmt.Errorf("%s:%d:%d: %s%s", name, row, col, key, de.Error())
-	}
 	var se *toml.StrictMissingError
 	if errors.As(err, &se) {
 		var errs []error
@@ -370,6 +369,15 @@ func TOMLError(name string, err error) error {
 			errs = append(errs, fmt.Errorf("%s:%d:%d: %s: unknown key", name, row, col, strings.Join(e.Key(), ".")))
 		}
 		return errors.Join(errs...)
+	}
+	var de *toml.DecodeError
+	if errors.As(err, &de) {
+		row, col := de.Position()
+		key := strings.Join(de.Key(), ".")
+		if key != "" {
+			key += ": "
+		}
+		return fmt.Errorf("%s:%d:%d: %s%s", name, row, col, key, de.Error())
 	}
 	var pe *unstable.ParserError
 	if errors.As(err, &pe) {
