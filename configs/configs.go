@@ -337,8 +337,17 @@ func decodeStrict(data []byte, name string, f *File, errs ...error) (*File, erro
 		}
 		errs = append(errs, unknownKeys(name, data, se)...)
 	}
+	var raw map[string]any
+	if err := toml.Unmarshal(data, &raw); err != nil {
+		return nil, TOMLError(name, err)
+	}
+	var invalid []error
 	if err := f.Validate(); err != nil {
-		errs = append(errs, positioned(name, data, err))
+		invalid = append(invalid, err)
+	}
+	invalid = append(coefficientErrors(raw, f), invalid...)
+	if len(invalid) > 0 {
+		errs = append(errs, positioned(name, data, errors.Join(invalid...)))
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -472,9 +481,7 @@ func (f *File) validateLlama() error {
 	if err := f.Llama.Config.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if f.Llama.Cost.Fitted == (hw.Fitted{}) {
-		errs = append(errs, errors.New("llamacpp.cost.prefill: set [llamacpp.cost] prefill and decode (kvsim calibrate writes them)"))
-	} else if err := f.Llama.Cost.Validate(); err != nil {
+	if err := f.Llama.Cost.Validate(); err != nil {
 		for _, e := range unjoin(err) {
 			errs = append(errs, errors.New(strings.Replace(e.Error(), "hw.fitted.", "llamacpp.cost.", 1)))
 		}
