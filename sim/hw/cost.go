@@ -120,8 +120,8 @@ type Roofline struct {
 // every problem at once.
 func NewRoofline(m Model, g GPU, s Server, e Efficiency) (*Roofline, error) {
 	err := errors.Join(m.Validate(), g.Validate(), s.Validate(), e.Validate())
-	if err == nil && s.DCPSize > 1 && m.Attention != MLA {
-		err = fmt.Errorf("hw.server.dcp_size: decode context parallelism needs an mla model (got %d with %v)", s.DCPSize, m.Attention)
+	if err == nil {
+		err = CheckParallel(m, s)
 	}
 	if err != nil {
 		return nil, err
