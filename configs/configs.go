@@ -430,6 +430,14 @@ func (f *File) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf(`cost.kind: must be "roofline" or "fitted" (got %q)`, f.Cost.Kind))
 	}
+	for _, c := range []struct {
+		key string
+		v   int64
+	}{{"cache.device_tokens", f.Cache.DeviceTokens}, {"cache.host_tokens", f.Cache.HostTokens}} {
+		if c.v < 0 {
+			errs = append(errs, fmt.Errorf("%s: must be 0 (the pool from sizing) or > 0 tokens (got %d)", c.key, c.v))
+		}
+	}
 	l := f.Links
 	for _, c := range []struct {
 		key string
@@ -463,6 +471,7 @@ func (f *File) Validate() error {
 	// the sizes sizing would give (checked above).
 	probe := f.simConfig(hw.Sizing{DeviceTokens: 1, HostTokens: 1, MaxRunningRequests: 1, MaxPrefillTokens: 1, ChunkedPrefillSize: -1})
 	probe.Cache.PageSize = 1
+	probe.Scheduler.ContextLen = 0 // model.context_len, checked by the model
 	if err := probe.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -691,6 +700,7 @@ func (f *File) simConfig(z hw.Sizing) sim.Config {
 		ScheduleConservativeness: s.ScheduleConservativeness, InitNewTokenRatio: s.InitNewTokenRatio,
 		MinNewTokenRatioFactor: s.MinNewTokenRatioFactor, NewTokenRatioDecaySteps: s.NewTokenRatioDecaySteps,
 		ClipMaxNewTokens: s.ClipMaxNewTokens, RetractDecodeSteps: s.RetractDecodeSteps, LPMFallbackQueue: s.LPMFallbackQueue,
+		ContextLen: f.Model.ContextLen,
 	}
 	eff := f.Links.Efficiency
 	if eff == 0 {
