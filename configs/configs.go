@@ -2,6 +2,7 @@ package configs
 
 import (
 	"bytes"
+	"cmp"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"github.com/kvsim/kvsim/sim"
 	"github.com/kvsim/kvsim/sim/hw"
 	"github.com/kvsim/kvsim/sim/llamacpp"
+	"github.com/kvsim/kvsim/traces"
 )
 
 // DefaultTOML is the bundled default server: Qwen2.5-14B on one H200 with
@@ -402,9 +404,12 @@ func (f *File) IsLlamaCpp() bool { return f.Engine.Kind == EngineLlamaCpp }
 // Validate reports every problem in the file at once, with key paths.
 func (f *File) Validate() error {
 	if f.IsLlamaCpp() {
-		return f.validateLlama()
+		return errors.Join(f.validateLlama(), f.validateWorkload())
 	}
 	var errs []error
+	if err := f.validateWorkload(); err != nil {
+		errs = append(errs, err)
+	}
 	if f.Model.Name == "" {
 		errs = append(errs, errors.New("model: set model.preset or the model's fields"))
 	} else if err := f.Model.Validate(); err != nil {
@@ -482,6 +487,16 @@ func (f *File) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// validateWorkload checks the [workload] section: the format must be one
+// the trace readers know, whether or not a command later reads the file's
+// trace (kvsim sim --trace replaces the trace, not the check).
+func (f *File) validateWorkload() error {
+	if _, err := traces.ParseFormat(f.Workload.Format); err != nil {
+		return fmt.Errorf("workload.format: must be one of %s, or empty to detect it (got %q)", strings.Join(traces.FormatNames(), ", "), f.Workload.Format)
+	}
+	return nil
 }
 
 // validateLlama checks the [llamacpp] section.
@@ -631,7 +646,7 @@ type Built struct {
 // Build returns an error that says so; use BuildLlama.
 func (f *File) Build() (*Built, error) {
 	if f.IsLlamaCpp() {
-		return nil, errors.New(`configs: engine.kind = "llamacpp" describes a llama-server, which kvsim replay --target sim, compare and calibrate run; this command simulates SGLang only`)
+		return nil, fmt.Errorf(`%s: engine.kind: this command simulates SGLang only (got "llamacpp": a llama-server, which kvsim sim, replay --target sim, compare and calibrate run)`, cmp.Or(f.path, "config"))
 	}
 	b, _, err := f.build(true)
 	return b, err

@@ -38,7 +38,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() { io.WriteString(stderr, simUsage); fs.PrintDefaults() }
 	cfgPath := fs.String("config", "", "server configuration (TOML); default: the bundled default")
 	tracePath := fs.String("trace", "", "trace file (overrides the config's workload.trace)")
-	format := fs.String("format", "", "trace format (mooncake, bailian, weka, azure, tokens, kvsim); default: the config's, else detected")
+	format := fs.String("format", "", "trace format (mooncake, bailian, weka, azure, tokens, kvsim); default: the config's workload.format for the config's trace, else detected")
 	seed := fs.Uint64("seed", 0, "seed (overrides the config's)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
 	perReq := fs.String("per-request", "", "write every request's result as JSON lines to this file")
@@ -115,6 +115,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	}
 	tf := traces.FormatAuto
 	if fmtName != "" {
+		// configs.Load has checked workload.format; only the flag is left.
 		if tf, err = traces.ParseFormat(fmtName); err != nil {
 			fmt.Fprintf(stderr, "kvsim sim: --format: %v\n", err)
 			return exitUsage
