@@ -481,8 +481,9 @@ func (f *File) Validate() error {
 		errs = append(errs, err)
 	}
 	if len(errs) == 0 {
-		// Sizing: does the model fit the GPU?
-		if _, _, err := f.build(false); err != nil {
+		// Sizing: does the model fit the GPU? And is every step of the
+		// cost model, and every transfer, within MaxStep?
+		if _, _, err := f.build(true); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -567,6 +568,9 @@ func (f *File) validateLlama() error {
 			}
 		}
 	}
+	if len(errs) == 0 {
+		errs = append(errs, f.checkLlamaSteps()...)
+	}
 	for i, p := range c.AfterPromptCurve {
 		key := fmt.Sprintf("llamacpp.cost.after_prompt[%d]", i)
 		switch {
@@ -583,6 +587,67 @@ func (f *File) validateLlama() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkLlamaSteps bounds llama-server's call times as build bounds
+// SGLang's forwards ([hw.MaxStep]): at the largest call (batch_size prompt
+// tokens spread over the slots, each behind the rest of its slot's
+// context; a decode call of every slot over ctx_size tokens), each term
+// of the cost and the whole must take at most an hour, and so must a
+// request's delay, an after-prompt extra and saving or restoring a whole
+// context's state.
+func (f *File) checkLlamaSteps() []error {
+	cfg, c := f.Llama.Config, f.Llama.Cost
+	slots := int64(cfg.Slots)
+	slotCtx := int64(cfg.SlotContext())
+	n := max(1, min(int64(cfg.Batch)/slots, slotCtx))
+	batch := make([]hw.Extend, slots)
+	for i := range batch {
+		batch[i] = hw.Extend{New: n, Cached: max(0, slotCtx-n)}
+	}
+	w := hw.Worst{Prefill: batch, DecodeBatch: cfg.Slots, DecodeContext: int64(cfg.Context)}
+	var errs []error
+	for _, e := range unjoin(c.Fitted.Check(w)) {
+		if e != nil {
+			errs = append(errs, errors.New(strings.Replace(e.Error(), "hw.fitted.", "llamacpp.cost.", 1)))
+		}
+	}
+	pairs := hw.PrefillFeatures(batch)[2]
+	state := float64(cfg.StateBytesPerToken) * float64(cfg.Context)
+	terms := []struct {
+		key string
+		v   float64
+		ns  float64
+	}{
+		{"small_call_pair_ns", c.SmallPair, c.SmallPair * pairs},
+		{"medium_call_pair_ns", c.MediumPair, c.MediumPair * pairs},
+		{"short_pair_ns", c.ShortPair, c.ShortPair * pairs},
+		{"state_copy_ns_per_byte", c.StateCopy, c.StateCopy * state},
+		{"state_fresh_ns_per_byte", c.StateFresh, c.StateFresh * state},
+		{"request_delay_ns", float64(c.Delay), float64(c.Delay)},
+		{"after_prompt_ns", c.AfterPrompt, c.AfterPrompt},
+	}
+	if c.StateRestore != nil {
+		terms = append(terms, struct {
+			key string
+			v   float64
+			ns  float64
+		}{"state_restore_ns_per_byte", *c.StateRestore, *c.StateRestore * state})
+	}
+	for i, p := range c.AfterPromptCurve {
+		terms = append(terms, struct {
+			key string
+			v   float64
+			ns  float64
+		}{fmt.Sprintf("after_prompt[%d].ns", i), p.Ns, p.Ns})
+	}
+	for _, t := range terms {
+		if !(t.ns <= float64(hw.MaxStep)) {
+			errs = append(errs, fmt.Errorf("llamacpp.cost.%s: makes one call or copy take %.2g s at the largest (%d slots of %d tokens, %d-token batches), over the %s a step may take (got %g)",
+				t.key, t.ns/1e9, cfg.Slots, slotCtx, cfg.Batch, hw.MaxStep, t.v))
+		}
+	}
+	return errs
 }
 
 // unjoin returns the errors of a joined error, or err alone.
@@ -678,7 +743,83 @@ func (f *File) build(withCost bool) (*Built, hw.Sizing, error) {
 		b.Cost = r
 		b.Explain = append(b.Explain, r.Explain()...)
 	}
+	if err := errors.Join(b.Cost.(interface{ Check(hw.Worst) error }).Check(f.worst(cfg)), f.checkTransfers(cfg)); err != nil {
+		return nil, z, err
+	}
 	return b, z, nil
+}
+
+// worst is the largest prefill batch and decode step the server of cfg
+// can run, at which build checks the cost model ([hw.MaxStep]). A request
+// holds at most L = min(context_len, the logical device pool) tokens. A
+// prefill batch extends at most B = max(max_prefill_tokens, the chunk
+// size, or L without chunking: SGLang admits a first request past the
+// budget) tokens, within the pool; it has the most attention pairs spread
+// over the fewest requests whose context fills the pool. A
+// decode step runs max_running_requests requests over at most
+// min(the logical pool, max_running_requests * L) tokens.
+func (f *File) worst(cfg sim.Config) hw.Worst {
+	pool := cfg.Cache.DeviceTokens * int64(max(1, cfg.Cache.CP))
+	l := max(1, min(f.Model.ContextLen, pool))
+	sch := cfg.Scheduler
+	mrr := int64(max(1, sch.MaxRunningRequests))
+	b := sch.MaxPrefillTokens
+	if sch.ChunkedPrefillSize > 0 {
+		b = max(b, sch.ChunkedPrefillSize)
+	} else {
+		b = max(b, l)
+	}
+	b = max(1, min(b, l*mrr, pool))
+	// The pairs n*c of k requests of n = B/k new and c cached tokens
+	// each, all within the pool (k*(n+c) <= pool) and L, peak at the
+	// fewest requests that fill the pool.
+	k := min(max(1, (pool+l-1)/l), mrr, b)
+	n := max(1, b/k)
+	batch := make([]hw.Extend, k)
+	for i := range batch {
+		batch[i] = hw.Extend{New: n, Cached: max(0, min(l, pool/k)-n)}
+	}
+	return hw.Worst{Prefill: batch, DecodeBatch: int(mrr), DecodeContext: min(pool, mrr*l)}
+}
+
+// checkTransfers bounds the simulator's durations that come from the
+// [links] and [storage] numbers as the cost model's are: every latency and
+// timeout, and moving one request's whole KV (L tokens) over each link,
+// must take at most hw.MaxStep.
+func (f *File) checkTransfers(cfg sim.Config) error {
+	var errs []error
+	limit := float64(hw.MaxStep)
+	kv := cfg.Links.KVBytesPerToken * float64(max(1, min(f.Model.ContextLen, cfg.Cache.DeviceTokens)))
+	for _, c := range []struct {
+		key     string
+		written float64 // the value as written, for the message
+		ns      float64
+	}{
+		{"links.latency_us", f.Links.LatencyUs, cmp.Or(f.Links.LatencyUs, f.GPU.HostLinkLatencyUs) * 1e3},
+		{"links.h2d_gbps", f.Links.H2DGBps, kv / cfg.Links.H2DBandwidth * 1e9},
+		{"links.d2h_gbps", f.Links.D2HGBps, kv / cfg.Links.D2HBandwidth * 1e9},
+		{"storage.read_latency_us", f.Storage.ReadLatencyUs, f.Storage.ReadLatencyUs * 1e3},
+		{"storage.write_latency_us", f.Storage.WriteLatencyUs, f.Storage.WriteLatencyUs * 1e3},
+		{"storage.read_gbps", f.Storage.ReadGBps, nsPer(kv, f.Storage.ReadGBps)},
+		{"storage.write_gbps", f.Storage.WriteGBps, nsPer(kv, f.Storage.WriteGBps)},
+		{"storage.prefetch_timeout_base", f.Storage.PrefetchTimeoutBase, f.Storage.PrefetchTimeoutBase * 1e9},
+		{"storage.prefetch_timeout_per_ki_token", f.Storage.PrefetchTimeoutPerKiToken, f.Storage.PrefetchTimeoutPerKiToken * 1e9 * float64(f.Model.ContextLen) / 1024},
+		{"storage.prefetch_timeout_max", f.Storage.PrefetchTimeoutMax, f.Storage.PrefetchTimeoutMax * 1e9},
+	} {
+		if !(c.ns <= limit) {
+			errs = append(errs, fmt.Errorf("%s: makes one transfer or wait take %.2g s, over the %s a step may take (got %v)", c.key, c.ns/1e9, hw.MaxStep, c.written))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// nsPer is the ns to move bytes at gbps 10^9 bytes/s (0: the simulator's
+// default, which is fast).
+func nsPer(bytes, gbps float64) float64 {
+	if gbps <= 0 {
+		return 0
+	}
+	return bytes / (gbps * 1e9) * 1e9
 }
 
 // simConfig composes the simulator's configuration from the file and a
@@ -734,7 +875,7 @@ func (f *File) simConfig(z hw.Sizing) sim.Config {
 	cfg.Links = sim.LinkConfig{
 		KVBytesPerToken: float64(z.CellBytes), Layers: f.Model.Layers,
 		H2DBandwidth: bw(f.Links.H2DGBps), D2HBandwidth: bw(f.Links.D2HGBps),
-		H2DLatency: int64(lat * 1e3), D2HLatency: int64(lat * 1e3),
+		H2DLatency: clampNs(lat * 1e3), D2HLatency: clampNs(lat * 1e3),
 	}
 	cfg.Storage = f.Storage.simConfig()
 	return cfg
@@ -750,7 +891,7 @@ func (st StorageSection) simConfig() sim.StorageConfig {
 		}
 		return 0
 	}
-	ns := func(v, unit float64) int64 { return int64(math.Round(scale(v, unit))) }
+	ns := func(v, unit float64) int64 { return clampNs(math.Round(scale(v, unit))) }
 	return sim.StorageConfig{
 		Enabled:                   st.Enabled,
 		CapacityTokens:            st.CapacityTokens,
@@ -765,6 +906,22 @@ func (st StorageSection) simConfig() sim.StorageConfig {
 		ReadLatency:               ns(st.ReadLatencyUs, 1e3),
 		WriteLatency:              ns(st.WriteLatencyUs, 1e3),
 	}
+}
+
+// clampNs converts ns to an int64 without wrapping around: values past
+// 2^62 ns (146 years; checkTransfers has reported them, far beyond
+// hw.MaxStep) become 2^62, NaN becomes 0.
+func clampNs(ns float64) int64 {
+	const most = 1 << 62
+	switch {
+	case ns != ns:
+		return 0
+	case ns >= most:
+		return most
+	case ns <= -most:
+		return -most
+	}
+	return int64(ns)
 }
 
 // TracePath returns the workload trace resolved against the file's folder
