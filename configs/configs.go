@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
@@ -19,9 +20,10 @@ import (
 	"github.com/kvsim/kvsim/traces"
 )
 
-// DefaultTOML is the bundled default server: Qwen2.5-14B on one H200 with
-// HiCache write-through at host ratio 2, replaying the bundled Mooncake
-// conversation trace.
+// DefaultTOML is the bundled default server: Qwen2.5-14B on a TP-4 group
+// of H200s with HiCache write-through at host ratio 2, replaying the
+// bundled Mooncake conversation trace (embedded too; see
+// [File.OpenBundledTrace]).
 //
 //go:embed default.toml
 var DefaultTOML []byte
@@ -55,7 +57,8 @@ type File struct {
 	// Workload is the trace to replay.
 	Workload WorkloadSection `toml:"workload"`
 
-	path string // where the file was read from, for relative paths
+	path    string // where the file was read from, for relative paths
+	bundled bool   // the bundled default: its trace is embedded
 }
 
 // The engines a file can describe.
@@ -254,11 +257,11 @@ func Load(path string) (*File, error) {
 
 // Default returns the bundled default configuration.
 func Default() *File {
-	f, err := Parse(DefaultTOML, "configs/default.toml")
+	f, err := Parse(DefaultTOML, DefaultName)
 	if err != nil {
 		panic("configs: bundled default.toml is invalid: " + err.Error())
 	}
-	f.path = ""
+	f.path, f.bundled = "", true
 	return f
 }
 
@@ -926,11 +929,13 @@ func clampNs(ns float64) int64 {
 
 // TracePath returns the workload trace resolved against the file's folder
 // ("" if none).
+//
+// The bundled default's trace is embedded: its path is as written, and
+// [File.OpenBundledTrace] reads it.
 func (f *File) TracePath() string {
 	t := f.Workload.Trace
-	if t == "" || f.path == "" || strings.HasPrefix(t, "/") {
+	if t == "" || f.path == "" || filepath.IsAbs(t) {
 		return t
 	}
-	dir := f.path[:strings.LastIndex(f.path, "/")+1]
-	return dir + t
+	return filepath.Join(filepath.Dir(f.path), t)
 }

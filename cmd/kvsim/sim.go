@@ -121,12 +121,12 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 	}
-	rd, err := traces.Open(tp, tf)
+	rd, closeTrace, err := openTrace(f, *tracePath == "", tp, tf)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
 		return exitFail
 	}
-	defer rd.Close()
+	defer closeTrace()
 	s, err := newRunner()
 	if err != nil {
 		fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
@@ -184,6 +184,28 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	}
 	printSimTable(stdout, tp, f, built, res)
 	return exitOK
+}
+
+// openTrace opens the trace at path, or, for the config's own trace of
+// the bundled default (fromConfig), the copy embedded in the binary, so
+// that `kvsim sim` works from any directory. closeTrace closes both.
+func openTrace(f *configs.File, fromConfig bool, path string, tf traces.Format) (rd *traces.Reader, closeTrace func(), err error) {
+	if !fromConfig || !f.Bundled() {
+		rd, err := traces.Open(path, tf)
+		if err != nil {
+			return nil, nil, err
+		}
+		return rd, func() { rd.Close() }, nil
+	}
+	rc, err := f.OpenBundledTrace()
+	if err != nil {
+		return nil, nil, err
+	}
+	if rd, err = traces.NewReader(rc, path, tf); err != nil {
+		rc.Close()
+		return nil, nil, err
+	}
+	return rd, func() { rd.Close(); rc.Close() }, nil
 }
 
 func nameOr(s, def string) string {
