@@ -604,18 +604,17 @@ func (f *File) checkLlamaSteps() []error {
 	slots := int64(cfg.Slots)
 	slotCtx := int64(cfg.SlotContext())
 	n := max(1, min(int64(cfg.Batch)/slots, slotCtx))
-	batch := make([]hw.Extend, slots)
-	for i := range batch {
-		batch[i] = hw.Extend{New: n, Cached: max(0, slotCtx-n)}
+	w := hw.Worst{
+		PrefillRequests: slots, Prefill: hw.Extend{New: n, Cached: max(0, slotCtx-n)},
+		DecodeBatch: cfg.Slots, DecodeContext: int64(cfg.Context),
 	}
-	w := hw.Worst{Prefill: batch, DecodeBatch: cfg.Slots, DecodeContext: int64(cfg.Context)}
 	var errs []error
 	for _, e := range unjoin(c.Fitted.Check(w)) {
 		if e != nil {
 			errs = append(errs, errors.New(strings.Replace(e.Error(), "hw.fitted.", "llamacpp.cost.", 1)))
 		}
 	}
-	pairs := hw.PrefillFeatures(batch)[2]
+	pairs := float64(slots) * (float64(n)*float64(w.Prefill.Cached) + float64(n)*float64(n+1)/2)
 	state := float64(cfg.StateBytesPerToken) * float64(cfg.Context)
 	terms := []struct {
 		key string
@@ -778,11 +777,10 @@ func (f *File) worst(cfg sim.Config) hw.Worst {
 	// fewest requests that fill the pool.
 	k := min(max(1, (pool+l-1)/l), mrr, b)
 	n := max(1, b/k)
-	batch := make([]hw.Extend, k)
-	for i := range batch {
-		batch[i] = hw.Extend{New: n, Cached: max(0, min(l, pool/k)-n)}
+	return hw.Worst{
+		PrefillRequests: k, Prefill: hw.Extend{New: n, Cached: max(0, min(l, pool/k)-n)},
+		DecodeBatch: int(mrr), DecodeContext: min(pool, mrr*l),
 	}
-	return hw.Worst{Prefill: batch, DecodeBatch: int(mrr), DecodeContext: min(pool, mrr*l)}
 }
 
 // checkTransfers bounds the simulator's durations that come from the

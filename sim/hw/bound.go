@@ -17,13 +17,27 @@ const MaxStep = time.Hour
 // Worst is the largest work one forward of a server can hold, at which
 // [Roofline.Check] and [Fitted.Check] evaluate a cost model.
 type Worst struct {
-	// Prefill is the largest prefill batch: the most requests, new tokens
-	// and cached context the server's limits allow together.
-	Prefill []Extend
+	// PrefillRequests requests, each extending Prefill.New tokens behind
+	// Prefill.Cached, make the largest prefill batch: the most requests,
+	// new tokens and cached context the server's limits allow together.
+	// (A count rather than a slice, so that absurd limits cost no memory.)
+	PrefillRequests int64
+	Prefill         Extend
 	// DecodeBatch and DecodeContext are the largest decode step: the most
 	// running requests and the KV tokens they can hold.
 	DecodeBatch   int
 	DecodeContext int64
+}
+
+// prefillSums are the prefill batch's new tokens, (query, key) pairs,
+// cached tokens and requests, as PrefillFeatures and the roofline count
+// them.
+func (w Worst) prefillSums() (tokens, pairs, cached, seqs float64) {
+	if w.Prefill.New <= 0 || w.PrefillRequests <= 0 {
+		return 0, 0, 0, 0
+	}
+	k, n, c := float64(w.PrefillRequests), float64(w.Prefill.New), float64(w.Prefill.Cached)
+	return k * n, k * (n*c + n*(n+1)/2), k * c, k
 }
 
 // describe names the prefill or decode forward of w for messages.
@@ -31,16 +45,7 @@ func (w Worst) describe(prefill bool) string {
 	if !prefill {
 		return fmt.Sprintf("the largest decode step (%d requests over %d context tokens)", w.DecodeBatch, w.DecodeContext)
 	}
-	var tokens, cached int64
-	n := 0
-	for _, e := range w.Prefill {
-		if e.New > 0 {
-			tokens += e.New
-			cached += e.Cached
-			n++
-		}
-	}
-	return fmt.Sprintf("the largest prefill forward (%d new tokens behind %d cached, %d requests)", tokens, cached, n)
+	return fmt.Sprintf("the largest prefill forward (%d requests of %d new tokens behind %d cached)", w.PrefillRequests, w.Prefill.New, w.Prefill.Cached)
 }
 
 // seconds formats ns for messages: "2.8e+09 s", "41 s", "NaN s".

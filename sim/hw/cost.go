@@ -238,6 +238,11 @@ func (r *Roofline) prefill(batch []Extend) stepTerms {
 		cached += c
 		seqs++
 	}
+	return r.prefillSums(tokens, pairs, cached, seqs)
+}
+
+// prefillSums is prefill's terms from the batch's sums.
+func (r *Roofline) prefillSums(tokens, pairs, cached, seqs float64) stepTerms {
 	if seqs == 0 {
 		return stepTerms{}
 	}
@@ -294,7 +299,7 @@ func (t stepTerms) total() float64 {
 // a finite number). A cost model that passes cannot overflow Time.
 func (r *Roofline) Check(w Worst) error {
 	var errs []error
-	for _, t := range []stepTerms{r.prefill(w.Prefill), r.decode(w.DecodeBatch, w.DecodeContext)} {
+	for _, t := range []stepTerms{r.prefillSums(w.prefillSums()), r.decode(w.DecodeBatch, w.DecodeContext)} {
 		total := t.total()
 		if total <= float64(MaxStep) {
 			continue

@@ -289,17 +289,13 @@ func TestRooflineCheck(t *testing.T) {
 	if g, err = GPUPreset("h200"); err != nil {
 		t.Fatal(err)
 	}
-	batch := make([]Extend, 17)
-	for i := range batch {
-		batch[i] = Extend{New: 963, Cached: 31805}
-	}
-	w := Worst{Prefill: batch, DecodeBatch: 4096, DecodeContext: 540266}
+	w := Worst{PrefillRequests: 17, Prefill: Extend{New: 963, Cached: 31805}, DecodeBatch: 4096, DecodeContext: 540266}
 	for _, c := range []struct {
 		edit func(*Efficiency)
 		want string
 	}{
 		{func(*Efficiency) {}, ""},
-		{func(e *Efficiency) { e.GEMMMFU = 1e-12 }, "hw.roofline.gemm_mfu: makes the largest prefill forward (16371 new tokens behind 540685 cached, 17 requests) take"},
+		{func(e *Efficiency) { e.GEMMMFU = 1e-12 }, "hw.roofline.gemm_mfu: makes the largest prefill forward (17 requests of 963 new tokens behind 31805 cached) take"},
 		{func(e *Efficiency) { e.HBM = 1e-9 }, "hw.roofline.hbm_efficiency: makes the largest prefill forward"},
 		{func(e *Efficiency) { e.DecodeOverheadUs = 1e30 }, "hw.roofline.decode_overhead_us: makes the largest decode step (4096 requests over 540266 context tokens) take 1e+24 s"},
 	} {
@@ -319,14 +315,14 @@ func TestRooflineCheck(t *testing.T) {
 // Check on a fitted model names the coefficient of the largest term, and
 // an overflowing one is caught rather than wrapped.
 func TestFittedCheck(t *testing.T) {
-	w := Worst{Prefill: []Extend{{New: 8192, Cached: 0}}, DecodeBatch: 256, DecodeContext: 1 << 20}
+	w := Worst{PrefillRequests: 1, Prefill: Extend{New: 8192}, DecodeBatch: 256, DecodeContext: 1 << 20}
 	ok := Fitted{Prefill: [4]float64{1e6, 1e4, 1, 0}, Decode: [3]float64{2e6, 0, 1}}
 	if err := ok.Check(w); err != nil {
 		t.Fatalf("Check(%+v) = %v", ok, err)
 	}
 	bad := Fitted{Prefill: [4]float64{1e6, 1e4, 1e20, 0}, Decode: [3]float64{2e6, 1e300, 1}}
 	err := bad.Check(w)
-	if err == nil || !strings.Contains(err.Error(), "hw.fitted.prefill[2]: makes the largest prefill forward (8192 new tokens behind 0 cached, 1 requests)") ||
+	if err == nil || !strings.Contains(err.Error(), "hw.fitted.prefill[2]: makes the largest prefill forward (1 requests of 8192 new tokens behind 0 cached)") ||
 		!strings.Contains(err.Error(), "hw.fitted.decode[1]:") {
 		t.Fatalf("Check(%+v) = %v", bad, err)
 	}

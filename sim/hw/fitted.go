@@ -141,8 +141,8 @@ func (f *Fitted) Check(w Worst) error {
 		errs = append(errs, fmt.Errorf("hw.fitted.%s[%d]: makes %s take %s, over the %s a step may take (%s of it from %g ns per %s times %g) (got %g)",
 			key, big, w.describe(prefill), seconds(total), MaxStep, seconds(terms[big]), coef[big], featureName(prefill, big), x[big], coef[big]))
 	}
-	px := PrefillFeatures(w.Prefill)
-	check("prefill", true, f.Prefill[:], px[:])
+	tokens, pairs, _, seqs := w.prefillSums()
+	check("prefill", true, f.Prefill[:], []float64{1, tokens, pairs, seqs})
 	dx := DecodeFeatures(w.DecodeBatch, w.DecodeContext)
 	check("decode", false, f.Decode[:], dx[:])
 	return errors.Join(errs...)
