@@ -57,8 +57,9 @@ type File struct {
 	// Workload is the trace to replay.
 	Workload WorkloadSection `toml:"workload"`
 
-	path    string // where the file was read from, for relative paths
-	bundled bool   // the bundled default: its trace is embedded
+	path      string // where the file was read from, for relative paths
+	bundled   bool   // the bundled default: its trace is embedded
+	badPreset bool   // Parse reported an unknown model or GPU preset
 }
 
 // The engines a file can describe.
@@ -318,10 +319,10 @@ func Parse(data []byte, name string) (*File, error) {
 		}
 		f.GPU.GPU = g
 	}
-	if len(errs) > 0 {
-		// Without the preset the model's or GPU's fields mean nothing.
-		return nil, errors.Join(errs...)
-	}
+	// An unknown preset leaves the model's or GPU's fields meaningless,
+	// but the rest of the file is still checked (Validate skips what
+	// depends on them).
+	f.badPreset = len(errs) > 0
 	return decodeStrict(data, name, f, errs...)
 }
 
@@ -413,15 +414,25 @@ func (f *File) Validate() error {
 	if err := f.validateWorkload(); err != nil {
 		errs = append(errs, err)
 	}
-	if f.Model.Name == "" {
+	switch {
+	case f.badPreset:
+		// Parse has reported the unknown preset; without it the model's
+		// and GPU's fields, the sizing and the cost mean nothing.
+	case f.Model.Name == "":
 		errs = append(errs, errors.New("model: set model.preset or the model's fields"))
-	} else if err := f.Model.Validate(); err != nil {
-		errs = append(errs, err)
+	default:
+		if err := f.Model.Validate(); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	if f.GPU.Name == "" {
+	switch {
+	case f.badPreset:
+	case f.GPU.Name == "":
 		errs = append(errs, errors.New("gpu: set gpu.preset or the GPU's fields"))
-	} else if err := f.GPU.Validate(); err != nil {
-		errs = append(errs, err)
+	default:
+		if err := f.GPU.Validate(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if err := f.Server.Validate(); err != nil {
 		errs = append(errs, err)
@@ -480,10 +491,13 @@ func (f *File) Validate() error {
 	probe := f.simConfig(hw.Sizing{DeviceTokens: 1, HostTokens: 1, MaxRunningRequests: 1, MaxPrefillTokens: 1, ChunkedPrefillSize: -1})
 	probe.Cache.PageSize = 1
 	probe.Scheduler.ContextLen = 0 // model.context_len, checked by the model
+	if f.badPreset {
+		probe.Links.H2DBandwidth, probe.Links.D2HBandwidth = 1, 1 // from the unknown GPU
+	}
 	if err := probe.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if len(errs) == 0 {
+	if len(errs) == 0 && !f.badPreset {
 		// Sizing: does the model fit the GPU? And is every step of the
 		// cost model, and every transfer, within MaxStep?
 		if _, _, err := f.build(true); err != nil {
