@@ -2,11 +2,13 @@ package configs
 
 import (
 	"bytes"
+	"cmp"
 	_ "embed"
 	"errors"
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
@@ -15,11 +17,13 @@ import (
 	"github.com/kvsim/kvsim/sim"
 	"github.com/kvsim/kvsim/sim/hw"
 	"github.com/kvsim/kvsim/sim/llamacpp"
+	"github.com/kvsim/kvsim/traces"
 )
 
-// DefaultTOML is the bundled default server: Qwen2.5-14B on one H200 with
-// HiCache write-through at host ratio 2, replaying the bundled Mooncake
-// conversation trace.
+// DefaultTOML is the bundled default server: Qwen2.5-14B on a TP-4 group
+// of H200s with HiCache write-through at host ratio 2, replaying the
+// bundled Mooncake conversation trace (embedded too; see
+// [File.OpenBundledTrace]).
 //
 //go:embed default.toml
 var DefaultTOML []byte
@@ -53,7 +57,9 @@ type File struct {
 	// Workload is the trace to replay.
 	Workload WorkloadSection `toml:"workload"`
 
-	path string // where the file was read from, for relative paths
+	path      string // where the file was read from, for relative paths
+	bundled   bool   // the bundled default: its trace is embedded
+	badPreset bool   // Parse reported an unknown model or GPU preset
 }
 
 // The engines a file can describe.
@@ -252,11 +258,11 @@ func Load(path string) (*File, error) {
 
 // Default returns the bundled default configuration.
 func Default() *File {
-	f, err := Parse(DefaultTOML, "configs/default.toml")
+	f, err := Parse(DefaultTOML, DefaultName)
 	if err != nil {
 		panic("configs: bundled default.toml is invalid: " + err.Error())
 	}
-	f.path = ""
+	f.path, f.bundled = "", true
 	return f
 }
 
@@ -295,10 +301,7 @@ func Parse(data []byte, name string) (*File, error) {
 				errs = append(errs, tableError(name, data, t, `only for engine.kind = "sglang" (this file describes a llama-server)`))
 			}
 		}
-		if len(errs) > 0 {
-			return nil, errors.Join(errs...)
-		}
-		return decodeStrict(data, name, f)
+		return decodeStrict(data, name, f, errs...)
 	default:
 		return nil, positioned(name, data, fmt.Errorf(`engine.kind: must be "sglang" or "llamacpp" (got %q)`, presets.Engine.Kind))
 	}
@@ -316,24 +319,44 @@ func Parse(data []byte, name string) (*File, error) {
 		}
 		f.GPU.GPU = g
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	return decodeStrict(data, name, f)
+	// An unknown preset leaves the model's or GPU's fields meaningless,
+	// but the rest of the file is still checked (Validate skips what
+	// depends on them).
+	f.badPreset = len(errs) > 0
+	return decodeStrict(data, name, f, errs...)
 }
 
 // decodeStrict decodes data into f over its defaults, refusing unknown
 // keys, and validates it; errors name the file, line and key. It serves
 // both engines: a llama-server file has [engine], [llamacpp] and
-// [workload] only (checked by the caller).
-func decodeStrict(data []byte, name string, f *File) (*File, error) {
+// [workload] only (checked by the caller, whose errors come first in errs).
+func decodeStrict(data []byte, name string, f *File, errs ...error) (*File, error) {
 	dec := toml.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(f); err != nil {
+		// Unknown keys and tables do not stop the decoder: report each
+		// one, then the known keys' own problems, so that one typo does
+		// not hide the rest of the file's errors.
+		var se *toml.StrictMissingError
+		if !errors.As(err, &se) {
+			return nil, TOMLError(name, err)
+		}
+		errs = append(errs, unknownKeys(name, data, se)...)
+	}
+	var raw map[string]any
+	if err := toml.Unmarshal(data, &raw); err != nil {
 		return nil, TOMLError(name, err)
 	}
+	var invalid []error
 	if err := f.Validate(); err != nil {
-		return nil, positioned(name, data, err)
+		invalid = append(invalid, err)
+	}
+	invalid = append(coefficientErrors(raw, f), invalid...)
+	if len(invalid) > 0 {
+		errs = append(errs, positioned(name, data, errors.Join(invalid...)))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	return f, nil
 }
@@ -353,15 +376,6 @@ func tableError(name string, data []byte, table, msg string) error {
 // key: message" lines: decoding errors, unknown keys (one line each) and
 // parser errors; any other error is prefixed with the name.
 func TOMLError(name string, err error) error {
-	var de *toml.DecodeError
-	if errors.As(err, &de) {
-		row, col := de.Position()
-		key := strings.Join(de.Key(), ".")
-		if key != "" {
-			key += ": "
-		}
-		return fmt.Errorf("%s:%d:%d: %s%s", name, row, col, key, de.Error())
-	}
 	var se *toml.StrictMissingError
 	if errors.As(err, &se) {
 		var errs []error
@@ -370,6 +384,15 @@ func TOMLError(name string, err error) error {
 			errs = append(errs, fmt.Errorf("%s:%d:%d: %s: unknown key", name, row, col, strings.Join(e.Key(), ".")))
 		}
 		return errors.Join(errs...)
+	}
+	var de *toml.DecodeError
+	if errors.As(err, &de) {
+		row, col := de.Position()
+		key := strings.Join(de.Key(), ".")
+		if key != "" {
+			key += ": "
+		}
+		return fmt.Errorf("%s:%d:%d: %s%s", name, row, col, key, de.Error())
 	}
 	var pe *unstable.ParserError
 	if errors.As(err, &pe) {
@@ -385,18 +408,31 @@ func (f *File) IsLlamaCpp() bool { return f.Engine.Kind == EngineLlamaCpp }
 // Validate reports every problem in the file at once, with key paths.
 func (f *File) Validate() error {
 	if f.IsLlamaCpp() {
-		return f.validateLlama()
+		return errors.Join(f.validateLlama(), f.validateWorkload())
 	}
 	var errs []error
-	if f.Model.Name == "" {
-		errs = append(errs, errors.New("model: set model.preset or the model's fields"))
-	} else if err := f.Model.Validate(); err != nil {
+	if err := f.validateWorkload(); err != nil {
 		errs = append(errs, err)
 	}
-	if f.GPU.Name == "" {
+	switch {
+	case f.badPreset:
+		// Parse has reported the unknown preset; without it the model's
+		// and GPU's fields, the sizing and the cost mean nothing.
+	case f.Model.Name == "":
+		errs = append(errs, errors.New("model: set model.preset or the model's fields"))
+	default:
+		if err := f.Model.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	switch {
+	case f.badPreset:
+	case f.GPU.Name == "":
 		errs = append(errs, errors.New("gpu: set gpu.preset or the GPU's fields"))
-	} else if err := f.GPU.Validate(); err != nil {
-		errs = append(errs, err)
+	default:
+		if err := f.GPU.Validate(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if err := f.Server.Validate(); err != nil {
 		errs = append(errs, err)
@@ -412,6 +448,14 @@ func (f *File) Validate() error {
 		}
 	default:
 		errs = append(errs, fmt.Errorf(`cost.kind: must be "roofline" or "fitted" (got %q)`, f.Cost.Kind))
+	}
+	for _, c := range []struct {
+		key string
+		v   int64
+	}{{"cache.device_tokens", f.Cache.DeviceTokens}, {"cache.host_tokens", f.Cache.HostTokens}} {
+		if c.v < 0 {
+			errs = append(errs, fmt.Errorf("%s: must be 0 (the pool from sizing) or > 0 tokens (got %d)", c.key, c.v))
+		}
 	}
 	l := f.Links
 	for _, c := range []struct {
@@ -446,16 +490,31 @@ func (f *File) Validate() error {
 	// the sizes sizing would give (checked above).
 	probe := f.simConfig(hw.Sizing{DeviceTokens: 1, HostTokens: 1, MaxRunningRequests: 1, MaxPrefillTokens: 1, ChunkedPrefillSize: -1})
 	probe.Cache.PageSize = 1
+	probe.Scheduler.ContextLen = 0 // model.context_len, checked by the model
+	if f.badPreset {
+		probe.Links.H2DBandwidth, probe.Links.D2HBandwidth = 1, 1 // from the unknown GPU
+	}
 	if err := probe.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if len(errs) == 0 {
-		// Sizing: does the model fit the GPU?
-		if _, _, err := f.build(false); err != nil {
+	if len(errs) == 0 && !f.badPreset {
+		// Sizing: does the model fit the GPU? And is every step of the
+		// cost model, and every transfer, within MaxStep?
+		if _, _, err := f.build(true); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// validateWorkload checks the [workload] section: the format must be one
+// the trace readers know, whether or not a command later reads the file's
+// trace (kvsim sim --trace replaces the trace, not the check).
+func (f *File) validateWorkload() error {
+	if _, err := traces.ParseFormat(f.Workload.Format); err != nil {
+		return fmt.Errorf("workload.format: must be one of %s, or empty to detect it (got %q)", strings.Join(traces.FormatNames(), ", "), f.Workload.Format)
+	}
+	return nil
 }
 
 // validateLlama checks the [llamacpp] section.
@@ -464,9 +523,7 @@ func (f *File) validateLlama() error {
 	if err := f.Llama.Config.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if f.Llama.Cost.Fitted == (hw.Fitted{}) {
-		errs = append(errs, errors.New("llamacpp.cost.prefill: set [llamacpp.cost] prefill and decode (kvsim calibrate writes them)"))
-	} else if err := f.Llama.Cost.Validate(); err != nil {
+	if err := f.Llama.Cost.Validate(); err != nil {
 		for _, e := range unjoin(err) {
 			errs = append(errs, errors.New(strings.Replace(e.Error(), "hw.fitted.", "llamacpp.cost.", 1)))
 		}
@@ -528,6 +585,9 @@ func (f *File) validateLlama() error {
 			}
 		}
 	}
+	if len(errs) == 0 {
+		errs = append(errs, f.checkLlamaSteps()...)
+	}
 	for i, p := range c.AfterPromptCurve {
 		key := fmt.Sprintf("llamacpp.cost.after_prompt[%d]", i)
 		switch {
@@ -544,6 +604,66 @@ func (f *File) validateLlama() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkLlamaSteps bounds llama-server's call times as build bounds
+// SGLang's forwards ([hw.MaxStep]): at the largest call (batch_size prompt
+// tokens spread over the slots, each behind the rest of its slot's
+// context; a decode call of every slot over ctx_size tokens), each term
+// of the cost and the whole must take at most an hour, and so must a
+// request's delay, an after-prompt extra and saving or restoring a whole
+// context's state.
+func (f *File) checkLlamaSteps() []error {
+	cfg, c := f.Llama.Config, f.Llama.Cost
+	slots := int64(cfg.Slots)
+	slotCtx := int64(cfg.SlotContext())
+	n := max(1, min(int64(cfg.Batch)/slots, slotCtx))
+	w := hw.Worst{
+		PrefillRequests: slots, Prefill: hw.Extend{New: n, Cached: max(0, slotCtx-n)},
+		DecodeBatch: cfg.Slots, DecodeContext: int64(cfg.Context),
+	}
+	var errs []error
+	for _, e := range unjoin(c.Fitted.Check(w)) {
+		if e != nil {
+			errs = append(errs, errors.New(strings.Replace(e.Error(), "hw.fitted.", "llamacpp.cost.", 1)))
+		}
+	}
+	pairs := float64(slots) * (float64(n)*float64(w.Prefill.Cached) + float64(n)*float64(n+1)/2)
+	state := float64(cfg.StateBytesPerToken) * float64(cfg.Context)
+	terms := []struct {
+		key string
+		v   float64
+		ns  float64
+	}{
+		{"small_call_pair_ns", c.SmallPair, c.SmallPair * pairs},
+		{"medium_call_pair_ns", c.MediumPair, c.MediumPair * pairs},
+		{"short_pair_ns", c.ShortPair, c.ShortPair * pairs},
+		{"state_copy_ns_per_byte", c.StateCopy, c.StateCopy * state},
+		{"state_fresh_ns_per_byte", c.StateFresh, c.StateFresh * state},
+		{"request_delay_ns", float64(c.Delay), float64(c.Delay)},
+		{"after_prompt_ns", c.AfterPrompt, c.AfterPrompt},
+	}
+	if c.StateRestore != nil {
+		terms = append(terms, struct {
+			key string
+			v   float64
+			ns  float64
+		}{"state_restore_ns_per_byte", *c.StateRestore, *c.StateRestore * state})
+	}
+	for i, p := range c.AfterPromptCurve {
+		terms = append(terms, struct {
+			key string
+			v   float64
+			ns  float64
+		}{fmt.Sprintf("after_prompt[%d].ns", i), p.Ns, p.Ns})
+	}
+	for _, t := range terms {
+		if !(t.ns <= float64(hw.MaxStep)) {
+			errs = append(errs, fmt.Errorf("llamacpp.cost.%s: makes one call or copy take %.2g s at the largest (%d slots of %d tokens, %d-token batches), over the %s a step may take (got %g)",
+				t.key, t.ns/1e9, cfg.Slots, slotCtx, cfg.Batch, hw.MaxStep, t.v))
+		}
+	}
+	return errs
 }
 
 // unjoin returns the errors of a joined error, or err alone.
@@ -607,7 +727,7 @@ type Built struct {
 // Build returns an error that says so; use BuildLlama.
 func (f *File) Build() (*Built, error) {
 	if f.IsLlamaCpp() {
-		return nil, errors.New(`configs: engine.kind = "llamacpp" describes a llama-server, which kvsim replay --target sim, compare and calibrate run; this command simulates SGLang only`)
+		return nil, fmt.Errorf(`%s: engine.kind: this command simulates SGLang only (got "llamacpp": a llama-server, which kvsim sim, replay --target sim, compare and calibrate run)`, cmp.Or(f.path, "config"))
 	}
 	b, _, err := f.build(true)
 	return b, err
@@ -639,7 +759,82 @@ func (f *File) build(withCost bool) (*Built, hw.Sizing, error) {
 		b.Cost = r
 		b.Explain = append(b.Explain, r.Explain()...)
 	}
+	if err := errors.Join(b.Cost.(interface{ Check(hw.Worst) error }).Check(f.worst(cfg)), f.checkTransfers(cfg)); err != nil {
+		return nil, z, err
+	}
 	return b, z, nil
+}
+
+// worst is the largest prefill batch and decode step the server of cfg
+// can run, at which build checks the cost model ([hw.MaxStep]). A request
+// holds at most L = min(context_len, the logical device pool) tokens. A
+// prefill batch extends at most B = max(max_prefill_tokens, the chunk
+// size, or L without chunking: SGLang admits a first request past the
+// budget) tokens, within the pool; it has the most attention pairs spread
+// over the fewest requests whose context fills the pool. A
+// decode step runs max_running_requests requests over at most
+// min(the logical pool, max_running_requests * L) tokens.
+func (f *File) worst(cfg sim.Config) hw.Worst {
+	pool := cfg.Cache.DeviceTokens * int64(max(1, cfg.Cache.CP))
+	l := max(1, min(f.Model.ContextLen, pool))
+	sch := cfg.Scheduler
+	mrr := int64(max(1, sch.MaxRunningRequests))
+	b := sch.MaxPrefillTokens
+	if sch.ChunkedPrefillSize > 0 {
+		b = max(b, sch.ChunkedPrefillSize)
+	} else {
+		b = max(b, l)
+	}
+	b = max(1, min(b, l*mrr, pool))
+	// The pairs n*c of k requests of n = B/k new and c cached tokens
+	// each, all within the pool (k*(n+c) <= pool) and L, peak at the
+	// fewest requests that fill the pool.
+	k := min(max(1, (pool+l-1)/l), mrr, b)
+	n := max(1, b/k)
+	return hw.Worst{
+		PrefillRequests: k, Prefill: hw.Extend{New: n, Cached: max(0, min(l, pool/k)-n)},
+		DecodeBatch: int(mrr), DecodeContext: min(pool, mrr*l),
+	}
+}
+
+// checkTransfers bounds the simulator's durations that come from the
+// [links] and [storage] numbers as the cost model's are: every latency and
+// timeout, and moving one request's whole KV (L tokens) over each link,
+// must take at most hw.MaxStep.
+func (f *File) checkTransfers(cfg sim.Config) error {
+	var errs []error
+	limit := float64(hw.MaxStep)
+	kv := cfg.Links.KVBytesPerToken * float64(max(1, min(f.Model.ContextLen, cfg.Cache.DeviceTokens)))
+	for _, c := range []struct {
+		key     string
+		written float64 // the value as written, for the message
+		ns      float64
+	}{
+		{"links.latency_us", f.Links.LatencyUs, cmp.Or(f.Links.LatencyUs, f.GPU.HostLinkLatencyUs) * 1e3},
+		{"links.h2d_gbps", f.Links.H2DGBps, kv / cfg.Links.H2DBandwidth * 1e9},
+		{"links.d2h_gbps", f.Links.D2HGBps, kv / cfg.Links.D2HBandwidth * 1e9},
+		{"storage.read_latency_us", f.Storage.ReadLatencyUs, f.Storage.ReadLatencyUs * 1e3},
+		{"storage.write_latency_us", f.Storage.WriteLatencyUs, f.Storage.WriteLatencyUs * 1e3},
+		{"storage.read_gbps", f.Storage.ReadGBps, nsPer(kv, f.Storage.ReadGBps)},
+		{"storage.write_gbps", f.Storage.WriteGBps, nsPer(kv, f.Storage.WriteGBps)},
+		{"storage.prefetch_timeout_base", f.Storage.PrefetchTimeoutBase, f.Storage.PrefetchTimeoutBase * 1e9},
+		{"storage.prefetch_timeout_per_ki_token", f.Storage.PrefetchTimeoutPerKiToken, f.Storage.PrefetchTimeoutPerKiToken * 1e9 * float64(f.Model.ContextLen) / 1024},
+		{"storage.prefetch_timeout_max", f.Storage.PrefetchTimeoutMax, f.Storage.PrefetchTimeoutMax * 1e9},
+	} {
+		if !(c.ns <= limit) {
+			errs = append(errs, fmt.Errorf("%s: makes one transfer or wait take %.2g s, over the %s a step may take (got %v)", c.key, c.ns/1e9, hw.MaxStep, c.written))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// nsPer is the ns to move bytes at gbps 10^9 bytes/s (0: the simulator's
+// default, which is fast).
+func nsPer(bytes, gbps float64) float64 {
+	if gbps <= 0 {
+		return 0
+	}
+	return bytes / (gbps * 1e9) * 1e9
 }
 
 // simConfig composes the simulator's configuration from the file and a
@@ -676,6 +871,7 @@ func (f *File) simConfig(z hw.Sizing) sim.Config {
 		ScheduleConservativeness: s.ScheduleConservativeness, InitNewTokenRatio: s.InitNewTokenRatio,
 		MinNewTokenRatioFactor: s.MinNewTokenRatioFactor, NewTokenRatioDecaySteps: s.NewTokenRatioDecaySteps,
 		ClipMaxNewTokens: s.ClipMaxNewTokens, RetractDecodeSteps: s.RetractDecodeSteps, LPMFallbackQueue: s.LPMFallbackQueue,
+		ContextLen: f.Model.ContextLen,
 	}
 	eff := f.Links.Efficiency
 	if eff == 0 {
@@ -694,7 +890,7 @@ func (f *File) simConfig(z hw.Sizing) sim.Config {
 	cfg.Links = sim.LinkConfig{
 		KVBytesPerToken: float64(z.CellBytes), Layers: f.Model.Layers,
 		H2DBandwidth: bw(f.Links.H2DGBps), D2HBandwidth: bw(f.Links.D2HGBps),
-		H2DLatency: int64(lat * 1e3), D2HLatency: int64(lat * 1e3),
+		H2DLatency: clampNs(lat * 1e3), D2HLatency: clampNs(lat * 1e3),
 	}
 	cfg.Storage = f.Storage.simConfig()
 	return cfg
@@ -710,7 +906,7 @@ func (st StorageSection) simConfig() sim.StorageConfig {
 		}
 		return 0
 	}
-	ns := func(v, unit float64) int64 { return int64(math.Round(scale(v, unit))) }
+	ns := func(v, unit float64) int64 { return clampNs(math.Round(scale(v, unit))) }
 	return sim.StorageConfig{
 		Enabled:                   st.Enabled,
 		CapacityTokens:            st.CapacityTokens,
@@ -727,13 +923,31 @@ func (st StorageSection) simConfig() sim.StorageConfig {
 	}
 }
 
+// clampNs converts ns to an int64 without wrapping around: values past
+// 2^62 ns (146 years; checkTransfers has reported them, far beyond
+// hw.MaxStep) become 2^62, NaN becomes 0.
+func clampNs(ns float64) int64 {
+	const most = 1 << 62
+	switch {
+	case ns != ns:
+		return 0
+	case ns >= most:
+		return most
+	case ns <= -most:
+		return -most
+	}
+	return int64(ns)
+}
+
 // TracePath returns the workload trace resolved against the file's folder
 // ("" if none).
+//
+// The bundled default's trace is embedded: its path is as written, and
+// [File.OpenBundledTrace] reads it.
 func (f *File) TracePath() string {
 	t := f.Workload.Trace
-	if t == "" || f.path == "" || strings.HasPrefix(t, "/") {
+	if t == "" || f.path == "" || filepath.IsAbs(t) {
 		return t
 	}
-	dir := f.path[:strings.LastIndex(f.path, "/")+1]
-	return dir + t
+	return filepath.Join(filepath.Dir(f.path), t)
 }

@@ -4,8 +4,6 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
-	"reflect"
-	"sort"
 	"strings"
 	"testing"
 )
@@ -43,37 +41,6 @@ func TestBadConfigs(t *testing.T) {
 	}
 }
 
-// tomlKeys lists every key path a File decodes, following inline
-// (embedded) structs.
-func tomlKeys(t reflect.Type, prefix string) []string {
-	var keys []string
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		if !f.IsExported() {
-			continue
-		}
-		tag := f.Tag.Get("toml")
-		name, opts, _ := strings.Cut(tag, ",")
-		ft := f.Type
-		if ft.Kind() == reflect.Pointer {
-			ft = ft.Elem()
-		}
-		if opts == "inline" || (f.Anonymous && name == "") {
-			keys = append(keys, tomlKeys(ft, prefix)...)
-			continue
-		}
-		if name == "" || name == "-" {
-			continue
-		}
-		if ft.Kind() == reflect.Struct {
-			keys = append(keys, tomlKeys(ft, prefix+name+".")...)
-			continue
-		}
-		keys = append(keys, prefix+name)
-	}
-	return keys
-}
-
 // docs/config.md must document every key the decoder accepts, so the
 // reference cannot drift from the code.
 func TestConfigDocListsEveryKey(t *testing.T) {
@@ -81,8 +48,7 @@ func TestConfigDocListsEveryKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := tomlKeys(reflect.TypeOf(File{}), "")
-	sort.Strings(keys)
+	keys := schemaKeys()
 	for _, k := range keys {
 		if !strings.Contains(string(doc), "`"+k+"`") {
 			t.Errorf("docs/config.md does not document `%s`", k)

@@ -91,6 +91,13 @@ type SchedulerConfig struct {
 	// LPMFallbackQueue is the queue length above which lpm falls back to
 	// fcfs. Default 128.
 	LPMFallbackQueue int `toml:"lpm_fallback_queue"`
+	// ContextLen is the model's context length in tokens (SGLang's
+	// context_len, hw.Model.ContextLen). SGLang's tokenizer manager
+	// rejects a request whose prompt is at least this long, or whose
+	// prompt and max_new_tokens together are; [Sim] fails such a request
+	// on arrival (see admissionError). 0 (default) sets no limit but the
+	// KV pool's; otherwise >= 2.
+	ContextLen int64 `toml:"context_len"`
 }
 
 // LinkConfig describes the host links used by HiCache transfers.
@@ -358,6 +365,9 @@ func (c Config) Validate() error {
 	}
 	if s.LPMFallbackQueue < 0 {
 		bad("scheduler.lpm_fallback_queue", ">= 0", s.LPMFallbackQueue)
+	}
+	if s.ContextLen != 0 && s.ContextLen < 2 {
+		bad("scheduler.context_len", "0 (no limit) or >= 2", s.ContextLen)
 	}
 	l := c.Links
 	if l.KVBytesPerToken < 0 {

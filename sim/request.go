@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"fmt"
+
 	"github.com/kvsim/kvsim/traces"
 	"github.com/kvsim/kvsim/tree"
 )
@@ -104,4 +106,31 @@ func (s *Sim) pagesFor(r *request, n int64) []tree.PageID {
 		r.pages = append(r.pages, s.pager.Fresh())
 	}
 	return r.pages[:want]
+}
+
+// admissionError is why a request fails on arrival, or "" if it may
+// queue: SGLang's request-level length checks. The tokenizer manager
+// (tokenizer_manager.py, _validate_one_request) rejects a prompt of at
+// least context_len tokens ("The input (N tokens) is longer than the
+// model's context length (C tokens).") and a prompt whose max_new_tokens
+// take it to context_len ("Requested token count exceeds the model's
+// maximum context length of C tokens. ..."), and a request whose prompt
+// and output cannot fit the KV pool at all (the scheduler's max_req_len,
+// at most max_total_num_tokens - 1) never runs. Checking before paging also
+// keeps an absurd length in a trace from costing memory or time. Every
+// reason says "exceeds", which replay's server maps to HTTP 400 as SGLang
+// answers these.
+func admissionError(cfg *Config, lanes int, input, maxNew int64) string {
+	if l := cfg.Scheduler.ContextLen; l > 0 {
+		switch {
+		case input >= l:
+			return fmt.Sprintf("prompt of %d tokens exceeds the model's context length of %d tokens", input, l)
+		case input+maxNew >= l:
+			return fmt.Sprintf("prompt of %d tokens plus %d output tokens exceeds the model's context length of %d tokens", input, maxNew, l)
+		}
+	}
+	if capTokens := cfg.Cache.DeviceTokens * int64(lanes); input+maxNew > capTokens {
+		return fmt.Sprintf("prompt of %d tokens plus %d output tokens exceeds the KV pool of %d tokens", input, maxNew, capTokens)
+	}
+	return ""
 }

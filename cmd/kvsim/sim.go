@@ -38,7 +38,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() { io.WriteString(stderr, simUsage); fs.PrintDefaults() }
 	cfgPath := fs.String("config", "", "server configuration (TOML); default: the bundled default")
 	tracePath := fs.String("trace", "", "trace file (overrides the config's workload.trace)")
-	format := fs.String("format", "", "trace format (mooncake, bailian, weka, azure, tokens, kvsim); default: the config's, else detected")
+	format := fs.String("format", "", "trace format (mooncake, bailian, weka, azure, tokens, kvsim); default: the config's workload.format for the config's trace, else detected")
 	seed := fs.Uint64("seed", 0, "seed (overrides the config's)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
 	perReq := fs.String("per-request", "", "write every request's result as JSON lines to this file")
@@ -115,17 +115,18 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	}
 	tf := traces.FormatAuto
 	if fmtName != "" {
+		// configs.Load has checked workload.format; only the flag is left.
 		if tf, err = traces.ParseFormat(fmtName); err != nil {
 			fmt.Fprintf(stderr, "kvsim sim: --format: %v\n", err)
 			return exitUsage
 		}
 	}
-	rd, err := traces.Open(tp, tf)
+	rd, closeTrace, err := openTrace(f, *tracePath == "", tp, tf)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
 		return exitFail
 	}
-	defer rd.Close()
+	defer closeTrace()
 	s, err := newRunner()
 	if err != nil {
 		fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
@@ -183,6 +184,28 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	}
 	printSimTable(stdout, tp, f, built, res)
 	return exitOK
+}
+
+// openTrace opens the trace at path, or, for the config's own trace of
+// the bundled default (fromConfig), the copy embedded in the binary, so
+// that `kvsim sim` works from any directory. closeTrace closes both.
+func openTrace(f *configs.File, fromConfig bool, path string, tf traces.Format) (rd *traces.Reader, closeTrace func(), err error) {
+	if !fromConfig || !f.Bundled() {
+		rd, err := traces.Open(path, tf)
+		if err != nil {
+			return nil, nil, err
+		}
+		return rd, func() { rd.Close() }, nil
+	}
+	rc, err := f.OpenBundledTrace()
+	if err != nil {
+		return nil, nil, err
+	}
+	if rd, err = traces.NewReader(rc, path, tf); err != nil {
+		rc.Close()
+		return nil, nil, err
+	}
+	return rd, func() { rd.Close(); rc.Close() }, nil
 }
 
 func nameOr(s, def string) string {

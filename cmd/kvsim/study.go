@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/kvsim/kvsim/configs"
 	"github.com/kvsim/kvsim/study"
 )
 
@@ -23,10 +24,12 @@ func init() {
 	})
 }
 
-const studyUsage = `usage: kvsim study FILE.toml [--out DIR] [--jobs N] [--shard i/n]
+const studyUsage = `usage: kvsim study FILE.toml|NAME [--out DIR] [--jobs N] [--shard i/n]
        kvsim study merge [--out DIR] DIR...
 
-Runs every point of the study's grid (in parallel; the results do not
+NAME is a study bundled in the binary (default, chat_host_memory,
+owner_lanes, write_policy: configs/studies/ in the repository), run from
+any directory. Runs every point of the study's grid (in parallel; the results do not
 depend on --jobs), appending each to DIR/results.jsonl as it finishes, then
 writes results.csv, plots/ and report.md and prints the table with the best
 point for the study's objective. Rerunning resumes: points already in
@@ -61,11 +64,15 @@ func runStudy(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if len(pos) == 0 {
-		fmt.Fprintln(stderr, "kvsim study: give a study file (configs/studies/*.toml are bundled)")
+		fmt.Fprintf(stderr, "kvsim study: give a study file, or the name of a bundled study (%s)\n", strings.Join(configs.BundledStudies(), ", "))
 		fs.Usage()
 		return exitUsage
 	}
-	file := pos[0]
+	file, err := resolveStudy(pos[0], stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvsim study: %v\n", err)
+		return exitUsage
+	}
 	var sh study.Shard
 	if *shard != "" {
 		if sh, err = study.ParseShard(*shard); err != nil {
@@ -77,6 +84,14 @@ func runStudy(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "kvsim study: %v\n", err)
 		return exitUsage
+	}
+	// A study simulates SGLang; refuse a llama-server base before running
+	// any point rather than failing every one.
+	for _, pt := range s.Points() {
+		if pt.File.IsLlamaCpp() {
+			fmt.Fprintf(stderr, "kvsim study: %s: point %d (base %s): engine.kind: studies simulate SGLang only (got \"llamacpp\": a llama-server, which kvsim sim, replay --target sim, compare and calibrate run)\n", file, pt.Index, s.Base)
+			return exitUsage
+		}
 	}
 	dir := *out
 	if dir == "" {
@@ -99,6 +114,27 @@ func runStudy(args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	return printStudy(stdout, stderr, dir, res)
+}
+
+// resolveStudy turns the study argument into a file: a path that exists
+// is that file; a bare name (no path separator, no ".toml") that does not
+// exist is a bundled study, whose files (embedded in the binary) are
+// written once under the user's cache folder, as studies read their
+// traces from files. So `kvsim study default` works from any directory.
+func resolveStudy(arg string, stderr io.Writer) (string, error) {
+	if _, err := os.Stat(arg); err == nil || strings.ContainsAny(arg, `/\`) || strings.HasSuffix(arg, ".toml") {
+		return arg, nil // study.Load reports a missing file
+	}
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		dir = os.TempDir()
+	}
+	path, err := configs.BundledStudy(filepath.Join(dir, "kvsim"), arg)
+	if err != nil {
+		return "", fmt.Errorf("%s: no such study file, and %v", arg, err)
+	}
+	fmt.Fprintf(stderr, "kvsim study: bundled study %q (its files: %s)\n", arg, filepath.Dir(filepath.Dir(path)))
+	return path, nil
 }
 
 func shardNote(sh study.Shard) string {

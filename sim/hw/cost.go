@@ -113,6 +113,7 @@ type Roofline struct {
 	nsDecode         float64 // fixed decode overhead
 
 	explain []string
+	inputs  map[string]float64 // the efficiencies by key, for Check's messages
 }
 
 // NewRoofline folds the model, GPU, parallelism (tp_size, dcp_size) and
@@ -120,8 +121,8 @@ type Roofline struct {
 // every problem at once.
 func NewRoofline(m Model, g GPU, s Server, e Efficiency) (*Roofline, error) {
 	err := errors.Join(m.Validate(), g.Validate(), s.Validate(), e.Validate())
-	if err == nil && s.DCPSize > 1 && m.Attention != MLA {
-		err = fmt.Errorf("hw.server.dcp_size: decode context parallelism needs an mla model (got %d with %v)", s.DCPSize, m.Attention)
+	if err == nil {
+		err = CheckParallel(m, s)
 	}
 	if err != nil {
 		return nil, err
@@ -135,6 +136,11 @@ func NewRoofline(m Model, g GPU, s Server, e Efficiency) (*Roofline, error) {
 	r := &Roofline{
 		nsPrefill: e.PrefillOverheadUs * 1e3,
 		nsDecode:  e.DecodeOverheadUs * 1e3,
+		inputs: map[string]float64{
+			"gemm_mfu": e.GEMMMFU, "attention_efficiency": e.Attention, "hbm_efficiency": e.HBM,
+			"allreduce_efficiency": e.AllReduce, "allreduce_latency_us": e.AllReduceLatencyUs,
+			"prefill_overhead_us": e.PrefillOverheadUs, "decode_overhead_us": e.DecodeOverheadUs,
+		},
 	}
 	// GEMMs: 2 FLOPs per parameter per token, split over tp.
 	r.nsGEMMPerToken = 2 * float64(m.bodyActiveParams()) / tp * nsGEMMFlop
@@ -212,6 +218,11 @@ func (r *Roofline) touchedExperts(n float64) float64 {
 // batch. Entries with New == 0 take no part; an empty batch costs 0. It
 // panics on negative counts (a caller bug).
 func (r *Roofline) PrefillTime(batch []Extend) int64 {
+	return int64(math.Round(r.prefill(batch).total()))
+}
+
+// prefill is PrefillTime's terms, in ns.
+func (r *Roofline) prefill(batch []Extend) stepTerms {
 	var tokens, pairs, cached, seqs float64
 	for _, e := range batch {
 		if e.New < 0 || e.Cached < 0 {
@@ -227,31 +238,102 @@ func (r *Roofline) PrefillTime(batch []Extend) int64 {
 		cached += c
 		seqs++
 	}
+	return r.prefillSums(tokens, pairs, cached, seqs)
+}
+
+// prefillSums is prefill's terms from the batch's sums.
+func (r *Roofline) prefillSums(tokens, pairs, cached, seqs float64) stepTerms {
 	if seqs == 0 {
-		return 0
+		return stepTerms{}
 	}
-	compute := r.nsGEMMPerToken*tokens + r.nsLMHeadPerSeq*seqs + r.nsPrefixPerToken*cached + r.nsAttnPerPair*pairs
-	// KV: read the whole context (cached + new) once, write the new tokens.
-	memory := r.nsDenseWeights + r.nsExpertWeights*r.touchedExperts(tokens) + r.nsKVPerToken*(cached+2*tokens)
-	t := max(compute, memory) + r.nsARPerToken*tokens + r.nsARFixed + r.nsPrefill
-	return int64(math.Round(t))
+	return stepTerms{
+		gemm: r.nsGEMMPerToken*tokens + r.nsLMHeadPerSeq*seqs + r.nsPrefixPerToken*cached,
+		attn: r.nsAttnPerPair * pairs,
+		// KV: read the whole context (cached + new) once, write the new tokens.
+		memory:   r.nsDenseWeights + r.nsExpertWeights*r.touchedExperts(tokens) + r.nsKVPerToken*(cached+2*tokens),
+		arTokens: r.nsARPerToken * tokens, arFixed: r.nsARFixed, overhead: r.nsPrefill,
+		prefill: true,
+	}
 }
 
 // DecodeTime returns the nanoseconds of one decode step generating one
 // token for each of batchSize requests whose KV lengths sum to
 // contextTokens. batchSize 0 costs 0. It panics on negative arguments.
 func (r *Roofline) DecodeTime(batchSize int, contextTokens int64) int64 {
+	return int64(math.Round(r.decode(batchSize, contextTokens).total()))
+}
+
+// decode is DecodeTime's terms, in ns.
+func (r *Roofline) decode(batchSize int, contextTokens int64) stepTerms {
 	if batchSize < 0 || contextTokens < 0 {
 		panic(fmt.Sprintf("hw: negative decode batch %d or context %d", batchSize, contextTokens))
 	}
 	if batchSize == 0 {
-		return 0
+		return stepTerms{}
 	}
 	b, ctx := float64(batchSize), float64(contextTokens)
-	compute := (r.nsGEMMPerToken+r.nsLMHeadPerSeq)*b + r.nsAttnPerCtx*ctx
-	memory := r.nsDenseWeights + r.nsExpertWeights*r.touchedExperts(b) + r.nsKVPerToken*(ctx+b)
-	t := max(compute, memory) + r.nsARPerToken*b + r.nsARFixed + r.nsDecode
-	return int64(math.Round(t))
+	return stepTerms{
+		gemm:     (r.nsGEMMPerToken + r.nsLMHeadPerSeq) * b,
+		attn:     r.nsAttnPerCtx * ctx,
+		memory:   r.nsDenseWeights + r.nsExpertWeights*r.touchedExperts(b) + r.nsKVPerToken*(ctx+b),
+		arTokens: r.nsARPerToken * b, arFixed: r.nsARFixed, overhead: r.nsDecode,
+	}
+}
+
+// stepTerms are the parts of one roofline forward, in ns: the time is
+// max(gemm + attn, memory) + arTokens + arFixed + overhead (the sum in
+// this order, so that PrefillTime and DecodeTime round what they always
+// have).
+type stepTerms struct {
+	gemm, attn, memory, arTokens, arFixed, overhead float64
+	prefill                                         bool
+}
+
+func (t stepTerms) total() float64 {
+	return max(t.gemm+t.attn, t.memory) + t.arTokens + t.arFixed + t.overhead
+}
+
+// Check evaluates the model at the largest forwards w of a server and
+// returns an error, naming the efficiency (hw.roofline.<key>) behind the
+// largest term, for each that would take longer than [MaxStep] (or not be
+// a finite number). A cost model that passes cannot overflow Time.
+func (r *Roofline) Check(w Worst) error {
+	var errs []error
+	for _, t := range []stepTerms{r.prefillSums(w.prefillSums()), r.decode(w.DecodeBatch, w.DecodeContext)} {
+		total := t.total()
+		if total <= float64(MaxStep) {
+			continue
+		}
+		parts := []struct {
+			key, what string
+			ns        float64
+		}{
+			{"gemm_mfu", "the GEMMs, 2 FLOPs per active parameter per token at gemm_mfu of gpu.peak_tflops", t.gemm},
+			{"attention_efficiency", "attention, at attention_efficiency of gpu.peak_tflops", t.attn},
+			{"hbm_efficiency", "reading weights and KV at hbm_efficiency of gpu.hbm_gbps", t.memory},
+			{"allreduce_efficiency", "all-reduces at allreduce_efficiency of gpu.nvlink_gbps", t.arTokens},
+			{"allreduce_latency_us", "the all-reduce calls' latency", t.arFixed},
+			{"decode_overhead_us", "the fixed overhead", t.overhead},
+		}
+		if t.prefill {
+			parts[5].key = "prefill_overhead_us"
+		}
+		big := 0
+		for i, p := range parts {
+			if !(p.ns <= parts[big].ns) { // NaN or larger
+				big = i
+			}
+		}
+		p := parts[big]
+		errs = append(errs, fmt.Errorf("hw.roofline.%s: makes %s take %s, over the %s a step may take (%s of it in %s) (got %v)",
+			p.key, w.describe(t.prefill), seconds(total), MaxStep, seconds(p.ns), p.what, r.efficiency(p.key)))
+	}
+	return errors.Join(errs...)
+}
+
+// efficiency is the input value of an efficiency key, for messages.
+func (r *Roofline) efficiency(key string) float64 {
+	return r.inputs[key]
 }
 
 // Explain describes the folded per-unit costs, one line each.

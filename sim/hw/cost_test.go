@@ -277,3 +277,53 @@ func TestCostNoAllocs(t *testing.T) {
 		}
 	}
 }
+
+// Check passes the presets' rooflines at a large server's biggest
+// forwards and names the efficiency behind a step longer than MaxStep.
+func TestRooflineCheck(t *testing.T) {
+	m, g := Model{}, GPU{}
+	var err error
+	if m, err = ModelPreset("qwen2.5-14b"); err != nil {
+		t.Fatal(err)
+	}
+	if g, err = GPUPreset("h200"); err != nil {
+		t.Fatal(err)
+	}
+	w := Worst{PrefillRequests: 17, Prefill: Extend{New: 963, Cached: 31805}, DecodeBatch: 4096, DecodeContext: 540266}
+	for _, c := range []struct {
+		edit func(*Efficiency)
+		want string
+	}{
+		{func(*Efficiency) {}, ""},
+		{func(e *Efficiency) { e.GEMMMFU = 1e-12 }, "hw.roofline.gemm_mfu: makes the largest prefill forward (17 requests of 963 new tokens behind 31805 cached) take"},
+		{func(e *Efficiency) { e.HBM = 1e-9 }, "hw.roofline.hbm_efficiency: makes the largest prefill forward"},
+		{func(e *Efficiency) { e.DecodeOverheadUs = 1e30 }, "hw.roofline.decode_overhead_us: makes the largest decode step (4096 requests over 540266 context tokens) take 1e+24 s"},
+	} {
+		e := DefaultEfficiency()
+		c.edit(&e)
+		r, err := NewRoofline(m, g, DefaultServer(), e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = r.Check(w)
+		if (err == nil) != (c.want == "") || (err != nil && !strings.HasPrefix(err.Error(), c.want)) {
+			t.Errorf("Check(%+v) = %v, want %q", e, err, c.want)
+		}
+	}
+}
+
+// Check on a fitted model names the coefficient of the largest term, and
+// an overflowing one is caught rather than wrapped.
+func TestFittedCheck(t *testing.T) {
+	w := Worst{PrefillRequests: 1, Prefill: Extend{New: 8192}, DecodeBatch: 256, DecodeContext: 1 << 20}
+	ok := Fitted{Prefill: [4]float64{1e6, 1e4, 1, 0}, Decode: [3]float64{2e6, 0, 1}}
+	if err := ok.Check(w); err != nil {
+		t.Fatalf("Check(%+v) = %v", ok, err)
+	}
+	bad := Fitted{Prefill: [4]float64{1e6, 1e4, 1e20, 0}, Decode: [3]float64{2e6, 1e300, 1}}
+	err := bad.Check(w)
+	if err == nil || !strings.Contains(err.Error(), "hw.fitted.prefill[2]: makes the largest prefill forward (1 requests of 8192 new tokens behind 0 cached)") ||
+		!strings.Contains(err.Error(), "hw.fitted.decode[1]:") {
+		t.Fatalf("Check(%+v) = %v", bad, err)
+	}
+}

@@ -117,3 +117,40 @@ func (f *Fitted) DecodeTime(batchSize int, contextTokens int64) int64 {
 	}
 	return int64(math.Round(max(0, t)))
 }
+
+// Check evaluates the model at the largest forwards w of a server and
+// returns an error for each that would take longer than [MaxStep] (or not
+// be a finite number), naming the coefficient (hw.fitted.prefill[i] or
+// decode[i]) behind its largest term. A model that passes cannot overflow
+// Time.
+func (f *Fitted) Check(w Worst) error {
+	var errs []error
+	check := func(key string, prefill bool, coef, x []float64) {
+		total, big := 0.0, 0
+		terms := make([]float64, len(coef))
+		for i := range coef {
+			terms[i] = coef[i] * x[i]
+			total += terms[i]
+			if !(terms[i] <= terms[big]) {
+				big = i
+			}
+		}
+		if total <= float64(MaxStep) {
+			return
+		}
+		errs = append(errs, fmt.Errorf("hw.fitted.%s[%d]: makes %s take %s, over the %s a step may take (%s of it from %g ns per %s times %g) (got %g)",
+			key, big, w.describe(prefill), seconds(total), MaxStep, seconds(terms[big]), coef[big], featureName(prefill, big), x[big], coef[big]))
+	}
+	tokens, pairs, _, seqs := w.prefillSums()
+	check("prefill", true, f.Prefill[:], []float64{1, tokens, pairs, seqs})
+	dx := DecodeFeatures(w.DecodeBatch, w.DecodeContext)
+	check("decode", false, f.Decode[:], dx[:])
+	return errors.Join(errs...)
+}
+
+func featureName(prefill bool, i int) string {
+	if prefill {
+		return PrefillFeatureNames[i]
+	}
+	return DecodeFeatureNames[i]
+}

@@ -266,8 +266,11 @@ func (m Model) Validate() error {
 	if !(m.WeightBytesPerParam > 0) || math.IsInf(m.WeightBytesPerParam, 0) {
 		bad("weight_bytes_per_param", "must be > 0", m.WeightBytesPerParam)
 	}
-	if m.ContextLen <= 0 {
-		bad("context_len", "must be > 0", m.ContextLen)
+	if m.ContextLen < 2 {
+		// SGLang serves a request only while prompt + output < context_len
+		// (tokenizer_manager._validate_one_request): below 2 no request,
+		// one prompt token and one generated, can run.
+		bad("context_len", "must be >= 2, room for one prompt token and one generated token", m.ContextLen)
 	}
 	switch m.Attention {
 	case MHA:

@@ -20,7 +20,7 @@ func genRoofline(t *rapid.T) *Roofline {
 		t.Fatal(err)
 	}
 	s := DefaultServer()
-	s.TPSize = rapid.SampledFrom([]int{1, 2, 4, 8}).Draw(t, "tp")
+	s.TPSize = rapid.SampledFrom(tpSizes(m)).Draw(t, "tp")
 	frac := rapid.Float64Range(0.05, 1)
 	us := rapid.Float64Range(0, 2000)
 	e := Efficiency{
@@ -178,7 +178,7 @@ func TestPropSizingBounds(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := DefaultServer()
-		s.TPSize = rapid.SampledFrom([]int{1, 2, 4, 8}).Draw(t, "tp")
+		s.TPSize = rapid.SampledFrom(tpSizes(m)).Draw(t, "tp")
 		s.PageSize = rapid.SampledFrom([]int{1, 16, 64}).Draw(t, "page")
 		s.HiCacheRatio = rapid.Float64Range(0, 8).Draw(t, "ratio")
 		if rapid.Bool().Draw(t, "set_mfs") {
@@ -218,4 +218,18 @@ func TestPropSizingBounds(t *testing.T) {
 			t.Fatalf("weights + KV exceed mem_fraction_static of the free memory")
 		}
 	})
+}
+
+// tpSizes are the TP sizes among 1, 2, 4 and 8 that SGLang runs m with
+// (CheckParallel): smollm-135m's 9 heads take tp 1 only.
+func tpSizes(m Model) []int {
+	var out []int
+	for _, tp := range []int{1, 2, 4, 8} {
+		s := DefaultServer()
+		s.TPSize = tp
+		if CheckParallel(m, s) == nil {
+			out = append(out, tp)
+		}
+	}
+	return out
 }

@@ -118,6 +118,37 @@ func (s Server) Validate() error {
 	return errors.Join(errs...)
 }
 
+// CheckParallel reports every way the parallel layout of s cannot run m,
+// as SGLang refuses it at start-up. Each model's attention layer (e.g.
+// python/sglang/srt/models/llama.py and qwen2.py, LlamaAttention and
+// Qwen2Attention.__init__; deepseek_v2.py for MLA) asserts
+//
+//	total_num_heads % tp_size == 0
+//	total_num_kv_heads % tp_size == 0   if total_num_kv_heads >= tp_size
+//	tp_size % total_num_kv_heads == 0   otherwise (KV heads replicated)
+//
+// (the KV-head rules for MHA/GQA only: MLA has one latent per token), and
+// --dcp-size needs MLA. m and s must each be valid.
+func CheckParallel(m Model, s Server) error {
+	var errs []error
+	tp := s.TPSize
+	if s.DCPSize > 1 && m.Attention != MLA {
+		errs = append(errs, fmt.Errorf("hw.server.dcp_size: decode context parallelism needs an mla model (got %d with %v)", s.DCPSize, m.Attention))
+	}
+	if m.Heads%tp != 0 {
+		errs = append(errs, fmt.Errorf("hw.server.tp_size: must divide the model's %d attention heads (SGLang asserts num_attention_heads %% tp_size == 0) (got %d)", m.Heads, tp))
+	}
+	if m.Attention == MHA {
+		switch {
+		case m.KVHeads >= tp && m.KVHeads%tp != 0:
+			errs = append(errs, fmt.Errorf("hw.server.tp_size: must divide the model's %d KV heads (SGLang asserts num_key_value_heads %% tp_size == 0) (got %d)", m.KVHeads, tp))
+		case m.KVHeads < tp && tp%m.KVHeads != 0:
+			errs = append(errs, fmt.Errorf("hw.server.tp_size: must be a multiple of the model's %d KV heads, which it replicates (SGLang asserts tp_size %% num_key_value_heads == 0) (got %d)", m.KVHeads, tp))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // ErrDoesNotFit is matched (errors.Is) by the error of [Size] when the
 // weights leave no room for a KV pool.
 var ErrDoesNotFit = errors.New("model does not fit")
@@ -201,8 +232,8 @@ type Sizing struct {
 // no KV token fits.
 func Size(m Model, g GPU, s Server) (Sizing, error) {
 	err := errors.Join(m.Validate(), g.Validate(), s.Validate())
-	if err == nil && s.DCPSize > 1 && m.Attention != MLA {
-		err = fmt.Errorf("hw.server.dcp_size: decode context parallelism needs an mla model (got %d with %v)", s.DCPSize, m.Attention)
+	if err == nil {
+		err = CheckParallel(m, s)
 	}
 	if err != nil {
 		return Sizing{}, err

@@ -313,3 +313,45 @@ func TestRoundPy(t *testing.T) {
 		}
 	}
 }
+
+// CheckParallel refuses the TP sizes SGLang's attention layers assert
+// against, and allows KV-head replication when tp is a multiple of them.
+func TestCheckParallel(t *testing.T) {
+	for _, c := range []struct {
+		model    string
+		tp, dcp  int
+		wantErrs int
+	}{
+		{"qwen2.5-14b", 4, 1, 0},   // 40 heads, 8 KV heads
+		{"qwen2.5-14b", 3, 1, 2},   // divides neither
+		{"qwen2.5-14b", 5, 1, 1},   // 40 % 5 == 0, 8 % 5 != 0
+		{"qwen2.5-14b", 20, 1, 1},  // 20 > 8 KV heads, 20 % 8 != 0
+		{"llama-3.1-8b", 16, 1, 0}, // 16 % 8 KV heads == 0: replicated
+		{"smollm-135m", 2, 1, 2},   // 9 heads, 3 KV heads
+		{"deepseek-v3", 8, 1, 0},   // MLA: no KV-head rule
+		{"deepseek-v3", 3, 1, 1},   // 128 % 3 != 0
+		{"llama-3.1-8b", 2, 2, 1},  // dcp needs MLA
+	} {
+		m, err := ModelPreset(c.model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := DefaultServer()
+		s.TPSize, s.DCPSize = c.tp, c.dcp
+		err = CheckParallel(m, s)
+		n := 0
+		if err != nil {
+			n = len(strings.Split(err.Error(), "\n"))
+		}
+		if n != c.wantErrs {
+			t.Errorf("CheckParallel(%s, tp %d, dcp %d) = %v, want %d errors", c.model, c.tp, c.dcp, err, c.wantErrs)
+		}
+		g, err := GPUPreset("h200")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Size(m, g, s); (err != nil && !errors.Is(err, ErrDoesNotFit)) != (c.wantErrs > 0) {
+			t.Errorf("Size(%s, tp %d, dcp %d) = %v, want the same verdict", c.model, c.tp, c.dcp, err)
+		}
+	}
+}
