@@ -249,11 +249,11 @@ func (s *Sim) arrive() error {
 		s.sampling = true
 		s.schedule(s.now, evSample)
 	}
-	// SGLang rejects a request whose prompt and output cannot fit the KV
-	// pool at all (its context-length check); checking before paging also
-	// keeps an absurd length in a trace from costing memory or time.
-	if capTokens := s.cfg.Cache.DeviceTokens * int64(s.lanes); r.input+r.maxNew > capTokens {
-		s.fail(r, fmt.Sprintf("prompt of %d tokens plus %d output tokens exceeds the KV pool of %d tokens", r.input, r.maxNew, capTokens))
+	// SGLang rejects a request longer than the model's context or than
+	// the KV pool (admissionError); checking before paging also keeps an
+	// absurd length in a trace from costing memory or time.
+	if why := admissionError(&s.cfg, s.lanes, r.input, r.maxNew); why != "" {
+		s.fail(r, why)
 	} else {
 		if err := s.computePromptPages(r, rec); err != nil {
 			return fmt.Errorf("request %q: %w", rec.ID, err)

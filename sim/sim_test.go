@@ -205,3 +205,20 @@ func TestTimelineSkipsIdleGaps(t *testing.T) {
 		t.Fatalf("the last sample is not of the emptied server: %+v", last)
 	}
 }
+
+// A prompt at or past the model's context length fails at arrival, as
+// SGLang's tokenizer manager refuses it, even when the KV pool could hold
+// it; the run goes on.
+func TestContextLengthRefused(t *testing.T) {
+	cfg := Default(10000)
+	cfg.Scheduler.ContextLen = 512
+	res := runSim(t, cfg, rec("long", 0, tokens(600, 1), 4), rec("edge", 1, tokens(510, 1), 4), rec("ok", 2, tokens(100, 1), 4))
+	got := byID(res)
+	if !strings.Contains(got["long"].Failed, "exceeds the model's context length of 512") ||
+		!strings.Contains(got["edge"].Failed, "plus 4 output tokens exceeds the model's context length") {
+		t.Errorf("long: %q, edge: %q", got["long"].Failed, got["edge"].Failed)
+	}
+	if got["ok"].Failed != "" || got["ok"].OutputTokens != 4 {
+		t.Errorf("ok: %+v", got["ok"])
+	}
+}
