@@ -461,6 +461,9 @@ func (t *HTTPTarget) Info(ctx context.Context) (Info, error) {
 		Data []struct {
 			ID      string `json:"id"`
 			OwnedBy string `json:"owned_by"`
+			Meta    *struct {
+				NVocab int `json:"n_vocab"`
+			} `json:"meta"`
 		} `json:"data"`
 	}
 	if err := json.Unmarshal(body, &ml); err != nil {
@@ -470,6 +473,9 @@ func (t *HTTPTarget) Info(ctx context.Context) (Info, error) {
 	if len(ml.Data) > 0 {
 		info.Model = ml.Data[0].ID
 		info.Server = nameOr(ml.Data[0].OwnedBy, "openai")
+		if m := ml.Data[0].Meta; m != nil && m.NVocab > 0 {
+			info.VocabSize = m.NVocab
+		}
 	}
 	t.mu.Lock()
 	if t.model == "" {

@@ -100,6 +100,10 @@ type Info struct {
 	Model string `json:"model,omitempty"`
 	// PageSize is the server's KV page size in tokens, when reported.
 	PageSize int `json:"page_size,omitempty"`
+	// VocabSize is the model's vocabulary size (token ids 0 to
+	// VocabSize-1), when the server reports it: llama-server does, as
+	// data[0].meta.n_vocab of GET /v1/models; SGLang and vLLM do not.
+	VocabSize int `json:"vocab_size,omitempty"`
 	// Raw is the server's own description (SGLang's /server_info JSON,
 	// OpenAI's /v1/models), when there is one.
 	Raw json.RawMessage `json:"raw,omitempty"`

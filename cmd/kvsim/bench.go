@@ -127,6 +127,8 @@ func benchWarmCache(args []string, stdout, stderr io.Writer) int {
 			return usageErr("%v", err)
 		}
 		defer h.CloseIdle()
+		info, _ := h.Info(context.Background())
+		v, _ = rf.fitVocab(v, info, stderr, "kvsim bench warm-cache", true)
 		tg, vocab = h, v
 	}
 	pl, err := traces.ParseIntList(*pcts)
@@ -300,6 +302,8 @@ func benchMultiTurn(args []string, stdout, stderr io.Writer) int {
 			return usageErr("%v", err)
 		}
 		defer h.CloseIdle()
+		info, _ := h.Info(context.Background())
+		v, _ = rf.fitVocab(v, info, stderr, "kvsim bench multiturn", true)
 		tg, vocab = h, v
 		run = func(ctx context.Context, cfg replay.MultiTurnConfig) (*replay.MultiTurnResult, error) {
 			return replay.MultiTurn(ctx, cfg, h, replay.WallClock{})

@@ -69,13 +69,16 @@ func (f *replayFlags) register(fs *flag.FlagSet, defaultTimeout time.Duration) {
 	fs.StringVar(&f.extra, "extra-request-body", "", "JSON object whose fields are added to every request body")
 	fs.StringVar(&f.chatText, "chat-text", "", "openai-chat only: 'words' sends each token id as an English word")
 	fs.DurationVar(&f.timeout, "timeout", defaultTimeout, "per-request timeout, from send to the end of the stream (0: none)")
-	fs.StringVar(&f.vocab, "vocab", traces.DefaultVocab.String(), "token id range LO:HI of synthesised prompts")
-	fs.BoolVar(&f.noKeepAlive, "no-keep-alive", false, "open a new connection for every request (llama-server closes idle keep-alive connections under load)")
+	fs.StringVar(&f.vocab, "vocab", "", "token id range LO:HI of synthesised prompts (default: "+traces.DefaultVocab.String()+", cut to the server's vocabulary when it reports one)")
+	fs.BoolVar(&f.noKeepAlive, "no-keep-alive", false, "open a new connection for every request (a request that meets a connection the server has closed is resent on a fresh one anyway)")
 }
 
 // parseVocab parses --vocab.
 func (f *replayFlags) parseVocab() (traces.Vocab, error) {
 	var v traces.Vocab
+	if f.vocab == "" {
+		return traces.DefaultVocab, nil
+	}
 	lo, hi, ok := strings.Cut(f.vocab, ":")
 	a, err1 := strconv.ParseInt(lo, 10, 32)
 	b, err2 := strconv.ParseInt(hi, 10, 32)
@@ -88,6 +91,63 @@ func (f *replayFlags) parseVocab() (traces.Vocab, error) {
 	}
 	return v, nil
 }
+
+// fitVocab returns the id range for synthesised prompts: --vocab when it
+// was given, else the default cut to the vocabulary the server reports
+// (llama-server's n_vocab), saying so on stderr. learned reports whether
+// the server's vocabulary is known.
+func (f *replayFlags) fitVocab(v traces.Vocab, info replay.Info, stderr io.Writer, prog string, announce bool) (fitted traces.Vocab, learned bool) {
+	if f.vocab != "" || info.VocabSize <= 0 {
+		return v, f.vocab != ""
+	}
+	n := int32(min(info.VocabSize, math.MaxInt32))
+	if v.Hi > n {
+		v = traces.Vocab{Lo: min(v.Lo, n/4), Hi: n}
+		if announce {
+			fmt.Fprintf(stderr, "%s: the server's vocabulary has %d token ids: synthesised prompts use ids %s (--vocab sets them)\n", prog, n, v)
+		}
+	}
+	return v, true
+}
+
+// tokensInVocab checks the trace's own prompt ids against the server's
+// vocabulary of n ids (0: unknown), so that a trace made for another model
+// fails before anything is sent, with the way out.
+func tokensInVocab(path string, recs []traces.Record, n int) error {
+	if n <= 0 {
+		return nil
+	}
+	for i := range recs {
+		for _, id := range recs[i].Tokens {
+			if int(id) >= n || id < 0 {
+				return fmt.Errorf("%s: request %q: token id %d is outside the server's vocabulary of %d ids (0 to %d); a trace made by kvsim trace gen takes its ids from its --vocab (default %s): make it again with --vocab %d:%d",
+					path, recs[i].ID, id, n, n-1, traces.DefaultVocab, min(traces.DefaultVocab.Lo, int32(n/4)), n)
+			}
+		}
+	}
+	return nil
+}
+
+// synthesised reports whether some record's prompt ids are synthesised
+// (it has no token ids of its own).
+func synthesised(recs []traces.Record) bool {
+	for i := range recs {
+		if recs[i].Tokens == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// vocabHint is added to a 400 answer to a synthesised prompt when the
+// server's vocabulary is not known.
+func vocabHint(v traces.Vocab) string {
+	return fmt.Sprintf("; the prompt's token ids were synthesised in %s and the server did not report its vocabulary: if the model's is smaller, give --vocab LO:HI inside it", v)
+}
+
+// traceVocabHint is added to a 400 answer to a prompt of the trace's own
+// ids when the server's vocabulary is not known.
+const traceVocabHint = "; if the server refused the prompt's token ids, they may be outside its model's vocabulary: a trace made by kvsim trace gen takes its ids from its --vocab (default 1000:30000)"
 
 // build checks the flags and returns the HTTP target; a non-empty usage
 // message means a usage error.
@@ -112,9 +172,7 @@ func (f *replayFlags) build() (*replay.HTTPTarget, traces.Vocab, error) {
 		Extra: json.RawMessage(f.extra), ChatText: f.chatText,
 	}
 	if f.noKeepAlive {
-		// llama-server (cpp-httplib) binds a worker thread to each kept-alive
-		// connection and drops connections it cannot serve; a request sent
-		// on one fails. A connection per request costs ~0.1 ms on loopback.
+		// A connection per request costs ~0.1 ms on loopback.
 		hc.Client = &http.Client{Transport: &http.Transport{DisableKeepAlives: true, DisableCompression: true, Proxy: nil}}
 	}
 	tg, err := replay.NewHTTPTarget(hc, replay.WallClock{})
@@ -302,6 +360,20 @@ func (j *replayJob) run(ctx context.Context, tg replayTarget, name string, stder
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: warning: %v\n", prog, err)
 	}
+	vocabKnown, vocab := true, j.cfg.Vocab
+	if name != "sim" {
+		cfg := j.cfg
+		cfg.Vocab, vocabKnown = j.rf.fitVocab(cfg.Vocab, info, stderr, prog, synthesised(j.recs))
+		vocab = cfg.Vocab
+		if err := tokensInVocab(j.tracePath, j.recs, info.VocabSize); err != nil {
+			return nil, err
+		}
+		if cfg.Vocab != j.cfg.Vocab {
+			if r, err = replay.New(cfg, tg, replay.WallClock{}); err != nil {
+				return nil, err
+			}
+		}
+	}
 	recs := j.recs
 	if j.warmup {
 		w := recs[0]
@@ -311,7 +383,15 @@ func (j *replayJob) run(ctx context.Context, tg replayTarget, name string, stder
 			return nil, fmt.Errorf("warm-up: %w", err)
 		}
 		if wr := res.Requests[0]; !wr.Sent || wr.Failed != "" {
-			return nil, fmt.Errorf("warm-up failed (%s %s); check --target and --api", cmp.Or(wr.Failed, "interrupted"), wr.Detail)
+			hint := "; check --target and --api"
+			switch {
+			case wr.Failed != "http 400" || vocabKnown:
+			case w.Tokens == nil:
+				hint = vocabHint(vocab)
+			default:
+				hint = traceVocabHint + hint
+			}
+			return nil, fmt.Errorf("warm-up failed (%s %s)%s", cmp.Or(wr.Failed, "interrupted"), wr.Detail, hint)
 		}
 	}
 	if j.flush {
@@ -324,6 +404,9 @@ func (j *replayJob) run(ctx context.Context, tg replayTarget, name string, stder
 		return nil, err
 	}
 	sum := replay.Summarize(res.Requests)
+	if n := sum.FailedReasons["http 400"]; n > 0 && !vocabKnown && synthesised(recs) {
+		fmt.Fprintf(stderr, "%s: warning: the server refused %d requests with http 400%s\n", prog, n, vocabHint(vocab))
+	}
 	sum.Backend = j.rf.api
 	if name == "sim" {
 		sum.Backend = "sim"

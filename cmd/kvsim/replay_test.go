@@ -299,3 +299,34 @@ func TestReplayCLILlamaCppConfig(t *testing.T) {
 		t.Errorf("backend %q hit rate %v, want sim and %v", out.Backend, out.CacheHitRate, want)
 	}
 }
+
+// Synthesised prompts keep inside the vocabulary the server reports
+// (llama-server's n_vocab); where it reports none and answers 400, the
+// error names --vocab; a trace whose own ids are outside the reported
+// vocabulary fails before anything is sent, saying how to make it again.
+func TestReplayCLIServerVocab(t *testing.T) {
+	reported := replaytest.NewServer(replaytest.Config{Vocab: 4096, ReportVocab: true})
+	defer reported.Close()
+	code, stdout, stderr := runCLI(t, "replay", "--trace", replayTrace, "--target", reported.URL, "--api", "openai", "--json")
+	if code != exitOK || decodeReplayJSON(t, stdout).Completed != 4 || !strings.Contains(stderr, "vocabulary has 4096 token ids: synthesised prompts use ids 1000:4096") {
+		t.Fatalf("reported vocab: exit %d\n%s%s", code, stdout, stderr)
+	}
+	// --vocab is the user's word, even against the server's.
+	if code, _, stderr := runCLI(t, "replay", "--trace", replayTrace, "--target", reported.URL, "--api", "openai", "--json", "--vocab", "1000:30000"); code != exitFail || !strings.Contains(stderr, "Prompt contains invalid tokens") {
+		t.Fatalf("explicit --vocab outside the vocabulary: exit %d\n%s", code, stderr)
+	}
+	silent := replaytest.NewServer(replaytest.Config{Vocab: 4096})
+	defer silent.Close()
+	code, _, stderr = runCLI(t, "replay", "--trace", replayTrace, "--target", silent.URL, "--api", "openai", "--json")
+	if code != exitFail || !strings.Contains(stderr, "synthesised in 1000:30000 and the server did not report its vocabulary") || !strings.Contains(stderr, "--vocab LO:HI") {
+		t.Fatalf("unreported vocab: exit %d\n%s", code, stderr)
+	}
+	if code, _, stderr := runCLI(t, "replay", "--trace", replayTrace, "--target", silent.URL, "--api", "openai", "--json", "--vocab", "100:4000"); code != exitOK {
+		t.Fatalf("unreported vocab with --vocab: exit %d\n%s", code, stderr)
+	}
+	gen := genTrace(t, "multiturn", "--clients", "2", "--rounds", "2", "--request-length", "50", "--output-length", "4")
+	code, _, stderr = runCLI(t, "replay", "--trace", gen, "--target", reported.URL, "--api", "openai", "--json")
+	if code != exitFail || !strings.Contains(stderr, "outside the server's vocabulary of 4096 ids") || !strings.Contains(stderr, "--vocab 1000:4096") || reported.Requests() != 5+1 {
+		t.Fatalf("trace ids outside the vocab: exit %d (server saw %d requests)\n%s", code, reported.Requests(), stderr)
+	}
+}

@@ -41,6 +41,13 @@ type Config struct {
 	NoOutputIDs bool
 	// Model is the model name (default "fake-model").
 	Model string
+	// Vocab, when > 0, is the model's vocabulary: a prompt holding an id
+	// outside [0, Vocab) is answered 400 "Prompt contains invalid tokens",
+	// as llama-server answers it.
+	Vocab int
+	// ReportVocab reports Vocab in GET /v1/models as data[0].meta.n_vocab,
+	// as llama-server does (SGLang and vLLM report no vocabulary).
+	ReportVocab bool
 }
 
 // Server is the fake server. Close it when done.
@@ -88,7 +95,11 @@ func NewServer(cfg Config) *Server {
 	mux.HandleFunc("GET /get_server_info", info)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {})
 	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, `{"object":"list","data":[{"id":%q,"object":"model","owned_by":"kvsim-fake"}]}`, cfg.Model)
+		meta := ""
+		if cfg.ReportVocab {
+			meta = fmt.Sprintf(`,"meta":{"vocab_type":2,"n_vocab":%d,"n_ctx":8192}`, cfg.Vocab)
+		}
+		fmt.Fprintf(w, `{"object":"list","data":[{"id":%q,"object":"model","owned_by":"kvsim-fake"%s}]}`, cfg.Model, meta)
 	})
 	s.Server = httptest.NewServer(mux)
 	return s
@@ -141,6 +152,23 @@ func (s *Server) admit(prompt, output []int) int {
 		}
 	}
 	return cached
+}
+
+// invalidTokens answers 400 as llama-server does when prompt holds an id
+// outside the vocabulary, and reports whether it did.
+func (s *Server) invalidTokens(w http.ResponseWriter, prompt []int) bool {
+	if s.cfg.Vocab <= 0 {
+		return false
+	}
+	for _, t := range prompt {
+		if t < 0 || t >= s.cfg.Vocab {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			io.WriteString(w, `{"error":{"code":400,"message":"Prompt contains invalid tokens","type":"invalid_request_error"}}`)
+			return true
+		}
+	}
+	return false
 }
 
 // outputFor returns n output tokens determined by the prompt.
@@ -196,6 +224,9 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 	n := req.SamplingParams.MaxNewTokens
 	if len(prompt) == 0 || n <= 0 {
 		http.Error(w, `{"error":{"message":"empty prompt or max_new_tokens <= 0"}}`, http.StatusBadRequest)
+		return
+	}
+	if s.invalidTokens(w, prompt) {
 		return
 	}
 	out := outputFor(prompt, n)
@@ -284,6 +315,9 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.Model != s.cfg.Model {
 		http.Error(w, `{"error":{"message":"unknown model"}}`, http.StatusNotFound)
+		return
+	}
+	if s.invalidTokens(w, prompt) {
 		return
 	}
 	out := outputFor(prompt, n)
