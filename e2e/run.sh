@@ -18,7 +18,7 @@ elif [ "$rc" != 0 ]; then
   echo "e2e: setup failed (exit $rc)" >&2
   exit "$rc"
 fi
-"$GO" test -tags e2e -count=1 -timeout 10m -run 'Probe|GGUF' ./e2e/ || exit 1
+"$GO" test -tags e2e -count=1 -timeout 10m -run 'Probe|GGUF|ReplayLosesNothing' ./e2e/ || exit 1
 # The fidelity gate (docs/fidelity.md): calibrate on runs interleaved with the measurements (one
 # run of two repeats of every shape before each trace), then on three other traces every
 # request's cached_tokens predicted exactly at concurrency 1, and the cache hit rate within 2 pp
