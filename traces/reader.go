@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -299,9 +301,21 @@ func explainDetect(p []byte, name string, complete bool, derr error) error {
 		if p[i] == '[' {
 			return &ParseError{Path: name, Line: line, Col: i - start + 1, Err: fmt.Errorf("%w: expected a JSON object (one record per line), found an array", ErrUnknownFormat)}
 		}
+		var keys map[string]json.RawMessage
+		if complete && json.Unmarshal(text, &keys) == nil {
+			found := "no keys"
+			if len(keys) > 0 {
+				found = "only " + strings.Join(slices.Sorted(maps.Keys(keys)), ", ")
+			}
+			return &ParseError{Path: name, Line: line, Col: i - start + 1, Err: fmt.Errorf("%w, found %s", derr, found)}
+		}
 		return &ParseError{Path: name, Line: line, Col: i - start + 1, Err: derr}
 	}
-	return &ParseError{Path: name, Line: line, Col: 1, Err: derr}
+	excerpt := text
+	if len(excerpt) > 40 {
+		excerpt = append(excerpt[:40:40], "..."...)
+	}
+	return &ParseError{Path: name, Line: line, Col: 1, Err: fmt.Errorf("%w: expected a JSON object or a CSV header with ContextTokens,GeneratedTokens columns, found %q", ErrUnknownFormat, excerpt)}
 }
 
 // checkText reports a line that is not UTF-8 text: a NUL byte means binary

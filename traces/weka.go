@@ -513,7 +513,7 @@ func OpenFiles(paths []string, f Format) (*Reader, error) {
 		if f == FormatAuto {
 			g, err := Detect(data, p)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", p, err)
+				return nil, explainDetect(data, p, true, err)
 			}
 			if g != FormatWEKA {
 				return nil, fmt.Errorf("open trace %s: several files can only be read as one trace in the weka format, found %s", p, g)
