@@ -208,7 +208,7 @@ func skipEmpty(br *bufio.Reader, name string, f Format) error {
 		if err == io.EOF {
 			what := "a trace"
 			if f != FormatAuto {
-				what = "a " + f.String() + " trace"
+				what = "a trace in the " + f.String() + " format"
 			}
 			return &ParseError{Path: name, Err: fmt.Errorf("empty input: expected %s, found %s", what, map[bool]string{true: "no data", false: "only blank lines"}[len(p) == 0])}
 		}
@@ -534,10 +534,10 @@ func jsonError(path string, line int, data []byte, err error) *ParseError {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
 	switch {
-	case errors.As(err, &se):
+	case errors.As(err, &se) && se.Error() != "unexpected end of JSON input":
 		pe.Col = max(1, int(se.Offset))
 		pe.Err = syntaxError(se.Error())
-	case errors.Is(err, io.ErrUnexpectedEOF):
+	case se != nil || errors.Is(err, io.ErrUnexpectedEOF): // just past the end
 		pe.Col = len(data) + 1
 		pe.Err = syntaxError("unexpected end of JSON input")
 	case errors.As(err, &te):
