@@ -424,9 +424,11 @@ func (e *readError) Error() string {
 func (e *readError) Unwrap() error { return e.err }
 
 // Next returns the next record, or io.EOF after the last one. A returned
-// *ParseError concerns one record only: calling Next again continues with
-// the following record (this is how validation reports every problem). Any
-// other error is final and is returned again by later calls.
+// *ParseError with a line concerns one record only: calling Next again
+// continues with the following record (this is how validation reports
+// every problem). Any other error is final and is returned again by later
+// calls; a failure to read (I/O, truncated or corrupt gzip/zstd data)
+// prints as "path:line: read: ...", line being the one it was reading.
 func (r *Reader) Next() (Record, error) {
 	if r.err != nil {
 		return Record{}, r.err
