@@ -45,7 +45,13 @@ func newAzure(br *bufio.Reader, path string) (*azureDecoder, error) {
 		return nil, &ParseError{Path: path, Line: 1, Col: 1, Err: errors.New("expected a header row TIMESTAMP,ContextTokens,GeneratedTokens, found an empty file")}
 	}
 	if err != nil {
-		return nil, csvError(path, err)
+		if err = csvError(path, err); !errors.As(err, new(*ParseError)) {
+			err = &readError{path: path, line: 1, err: err}
+		}
+		return nil, err
+	}
+	if pe := checkFields(path, cr, head); pe != nil {
+		return nil, pe
 	}
 	d := &azureDecoder{path: path, cr: cr, col: [3]int{-1, -1, -1}}
 	for i, h := range head {
@@ -68,12 +74,26 @@ func azureHeader(j int) string {
 	return [...]string{"TIMESTAMP", "ContextTokens", "GeneratedTokens"}[j]
 }
 
+// csvError converts a csv.ParseError; other errors (I/O) are returned as
+// they are, for Reader.Next to place.
 func csvError(path string, err error) error {
 	var pe *csv.ParseError
 	if errors.As(err, &pe) {
 		return &ParseError{Path: path, Line: pe.Line, Col: pe.Column, Err: fmt.Errorf("expected a CSV row, found %v", pe.Err)}
 	}
-	return fmt.Errorf("read %s: %w", path, err)
+	return err
+}
+
+// checkFields reports a field of the row just read that is not UTF-8 text.
+func checkFields(path string, cr *csv.Reader, row []string) *ParseError {
+	for i, f := range row {
+		if pe := checkText(path, 0, []byte(f)); pe != nil {
+			line, col := cr.FieldPos(i)
+			pe.Line, pe.Col = line, col+pe.Col-1
+			return pe
+		}
+	}
+	return nil
 }
 
 func (d *azureDecoder) next() (Record, error) {
@@ -86,6 +106,9 @@ func (d *azureDecoder) next() (Record, error) {
 	}
 	line, _ := d.cr.FieldPos(0)
 	d.line = line
+	if pe := checkFields(d.path, d.cr, row); pe != nil {
+		return Record{}, pe
+	}
 	bad := func(j int, format string, args ...any) error {
 		col := 1
 		if d.col[j] < len(row) {

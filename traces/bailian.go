@@ -42,7 +42,7 @@ type bailianDecoder struct {
 }
 
 func newBailian(br *bufio.Reader, path string) *bailianDecoder {
-	return &bailianDecoder{path: path, lines: lineReader{br: br}, root: map[int64]int64{}}
+	return &bailianDecoder{path: path, lines: lineReader{path: path, br: br}, root: map[int64]int64{}}
 }
 
 func (d *bailianDecoder) next() (Record, error) {

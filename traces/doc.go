@@ -26,7 +26,9 @@
 // Mooncake, Alibaba Qwen-Bailian, WEKA agentic sessions, Azure LLM
 // inference CSV, token-id JSONL and kvsim's own JSONL ([Format]). The format
 // is detected from the first record when not given ([Detect]); gzip and
-// zstd input is decompressed transparently. [Writer] writes the kvsim
+// zstd input is decompressed transparently. Every reader reads its input
+// once and only peeks ahead (never seeks), so pipes work; Open("-") reads
+// standard input. [Writer] writes the kvsim
 // format; every reader's output round-trips through it unchanged.
 //
 // Bad input gives a [*ParseError] with path, line, column and field; it

@@ -91,6 +91,7 @@ func Detect(prefix []byte, name string) (Format, error) {
 // soon as a key identifies the format. It tolerates truncation.
 func detectJSON(p []byte) (Format, bool) {
 	dec := json.NewDecoder(bytes.NewReader(p))
+	dec.UseNumber() // a huge number (1e999) is still a token
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return FormatAuto, false
 	}

@@ -26,6 +26,18 @@ type wireRecord struct {
 
 type recordAlias Record
 
+// readRecord is Record as read: the required keys are pointers, so that a
+// missing one is an error rather than a silent zero. Its fields shadow the
+// embedded ones of the same JSON name.
+type readRecord struct {
+	*recordAlias
+	ID        *string `json:"id"`
+	Arrival   *int64  `json:"arrival_ns"`
+	InputLen  *int    `json:"input_len"`
+	OutputLen *int    `json:"output_len"`
+	BlockSize *int    `json:"block_size"`
+}
+
 // Writer writes a trace in the kvsim format. It checks every record, so a
 // file it wrote always reads back.
 type Writer struct {
@@ -119,13 +131,17 @@ type kvsimDecoder struct {
 }
 
 func newKVSim(br *bufio.Reader, path string) (*kvsimDecoder, error) {
-	d := &kvsimDecoder{path: path, lines: lineReader{br: br}}
+	d := &kvsimDecoder{path: path, lines: lineReader{path: path, br: br}}
 	data, err := d.lines.next()
 	if err == io.EOF {
 		return nil, &ParseError{Path: path, Line: 1, Col: 1, Field: "kvsim_trace", Err: errors.New("expected a header line, found an empty file")}
 	}
+	var pe *ParseError
+	if errors.As(err, &pe) {
+		return nil, err
+	}
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return nil, &readError{path: path, line: d.lines.line + 1, err: err}
 	}
 	line := d.lines.line
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -167,7 +183,7 @@ func (d *kvsimDecoder) next() (Record, error) {
 	}
 	line := d.lines.line
 	var rec Record
-	wr := wireRecord{recordAlias: (*recordAlias)(&rec)}
+	wr := readRecord{recordAlias: (*recordAlias)(&rec)}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&wr); err != nil {
@@ -179,6 +195,17 @@ func (d *kvsimDecoder) next() (Record, error) {
 	bad := func(field, format string, args ...any) error {
 		return badField(d.path, line, data, field, format, args...)
 	}
+	switch {
+	case wr.ID == nil:
+		return Record{}, bad("id", "expected a request id (a string), found nothing (field missing)")
+	case wr.Arrival == nil:
+		return Record{}, bad("arrival_ns", "expected nanoseconds since the trace start, found nothing (field missing)")
+	case wr.InputLen == nil:
+		return Record{}, bad("input_len", "expected a token count, found nothing (field missing)")
+	case wr.OutputLen == nil:
+		return Record{}, bad("output_len", "expected a token count, found nothing (field missing)")
+	}
+	rec.ID, rec.Arrival, rec.InputLen, rec.OutputLen = *wr.ID, *wr.Arrival, *wr.InputLen, *wr.OutputLen
 	if wr.BlockSize != nil {
 		rec.BlockSize = *wr.BlockSize
 	} else {
@@ -186,7 +213,7 @@ func (d *kvsimDecoder) next() (Record, error) {
 	}
 	rec.normalize()
 	if rec.ID == "" {
-		return Record{}, bad("id", "expected a non-empty request id, found none")
+		return Record{}, bad("id", "expected a non-empty request id, found an empty string")
 	}
 	if fe := rec.check(kvsimNames); fe != nil {
 		return Record{}, bad(fe.field, "%s", fe.msg)

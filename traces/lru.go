@@ -2,7 +2,8 @@ package traces
 
 // blockLRU is a block-level LRU cache of a fixed number of entries: a hash
 // map to slots of an intrusive doubly linked list kept in a slice, so every
-// access is O(1) and evicted slots are reused.
+// access is O(1) and evicted slots are reused. ComputeStats uses stack
+// distances instead; blockLRU is their brute-force twin in tests.
 type blockLRU struct {
 	cap   int
 	index map[uint64]int32

@@ -42,7 +42,7 @@ type mooncakeDecoder struct {
 }
 
 func newMooncake(br *bufio.Reader, path string) *mooncakeDecoder {
-	return &mooncakeDecoder{path: path, lines: lineReader{br: br}, sessions: newSessionChain()}
+	return &mooncakeDecoder{path: path, lines: lineReader{path: path, br: br}, sessions: newSessionChain()}
 }
 
 func (d *mooncakeDecoder) next() (Record, error) {

@@ -117,10 +117,12 @@ func (s *blockStream) blocks(r *Record) []uint64 {
 	return s.buf
 }
 
-// ComputeStats reads the trace twice through open (once for the lengths,
-// sessions and unique blocks, once to run the LRUs at capacities that
-// depend on the unique count). Memory is proportional to the number of
-// requests (one int per length) plus the unique blocks.
+// ComputeStats reads the trace once: it calls open once and reads the
+// reader to the end, so a pipe or standard input works. The LRU hit rates,
+// whose capacities depend on the unique block count known only at the end,
+// come from LRU stack distances (see stackDist): a block hits in an LRU of
+// capacity c exactly when its distance is < c. Memory is proportional to
+// the number of requests (one int per length) plus the unique blocks.
 func ComputeStats(open func() (*Reader, error), opt StatsOptions) (*Stats, error) {
 	if opt.TokenBlockSize <= 0 {
 		opt.TokenBlockSize = DefaultTokenBlockSize
@@ -141,7 +143,11 @@ func ComputeStats(open func() (*Reader, error), opt StatsOptions) (*Stats, error
 	var ins, outs []int
 	var first, last int64
 	sessions := map[string]bool{}
-	seen := map[uint64]struct{}{}
+	sd := newStackDist()
+	// hist[d] counts the leading blocks (of all requests) whose largest
+	// stack distance among the blocks up to and including them is d: in
+	// an LRU of capacity c they hit exactly when d < c.
+	var hist []int
 	stream := &blockStream{bs: opt.TokenBlockSize, intern: map[chainKey]uint64{}}
 	var hits, total int
 	blockSizes := map[int]bool{}
@@ -168,17 +174,22 @@ func ComputeStats(open func() (*Reader, error), opt StatsOptions) (*Stats, error
 			hasTokens = true
 		}
 		bl := stream.blocks(rec)
-		k := 0
-		for k < len(bl) {
-			if _, ok := seen[bl[k]]; !ok {
+		m := 0
+		for _, b := range bl {
+			d := sd.dist(b)
+			if d < 0 {
 				break
 			}
-			k++
+			m = max(m, d)
+			for len(hist) <= m {
+				hist = append(hist, 0)
+			}
+			hist[m]++
+			hits++
 		}
 		for _, b := range bl {
-			seen[b] = struct{}{}
+			sd.use(b)
 		}
-		hits += k
 		total += len(bl)
 	})
 	if err != nil {
@@ -212,41 +223,17 @@ func ComputeStats(open func() (*Reader, error), opt StatsOptions) (*Stats, error
 		}
 	}
 	st.TotalBlocks = total
-	st.UniqueBlocks = len(seen)
-	seen = nil
+	st.UniqueBlocks = sd.unique()
 	ideal := ratio(hits, total)
 	st.IdealHitRate = &ideal
-
-	// Second pass: one LRU per fraction.
-	r, err = open()
-	if err != nil {
-		return nil, err
-	}
-	lrus := make([]*blockLRU, len(opt.Fractions))
-	lruHits := make([]int, len(opt.Fractions))
-	for i, f := range opt.Fractions {
-		lrus[i] = newBlockLRU(max(1, int(math.Floor(float64(st.UniqueBlocks)*f))))
-	}
-	stream.intern = map[chainKey]uint64{}
-	err = eachRecord(r, func(rec *Record) {
-		bl := stream.blocks(rec)
-		for i, c := range lrus {
-			k := 0
-			for k < len(bl) && c.contains(bl[k]) {
-				k++
-			}
-			lruHits[i] += k
-			for _, b := range bl {
-				c.touch(b)
-			}
-		}
-	})
-	if err != nil {
-		return nil, err
-	}
 	st.LRUHitRate = map[string]float64{}
-	for i, f := range opt.Fractions {
-		st.LRUHitRate[strconv.FormatFloat(f, 'f', -1, 64)] = ratio(lruHits[i], total)
+	for _, f := range opt.Fractions {
+		c := max(1, int(math.Floor(float64(st.UniqueBlocks)*f)))
+		h := 0
+		for d := 0; d < min(c, len(hist)); d++ {
+			h += hist[d]
+		}
+		st.LRUHitRate[strconv.FormatFloat(f, 'f', -1, 64)] = ratio(h, total)
 	}
 	return st, nil
 }

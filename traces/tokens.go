@@ -36,7 +36,7 @@ type tokensDecoder struct {
 }
 
 func newTokens(br *bufio.Reader, path string) *tokensDecoder {
-	return &tokensDecoder{path: path, lines: lineReader{br: br}}
+	return &tokensDecoder{path: path, lines: lineReader{path: path, br: br}}
 }
 
 func (d *tokensDecoder) next() (Record, error) {

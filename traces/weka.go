@@ -133,14 +133,21 @@ func (f *wekaFile) jsonErrAt(off int64, prefix string, err error) *ParseError {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
 	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF) || (errors.As(err, &se) && se.Error() == "unexpected end of JSON input"):
+		return f.errAt(int64(len(f.data)), prefix, "invalid JSON: expected the rest of the document, found the end of the input (truncated file?)")
 	case errors.As(err, &se):
-		return f.errAt(off+se.Offset-1, prefix, "expected valid JSON, found %s", se.Error())
+		return f.errAt(off+se.Offset-1, prefix, "%v", syntaxError(se.Error()))
 	case errors.As(err, &te):
-		field := te.Field
-		if prefix != "" {
-			field = prefix + "." + field
+		field, start := locateValue(f.data[off:], te.Offset)
+		if start < 0 {
+			field, start = te.Field, int(te.Offset)
 		}
-		return f.errAt(off+te.Offset-int64(len(te.Value)), field, "expected %s, found %s", describeType(te.Type), te.Value)
+		if prefix != "" && field != "" {
+			field = prefix + "." + field
+		} else if prefix != "" {
+			field = prefix
+		}
+		return f.errAt(off+int64(start), field, "expected %s, found %s", describeType(te.Type), describeFound(te.Value))
 	}
 	return f.errAt(off, prefix, "expected a JSON object, found %v", err)
 }
@@ -323,6 +330,11 @@ func (b *wekaBuilder) addFile(path string, data []byte, convBase *int) error {
 			lines = append(lines, i+1)
 		}
 	}
+	if pe := checkText(path, 0, data); pe != nil {
+		f := &wekaFile{path: path, lines: lines}
+		pe.Line, pe.Col = f.pos(int64(pe.Col - 1))
+		return pe
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	for {
 		start := dec.InputOffset()
@@ -436,6 +448,10 @@ func readWEKA(paths []string, load func(string) ([]byte, error)) (*wekaDecoder, 
 func OpenFiles(paths []string, f Format) (*Reader, error) {
 	var files []string
 	for _, p := range paths {
+		if p == "-" {
+			files = append(files, p)
+			continue
+		}
 		st, err := os.Stat(p)
 		if err != nil {
 			return nil, fmt.Errorf("open trace: %w", err)
@@ -472,11 +488,17 @@ func OpenFiles(paths []string, f Format) (*Reader, error) {
 		return nil, fmt.Errorf("open trace: several files can only be read as one trace in the weka format, not %s", f)
 	}
 	load := func(p string) ([]byte, error) {
-		file, err := os.Open(p)
-		if err != nil {
-			return nil, fmt.Errorf("open trace: %w", err)
+		var file io.Reader = os.Stdin
+		if p == "-" {
+			p = StdinName
+		} else {
+			f, err := os.Open(p)
+			if err != nil {
+				return nil, fmt.Errorf("open trace: %w", err)
+			}
+			defer f.Close()
+			file = f
 		}
-		defer file.Close()
 		br, closer, err := decompress(file, p)
 		if err != nil {
 			return nil, err
@@ -486,12 +508,12 @@ func OpenFiles(paths []string, f Format) (*Reader, error) {
 		}
 		data, err := io.ReadAll(br)
 		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", p, err)
+			return nil, &readError{path: p, line: 1 + bytes.Count(data, []byte("\n")), err: err}
 		}
 		if f == FormatAuto {
 			g, err := Detect(data, p)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", p, err)
+				return nil, explainDetect(data, p, true, err)
 			}
 			if g != FormatWEKA {
 				return nil, fmt.Errorf("open trace %s: several files can only be read as one trace in the weka format, found %s", p, g)

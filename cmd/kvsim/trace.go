@@ -40,8 +40,8 @@ subcommands:
 
 Every command that reads a trace takes --format NAME (` + "mooncake, bailian, weka, azure, tokens, kvsim" + `)
 and detects the format from the content when it is omitted. FILE may be a
-directory (or several files) of WEKA conversations. .gz and .zst are read
-transparently. Output goes to stdout, or to --out FILE (written to a
+directory (or several files) of WEKA conversations, or - for standard input
+(read once, so pipes work). .gz and .zst are read transparently. Output goes to stdout, or to --out FILE (written to a
 temporary file renamed at the end).
 `
 
@@ -319,7 +319,9 @@ func traceValidate(args []string, stdout, stderr io.Writer) int {
 // ---- convert, head, sample ----
 
 // copyTrace writes the records that keep accepts, in kvsim format, and
-// stops after limit records (0: no limit).
+// stops after limit records (0: no limit). An error reading the input is
+// returned as it is (it names the input file and line), not as a failure
+// to write the output; either way no output file is left behind.
 func copyTrace(in *traceInput, outPath string, stdout io.Writer, limit int, keep func(*traces.Record) bool) error {
 	r, err := in.open()
 	if err != nil {
@@ -330,6 +332,7 @@ func copyTrace(in *traceInput, outPath string, stdout io.Writer, limit int, keep
 	if err != nil {
 		return err
 	}
+	var readErr error
 	err = func() error {
 		w, err := traces.NewWriter(o.w, r.Header())
 		if err != nil {
@@ -342,6 +345,7 @@ func copyTrace(in *traceInput, outPath string, stdout io.Writer, limit int, keep
 				break
 			}
 			if err != nil {
+				readErr = err
 				return err
 			}
 			if keep != nil && !keep(&rec) {
@@ -354,7 +358,10 @@ func copyTrace(in *traceInput, outPath string, stdout io.Writer, limit int, keep
 		}
 		return w.Flush()
 	}()
-	return o.finish(err)
+	if err := o.finish(err); readErr == nil {
+		return err
+	}
+	return readErr
 }
 
 func traceConvert(args []string, stdout, stderr io.Writer) int {

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -206,5 +208,117 @@ func TestTraceGenAndSample(t *testing.T) {
 		if _, recs := readTrace(t, p); len(recs) == 0 {
 			t.Fatalf("gen %v wrote no records", kind)
 		}
+	}
+}
+
+// pipeFile returns the read end of an os.Pipe fed with data by a goroutine
+// (a non-seekable input, like `<(zcat f)` or `zcat f | kvsim ...`).
+func pipeFile(t *testing.T, data []byte) *os.File {
+	t.Helper()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		pw.Write(data)
+		pw.Close()
+	}()
+	t.Cleanup(func() { pr.Close() })
+	return pr
+}
+
+func gzipBytes(t *testing.T, data []byte) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	if _, err := zw.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// `trace stats` reads its input once: "-" (stdin) and a pipe given by path
+// (/dev/fd/N, as bash's <(zcat f) gives) work, compressed or not, and give
+// the figures of the file.
+func TestTraceStatsPipe(t *testing.T) {
+	plain, err := os.ReadFile("testdata/trace/mooncake.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, want, _ := runCLI(t, "trace", "stats", "--json", "testdata/trace/mooncake.jsonl")
+	for name, data := range map[string][]byte{"plain": plain, "gzip": gzipBytes(t, plain)} {
+		t.Run("stdin/"+name, func(t *testing.T) {
+			old := os.Stdin
+			os.Stdin = pipeFile(t, data)
+			defer func() { os.Stdin = old }()
+			code, out, errOut := runCLI(t, "trace", "stats", "--json", "-")
+			if code != exitOK || out != want {
+				t.Fatalf("exit %d, stderr %q\n got %s\nwant %s", code, errOut, out, want)
+			}
+		})
+		t.Run("fd/"+name, func(t *testing.T) {
+			pr := pipeFile(t, data)
+			code, out, errOut := runCLI(t, "trace", "stats", "--json", fmt.Sprintf("/dev/fd/%d", pr.Fd()))
+			if code != exitOK || out != want {
+				t.Fatalf("exit %d, stderr %q\n got %s\nwant %s", code, errOut, out, want)
+			}
+		})
+	}
+	// Every trace subcommand takes "-".
+	for _, sub := range [][]string{{"validate"}, {"convert"}, {"head", "-n", "2"}, {"sample", "--fraction", "1"}} {
+		t.Run(sub[0], func(t *testing.T) {
+			old := os.Stdin
+			os.Stdin = pipeFile(t, plain)
+			defer func() { os.Stdin = old }()
+			args := append(append([]string{"trace"}, sub...), "-")
+			if code, out, errOut := runCLI(t, args...); code != exitOK || out == "" {
+				t.Fatalf("%v: exit %d, stdout %q, stderr %q", args, code, out, errOut)
+			}
+		})
+	}
+}
+
+// Empty stdin says so and names it.
+func TestTraceStatsEmptyStdin(t *testing.T) {
+	old := os.Stdin
+	os.Stdin = pipeFile(t, nil)
+	defer func() { os.Stdin = old }()
+	code, _, errOut := runCLI(t, "trace", "stats", "-")
+	if code != exitFail || !strings.Contains(errOut, "<stdin>") || !strings.Contains(errOut, "empty input") {
+		t.Fatalf("exit %d, stderr %q: want exit %d naming <stdin> and empty input", code, errOut, exitFail)
+	}
+}
+
+// Converting a truncated .gz blames the input file (and the line being
+// read), not the output, and leaves no output file.
+func TestTraceConvertTruncatedInput(t *testing.T) {
+	dir := t.TempDir()
+	plain, err := os.ReadFile("testdata/trace/mooncake.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gz := gzipBytes(t, bytes.Repeat(plain[:bytes.IndexByte(plain, '\n')+1], 5000))
+	in := filepath.Join(dir, "in.jsonl.gz")
+	if err := os.WriteFile(in, gz[:len(gz)*3/4], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, outArgs := range [][]string{{"--out", filepath.Join(dir, "out.jsonl")}, nil} {
+		args := append(append([]string{"trace", "convert"}, outArgs...), in)
+		code, _, errOut := runCLI(t, args...)
+		if code != exitFail {
+			t.Fatalf("%v: exit %d, want %d", args, code, exitFail)
+		}
+		if !strings.Contains(errOut, "read "+in+":") && !strings.Contains(errOut, in+":") {
+			t.Errorf("%v: stderr %q does not name the input %s", args, errOut, in)
+		}
+		if strings.Contains(errOut, "write ") || !strings.Contains(errOut, "truncated gzip") {
+			t.Errorf("%v: stderr %q: want a truncated-gzip error on the input, not a write error", args, errOut)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "out.jsonl")); err == nil {
+		t.Errorf("a failed convert left its output file")
 	}
 }
