@@ -81,4 +81,3 @@ func TestReplayLosesNothing(t *testing.T) {
 		t.Errorf("hash-block trace without --vocab: %+v\n%s", sum, stderr)
 	}
 }
-
