@@ -77,8 +77,9 @@ e2e-real: ## end-to-end checks against a real llama-server (root; Debian sid chr
 	bash e2e/run.sh
 
 .PHONY: faults
-faults: ## the fault-injection suite: bad inputs, full disks, /dev/full, signals (e2e/faults; root mounts a tmpfs)
+faults: ## the fault-injection suites: bad inputs, full disks, /dev/full, signals (e2e/faults; root mounts a tmpfs); faulty servers under -race
 	$(GO) test -tags faults -count=1 -timeout 15m ./e2e/faults/
+	$(GO) test -race -count=1 -run 'TestFaultSuite|TestCapture' ./replay/
 
 .PHONY: golden-check
 golden-check: golden ## fail if rewriting the golden files changes any

@@ -104,6 +104,7 @@ type Proxy struct {
 	cfg    CaptureConfig
 	base   string
 	client *http.Client
+	fresh  *http.Client // resends after a stale connection
 	clock  Clock
 	start  time.Time
 
@@ -144,8 +145,10 @@ func NewProxy(ctx context.Context, cfg CaptureConfig, out io.Writer) (*Proxy, er
 		return nil, fmt.Errorf("text bytes per token: expected a number from %g to %g, found %v", MinTextBytesPerToken, MaxTextBytesPerToken, cfg.TextBytesPerToken)
 	}
 	p := &Proxy{cfg: cfg, base: strings.TrimRight(cfg.Upstream, "/"), client: cfg.Client, clock: cfg.Clock, failed: make(chan struct{})}
+	p.fresh = p.client
 	if p.client == nil {
 		p.client = &http.Client{Transport: newTransport(1024)}
+		p.fresh = &http.Client{Transport: freshTransport()}
 	}
 	server, ver := p.probe(ctx)
 	h := traces.Header{
@@ -369,14 +372,17 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		p.mu.Unlock()
 	}
-	out, err := http.NewRequestWithContext(r.Context(), r.Method, p.base+r.URL.RequestURI(), bytes.NewReader(body))
-	if err != nil {
-		http.Error(w, "kvsim capture: "+err.Error(), http.StatusBadRequest)
-		return
-	}
-	copyHeaders(out.Header, r.Header)
-	out.ContentLength = int64(len(body))
-	res, err := p.client.Do(out)
+	// A request that meets a connection the upstream had closed is
+	// resent once on a fresh one (doRetrying), as a replay does.
+	res, _, err := doRetrying(r.Context(), p.client, p.fresh, func(ctx context.Context) (*http.Request, error) {
+		out, err := http.NewRequestWithContext(ctx, r.Method, p.base+r.URL.RequestURI(), bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		copyHeaders(out.Header, r.Header)
+		out.ContentLength = int64(len(body))
+		return out, nil
+	})
 	if err != nil {
 		rerr := transportError(r.Context(), err)
 		if c != nil {

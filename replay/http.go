@@ -355,6 +355,11 @@ func (t *HTTPTarget) Submit(ctx context.Context, req Request, sink Sink) (Respon
 		if rerr != nil {
 			detail += " (body cut: " + rerr.Error() + ")"
 		}
+		if ra := hres.Header.Get("Retry-After"); ra != "" {
+			// Said, not obeyed: a replay keeps the trace's timing, and a
+			// refused request is a result.
+			detail += " (Retry-After: " + truncate(ra, 40) + ")"
+		}
 		return resp, &RequestError{Reason: "http " + strconv.Itoa(hres.StatusCode), Detail: detail}
 	}
 	br := readerPool.Get().(*bufio.Reader)

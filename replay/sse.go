@@ -14,8 +14,19 @@ import (
 // separated by blank lines, X a JSON object, the last one "data: [DONE]".
 // Other SSE fields (event:, id:, retry:) and comments (":") are skipped.
 
+// maxEventLine bounds one line of an event stream. SGLang's cumulative
+// text and output_ids make long lines (about 11 bytes a generated token:
+// 128k tokens are 1.4 MB), so the bound is generous; a server that sends
+// more in one line fails that request ("malformed event") rather than the
+// client's memory.
+const maxEventLine = 4 << 20
+
+// errLineTooLong is lineReader's error for a line over maxEventLine.
+var errLineTooLong = errors.New("an event line longer than 4 MiB")
+
 // lineReader returns the lines of a stream without their line ending. A
-// line longer than the bufio.Reader's buffer is assembled in scratch.
+// line longer than the bufio.Reader's buffer is assembled in scratch, up to
+// maxEventLine bytes.
 type lineReader struct {
 	br      *bufio.Reader
 	scratch []byte
@@ -26,6 +37,10 @@ func (l *lineReader) next() ([]byte, error) {
 	if errors.Is(err, bufio.ErrBufferFull) {
 		l.scratch = append(l.scratch[:0], line...)
 		for errors.Is(err, bufio.ErrBufferFull) {
+			if len(l.scratch) > maxEventLine {
+				l.scratch = nil
+				return nil, errLineTooLong
+			}
 			line, err = l.br.ReadSlice('\n')
 			l.scratch = append(l.scratch, line...)
 		}
@@ -93,6 +108,9 @@ func (s *streamState) read(ctx context.Context, br *bufio.Reader, clock Clock, s
 			resp.End = now
 			if ctx.Err() != nil {
 				return &RequestError{Reason: "canceled", Err: ctx.Err()}
+			}
+			if err == errLineTooLong {
+				return &RequestError{Reason: "malformed event", Detail: err.Error()}
 			}
 			return s.end(err, resp)
 		}

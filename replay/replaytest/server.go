@@ -12,10 +12,13 @@
 package replaytest
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -48,6 +51,37 @@ type Config struct {
 	// ReportVocab reports Vocab in GET /v1/models as data[0].meta.n_vocab,
 	// as llama-server does (SGLang and vLLM report no vocabulary).
 	ReportVocab bool
+	// Fault makes the server misbehave (the fault suite).
+	Fault Fault
+}
+
+// Fault is how a Server misbehaves with generation requests. The zero
+// value is a well-behaved server.
+type Fault struct {
+	// DropAfter, when > 0, closes a keep-alive connection, answering
+	// nothing, when a request comes on it after DropAfter answered ones:
+	// what a client meets when the server closed the connection a moment
+	// before (llama-server closes it after every stream: DropAfter 1).
+	DropAfter int
+	// IdleTimeout closes connections idle that long (uvicorn and
+	// cpp-httplib: 5 s).
+	IdleTimeout time.Duration
+	// Status, when non-zero, answers every Every-th generation request
+	// (every one if Every <= 1) with that HTTP status and a JSON error,
+	// with RetryAfter as the Retry-After header when it is not empty.
+	Status, Every int
+	RetryAfter    string
+	// CutAfter, when > 0, aborts the connection after that many events.
+	CutAfter int
+	// Malformed, when not empty, is sent as a line of its own after the
+	// first event.
+	Malformed string
+	// StallHeaders holds the response (headers included) that long;
+	// StallStream stalls that long after the first event.
+	StallHeaders, StallStream time.Duration
+	// HugeEvent, when > 0, sends after the first event one data line of
+	// that many bytes.
+	HugeEvent int
 }
 
 // Server is the fake server. Close it when done.
@@ -59,10 +93,12 @@ type Server struct {
 	cache  map[uint64]struct{} // rolling hashes of cached page-aligned prefixes
 	prompt []int               // prompt lengths seen, in arrival order
 
-	requests atomic.Int64
-	flushes  atomic.Int64
-	inFlight atomic.Int64
-	maxIn    atomic.Int64
+	requests    atomic.Int64
+	generations atomic.Int64 // generation requests arrived, faulty ones included
+	dropped     atomic.Int64
+	flushes     atomic.Int64
+	inFlight    atomic.Int64
+	maxIn       atomic.Int64
 }
 
 // NewServer starts a server on a loopback port.
@@ -78,9 +114,9 @@ func NewServer(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, cache: map[uint64]struct{}{}}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /generate", s.generate)
-	mux.HandleFunc("POST /v1/completions", s.completions)
-	mux.HandleFunc("POST /v1/chat/completions", s.completions)
+	mux.HandleFunc("POST /generate", s.faulty(s.generate))
+	mux.HandleFunc("POST /v1/completions", s.faulty(s.completions))
+	mux.HandleFunc("POST /v1/chat/completions", s.faulty(s.completions))
 	mux.HandleFunc("/flush_cache", func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		clear(s.cache)
@@ -101,9 +137,85 @@ func NewServer(cfg Config) *Server {
 		}
 		fmt.Fprintf(w, `{"object":"list","data":[{"id":%q,"object":"model","owned_by":"kvsim-fake"%s}]}`, cfg.Model, meta)
 	})
-	s.Server = httptest.NewServer(mux)
+	s.Server = httptest.NewUnstartedServer(mux)
+	s.Server.Config.IdleTimeout = cfg.Fault.IdleTimeout
+	s.Server.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		return context.WithValue(ctx, connKey{}, new(atomic.Int64))
+	}
+	s.Server.Start()
 	return s
 }
+
+// connKey keys a connection's count of generation requests.
+type connKey struct{}
+
+// faulty wraps a generation handler with the configured faults.
+func (s *Server) faulty(h http.HandlerFunc) http.HandlerFunc {
+	f := s.cfg.Fault
+	return func(w http.ResponseWriter, r *http.Request) {
+		// Read the body first: only then does net/http notice a client
+		// that goes away (and cancel r.Context(), which ends the stalls).
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		n := s.generations.Add(1)
+		if f.DropAfter > 0 {
+			if c, ok := r.Context().Value(connKey{}).(*atomic.Int64); ok && c.Add(1) > int64(f.DropAfter) {
+				s.dropped.Add(1)
+				if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+					conn.Close()
+				}
+				return
+			}
+		}
+		sleep(r, f.StallHeaders)
+		if f.Status != 0 && (f.Every <= 1 || n%int64(f.Every) == 0) {
+			io.Copy(io.Discard, r.Body)
+			if f.RetryAfter != "" {
+				w.Header().Set("Retry-After", f.RetryAfter)
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(f.Status)
+			fmt.Fprintf(w, `{"error":{"code":%d,"message":"fault: status %d"}}`, f.Status, f.Status)
+			return
+		}
+		h(w, r)
+	}
+}
+
+// afterEvent applies the mid-stream faults after event k (1-based) was
+// sent; it returns false when the handler must stop.
+func (s *Server) afterEvent(w http.ResponseWriter, r *http.Request, k int) bool {
+	f := s.cfg.Fault
+	fl := w.(http.Flusher)
+	if k == 1 {
+		if f.Malformed != "" {
+			fmt.Fprintf(w, "%s\n\n", f.Malformed)
+			fl.Flush()
+		}
+		if f.HugeEvent > 0 {
+			io.WriteString(w, "data: {\"text\":\"")
+			chunk := strings.Repeat("x", 64<<10)
+			for left := f.HugeEvent; left > 0 && r.Context().Err() == nil; left -= len(chunk) {
+				if _, err := io.WriteString(w, chunk[:min(len(chunk), left)]); err != nil {
+					return false
+				}
+			}
+			io.WriteString(w, "\"}\n\n")
+			fl.Flush()
+		}
+		sleep(r, f.StallStream)
+	}
+	if f.CutAfter > 0 && k >= f.CutAfter {
+		panic(http.ErrAbortHandler)
+	}
+	return r.Context().Err() == nil
+}
+
+// Dropped returns the number of requests dropped by Fault.DropAfter.
+func (s *Server) Dropped() int64 { return s.dropped.Load() }
 
 // Requests returns the number of generation requests received.
 func (s *Server) Requests() int64 { return s.requests.Load() }
@@ -274,6 +386,9 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		}
 		fmt.Fprintf(w, "data: %s\n\n", b)
 		fl.Flush()
+		if !s.afterEvent(w, r, k/s.cfg.StreamInterval+min(1, k%s.cfg.StreamInterval)) {
+			return
+		}
 	}
 	fmt.Fprint(w, "data: [DONE]\n\n")
 	fl.Flush()
@@ -344,6 +459,9 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintf(w, `data: {"object":"text_completion","choices":[{"index":0,"text":%s,"finish_reason":%s}]}`+"\n\n", piece, fin)
 		}
 		fl.Flush()
+		if !s.afterEvent(w, r, k+1) {
+			return
+		}
 	}
 	if req.StreamOptions.IncludeUsage {
 		details := ""
