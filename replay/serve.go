@@ -32,7 +32,19 @@ type ServeConfig struct {
 	// once its context is cancelled (default 10 s); past it connections
 	// are closed.
 	ShutdownTimeout time.Duration
+	// WriteStall bounds how long one write to a client may block (a client
+	// that stopped reading; default 30 s): past it the connection is
+	// closed, and the simulator, which never waits for a client, goes on.
+	WriteStall time.Duration
 }
+
+// Limits of the HTTP server: a request's headers and body must arrive
+// within a minute, and a kept-alive connection idle for 5 s is closed, as
+// uvicorn (SGLang's server) closes it.
+const (
+	serveReadTimeout = time.Minute
+	serveIdleTimeout = 5 * time.Second
+)
 
 // Server answers SGLang's and OpenAI's HTTP APIs from the simulator. One
 // goroutine owns the simulator (sim.Online): handlers submit requests to
@@ -129,6 +141,9 @@ func NewServer(cfg ServeConfig) (*Server, error) {
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = 10 * time.Second
 	}
+	if cfg.WriteStall == 0 {
+		cfg.WriteStall = 30 * time.Second
+	}
 	return &Server{cfg: cfg, cmds: make(chan command, 1024)}, nil
 }
 
@@ -140,7 +155,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	loopCtx, stopLoop := context.WithCancel(context.Background())
 	loopDone := make(chan error, 1)
 	go func() { loopDone <- s.loop(loopCtx) }()
-	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 30 * time.Second}
+	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 30 * time.Second, ReadTimeout: serveReadTimeout, IdleTimeout: serveIdleTimeout}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	var err error

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/kvsim/kvsim/traces"
 )
@@ -69,6 +70,9 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		apiError(w, http.StatusBadRequest, "reading the request body: "+err.Error())
 		return false
 	}
+	// The request is in: lift the read deadline that bounded it, so that a
+	// long stream is not cut by it (net/http would cancel the request).
+	http.NewResponseController(w).SetReadDeadline(time.Time{})
 	if err := json.Unmarshal(body, v); err != nil {
 		apiError(w, http.StatusBadRequest, "invalid JSON body: "+jsonErrorText(body, err))
 		return false
@@ -324,7 +328,17 @@ func (s *Server) serveGen(w http.ResponseWriter, r *http.Request, prompt []int32
 	}
 	g.job = j
 	g.words = outputWords(j.out)
-	fl, _ := w.(http.Flusher)
+	rc := http.NewResponseController(w)
+	// write sends b, giving up on a client that has not taken it within
+	// WriteStall (it stopped reading): the simulator never waits for it.
+	write := func(b []byte) error {
+		rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteStall))
+		_, err := w.Write(b)
+		if err == nil {
+			err = rc.Flush()
+		}
+		return err
+	}
 	sent := 0
 	var buf bytes.Buffer
 	for {
@@ -351,7 +365,7 @@ func (s *Server) serveGen(w http.ResponseWriter, r *http.Request, prompt []int32
 			buf.WriteString(`data: {"error":{"message":`)
 			appendJSONString(&buf, res.Failed)
 			buf.WriteString("}}\n\ndata: [DONE]\n\n")
-			w.Write(buf.Bytes())
+			write(buf.Bytes())
 			return
 		}
 		if !g.stream {
@@ -361,7 +375,7 @@ func (s *Server) serveGen(w http.ResponseWriter, r *http.Request, prompt []int32
 				w.Header().Set("Content-Type", "application/json")
 				buf.Reset()
 				g.whole(&buf)
-				w.Write(buf.Bytes())
+				write(buf.Bytes())
 				return
 			}
 			continue
@@ -383,11 +397,8 @@ func (s *Server) serveGen(w http.ResponseWriter, r *http.Request, prompt []int32
 			g.tail(&buf)
 		}
 		if buf.Len() > 0 {
-			if _, err := w.Write(buf.Bytes()); err != nil {
+			if err := write(buf.Bytes()); err != nil {
 				return
-			}
-			if fl != nil {
-				fl.Flush()
 			}
 		}
 		if done {

@@ -332,3 +332,62 @@ func BenchmarkServeLoopback(b *testing.B) {
 	b.ReportMetric(float64(n*b.N)/total.Seconds(), "req/s")
 	b.ReportMetric(float64(8*n*b.N)/total.Seconds(), "tokens/s")
 }
+
+// A client that stops reading holds neither the simulator nor other
+// clients: requests from others complete at once, the simulator finishes
+// the stalled request, and after WriteStall the server drops the stalled
+// connection.
+func TestServeSlowClient(t *testing.T) {
+	cost := testFitted
+	srv, err := NewServer(ServeConfig{Sim: SimConfig{Sim: testSimConfig(1 << 20), Cost: &cost, Model: "sim-model"}, WriteStall: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	defer func() { cancel(); <-done }()
+	url := "http://" + ln.Addr().String()
+	// The stalled client: a stream of 600,000 tokens (40 MB, more than the
+	// sockets' buffers hold), of which it reads nothing.
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	body := `{"model":"sim-model","prompt":[1,2,3],"max_tokens":600000,"stream":true}`
+	fmt.Fprintf(c, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	start := time.Now()
+	for i := 0; i < 5; i++ {
+		if code, b := httpDo(t, "POST", url+"/generate", `{"input_ids":[9,9,9],"sampling_params":{"max_new_tokens":4}}`); code != 200 {
+			t.Fatalf("another client: %d %s", code, b)
+		}
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("5 short requests took %v beside a stalled client", d)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, m := httpDo(t, "GET", url+"/metrics", "")
+		if strings.Contains(m, "kvsim_requests_in_server 0") && strings.Contains(m, "kvsim_generation_tokens_total 600020") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the simulator did not finish the stalled request:\n%s", m)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The server gave up on the stalled connection after WriteStall and
+	// closed it: reading it now gets what the sockets held, then the end,
+	// well short of the stream's 40 MB.
+	time.Sleep(time.Second)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	n, err := io.Copy(io.Discard, c)
+	if err != nil || n > 30<<20 {
+		t.Fatalf("the stalled connection gave %d bytes, then %v; want the end of a cut stream", n, err)
+	}
+}
