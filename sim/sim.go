@@ -49,6 +49,7 @@ type Sim struct {
 	src      Source
 	srcDone  bool
 	sampling bool           // a timeline sample is scheduled
+	clockErr error          // set when an event's time would pass int64 ns
 	observe  func(Event)    // online runs: reports tokens and completions
 	pending  *traces.Record // the next record, scheduled as an arrival
 	nextIdx  int
@@ -169,20 +170,29 @@ func (s *Sim) processNext() error {
 			s.iterate()
 		}
 	case evSample:
-		// Samples are taken while requests are in the server, and once
-		// more when it has just emptied; an idle server does not change,
-		// so an idle gap (of any length) costs no samples and the
-		// timeline's memory grows with the busy time only. The next
-		// arrival starts sampling again.
+		// Samples are taken every TimelineInterval while requests are in
+		// the server, and once more when it has just emptied. The state
+		// changes only at events, so when the next event is further away
+		// than the interval the next sample waits for it: an idle gap or
+		// an hour-long step costs one sample, and the timeline grows with
+		// the events, never with the simulated span. The next arrival
+		// starts sampling again.
 		s.sample()
 		if s.active > 0 {
-			s.schedule(s.now+s.cfg.TimelineInterval, evSample)
+			next := s.now + s.cfg.TimelineInterval
+			if len(s.events) > 0 && s.events[0].at > next {
+				next = s.events[0].at
+			}
+			s.schedule(next, evSample)
 		} else {
 			s.sampling = false
 		}
 	}
 	if err != nil {
 		return err
+	}
+	if s.clockErr != nil {
+		return s.clockErr
 	}
 	s.checkInvariants()
 	return nil
@@ -209,6 +219,14 @@ func (s *Sim) finish() *Result {
 }
 
 func (s *Sim) schedule(at Time, kind eventKind) {
+	if at < s.now {
+		// Only a time past int64 nanoseconds (292 years) wraps below now:
+		// stop the run with an error rather than let the clock go back.
+		if s.clockErr == nil {
+			s.clockErr = fmt.Errorf("simulated time would pass %d ns (292 years) at %d ns: the trace spans too long or its steps are too slow", int64(math.MaxInt64), s.now)
+		}
+		at = math.MaxInt64
+	}
 	s.seq++
 	s.events.push(event{at: at, seq: s.seq, kind: kind})
 }

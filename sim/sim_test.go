@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"reflect"
+	"math"
 	"strings"
 	"testing"
 
@@ -220,5 +221,30 @@ func TestContextLengthRefused(t *testing.T) {
 	}
 	if got["ok"].Failed != "" || got["ok"].OutputTokens != 4 {
 		t.Errorf("ok: %+v", got["ok"])
+	}
+}
+
+// A trace whose times run past int64 nanoseconds stops the run with an
+// error, never a clock that goes back.
+func TestClockOverflowIsAnError(t *testing.T) {
+	s, err := New(Default(10000), linearCost{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Run(NewSliceSource([]traces.Record{rec("a", math.MaxInt64-1000, tokens(100, 1), 4)}))
+	if err == nil || !strings.Contains(err.Error(), "would pass 9223372036854775807 ns (292 years)") {
+		t.Fatalf("Run = %v", err)
+	}
+}
+
+// A step far longer than the timeline interval costs one sample, not one
+// per simulated second: memory follows the events.
+func TestTimelineSkipsSlowSteps(t *testing.T) {
+	// linearCost's decode step is 10 ms; the interval is 1 µs.
+	cfg := Default(10000)
+	cfg.TimelineInterval = 1000
+	res := runSim(t, cfg, rec("a", 0, tokens(100, 1), 1000))
+	if n := len(res.Timeline); n > 2*1000+10 {
+		t.Fatalf("%d samples for 1000 steps of 10 ms at a 1 µs interval", n)
 	}
 }

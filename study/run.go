@@ -304,7 +304,7 @@ func simulatePoint(s *Study, pt Point, opt Options) (*Record, []byte, error) {
 	}
 	res, err := sm.Run(rd)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", pt.Trace, err)
+		return nil, nil, traces.InFile(pt.Trace, err)
 	}
 	tl := filepath.Join(opt.Out, timelineDir, timelineName(pt.Index))
 	if err := writeAtomic(tl, func(w io.Writer) error { return writeTimeline(w, res.Timeline) }); err != nil {

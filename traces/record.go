@@ -126,10 +126,10 @@ func (r *Record) check1() *fieldError {
 		return errField("input_len", "expected a positive token count, found %d", r.InputLen)
 	case r.OutputLen < 0:
 		return errField("output_len", "expected a non-negative token count, found %d", r.OutputLen)
-	case r.Arrival < 0:
-		return errField("arrival", "expected a non-negative time, found %d ns", r.Arrival)
-	case r.ThinkTime < 0:
-		return errField("think_time", "expected a non-negative duration, found %d ns", r.ThinkTime)
+	case r.Arrival < 0 || r.Arrival > MaxTime:
+		return errField("arrival", "expected a time from 0 to %d ns (285 years), found %d ns", int64(MaxTime), r.Arrival)
+	case r.ThinkTime < 0 || r.ThinkTime > MaxTime:
+		return errField("think_time", "expected a duration from 0 to %d ns (285 years), found %d ns", int64(MaxTime), r.ThinkTime)
 	case r.Tokens != nil && len(r.Tokens) != r.InputLen:
 		return errField("tokens", "expected %d token ids (the input length), found %d", r.InputLen, len(r.Tokens))
 	case r.Blocks != nil && r.BlockSize <= 0:
@@ -153,6 +153,12 @@ func (r *Record) check1() *fieldError {
 	}
 	return nil
 }
+
+// MaxTime bounds a record's arrival and think time: 9e18 ns (285 years),
+// as the Mooncake and Bailian readers bound their timestamps, leaving a
+// simulation that starts there 7 years before its clock would pass int64
+// nanoseconds (past that, sim stops with an error).
+const MaxTime = 9e18
 
 // normalize replaces empty slices by nil, so that a record reads back
 // identical after a round trip through JSON (which omits empty arrays).

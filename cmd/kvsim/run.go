@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"sort"
 	"strings"
 )
@@ -43,13 +45,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		name += " " + args[0]
 	}
 	code := dispatch(args, out, stderr)
-	if out.err != nil {
+	if out.err != nil && code == exitOK {
 		// Every write to standard output is checked here, once for all
 		// commands: a table that did not reach its reader is a failure.
-		fmt.Fprintf(stderr, "%s: write standard output: %v\n", name, out.err)
-		if code == exitOK {
-			code = exitFail
-		}
+		// (A command that noticed it has said so and exited non-zero.)
+		fmt.Fprintf(stderr, "%s: %v\n", name, out.err)
+		code = exitFail
 	}
 	return code
 }
@@ -90,6 +91,13 @@ func (c *checkedWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	if err == nil && n < len(p) {
 		err = io.ErrShortWrite
+	}
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // "write /dev/stdout: ..." says less than what follows
+		}
+		err = fmt.Errorf("write standard output: %w", err)
 	}
 	c.err = err
 	return n, err

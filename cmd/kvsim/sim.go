@@ -91,6 +91,9 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
 			return exitUsage
 		}
+		if *timeline == "" {
+			built.Sim.TimelineInterval = -1 // nobody asked for it: keep none
+		}
 		newRunner = func() (runner, error) { return sim.New(built.Sim, built.Cost) }
 		explains = built.Explain
 		seedUsed = built.Sim.Seed
@@ -134,7 +137,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	}
 	res, err := s.Run(rd)
 	if err != nil {
-		fmt.Fprintf(stderr, "kvsim sim: %s: %v\n", tp, err)
+		fmt.Fprintf(stderr, "kvsim sim: %v\n", traces.InFile(tp, err))
 		return exitFail
 	}
 	if *perReq != "" {

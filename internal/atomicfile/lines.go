@@ -2,7 +2,9 @@ package atomicfile
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 )
 
@@ -98,6 +100,10 @@ func (l *Lines) Write(p []byte) (int, error) {
 
 // fail records err and cuts the file back to its last whole line.
 func (l *Lines) fail(err error) {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Path == l.path {
+		err = pe.Err // the path is named once, below
+	}
 	l.err = fmt.Errorf("write %s: %w", l.path, err)
 	if l.whole < l.size {
 		if terr := l.f.Truncate(l.whole); terr != nil {
