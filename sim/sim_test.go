@@ -2,8 +2,8 @@ package sim
 
 import (
 	"fmt"
-	"reflect"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 
