@@ -85,8 +85,8 @@ func LlamaCalibrationTrace(c LlamaCalibrationConfig) ([]traces.Record, error) {
 	if c.SlotContext < 256 {
 		errs = append(errs, fmt.Errorf("slot context: must be >= 256 tokens (got %d)", c.SlotContext))
 	}
-	if c.Repeats < 1 {
-		errs = append(errs, fmt.Errorf("repeats: must be >= 1 (got %d)", c.Repeats))
+	if c.Repeats < 1 || c.Repeats > 1000 {
+		errs = append(errs, fmt.Errorf("repeats: must be from 1 to 1000 (got %d)", c.Repeats))
 	}
 	if err := c.Vocab.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("vocab: %w", err))

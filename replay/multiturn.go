@@ -51,8 +51,27 @@ func (c *MultiTurnConfig) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: must be >= 1 (got %d)", f.name, f.v))
 		}
 	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"num-clients", c.Clients}, {"request-length", c.RequestLength}, {"output-length", c.OutputLength}, {"num-rounds", c.Rounds}, {"sub-question-input-length", c.SubQuestionLength}} {
+		if f.v > traces.MaxGenLength {
+			errs = append(errs, fmt.Errorf("%s: must be at most %d (got %d)", f.name, traces.MaxGenLength, f.v))
+		}
+	}
 	if c.SubQuestionLength < 0 {
 		errs = append(errs, fmt.Errorf("sub-question-input-length: must be >= 0 (got %d)", c.SubQuestionLength))
+	}
+	if len(errs) == 0 {
+		q := c.SubQuestionLength
+		if q == 0 {
+			q = c.RequestLength
+		}
+		r := float64(c.Rounds)
+		n := float64(c.Clients) * (r*float64(c.RequestLength) + float64(c.OutputLength+q)*r*(r-1)/2)
+		if err := traces.CheckGenTokens(n, "--num-clients, --num-rounds or the lengths"); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if !(c.Rate > 0) || (c.Rate > maxMultiTurnRate && !math.IsInf(c.Rate, 1)) {
 		errs = append(errs, fmt.Errorf("request-rate: must be > 0 and at most %g, or inf for no gaps (got %v)", float64(maxMultiTurnRate), c.Rate))

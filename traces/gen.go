@@ -58,8 +58,17 @@ func (c *ChatConfig) Validate() error {
 	positive(&errs, "rounds", c.Rounds)
 	positive(&errs, "request-length", c.RequestLength)
 	positive(&errs, "output-length", c.OutputLength)
-	if c.SubQuestionLength < 0 {
-		errs = append(errs, fmt.Errorf("sub-question-length: must be >= 0 (got %d)", c.SubQuestionLength))
+	if c.SubQuestionLength < 0 || c.SubQuestionLength > MaxGenLength {
+		errs = append(errs, fmt.Errorf("sub-question-length: must be from 0 to %d (got %d)", MaxGenLength, c.SubQuestionLength))
+	}
+	if len(errs) == 0 {
+		q := c.SubQuestionLength
+		if q == 0 {
+			q = c.RequestLength
+		}
+		if err := CheckGenTokens(float64(c.Clients)*chatTokens(c.Rounds, c.RequestLength, c.OutputLength+q), "--clients, --rounds or the lengths"); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	checkArrivals(&errs, c.Rate, c.Distribution)
 	if c.Order != "" && c.Order != "random" && c.Order != "fifo" {
@@ -71,10 +80,36 @@ func (c *ChatConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
+// Bounds of the generators, which build the whole trace in memory: a
+// length or count is at most MaxGenLength, and the prompts of a trace hold
+// at most MaxGenTokens token ids together (1 GiB of them).
+const (
+	MaxGenLength = 1 << 24
+	MaxGenTokens = 1 << 28
+)
+
+// positive checks a length or count: from 1 to MaxGenLength.
 func positive(errs *[]error, name string, v int) {
-	if v < 1 {
-		*errs = append(*errs, fmt.Errorf("%s: must be >= 1 (got %d)", name, v))
+	if v < 1 || v > MaxGenLength {
+		*errs = append(*errs, fmt.Errorf("%s: must be from 1 to %d (got %d)", name, MaxGenLength, v))
 	}
+}
+
+// CheckGenTokens reports a generated trace whose prompts would hold more
+// than MaxGenTokens token ids together (tokens is their count, computed in
+// floating point so that it cannot overflow), naming the flags to lower.
+func CheckGenTokens(tokens float64, flags string) error {
+	if tokens > MaxGenTokens {
+		return fmt.Errorf("the trace's prompts would hold %.3g token ids together, over the %d a generated trace may hold: lower %s", tokens, MaxGenTokens, flags)
+	}
+	return nil
+}
+
+// chatTokens is the prompt tokens of rounds turns of one conversation that
+// starts with first tokens and adds grow tokens a turn.
+func chatTokens(rounds, first, grow int) float64 {
+	r := float64(rounds)
+	return r*float64(first) + float64(grow)*r*(r-1)/2
 }
 
 func checkArrivals(errs *[]error, rate float64, d string) {
@@ -214,6 +249,15 @@ func (c *RoundRobinConfig) Validate() error {
 	}
 	positive(&errs, "question-length", c.QuestionLength)
 	positive(&errs, "output-length", c.OutputLength)
+	if len(errs) == 0 {
+		var n float64
+		for _, r := range c.Rounds {
+			n += chatTokens(r, c.QuestionLength, c.QuestionLength+c.OutputLength)
+		}
+		if err := CheckGenTokens(n, "the rounds or the lengths"); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	checkArrivals(&errs, c.Rate, c.Distribution)
 	if err := c.Vocab.Validate(); err != nil {
 		errs = append(errs, err)
@@ -290,6 +334,15 @@ func (c *SharedPrefixConfig) Validate() error {
 	positive(&errs, "system-prompt-len", c.SystemPromptLength)
 	positive(&errs, "question-len", c.QuestionLength)
 	positive(&errs, "output-len", c.OutputLength)
+	if len(errs) == 0 {
+		var n float64
+		for _, q := range c.Questions {
+			n += float64(q) * float64(c.SystemPromptLength+c.QuestionLength)
+		}
+		if err := CheckGenTokens(n, "the questions or the lengths"); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if c.Order != "" && c.Order != "grouped" && c.Order != "shuffled" {
 		errs = append(errs, fmt.Errorf("order: must be grouped or shuffled (got %q)", c.Order))
 	}
@@ -351,6 +404,11 @@ func (c *WarmCacheConfig) Validate() error {
 	positive(&errs, "total-tokens", c.TotalTokens)
 	positive(&errs, "num-prompts", c.NumPrompts)
 	positive(&errs, "output-len", c.OutputLength)
+	if len(errs) == 0 {
+		if err := CheckGenTokens(float64(len(c.Pcts))*float64(c.NumPrompts+1)*float64(c.TotalTokens), "--num-prompts, --total-tokens or the percentages"); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if len(c.Pcts) == 0 {
 		errs = append(errs, errors.New("pcts: must list at least one percentage"))
 	}

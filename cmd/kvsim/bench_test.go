@@ -68,7 +68,7 @@ func TestBenchWarmCacheCLI(t *testing.T) {
 
 func TestBenchWarmCacheCLIErrors(t *testing.T) {
 	code, _, stderr := runCLI(t, "bench", "warm-cache", "--target", "http://127.0.0.1:1", "--pcts", "10,120", "--num-prompts", "0")
-	if code != exitUsage || !strings.Contains(stderr, "pcts[1]: must be in [0, 100] (got 120)") || !strings.Contains(stderr, "num-prompts: must be >= 1") {
+	if code != exitUsage || !strings.Contains(stderr, "pcts[1]: must be in [0, 100] (got 120)") || !strings.Contains(stderr, "num-prompts: must be from 1 to 16777216 (got 0)") {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
 	code, _, stderr = runCLI(t, "bench", "warm-cache", "--target", "http://127.0.0.1:1", "--api", "openai")

@@ -103,6 +103,8 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 			*requestDelay = time.Duration(f.Llama.Cost.Delay)
 		}
 		switch {
+		case *repeats < 1 || *repeats > 1000:
+			return usageErr("--repeats: must be from 1 to 1000 (got %d)", *repeats)
 		case *tile < 0:
 			return usageErr("--tile: must be >= 0 (got %d)", *tile)
 		case *tile > 0 && (set["small-call-tokens"] || set["medium-call-tokens"]):

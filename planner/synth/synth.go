@@ -26,8 +26,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("candidates: must be >= 1 (got %d)", c.Candidates)
 	case c.Candidates > 50_000_000:
 		return fmt.Errorf("candidates: must be <= 50000000 (got %d)", c.Candidates)
-	case c.Deficit < 0:
-		return fmt.Errorf("deficit: must be >= 0 (got %d)", c.Deficit)
+	case c.Deficit < 0 || c.Deficit > 1<<40:
+		return fmt.Errorf("deficit: must be from 0 to %d pages (got %d)", int64(1<<40), c.Deficit)
 	case c.Lanes < 1 || c.Lanes > 1024:
 		return fmt.Errorf("cp: must be in [1, 1024] (got %d)", c.Lanes)
 	}
