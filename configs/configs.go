@@ -462,11 +462,11 @@ func (f *File) Validate() error {
 		key string
 		v   float64
 	}{{"links.h2d_gbps", l.H2DGBps}, {"links.d2h_gbps", l.D2HGBps}, {"links.latency_us", l.LatencyUs}} {
-		if c.v < 0 {
-			errs = append(errs, fmt.Errorf("%s: must be >= 0 (got %v)", c.key, c.v))
+		if !(c.v >= 0) || math.IsInf(c.v, 0) {
+			errs = append(errs, fmt.Errorf("%s: must be a finite number >= 0 (got %v)", c.key, c.v))
 		}
 	}
-	if l.Efficiency < 0 || l.Efficiency > 1 {
+	if !(l.Efficiency >= 0 && l.Efficiency <= 1) {
 		errs = append(errs, fmt.Errorf("links.efficiency: must be in (0, 1] (got %v)", l.Efficiency))
 	}
 	st := f.Storage

@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/kvsim/kvsim/tree"
 )
@@ -345,13 +346,13 @@ func (c Config) Validate() error {
 	} else if s.ChunkedPrefillSize > 0 && s.ChunkedPrefillSize < int64(k.PageSize) {
 		bad("scheduler.chunked_prefill_size", fmt.Sprintf(">= the page size %d", k.PageSize), s.ChunkedPrefillSize)
 	}
-	if s.ScheduleConservativeness <= 0 {
+	if !(s.ScheduleConservativeness > 0) || math.IsInf(s.ScheduleConservativeness, 0) {
 		bad("scheduler.schedule_conservativeness", "> 0", s.ScheduleConservativeness)
 	}
-	if s.InitNewTokenRatio <= 0 || s.InitNewTokenRatio > 1 {
+	if !(s.InitNewTokenRatio > 0 && s.InitNewTokenRatio <= 1) {
 		bad("scheduler.init_new_token_ratio", "in (0, 1]", s.InitNewTokenRatio)
 	}
-	if s.MinNewTokenRatioFactor <= 0 || s.MinNewTokenRatioFactor > 1 {
+	if !(s.MinNewTokenRatioFactor > 0 && s.MinNewTokenRatioFactor <= 1) {
 		bad("scheduler.min_new_token_ratio_factor", "in (0, 1]", s.MinNewTokenRatioFactor)
 	}
 	if s.NewTokenRatioDecaySteps < 1 {
@@ -370,16 +371,16 @@ func (c Config) Validate() error {
 		bad("scheduler.context_len", "0 (no limit) or >= 2", s.ContextLen)
 	}
 	l := c.Links
-	if l.KVBytesPerToken < 0 {
+	if !(l.KVBytesPerToken >= 0) || math.IsInf(l.KVBytesPerToken, 0) {
 		bad("links.kv_bytes_per_token", ">= 0", l.KVBytesPerToken)
 	}
 	if l.Layers < 1 {
 		bad("links.layers", ">= 1", l.Layers)
 	}
-	if l.H2DBandwidth <= 0 {
+	if !(l.H2DBandwidth > 0) || math.IsInf(l.H2DBandwidth, 0) {
 		bad("links.h2d_bandwidth", "> 0", l.H2DBandwidth)
 	}
-	if l.D2HBandwidth <= 0 {
+	if !(l.D2HBandwidth > 0) || math.IsInf(l.D2HBandwidth, 0) {
 		bad("links.d2h_bandwidth", "> 0", l.D2HBandwidth)
 	}
 	if l.H2DLatency < 0 {
@@ -420,10 +421,10 @@ func (c Config) Validate() error {
 	if !(st.PrefetchCapacityRatio > 0 && st.PrefetchCapacityRatio <= 1) {
 		bad("storage.prefetch_capacity_ratio", "in (0, 1]", st.PrefetchCapacityRatio)
 	}
-	if st.ReadBandwidth <= 0 {
+	if !(st.ReadBandwidth > 0) || math.IsInf(st.ReadBandwidth, 0) {
 		bad("storage.read_bandwidth", "> 0", st.ReadBandwidth)
 	}
-	if st.WriteBandwidth <= 0 {
+	if !(st.WriteBandwidth > 0) || math.IsInf(st.WriteBandwidth, 0) {
 		bad("storage.write_bandwidth", "> 0", st.WriteBandwidth)
 	}
 	if c.TimelineInterval < -1 {

@@ -232,6 +232,9 @@ func ModelPresets() []string {
 	return names
 }
 
+// MaxContextLen bounds a model's context length: 2^30 tokens.
+const MaxContextLen = 1 << 30
+
 // Validate reports every invalid field at once, each named by its key path
 // in a study (hw.model.<key>).
 func (m Model) Validate() error {
@@ -266,11 +269,13 @@ func (m Model) Validate() error {
 	if !(m.WeightBytesPerParam > 0) || math.IsInf(m.WeightBytesPerParam, 0) {
 		bad("weight_bytes_per_param", "must be > 0", m.WeightBytesPerParam)
 	}
-	if m.ContextLen < 2 {
+	if m.ContextLen < 2 || m.ContextLen > MaxContextLen {
 		// SGLang serves a request only while prompt + output < context_len
 		// (tokenizer_manager._validate_one_request): below 2 no request,
-		// one prompt token and one generated, can run.
-		bad("context_len", "must be >= 2, room for one prompt token and one generated token", m.ContextLen)
+		// one prompt token and one generated, can run. Above 2^30 tokens
+		// (a thousand times today's longest contexts) the sizing's
+		// products would overflow.
+		bad("context_len", fmt.Sprintf("must be from 2 (room for one prompt token and one generated token) to %d", MaxContextLen), m.ContextLen)
 	}
 	switch m.Attention {
 	case MHA:

@@ -188,7 +188,7 @@ func TestModelValidate(t *testing.T) {
 			"hw.model.heads: must be > 0 (got 0)",
 			"hw.model.kv_dtype_bytes: must be > 0 (got 0)",
 			"hw.model.weight_bytes_per_param: must be > 0 (got 0)",
-			"hw.model.context_len: must be >= 2, room for one prompt token and one generated token (got 0)",
+			"hw.model.context_len: must be from 2 (room for one prompt token and one generated token) to 1073741824 (got 0)",
 			"hw.model.attention: must be mha or mla (got Attention(0))",
 		}},
 		{"gqa", func() Model { m := base; m.KVHeads = 5; return m }, []string{
