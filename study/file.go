@@ -181,6 +181,10 @@ func Parse(data []byte, name string) (*Study, error) {
 		p.errPos(s.Axes[0].pos[0], "sweep: the grid has %s points, more than %d: a study runs a simulation per point; sweep fewer values, or zip keys that move together", sizes, MaxPoints)
 		return nil, errors.Join(p.errs...)
 	}
+	if tl, err := strconv.Atoi(s.Report.Timeline); err == nil && (tl < 0 || tl >= n) {
+		p.errAt("report.timeline", `report.timeline: must be "best" or a point index from 0 to %d (got %d)`, n-1, tl)
+		return nil, errors.Join(p.errs...)
+	}
 	s.points = p.points(s, base, baseFile, n)
 	if len(p.errs) > 0 {
 		return nil, errors.Join(p.errs...)
@@ -566,9 +570,7 @@ func (p *parser) point(s *Study, base *baseDoc, baseFile string, i int, idx []in
 		}
 	}
 	// The trace: resolve it for opening, and identify it by content.
-	var written string
 	if w, ok := lookup(doc, []string{"workload", "trace"}).(string); ok && w != "" {
-		written = w
 		resolved := w
 		if !filepath.IsAbs(w) {
 			resolved = filepath.Join(filepath.Dir(traceFrom), w)
@@ -606,8 +608,13 @@ func (p *parser) point(s *Study, base *baseDoc, baseFile string, i int, idx []in
 	if err != nil {
 		return pt, p.mapConfigErr(s, pt, base, err)
 	}
-	if written != "" && pt.Trace == "" {
-		return pt, p.pointErr(s, pt, pos{}, "no trace")
+	if f.IsLlamaCpp() {
+		return pt, p.pointErr(s, pt, p.pos("base"), `engine.kind: studies simulate SGLang only (got "llamacpp": a llama-server, which kvsim sim, replay --target sim, compare and calibrate run)`)
+	}
+	if pt.Trace == "" {
+		// Checked here, before anything runs, rather than by the first
+		// point to run.
+		return pt, p.pointErr(s, pt, p.pos("base"), "workload.trace: every point replays a trace: set workload.trace in the base config, or sweep it")
 	}
 	pt.File = f
 	return pt, nil

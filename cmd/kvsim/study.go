@@ -85,14 +85,6 @@ func runStudy(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvsim study: %v\n", err)
 		return exitUsage
 	}
-	// A study simulates SGLang; refuse a llama-server base before running
-	// any point rather than failing every one.
-	for _, pt := range s.Points() {
-		if pt.File.IsLlamaCpp() {
-			fmt.Fprintf(stderr, "kvsim study: %s: point %d (base %s): engine.kind: studies simulate SGLang only (got \"llamacpp\": a llama-server, which kvsim sim, replay --target sim, compare and calibrate run)\n", file, pt.Index, s.Base)
-			return exitUsage
-		}
-	}
 	dir := *out
 	if dir == "" {
 		dir = s.OutDir
