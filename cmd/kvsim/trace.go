@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -130,15 +131,20 @@ func (in *traceInput) open() (*traces.Reader, error) {
 }
 
 // output writes to stdout, or atomically to a file (internal/atomicfile):
-// renamed over the target only when everything succeeded.
+// renamed over the target only when everything succeeded. On stdout, which
+// cannot be taken back, only whole lines are passed on: a run that fails
+// in the middle of a record leaves the records before it, never half of
+// one.
 type output struct {
-	file *atomicfile.File // nil for stdout
-	w    io.Writer
+	file  *atomicfile.File // nil for stdout
+	lines *wholeLines      // stdout's
+	w     io.Writer
 }
 
 func openOutput(path string, stdout io.Writer) (*output, error) {
 	if path == "" || path == "-" {
-		return &output{w: stdout}, nil
+		l := &wholeLines{w: stdout}
+		return &output{lines: l, w: l}, nil
 	}
 	f, err := atomicfile.Create(path)
 	if err != nil {
@@ -150,9 +156,48 @@ func openOutput(path string, stdout io.Writer) (*output, error) {
 // finish puts the file in place if err is nil, and removes it otherwise.
 func (o *output) finish(err error) error {
 	if o.file == nil {
+		if err == nil {
+			err = o.lines.flush()
+		}
 		return err
 	}
 	return o.file.Finish(err)
+}
+
+// wholeLines passes on what is written to it up to its last newline and
+// keeps the rest until the next write or flush.
+type wholeLines struct {
+	w    io.Writer
+	tail []byte
+}
+
+func (l *wholeLines) Write(p []byte) (int, error) {
+	i := bytes.LastIndexByte(p, '\n')
+	if i < 0 {
+		l.tail = append(l.tail, p...)
+		return len(p), nil
+	}
+	if len(l.tail) > 0 {
+		if _, err := l.w.Write(l.tail); err != nil {
+			return 0, err
+		}
+		l.tail = l.tail[:0]
+	}
+	if _, err := l.w.Write(p[:i+1]); err != nil {
+		return 0, err
+	}
+	l.tail = append(l.tail, p[i+1:]...)
+	return len(p), nil
+}
+
+// flush passes on the last, unterminated line.
+func (l *wholeLines) flush() error {
+	if len(l.tail) == 0 {
+		return nil
+	}
+	_, err := l.w.Write(l.tail)
+	l.tail = nil
+	return err
 }
 
 func fail(stderr io.Writer, err error) int {
