@@ -104,6 +104,9 @@ func benchWarmCache(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		return usageErr("unexpected argument %q", fs.Arg(0))
 	}
+	if err := rf.validate(); err != nil {
+		return usageErr("%v", err)
+	}
 	var tg replay.Target
 	var vocab traces.Vocab
 	backend := "sglang"
@@ -273,6 +276,9 @@ func benchMultiTurn(args []string, stdout, stderr io.Writer) int {
 	}
 	if fs.NArg() > 0 {
 		return usageErr("unexpected argument %q", fs.Arg(0))
+	}
+	if err := rf.validate(); err != nil {
+		return usageErr("%v", err)
 	}
 	if rf.api == "openai-chat" {
 		return usageErr("--api openai-chat: the multi-turn history is token ids; use sglang or openai")

@@ -73,6 +73,28 @@ func (f *replayFlags) register(fs *flag.FlagSet, defaultTimeout time.Duration) {
 	fs.BoolVar(&f.noKeepAlive, "no-keep-alive", false, "open a new connection for every request (a request that meets a connection the server has closed is resent on a fresh one anyway)")
 }
 
+// validate checks the flags whatever the target (the simulator ignores
+// some of them, but a typo in them is still a typo).
+func (f *replayFlags) validate() error {
+	var errs []error
+	if _, err := replay.ParseAPI(f.api); err != nil {
+		errs = append(errs, fmt.Errorf("--api: %w", err))
+	}
+	if f.extra != "" {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(f.extra), &m); err != nil || m == nil {
+			errs = append(errs, fmt.Errorf("--extra-request-body: expected a JSON object, found %q", f.extra))
+		}
+	}
+	if f.timeout < 0 {
+		errs = append(errs, fmt.Errorf("--timeout: must be >= 0, 0 for none (got %v)", f.timeout))
+	}
+	if _, err := f.parseVocab(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
 // parseVocab parses --vocab.
 func (f *replayFlags) parseVocab() (traces.Vocab, error) {
 	var v traces.Vocab
@@ -287,10 +309,10 @@ func (j *replayJob) check(fs *flag.FlagSet, needTarget bool) (usage error, fail 
 	case j.cfgPath != "" && needTarget && j.rf.target != "sim":
 		return errors.New("--config describes the simulated server: use it with --target sim"), nil
 	}
-	v, err := j.rf.parseVocab()
-	if err != nil {
+	if err := j.rf.validate(); err != nil {
 		return err, nil
 	}
+	v, _ := j.rf.parseVocab()
 	j.vocab = v
 	cfg := replay.Default()
 	cfg.Pacing = replay.PaceASAP
@@ -309,6 +331,7 @@ func (j *replayJob) check(fs *flag.FlagSet, needTarget bool) (usage error, fail 
 	j.cfg = cfg
 	tf := traces.FormatAuto
 	if j.format != "" {
+		var err error
 		if tf, err = traces.ParseFormat(j.format); err != nil {
 			return fmt.Errorf("--format: %v", err), nil
 		}

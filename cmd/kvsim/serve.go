@@ -68,6 +68,9 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if !(*scale >= 0) {
 		return usageErr("--time-scale: must be >= 0 (got %v)", *scale)
 	}
+	if *shutdown < 0 {
+		return usageErr("--shutdown-timeout: must be >= 0 (got %v)", *shutdown)
+	}
 	f := configs.Default()
 	if *cfgPath != "" {
 		var err error

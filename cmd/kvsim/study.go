@@ -63,6 +63,10 @@ func runStudy(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvsim study: unexpected argument %q\n", pos[1])
 		return exitUsage
 	}
+	if *jobs < 0 {
+		fmt.Fprintf(stderr, "kvsim study: --jobs: must be >= 0, 0 for one per CPU (got %d)\n", *jobs)
+		return exitUsage
+	}
 	if len(pos) == 0 {
 		fmt.Fprintf(stderr, "kvsim study: give a study file, or the name of a bundled study (%s)\n", strings.Join(configs.BundledStudies(), ", "))
 		fs.Usage()
