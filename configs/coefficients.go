@@ -40,6 +40,15 @@ func coefficientErrors(raw map[string]any, f *File) []error {
 			}
 			continue
 		}
+		if c.table == "cost.fitted" && f.Cost.Kind != "fitted" && !f.IsLlamaCpp() {
+			// Coefficients the roofline would silently ignore.
+			kind := f.Cost.Kind
+			if kind == "" {
+				kind = "roofline"
+			}
+			errs = append(errs, fmt.Errorf(`%s: given, but cost.kind is %q: set cost.kind = "fitted" to use it, or remove it`, key, kind))
+			continue
+		}
 		list, ok := v.([]any)
 		if !ok {
 			continue // the decoder reports the type
