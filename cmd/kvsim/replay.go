@@ -482,6 +482,11 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	uerr, ferr := j.check(fs, true)
+	if uerr == nil {
+		if err := outputDirExists(*perReq); err != nil {
+			uerr = fmt.Errorf("--per-request: %w", err)
+		}
+	}
 	if uerr != nil {
 		fmt.Fprintf(stderr, "kvsim replay: %v\n", uerr)
 		return exitUsage

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -53,6 +54,12 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "kvsim sim: unexpected argument %q\n", fs.Arg(0))
 		return exitUsage
+	}
+	for _, o := range []struct{ flag, path string }{{"per-request", *perReq}, {"timeline", *timeline}} {
+		if err := outputDirExists(o.path); err != nil {
+			fmt.Fprintf(stderr, "kvsim sim: --%s: %v\n", o.flag, err)
+			return exitUsage
+		}
 	}
 	var f *configs.File
 	if *cfgPath == "" {
@@ -209,6 +216,23 @@ func openTrace(f *configs.File, fromConfig bool, path string, tf traces.Format) 
 		return nil, nil, err
 	}
 	return rd, func() { rd.Close(); rc.Close() }, nil
+}
+
+// outputDirExists checks, before a long run, that the folder an output
+// file goes to exists, so that the run is not lost at its end.
+func outputDirExists(path string) error {
+	if path == "" {
+		return nil
+	}
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("cannot write %s: %w", path, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("cannot write %s: %s is not a folder", path, dir)
+	}
+	return nil
 }
 
 func nameOr(s, def string) string {
