@@ -470,3 +470,26 @@ func TestCancelledRunResumes(t *testing.T) {
 		t.Fatalf("after resume %d records, want 6", len(out.Records))
 	}
 }
+
+// A study file, and the base config it names, may start with a UTF-8 byte
+// order mark: the study is the same as without it.
+func TestStudyByteOrderMark(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"tiny_base.toml", "tiny_chat.jsonl"} {
+		data := read(t, filepath.Join("testdata", name))
+		if strings.HasSuffix(name, ".toml") {
+			data = append([]byte("\ufeff"), data...)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	doc := "\ufefftitle = \"t\"\nobjective = \"maximize cache_hit_rate\"\nbase = \"tiny_base.toml\"\n[sweep]\n\"cache.host_tokens\" = [1500]\n"
+	s, err := Parse([]byte(doc), filepath.Join(dir, "bom.toml"))
+	if err != nil {
+		t.Fatalf("Parse with byte order marks: %v", err)
+	}
+	if len(s.Points()) != 1 {
+		t.Fatalf("%d points, want 1", len(s.Points()))
+	}
+}
