@@ -184,7 +184,7 @@ func TestResultsBlankAndBadLines(t *testing.T) {
 	os.WriteFile(path, []byte(bad), 0o644)
 	_, err := Run(context.Background(), s, Options{Out: dir})
 	if err == nil || !strings.Contains(err.Error(), "results.jsonl:2: expected a result line written by kvsim study: column ") ||
-		!strings.Contains(err.Error(), "point: expected a number, found string") || strings.Contains(err.Error(), "Record") {
+		!strings.Contains(err.Error(), "point: expected an integer, found a string") || strings.Contains(err.Error(), "Record") {
 		t.Errorf("a point that is a string: err = %v", err)
 	}
 }
