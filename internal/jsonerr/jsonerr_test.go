@@ -11,8 +11,8 @@ type inner struct {
 }
 
 type body struct {
-	IDs      []int64  `json:"input_ids"`
-	Sampling inner    `json:"sampling_params"`
+	IDs      []int64 `json:"input_ids"`
+	Sampling inner   `json:"sampling_params"`
 	Messages []struct {
 		Role string `json:"role"`
 	} `json:"messages"`
