@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
-	"github.com/pelletier/go-toml/v2/unstable"
 
 	"github.com/kvsim/kvsim/sim"
 	"github.com/kvsim/kvsim/sim/hw"
@@ -269,6 +268,7 @@ func Default() *File {
 // Parse decodes and validates TOML data; name is used in error messages and
 // to resolve relative paths.
 func Parse(data []byte, name string) (*File, error) {
+	data = StripBOM(data)
 	// First pass: the presets, which the second pass overrides field by field.
 	var presets struct {
 		Model struct {
@@ -280,11 +280,11 @@ func Parse(data []byte, name string) (*File, error) {
 		Engine EngineSection `toml:"engine"`
 	}
 	if err := toml.Unmarshal(data, &presets); err != nil {
-		return nil, TOMLError(name, err)
+		return nil, TOMLError(name, data, &presets, err)
 	}
 	var raw map[string]any
 	if err := toml.Unmarshal(data, &raw); err != nil {
-		return nil, TOMLError(name, err)
+		return nil, TOMLError(name, data, &raw, err)
 	}
 	f := &File{Server: hw.DefaultServer(), path: name}
 	f.Cost.Efficiency = hw.DefaultEfficiency()
@@ -339,13 +339,13 @@ func decodeStrict(data []byte, name string, f *File, errs ...error) (*File, erro
 		// not hide the rest of the file's errors.
 		var se *toml.StrictMissingError
 		if !errors.As(err, &se) {
-			return nil, TOMLError(name, err)
+			return nil, TOMLError(name, data, f, err)
 		}
 		errs = append(errs, unknownKeys(name, data, se)...)
 	}
 	var raw map[string]any
 	if err := toml.Unmarshal(data, &raw); err != nil {
-		return nil, TOMLError(name, err)
+		return nil, TOMLError(name, data, &raw, err)
 	}
 	var invalid []error
 	if err := f.Validate(); err != nil {
@@ -370,35 +370,6 @@ func tableError(name string, data []byte, table, msg string) error {
 		}
 	}
 	return fmt.Errorf("%s: %s: %s", name, table, msg)
-}
-
-// TOMLError turns go-toml's errors about file name into "file:line:col:
-// key: message" lines: decoding errors, unknown keys (one line each) and
-// parser errors; any other error is prefixed with the name.
-func TOMLError(name string, err error) error {
-	var se *toml.StrictMissingError
-	if errors.As(err, &se) {
-		var errs []error
-		for _, e := range se.Errors {
-			row, col := e.Position()
-			errs = append(errs, fmt.Errorf("%s:%d:%d: %s: unknown key", name, row, col, strings.Join(e.Key(), ".")))
-		}
-		return errors.Join(errs...)
-	}
-	var de *toml.DecodeError
-	if errors.As(err, &de) {
-		row, col := de.Position()
-		key := strings.Join(de.Key(), ".")
-		if key != "" {
-			key += ": "
-		}
-		return fmt.Errorf("%s:%d:%d: %s%s", name, row, col, key, de.Error())
-	}
-	var pe *unstable.ParserError
-	if errors.As(err, &pe) {
-		return fmt.Errorf("%s: %v", name, pe)
-	}
-	return fmt.Errorf("%s: %w", name, err)
 }
 
 // IsLlamaCpp reports whether the file describes a llama-server

@@ -349,7 +349,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c, start = p.enter()
 		defer p.leave(c)
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.cfg.MaxBodyBytes))
+	body, err := readBody(w, r, p.cfg.MaxBodyBytes)
 	if err != nil {
 		if c != nil {
 			p.mu.Lock()
@@ -475,17 +475,20 @@ func parseCaptured(api API, body []byte) capturedInput {
 	in.model = b.Model
 	// words reads a text prompt: a string, or a list of one string (a
 	// batch of one); a longer batch keeps its length only.
+	// The text is kept in place in the decoded body (jsonText) and its
+	// words counted without splitting it, so a large prompt costs its
+	// bytes once more, not a slice per word.
 	words := func(raw json.RawMessage) {
-		var s string
-		if json.Unmarshal(raw, &s) != nil {
+		s, ok := jsonText(raw)
+		if !ok {
 			var one []string
 			if json.Unmarshal(raw, &one) != nil || len(one) != 1 {
 				return
 			}
-			s = one[0]
+			s = []byte(one[0])
 		}
-		in.textWords += len(strings.Fields(s))
-		in.text = []byte(s)
+		in.textWords += countWords(s)
+		in.text = s
 	}
 	sf := b.samplingFields
 	switch api {
@@ -508,19 +511,25 @@ func parseCaptured(api API, body []byte) capturedInput {
 		// shared prefix and nothing in a content reads as a boundary.
 		// Content that is not text (an image part) goes in as its JSON,
 		// so that conversations that differ only there differ.
-		var text []byte
+		contents := make([][]byte, len(b.Messages))
+		size := 0
+		for i, m := range b.Messages {
+			if t, err := messageText(m.Content); err == nil {
+				in.textWords += countWords(t)
+				contents[i] = t
+			} else {
+				contents[i] = m.Content
+			}
+			size += 2*binary.MaxVarintLen64 + len(m.Role) + len(contents[i])
+		}
+		text := make([]byte, 0, size) // one copy of the conversation
 		part := func(b []byte) {
 			text = binary.AppendUvarint(text, uint64(len(b)))
 			text = append(text, b...)
 		}
-		for _, m := range b.Messages {
+		for i, m := range b.Messages {
 			part([]byte(m.Role))
-			if t, err := messageText(m.Content); err == nil {
-				in.textWords += len(strings.Fields(t))
-				part([]byte(t))
-			} else {
-				part(m.Content)
-			}
+			part(contents[i])
 		}
 		in.text = text
 	}

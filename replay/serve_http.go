@@ -5,14 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
+	"github.com/kvsim/kvsim/internal/jsonerr"
 	"github.com/kvsim/kvsim/traces"
 )
 
@@ -60,7 +63,7 @@ func apiError(w http.ResponseWriter, code int, msg string) {
 
 // decode reads a JSON body into v, with a 400-worthy message on failure.
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
 	if err != nil {
 		var mb *http.MaxBytesError
 		if errors.As(err, &mb) {
@@ -73,39 +76,154 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	// The request is in: lift the read deadline that bounded it, so that a
 	// long stream is not cut by it (net/http would cancel the request).
 	http.NewResponseController(w).SetReadDeadline(time.Time{})
+	if len(bytes.TrimSpace(body)) == 0 {
+		apiError(w, http.StatusBadRequest, "invalid JSON body: empty body")
+		return false
+	}
 	if err := json.Unmarshal(body, v); err != nil {
-		apiError(w, http.StatusBadRequest, "invalid JSON body: "+jsonErrorText(body, err))
+		apiError(w, http.StatusBadRequest, "invalid JSON body: "+jsonerr.Describe(err))
 		return false
 	}
 	return true
 }
 
-// jsonErrorText says where a JSON body went wrong.
-func jsonErrorText(body []byte, err error) string {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		return fmt.Sprintf("%v (at byte %d)", se, se.Offset)
-	case errors.As(err, &te):
-		return fmt.Sprintf("field %q: expected %v, found a JSON %s", te.Field, te.Type, te.Value)
-	case len(body) == 0:
-		return "empty body"
+// readBody reads a request body of at most limit bytes into one buffer
+// sized by Content-Length when the client sent it, so that a large body is
+// not copied while it grows.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	rd := http.MaxBytesReader(w, r.Body, limit)
+	if n := r.ContentLength; n > 0 && n <= limit {
+		buf := make([]byte, n+1) // one more byte to see the end
+		k, err := io.ReadFull(rd, buf)
+		switch {
+		case err == io.ErrUnexpectedEOF || (err == nil && k == len(buf)):
+			// Shorter than announced (net/http reports that), or longer:
+			// read on as io.ReadAll would.
+			rest, err := io.ReadAll(rd)
+			return append(buf[:k], rest...), err
+		case err != nil:
+			return nil, err
+		}
+		return buf[:k], nil
 	}
-	return err.Error()
+	return io.ReadAll(rd)
+}
+
+// jsonText is the text of the JSON string raw (a value of a document that
+// json.Unmarshal accepted): its bytes in place when it has no escapes and
+// is valid UTF-8 (the common case, and no copy of a large prompt), else the
+// unquoted copy. ok is false when raw is not a string.
+func jsonText(raw []byte) (text []byte, ok bool) {
+	if len(raw) < 2 || raw[0] != '"' {
+		return nil, false
+	}
+	if in := raw[1 : len(raw)-1]; bytes.IndexByte(in, '\\') < 0 && utf8.Valid(in) {
+		return in, true
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return nil, false
+	}
+	return []byte(s), true
+}
+
+// isSpace is unicode.IsSpace, the separator of strings.Fields.
+func isSpace(r rune) bool {
+	if r < utf8.RuneSelf {
+		return asciiSpace[r]
+	}
+	return unicode.IsSpace(r)
+}
+
+var asciiSpace = [utf8.RuneSelf]bool{'\t': true, '\n': true, '\v': true, '\f': true, '\r': true, ' ': true}
+
+// nextWord returns the first whitespace-separated word of b (as
+// strings.Fields splits) and what follows it; word is empty at the end.
+func nextWord(b []byte) (word, rest []byte) {
+	i := 0
+	for i < len(b) {
+		r, n := rune(b[i]), 1
+		if r >= utf8.RuneSelf {
+			r, n = utf8.DecodeRune(b[i:])
+		}
+		if !isSpace(r) {
+			break
+		}
+		i += n
+	}
+	j := i
+	for j < len(b) {
+		r, n := rune(b[j]), 1
+		if r >= utf8.RuneSelf {
+			r, n = utf8.DecodeRune(b[j:])
+		}
+		if isSpace(r) {
+			break
+		}
+		j += n
+	}
+	return b[i:j], b[j:]
+}
+
+// countWords is len(strings.Fields(b)) without allocating.
+func countWords(b []byte) int {
+	n := 0
+	for w, rest := nextWord(b); len(w) > 0; w, rest = nextWord(rest) {
+		n++
+	}
+	return n
 }
 
 // textTokens is serve's tokenizer for text prompts: one token per
 // whitespace-separated word, the word's FNV-1a hash mapped into v. Equal
-// text prefixes give equal token prefixes.
-func textTokens(s string, v traces.Vocab, dst []int32) []int32 {
+// text prefixes give equal token prefixes. It appends to dst, growing it
+// once, and allocates nothing else.
+func textTokens(text []byte, v traces.Vocab, dst []int32) []int32 {
 	span := uint32(v.Hi - v.Lo)
-	for _, w := range strings.Fields(s) {
-		f := fnv.New32a()
-		f.Write([]byte(w))
-		dst = append(dst, v.Lo+int32(f.Sum32()%span))
+	dst = slices.Grow(dst, countWords(text))
+	for w, rest := nextWord(text); len(w) > 0; w, rest = nextWord(rest) {
+		h := uint32(2166136261) // FNV-1a (hash/fnv's New32a), inlined
+		for _, c := range w {
+			h ^= uint32(c)
+			h *= 16777619
+		}
+		dst = append(dst, v.Lo+int32(h%span))
 	}
 	return dst
+}
+
+// tooLong is why the simulated server would refuse any request with a
+// prompt of input tokens (whatever its output length), or "": the reasons
+// the simulator gives (sim's admission check, llama-server's slot context).
+// Text prompts are checked before they are tokenized, so a huge one costs
+// no memory beyond its body.
+func (s *Server) tooLong(input int) string {
+	if l := s.cfg.Sim.Llama; l != nil {
+		if nctx := l.SlotContext(); input > nctx {
+			return fmt.Sprintf("request (%d tokens) exceeds the available context size (%d tokens)", input, nctx)
+		}
+		return ""
+	}
+	c := s.cfg.Sim.Sim
+	if l := c.Scheduler.ContextLen; l > 0 && int64(input) >= l {
+		return fmt.Sprintf("prompt of %d tokens exceeds the model's context length of %d tokens", input, l)
+	}
+	if capTokens := c.Cache.DeviceTokens * int64(max(c.Cache.CP, 1)); capTokens > 0 && int64(input)+1 > capTokens {
+		return fmt.Sprintf("prompt of %d tokens plus at least 1 output token exceeds the KV pool of %d tokens", input, capTokens)
+	}
+	return ""
+}
+
+// rejected answers a request with a prompt of input tokens that the
+// simulated server would refuse (tooLong), as serveGen does, and counts it
+// in /metrics as the simulator would have.
+func (s *Server) rejected(w http.ResponseWriter, input int, why string) {
+	s.statsMu.Lock()
+	s.stats.Requests++
+	s.stats.Failed++
+	s.stats.PromptTokens += int64(input)
+	s.statsMu.Unlock()
+	apiError(w, http.StatusBadRequest, "the simulated server rejected the request: "+why)
 }
 
 // tokenIDs reads a JSON array of token ids (not a batch).
@@ -116,7 +234,12 @@ func tokenIDs(raw json.RawMessage, field string) ([]int32, error) {
 		if json.Unmarshal(raw, &batch) == nil {
 			return nil, fmt.Errorf("%s: batches (a list of lists) are not supported; send one request per prompt", field)
 		}
-		return nil, fmt.Errorf("%s: expected an array of token ids: %v", field, err)
+		found := jsonerr.Kind(raw)
+		if p := jsonerr.Explain(err); found == "an array" && p.Msg != "" {
+			_, found, _ = strings.Cut(p.Msg, "found ")
+			found = "an array holding " + found
+		}
+		return nil, fmt.Errorf("%s: expected an array of token ids (integers), found %s", field, found)
 	}
 	out := make([]int32, len(ids))
 	for i, x := range ids {
@@ -127,6 +250,10 @@ func tokenIDs(raw json.RawMessage, field string) ([]int32, error) {
 	}
 	return out, nil
 }
+
+// idCount is how many elements the JSON array raw has at most (its commas
+// plus one), counted without decoding it.
+func idCount(raw []byte) int { return bytes.Count(raw, []byte{','}) + 1 }
 
 // wantTokens checks a requested output length.
 func wantTokens(v *int, def int, field string) (int, error) {
@@ -159,11 +286,20 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	var err error
 	switch {
 	case len(body.InputIDs) > 0 && string(body.InputIDs) != "null":
+		if n := idCount(body.InputIDs); body.InputIDs[0] == '[' && body.InputIDs[1] != '[' && s.tooLong(n) != "" {
+			s.rejected(w, n, s.tooLong(n))
+			return
+		}
 		prompt, err = tokenIDs(body.InputIDs, "input_ids")
 	case len(body.Text) > 0 && string(body.Text) != "null":
-		var text string
-		if err = json.Unmarshal(body.Text, &text); err != nil {
-			err = errors.New("text: expected a string (batches are not supported)")
+		text, ok := jsonText(body.Text)
+		if !ok {
+			err = fmt.Errorf("text: expected a string (batches are not supported), found %s", jsonerr.Kind(body.Text))
+			break
+		}
+		if n := countWords(text); s.tooLong(n) != "" {
+			s.rejected(w, n, s.tooLong(n))
+			return
 		}
 		prompt = textTokens(text, v, nil)
 	default:
@@ -222,25 +358,49 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		if len(body.Messages) == 0 {
 			err = errors.New("messages: expected at least one message")
 		}
+		texts := make([][]byte, len(body.Messages))
+		words := 0
 		for i, m := range body.Messages {
 			text, cerr := messageText(m.Content)
 			if cerr != nil {
 				err = fmt.Errorf("messages[%d].content: %v", i, cerr)
 				break
 			}
+			texts[i] = text
+			words += countWords([]byte("<|"+m.Role+"|>")) + countWords(text)
+		}
+		if err == nil && s.tooLong(words) != "" {
+			s.rejected(w, words, s.tooLong(words))
+			return
+		}
+		if err == nil {
+			prompt = make([]int32, 0, words)
+		}
+		for i, m := range body.Messages {
+			if err != nil {
+				break
+			}
 			// A role marker, then the content's words: equal message
 			// prefixes give equal token prefixes.
-			prompt = textTokens("<|"+m.Role+"|>", v, prompt)
-			prompt = textTokens(text, v, prompt)
+			prompt = textTokens([]byte("<|"+m.Role+"|>"), v, prompt)
+			prompt = textTokens(texts[i], v, prompt)
 		}
 	} else {
-		var text string
+		text, isText := jsonText(body.Prompt)
 		switch {
 		case len(body.Prompt) == 0 || string(body.Prompt) == "null":
 			err = errors.New("prompt: required")
-		case json.Unmarshal(body.Prompt, &text) == nil:
+		case isText:
+			if n := countWords(text); s.tooLong(n) != "" {
+				s.rejected(w, n, s.tooLong(n))
+				return
+			}
 			prompt = textTokens(text, v, nil)
 		default:
+			if n := idCount(body.Prompt); body.Prompt[0] == '[' && body.Prompt[1] != '[' && body.Prompt[1] != '"' && s.tooLong(n) != "" {
+				s.rejected(w, n, s.tooLong(n))
+				return
+			}
 			prompt, err = tokenIDs(body.Prompt, "prompt")
 			if err != nil {
 				var texts []string
@@ -281,9 +441,8 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 
 // messageText reads a chat message's content: a string or a list of
 // {"type": "text", "text": ...} parts.
-func messageText(raw json.RawMessage) (string, error) {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
+func messageText(raw json.RawMessage) ([]byte, error) {
+	if s, ok := jsonText(raw); ok {
 		return s, nil
 	}
 	var parts []struct {
@@ -291,17 +450,17 @@ func messageText(raw json.RawMessage) (string, error) {
 		Text string `json:"text"`
 	}
 	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", errors.New("expected a string or a list of text parts")
+		return nil, fmt.Errorf("expected a string or a list of text parts, found %s", jsonerr.Kind(raw))
 	}
-	var b strings.Builder
+	var b []byte
 	for _, p := range parts {
 		if p.Type != "text" {
-			return "", fmt.Errorf("content part of type %q is not supported", p.Type)
+			return nil, fmt.Errorf("content part of type %q is not supported", p.Type)
 		}
-		b.WriteString(p.Text)
-		b.WriteByte(' ')
+		b = append(b, p.Text...)
+		b = append(b, ' ')
 	}
-	return b.String(), nil
+	return b, nil
 }
 
 func (s *Server) model() string {

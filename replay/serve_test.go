@@ -168,7 +168,7 @@ func TestServeEndpoints(t *testing.T) {
 		{"chat stream", "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a b c"}],"max_tokens":2,"stream":true,"stream_options":{"include_usage":true}}`, 200,
 			[]string{`"delta":{"role":"assistant","content":`, `"finish_reason":"length"`, `"prompt_tokens_details":{"cached_tokens":`, "data: [DONE]"}},
 		{"bad json", "POST", "/generate", `{"input_ids":[1,2`, 400, []string{"invalid JSON body", "at byte"}},
-		{"wrong type", "POST", "/v1/completions", `{"prompt":[1],"max_tokens":"many"}`, 400, []string{`field \"max_tokens\"`}},
+		{"wrong type", "POST", "/v1/completions", `{"prompt":[1],"max_tokens":"many"}`, 400, []string{`invalid JSON body: max_tokens: expected an integer, found a string`}},
 		{"no prompt", "POST", "/generate", `{"sampling_params":{}}`, 400, []string{"either text or input_ids"}},
 		{"batch", "POST", "/generate", `{"input_ids":[[1,2],[3]]}`, 400, []string{"batches"}},
 		{"zero tokens", "POST", "/generate", `{"input_ids":[1],"sampling_params":{"max_new_tokens":0}}`, 400, []string{"max_new_tokens: must be in"}},

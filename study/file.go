@@ -137,15 +137,16 @@ func Load(path string) (*Study, error) {
 // error messages and to resolve the base configuration and traces.
 // Every problem is reported at once, each as "file:line:col: key: message".
 func Parse(data []byte, name string) (*Study, error) {
+	data = configs.StripBOM(data)
 	var sf fileSchema
 	dec := toml.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&sf); err != nil {
-		return nil, configs.TOMLError(name, err)
+		return nil, configs.TOMLError(name, data, &sf, err)
 	}
 	keys, err := scanKeys(data)
 	if err != nil {
-		return nil, configs.TOMLError(name, err)
+		return nil, configs.TOMLError(name, data, nil, err)
 	}
 	p := &parser{name: name, data: data, keys: keys}
 	s := &Study{Path: name, Title: sf.Title, Question: sf.Question, OutDir: sf.Output.Dir}
@@ -332,6 +333,7 @@ func (p *parser) base(v any) (*baseDoc, string) {
 			p.errAt("base", "base: %v", err)
 			return nil, ""
 		}
+		data = configs.StripBOM(data)
 		// The base alone must be a valid server config: its own errors are
 		// reported with positions in its own file.
 		if _, err := configs.Parse(data, path); err != nil {
@@ -340,7 +342,7 @@ func (p *parser) base(v any) (*baseDoc, string) {
 		}
 		var doc map[string]any
 		if err := toml.Unmarshal(data, &doc); err != nil {
-			p.errs = append(p.errs, configs.TOMLError(path, err))
+			p.errs = append(p.errs, configs.TOMLError(path, data, &doc, err))
 			return nil, ""
 		}
 		return &baseDoc{name: filepath.ToSlash(path), text: string(data), doc: doc}, path
@@ -352,7 +354,7 @@ func (p *parser) base(v any) (*baseDoc, string) {
 		}
 		return &baseDoc{name: "inline", text: string(text), doc: b}, p.name
 	default:
-		p.errAt("base", "base: must be a path or a table (got %T)", v)
+		p.errAt("base", "base: expected a path (a string) or a table, found %s", configs.Found(v))
 		return nil, ""
 	}
 }
@@ -378,6 +380,18 @@ func (p *parser) axes(sf fileSchema) []Axis {
 			return "", nil, false
 		}
 		seen[key] = at
+		// Each value must be one the key takes: refused here, with its
+		// place in the study file, rather than when its point is built.
+		bad := false
+		for i, v := range list {
+			if err := configs.Check(key, v); err != nil {
+				p.errPos(at, "%s.%q[%d]: %v", strings.TrimSuffix(prefix, ": "), key, i, err)
+				bad = true
+			}
+		}
+		if bad {
+			return "", nil, false
+		}
 		return key, list, true
 	}
 	var sweep any = sf.Sweep

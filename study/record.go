@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/kvsim/kvsim/internal/atomicfile"
+	"github.com/kvsim/kvsim/internal/jsonerr"
 	"io"
 	"os"
 	"reflect"
@@ -228,34 +229,21 @@ func readResults(path string) (lines []line, warn string, err error) {
 // jsonProblem says what encoding/json found wrong in a line, in the file's
 // terms (column, key path), never in Go's (struct and type names).
 func jsonProblem(err error) string {
-	var syn *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &syn):
-		return fmt.Sprintf("column %d: %s", syn.Offset, strings.TrimPrefix(syn.Error(), "json: "))
-	case errors.As(err, &typ):
-		want := typ.Type.Kind().String()
-		switch typ.Type.Kind() {
-		case reflect.Map, reflect.Struct:
-			want = "an object"
-		case reflect.Slice, reflect.Array:
-			want = "an array"
-		case reflect.Float32, reflect.Float64, reflect.Int, reflect.Int64, reflect.Int32, reflect.Uint64, reflect.Uint32, reflect.Uint:
-			want = "a number"
-		case reflect.String:
-			want = "a string"
-		case reflect.Bool:
-			want = "true or false"
-		}
-		field := typ.Field
-		if field == "" {
-			field = "the line"
-		}
-		return fmt.Sprintf("column %d: %s: expected %s, found %s", typ.Offset, field, want, typ.Value)
-	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+	p := jsonerr.Explain(err)
+	if p.Syntax && (p.Offset < 0 || strings.HasPrefix(p.Msg, "the document ends")) {
 		return "the line ends before its JSON value does"
 	}
-	return strings.TrimPrefix(err.Error(), "json: ")
+	msg := p.Msg
+	switch {
+	case p.Path != "":
+		msg = p.Path + ": " + msg
+	case !p.Syntax:
+		msg = "the line: " + msg
+	}
+	if p.Offset >= 0 {
+		msg = fmt.Sprintf("column %d: %s", p.Offset, msg)
+	}
+	return msg
 }
 
 // appender appends lines to results.jsonl, each with one write followed by

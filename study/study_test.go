@@ -184,7 +184,7 @@ func TestResultsBlankAndBadLines(t *testing.T) {
 	os.WriteFile(path, []byte(bad), 0o644)
 	_, err := Run(context.Background(), s, Options{Out: dir})
 	if err == nil || !strings.Contains(err.Error(), "results.jsonl:2: expected a result line written by kvsim study: column ") ||
-		!strings.Contains(err.Error(), "point: expected a number, found string") || strings.Contains(err.Error(), "Record") {
+		!strings.Contains(err.Error(), "point: expected an integer, found a string") || strings.Contains(err.Error(), "Record") {
 		t.Errorf("a point that is a string: err = %v", err)
 	}
 }
@@ -468,5 +468,28 @@ func TestCancelledRunResumes(t *testing.T) {
 	out := runTo(t, s, dir, Options{})
 	if len(out.Records) != 6 {
 		t.Fatalf("after resume %d records, want 6", len(out.Records))
+	}
+}
+
+// A study file, and the base config it names, may start with a UTF-8 byte
+// order mark: the study is the same as without it.
+func TestStudyByteOrderMark(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"tiny_base.toml", "tiny_chat.jsonl"} {
+		data := read(t, filepath.Join("testdata", name))
+		if strings.HasSuffix(name, ".toml") {
+			data = append([]byte("\ufeff"), data...)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	doc := "\ufefftitle = \"t\"\nobjective = \"maximize cache_hit_rate\"\nbase = \"tiny_base.toml\"\n[sweep]\n\"cache.host_tokens\" = [1500]\n"
+	s, err := Parse([]byte(doc), filepath.Join(dir, "bom.toml"))
+	if err != nil {
+		t.Fatalf("Parse with byte order marks: %v", err)
+	}
+	if len(s.Points()) != 1 {
+		t.Fatalf("%d points, want 1", len(s.Points()))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/kvsim/kvsim/internal/jsonerr"
 	"io"
 	"os"
 
@@ -246,7 +247,7 @@ func decodePlanInput(path string, data []byte) (*planInput, error) {
 }
 
 // planDecodeValue decodes the next value strictly into v and rewords type
-// errors as "want T, got V".
+// errors as "expected X, found Y".
 func planDecodeValue(dec *json.Decoder, v any) error {
 	var raw json.RawMessage
 	if err := dec.Decode(&raw); err != nil {
@@ -260,27 +261,13 @@ func planDecodeValue(dec *json.Decoder, v any) error {
 	return planTypeError(d.Decode(v))
 }
 
+// planTypeError says what was wrong with a value in the snapshot's terms
+// (key path, expected and found), never Go's.
 func planTypeError(err error) error {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		if te.Field != "" {
-			return fmt.Errorf("%s: want %s, got %s", te.Field, te.Type, te.Value)
-		}
-		return fmt.Errorf("want %s, got %s", te.Type, te.Value)
+	if err == nil {
+		return nil
 	}
-	if err != nil {
-		// encoding/json words unknown keys as `json: unknown field "x"`.
-		return errors.New(trimJSONPrefix(err.Error()))
-	}
-	return nil
-}
-
-func trimJSONPrefix(s string) string {
-	const p = "json: "
-	if len(s) >= len(p) && s[:len(p)] == p {
-		return s[len(p):]
-	}
-	return s
+	return errors.New(jsonerr.Describe(err))
 }
 
 // decodeNodes decodes the nodes array element by element, remembering where

@@ -85,7 +85,8 @@ func TestStudyErrors(t *testing.T) {
 	}{
 		{[]string{"study"}, exitUsage, "give a study file"},
 		{[]string{"study", "../../study/testdata/bad/unknown_key.toml"}, exitUsage, `unknown_key.toml:7:1: sweep: unknown key path "server.hicach_ratio"; did you mean "server.hicache_ratio"?`},
-		{[]string{"study", "../../study/testdata/bad/bad_value.toml"}, exitUsage, `bad_value.toml:6:1: point 2 (cache.eviction=arc server.tp_size=1): cache.eviction: must be one of`},
+		{[]string{"study", "../../study/testdata/bad/bad_value.toml"}, exitUsage, `bad_value.toml:6:1: point 1 (cache.eviction=arc): cache.eviction: must be one of`},
+		{[]string{"study", "../../study/testdata/bad/sweep_type.toml"}, exitUsage, `sweep_type.toml:6:1: sweep."cache.host_tokens"[0]: expected an integer, found a table`},
 		{[]string{"study", tinyStudy, "--shard", "3/3"}, exitUsage, "0 <= i < n"},
 		{[]string{"study", tinyStudy, "extra.toml"}, exitUsage, `unexpected argument "extra.toml"`},
 		{[]string{"study", "/nonexistent/study.toml"}, exitUsage, "no such file"},
