@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/kvsim/kvsim/internal/textdist"
 )
 
 // schemaKeys lists every key path a File decodes ("cache.eviction",
@@ -127,30 +129,9 @@ func children(keys []string, table string) []string {
 func suggest(s string, allowed []string) string {
 	best, bestD := "", 3
 	for _, a := range allowed {
-		if d := editDistance(s, a); d < bestD && 2*d < len(s) {
+		if d := textdist.Levenshtein(s, a); d < bestD && 2*d < len(s) {
 			best, bestD = a, d
 		}
 	}
 	return best
-}
-
-// editDistance is the Levenshtein distance of two short ASCII strings.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/kvsim/kvsim/configs"
+	"github.com/kvsim/kvsim/internal/textdist"
 )
 
 // schemaKeys lists every key path of the server schema (configs.File), from
@@ -63,7 +64,7 @@ func checkKeyPath(key string) error {
 func suggest(name string, candidates []string) string {
 	best, bestD := "", len(name)/3+2
 	for _, c := range candidates {
-		if d := editDistance(name, c); d < bestD {
+		if d := textdist.Levenshtein(name, c); d < bestD {
 			best, bestD = c, d
 		}
 	}
@@ -71,25 +72,4 @@ func suggest(name string, candidates []string) string {
 		return ""
 	}
 	return fmt.Sprintf("; did you mean %q?", best)
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
