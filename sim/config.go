@@ -168,6 +168,10 @@ func Default(deviceTokens int64) Config {
 	return Config{Cache: CacheConfig{DeviceTokens: deviceTokens}}.withDefaults()
 }
 
+// WithDefaults returns c with every unset field given its default, as New
+// uses it (for reports of what was simulated).
+func (c Config) WithDefaults() Config { return c.withDefaults() }
+
 func (c Config) withDefaults() Config {
 	if c.Seed == 0 {
 		c.Seed = 1

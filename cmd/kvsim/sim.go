@@ -252,7 +252,7 @@ func writeAtomic(path string, fill func(io.Writer) error) error {
 // benchmark, followed by the cache section.
 func printSimTable(w io.Writer, trace string, f *configs.File, b *configs.Built, res *sim.Result) {
 	s := res.Summary
-	c := b.Sim.Cache
+	c := b.Sim.WithDefaults().Cache
 	line := func(k string, v any) { sim.TableLine(w, k, v) }
 	head := sim.TableHeading
 	head(w, " kvsim simulation ", '=')
