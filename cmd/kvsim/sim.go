@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/kvsim/kvsim/configs"
 	"github.com/kvsim/kvsim/internal/atomicfile"
@@ -45,6 +46,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	perReq := fs.String("per-request", "", "write every request's result as JSON lines to this file")
 	timeline := fs.String("timeline", "", "write the tier-occupancy timeline as CSV to this file")
 	explain := fs.Bool("explain", false, "print how the memory sizes and cost model were derived")
+	gapCap := fs.Duration("idle-gap-cap", 0, "cut every gap between consecutive request starts of a session family longer than this to it, shifting later times left (overrides the config's workload.idle_gap_cap; 0: none)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -73,6 +75,16 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	}
 	if *seed != 0 {
 		f.Seed = *seed
+	}
+	capNs := f.Workload.IdleGapCapNs()
+	gapCapSet := false
+	fs.Visit(func(fl *flag.Flag) { gapCapSet = gapCapSet || fl.Name == "idle-gap-cap" })
+	if gapCapSet {
+		if *gapCap < 0 {
+			fmt.Fprintf(stderr, "kvsim sim: --idle-gap-cap: must be >= 0 (got %v)\n", *gapCap)
+			return exitUsage
+		}
+		capNs = int64(*gapCap)
 	}
 	// The server model: SGLang (the default) or llama.cpp's llama-server.
 	type runner interface {
@@ -137,6 +149,14 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	defer closeTrace()
+	if capNs > 0 {
+		cut, err := rd.CapIdleGaps(capNs)
+		if err != nil {
+			fmt.Fprintf(stderr, "kvsim sim: %v\n", traces.InFile(tp, err))
+			return exitFail
+		}
+		fmt.Fprintf(stderr, "kvsim sim: %s\n", gapCutNote(cut))
+	}
 	s, err := newRunner()
 	if err != nil {
 		fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
@@ -216,6 +236,16 @@ func openTrace(f *configs.File, fromConfig bool, path string, tf traces.Format) 
 		return nil, nil, err
 	}
 	return rd, func() { rd.Close(); rc.Close() }, nil
+}
+
+// gapCutNote says what an idle-gap cap cut.
+func gapCutNote(c traces.GapCut) string {
+	fam := "session families"
+	if c.Families == 1 {
+		fam = "session family"
+	}
+	return fmt.Sprintf("idle-gap cap %v: cut %d gaps in %d %s, %.3f s in all (span %.3f s -> %.3f s)",
+		time.Duration(c.Cap), c.Gaps, c.Families, fam, float64(c.Cut)/1e9, float64(c.SpanBefore)/1e9, float64(c.SpanAfter)/1e9)
 }
 
 // outputDirExists checks, before a long run, that the folder an output
