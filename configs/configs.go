@@ -250,6 +250,11 @@ type WorkloadSection struct {
 	// times left (traces.CapIdleGaps); 0 (default) keeps the trace's times.
 	// Valid: 0 to 9e9.
 	IdleGapCap float64 `toml:"idle_gap_cap"`
+	// OpenLoop releases every request at its trace arrival, ignoring its
+	// dependencies (Parent, WaitFor, ThinkTime). Default false: kvsim sim
+	// and studies run the trace closed-loop (sim.Sim.RunClosedLoop), as
+	// kvsim replay --target sim does.
+	OpenLoop bool `toml:"open_loop"`
 }
 
 // IdleGapCapNs returns workload.idle_gap_cap in nanoseconds (0: none).

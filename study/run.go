@@ -307,7 +307,11 @@ func simulatePoint(s *Study, pt Point, opt Options) (*Record, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	res, err := sm.Run(rd)
+	run := sm.RunClosedLoop
+	if pt.File.Workload.OpenLoop {
+		run = sm.Run
+	}
+	res, err := run(rd)
 	if err != nil {
 		return nil, nil, traces.InFile(pt.Trace, err)
 	}

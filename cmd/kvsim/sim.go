@@ -46,6 +46,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	perReq := fs.String("per-request", "", "write every request's result as JSON lines to this file")
 	timeline := fs.String("timeline", "", "write the tier-occupancy timeline as CSV to this file")
 	explain := fs.Bool("explain", false, "print how the memory sizes and cost model were derived")
+	openLoop := fs.Bool("open-loop", false, "release every request at its trace arrival, ignoring its dependencies (overrides the config's workload.open_loop; default: closed loop, a request waits for its parent and sub-agents to finish in simulated time, plus its delay)")
 	gapCap := fs.Duration("idle-gap-cap", 0, "cut every gap between consecutive request starts of a session family longer than this to it, shifting later times left (overrides the config's workload.idle_gap_cap; 0: none)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -78,7 +79,12 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	}
 	capNs := f.Workload.IdleGapCapNs()
 	gapCapSet := false
-	fs.Visit(func(fl *flag.Flag) { gapCapSet = gapCapSet || fl.Name == "idle-gap-cap" })
+	fs.Visit(func(fl *flag.Flag) {
+		gapCapSet = gapCapSet || fl.Name == "idle-gap-cap"
+		if fl.Name == "open-loop" {
+			f.Workload.OpenLoop = *openLoop
+		}
+	})
 	if gapCapSet {
 		if *gapCap < 0 {
 			fmt.Fprintf(stderr, "kvsim sim: --idle-gap-cap: must be >= 0 (got %v)\n", *gapCap)
@@ -113,7 +119,13 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		if *timeline == "" {
 			built.Sim.TimelineInterval = -1 // nobody asked for it: keep none
 		}
-		newRunner = func() (runner, error) { return sim.New(built.Sim, built.Cost) }
+		newRunner = func() (runner, error) {
+			s, err := sim.New(built.Sim, built.Cost)
+			if err != nil || f.Workload.OpenLoop {
+				return s, err
+			}
+			return closedLoop{s}, nil
+		}
 		explains = built.Explain
 		seedUsed = built.Sim.Seed
 	}
@@ -237,6 +249,11 @@ func openTrace(f *configs.File, fromConfig bool, path string, tf traces.Format) 
 	}
 	return rd, func() { rd.Close(); rc.Close() }, nil
 }
+
+// closedLoop runs a simulation closed-loop (sim.Sim.RunClosedLoop).
+type closedLoop struct{ *sim.Sim }
+
+func (c closedLoop) Run(src sim.Source) (*sim.Result, error) { return c.RunClosedLoop(src) }
 
 // gapCutNote says what an idle-gap cap cut.
 func gapCutNote(c traces.GapCut) string {
