@@ -119,7 +119,7 @@ func FuzzReadAzure(f *testing.F) {
 }
 
 func FuzzReadWEKA(f *testing.F) {
-	fuzzSeeds(f, "testdata/weka.json", "testdata/wekadir/a.json", "testdata/bad/weka_blocks.json", "testdata/bad/weka_type.json")
+	fuzzSeeds(f, "testdata/weka.json", "testdata/wekadir/a.json", "testdata/bad/weka_blocks.json", "testdata/bad/weka_type.json", "testdata/bad/weka_duration.json", "testdata/bad/weka_api_time.json")
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzRead(t, data, FormatWEKA) })
 }
 

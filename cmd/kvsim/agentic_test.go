@@ -45,3 +45,26 @@ func TestIdleGapCapFlags(t *testing.T) {
 		t.Fatalf("bad workload.idle_gap_cap: exit %d, stderr %q", code, errOut)
 	}
 }
+
+// TestSimOpenLoopFlag: kvsim sim runs a DAG trace closed-loop (release and
+// dependency wait per request) unless --open-loop.
+func TestSimOpenLoopFlag(t *testing.T) {
+	in := filepath.Join("..", "..", "traces", "testdata", "weka.json")
+	for _, open := range []bool{false, true} {
+		out := filepath.Join(t.TempDir(), "pr.jsonl")
+		args := []string{"sim", "--trace", in, "--per-request", out}
+		if open {
+			args = append(args, "--open-loop")
+		}
+		if code, _, errOut := runCLI(t, args...); code != exitOK {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+		data, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(string(data), `"release_ns"`); got == open {
+			t.Fatalf("%v: release_ns in the per-request output = %v, want %v", args, got, !open)
+		}
+	}
+}
