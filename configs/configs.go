@@ -244,7 +244,20 @@ type WorkloadSection struct {
 	Trace string `toml:"trace"`
 	// Format is the trace format; empty detects it.
 	Format string `toml:"format"`
+	// IdleGapCap, in seconds, cuts every gap between consecutive request
+	// starts of a session family longer than it to it, shifting later
+	// times left (traces.CapIdleGaps); 0 (default) keeps the trace's times.
+	// Valid: 0 to 9e9.
+	IdleGapCap float64 `toml:"idle_gap_cap"`
+	// OpenLoop releases every request at its trace arrival, ignoring its
+	// dependencies (Parent, WaitFor, ThinkTime). Default false: kvsim sim
+	// and studies run the trace closed-loop (sim.Sim.RunClosedLoop), as
+	// kvsim replay --target sim does.
+	OpenLoop bool `toml:"open_loop"`
 }
+
+// IdleGapCapNs returns workload.idle_gap_cap in nanoseconds (0: none).
+func (w WorkloadSection) IdleGapCapNs() int64 { return int64(w.IdleGapCap*1e9 + 0.5) }
 
 // Load reads and validates a TOML file.
 func Load(path string) (*File, error) {
@@ -482,10 +495,14 @@ func (f *File) Validate() error {
 // the trace readers know, whether or not a command later reads the file's
 // trace (kvsim sim --trace replaces the trace, not the check).
 func (f *File) validateWorkload() error {
+	var errs []error
 	if _, err := traces.ParseFormat(f.Workload.Format); err != nil {
-		return fmt.Errorf("workload.format: must be one of %s, or empty to detect it (got %q)", strings.Join(traces.FormatNames(), ", "), f.Workload.Format)
+		errs = append(errs, fmt.Errorf("workload.format: must be one of %s, or empty to detect it (got %q)", strings.Join(traces.FormatNames(), ", "), f.Workload.Format))
 	}
-	return nil
+	if c := f.Workload.IdleGapCap; !(c >= 0 && c <= 9e9) {
+		errs = append(errs, fmt.Errorf("workload.idle_gap_cap: must be a number of seconds from 0 (none) to 9e9 (got %v)", c))
+	}
+	return errors.Join(errs...)
 }
 
 // validateLlama checks the [llamacpp] section.

@@ -45,7 +45,8 @@
 // uniform arrivals ([Schedule]). On top of the schedule, a record whose
 // Parent or WaitFor names an earlier record waits for it to finish
 // (success or failure) and, under PaceTimestamps, for its ThinkTime /
-// Speedup after that; then for one of MaxConcurrency slots, granted in
+// Speedup after its Parent finished (a WaitFor gate adds no delay); then
+// for one of MaxConcurrency slots, granted in
 // record order. Per request, Due is when the schedule and dependencies
 // released it, Slot when a slot was free, Start when it was handed to the
 // target. Start - Slot is the client's own lateness, reported as mean, p99

@@ -20,8 +20,9 @@ import (
 //     record i at max(sched[i], release of i-1).
 //   - A released record whose Parent and WaitFor (earlier records only) have
 //     all finished is ready at max(release, their latest finish) and, under
-//     PaceTimestamps, not before that finish plus ThinkTime / Speedup. That
-//     is its due time.
+//     PaceTimestamps, not before its Parent's finish plus ThinkTime /
+//     Speedup (the delay counts from the parent only: a WaitFor gate adds
+//     no delay of its own). That is its due time.
 //   - Ready records queue for one of MaxConcurrency slots (0: no cap) in the
 //     order they became ready (record order for ties); a slot is granted at
 //     max(due, the finish that freed it). A finish frees its slot before it
@@ -42,7 +43,8 @@ type pacer struct {
 	ndeps      []int   // dependencies
 	left       []int   // dependencies not yet finished
 	depEnd     []int64 // max(release, the finished dependencies' finishes)
-	lastFinish []int64 // latest finish among the finished dependencies
+	parent     []int   // index of the Parent record, or -1
+	parentEnd  []int64 // the Parent's finish, once finished
 	released   []bool
 
 	next   int   // next record to release
@@ -84,11 +86,16 @@ func newPacer(cfg Config, recs []traces.Record) (*pacer, error) {
 		dependents: make([][]int, len(recs)),
 		ndeps:      make([]int, len(recs)),
 		left:       make([]int, len(recs)),
-		lastFinish: make([]int64, len(recs)),
+		parent:     make([]int, len(recs)),
+		parentEnd:  make([]int64, len(recs)),
 		depEnd:     make([]int64, len(recs)),
 		released:   make([]bool, len(recs)),
 	}
 	for i := range recs {
+		p.parent[i] = -1
+		if j, ok := idx[recs[i].Parent]; ok && j < i {
+			p.parent[i] = j
+		}
 		seen := map[int]bool{}
 		for _, id := range append([]string{recs[i].Parent}, recs[i].WaitFor...) {
 			if j, ok := idx[id]; ok && j < i && !seen[j] {
@@ -175,9 +182,9 @@ func (p *pacer) poll(now int64) []grant {
 func (p *pacer) ready(i int, at int64) {
 	due := p.depEnd[i]
 	rec := &p.recs[i]
-	if p.pacing == PaceTimestamps && rec.ThinkTime > 0 && p.ndeps[i] > 0 {
-		// Think time counts from the dependencies' completion.
-		due = max(due, p.lastFinish[i]+int64(float64(rec.ThinkTime)/p.speedup))
+	if p.pacing == PaceTimestamps && rec.ThinkTime > 0 && p.parent[i] >= 0 {
+		// The delay counts from the parent's completion.
+		due = max(due, p.parentEnd[i]+int64(float64(rec.ThinkTime)/p.speedup))
 	}
 	if due > at {
 		p.seq++
@@ -215,7 +222,9 @@ func (p *pacer) finish(i int, at int64) {
 	for _, d := range p.dependents[i] {
 		p.left[d]--
 		p.depEnd[d] = max(p.depEnd[d], at)
-		p.lastFinish[d] = max(p.lastFinish[d], at)
+		if p.parent[d] == i {
+			p.parentEnd[d] = at
+		}
 		if p.left[d] == 0 && p.released[d] {
 			p.ready(d, at)
 		}

@@ -204,8 +204,9 @@ const streamArrivals = 0x6b76_7369_6d5f_6172 // "kvsim_ar"
 // earlier records to be waited for, other names are ignored) and returns
 // every request's measurements. A record is sent at its scheduled time
 // (see Schedule), or, if later, when its Parent and WaitFor have finished
-// (succeeded or failed) plus its ThinkTime / Speedup (think times count
-// under PaceTimestamps only), and when a concurrency slot is free (the
+// (succeeded or failed) and its Parent's finish plus its ThinkTime /
+// Speedup has passed (think times count under PaceTimestamps only, and
+// from the Parent only), and when a concurrency slot is free (the
 // rules of the pacer, shared with the simulator's driver).
 //
 // With a *SimTarget, Run drives the simulator in virtual time instead (see

@@ -10,6 +10,7 @@ const (
 	evForwardDone                      // the running forward pass finished
 	evWake                             // a transfer finished while the GPU was idle
 	evSample                           // take a timeline sample
+	evRelease                          // closed loop: a held record is due (depTracker)
 )
 
 // event is one scheduled occurrence. Events are ordered by (at, seq): seq is

@@ -9,13 +9,20 @@ import (
 
 // RequestResult is what happened to one request. Times are simulated ns.
 type RequestResult struct {
-	ID           string `json:"id"`
-	Arrival      Time   `json:"arrival_ns"`
-	Admitted     Time   `json:"admitted_ns"`    // first admission into a prefill batch
-	FirstToken   Time   `json:"first_token_ns"` // end of the forward that produced the first token
-	Finish       Time   `json:"finish_ns"`
-	PromptTokens int64  `json:"prompt_tokens"`
-	OutputTokens int64  `json:"output_tokens"`
+	ID      string `json:"id"`
+	Arrival Time   `json:"arrival_ns"` // the trace's arrival time
+	// Release is when the request reached the server, set by closed-loop
+	// runs (Sim.RunClosedLoop): its Arrival, or later when it waited for
+	// its dependencies. 0 (omitted) in open-loop runs, where it is Arrival.
+	Release Time `json:"release_ns,omitempty"`
+	// DepWait is Release - Arrival: how long the request waited for its
+	// dependencies (and its delay after its parent) past its arrival.
+	DepWait      Time  `json:"dep_wait_ns,omitempty"`
+	Admitted     Time  `json:"admitted_ns"`    // first admission into a prefill batch
+	FirstToken   Time  `json:"first_token_ns"` // end of the forward that produced the first token
+	Finish       Time  `json:"finish_ns"`
+	PromptTokens int64 `json:"prompt_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
 	// CachedTokens is SGLang's cached_tokens: device hit plus host hit loaded
 	// back, counted at the first admission. It is CachedDevice + CachedHost
 	// + CachedStorage (SGLang's newer cached_tokens_details).
@@ -34,14 +41,18 @@ type RequestResult struct {
 	Failed        string `json:"failed,omitempty"`
 }
 
-// TTFT is the time to first token.
-func (r RequestResult) TTFT() Time { return r.FirstToken - r.Arrival }
+// start is when the request reached the server (Release, or Arrival for a
+// result that does not set it).
+func (r RequestResult) start() Time { return max(r.Arrival, r.Release) }
 
-// E2E is the end-to-end latency.
-func (r RequestResult) E2E() Time { return r.Finish - r.Arrival }
+// TTFT is the time to first token, from the release.
+func (r RequestResult) TTFT() Time { return r.FirstToken - r.start() }
 
-// Queueing is the time from arrival to the first admission.
-func (r RequestResult) Queueing() Time { return r.Admitted - r.Arrival }
+// E2E is the end-to-end latency, from the release.
+func (r RequestResult) E2E() Time { return r.Finish - r.start() }
+
+// Queueing is the time from the release to the first admission.
+func (r RequestResult) Queueing() Time { return r.Admitted - r.start() }
 
 // Counters are totals over a run.
 type Counters struct {
@@ -224,7 +235,7 @@ func Summarize(rs []RequestResult, itls []float64) Summary {
 	first, last := Time(math.MaxInt64), Time(math.MinInt64)
 	var cached, cachedDev, cachedHost, cachedL3, prompt int64
 	for _, r := range rs {
-		first = min(first, r.Arrival)
+		first = min(first, r.start())
 		if r.Failed != "" {
 			s.Failed++
 			continue

@@ -542,6 +542,9 @@ func (s *Sim) finishBookkeeping(r *request) {
 	r.pages = nil
 	r.seqTokens = nil
 	s.results = append(s.results, r.res)
+	if s.deps != nil {
+		s.deps.finish(r.id, s.now)
+	}
 	if s.observe != nil {
 		s.observe(Event{ID: r.id, Time: s.now, Tokens: r.out, CachedTokens: r.res.CachedTokens, Done: true, Result: r.res})
 	}

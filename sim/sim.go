@@ -52,6 +52,7 @@ type Sim struct {
 	clockErr error          // set when an event's time would pass int64 ns
 	observe  func(Event)    // online runs: reports tokens and completions
 	pending  *traces.Record // the next record, scheduled as an arrival
+	deps     *depTracker    // closed loop only (RunClosedLoop)
 	nextIdx  int
 	lastArr  Time
 
@@ -147,6 +148,22 @@ func (s *Sim) Run(src Source) (*Result, error) {
 	return s.finish(), nil
 }
 
+// RunClosedLoop simulates the trace closed-loop, as kvsim replay --target
+// sim paces it: a record is released to the server when its Parent and
+// WaitFor records (earlier ones) have finished in simulated time, and not
+// before its Parent's finish plus its ThinkTime, nor before its Arrival
+// (see depTracker). RequestResult.Release and DepWait say when and how
+// long after its arrival. A trace without dependencies runs as with Run.
+// Record IDs must be unique.
+func (s *Sim) RunClosedLoop(src Source) (*Result, error) {
+	s.deps = newDepTracker(func(at Time) { s.schedule(at, evRelease) })
+	res, err := s.Run(src)
+	if err == nil && s.deps.pending() != 0 {
+		panic(fmt.Sprintf("sim: closed-loop run ended with %d records held", s.deps.pending()))
+	}
+	return res, err
+}
+
 // start schedules the first arrival.
 func (s *Sim) start() error {
 	return s.scheduleNextArrival()
@@ -163,6 +180,11 @@ func (s *Sim) processNext() error {
 	switch e.kind {
 	case evArrival:
 		err = s.arrive()
+	case evRelease:
+		err = s.admit(s.deps.release())
+		if err == nil && !s.busy {
+			s.iterate()
+		}
 	case evForwardDone:
 		s.forwardDone()
 	case evWake:
@@ -257,9 +279,38 @@ func (s *Sim) scheduleNextArrival() error {
 	return nil
 }
 
+// arrive handles the pending record at its arrival time: it goes to the
+// server now unless, closed-loop, it waits for its dependencies.
 func (s *Sim) arrive() error {
 	rec := s.pending
+	if s.deps != nil {
+		now, err := s.deps.arrive(rec, s.now)
+		if err != nil {
+			return err
+		}
+		if !now {
+			return s.scheduleNextArrival()
+		}
+	}
+	if err := s.admit(rec); err != nil {
+		return err
+	}
+	if err := s.scheduleNextArrival(); err != nil {
+		return err
+	}
+	if !s.busy {
+		s.iterate()
+	}
+	return nil
+}
+
+// admit hands a record to the server at s.now.
+func (s *Sim) admit(rec *traces.Record) error {
 	r := newRequest(rec, s.nextIdx, s.lanes)
+	r.arrive = s.now
+	if s.deps != nil {
+		r.res.Release, r.res.DepWait = s.now, s.now-rec.Arrival
+	}
 	s.nextIdx++
 	s.active++
 	s.counters.Requests++
@@ -280,12 +331,6 @@ func (s *Sim) arrive() error {
 		if s.st != nil {
 			s.prefetch(r)
 		}
-	}
-	if err := s.scheduleNextArrival(); err != nil {
-		return err
-	}
-	if !s.busy {
-		s.iterate()
 	}
 	return nil
 }

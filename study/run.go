@@ -298,11 +298,20 @@ func simulatePoint(s *Study, pt Point, opt Options) (*Record, []byte, error) {
 		return nil, nil, err
 	}
 	defer rd.Close()
+	if c := pt.File.Workload.IdleGapCapNs(); c > 0 {
+		if _, err := rd.CapIdleGaps(c); err != nil {
+			return nil, nil, traces.InFile(pt.Trace, err)
+		}
+	}
 	sm, err := sim.New(b.Sim, b.Cost)
 	if err != nil {
 		return nil, nil, err
 	}
-	res, err := sm.Run(rd)
+	run := sm.RunClosedLoop
+	if pt.File.Workload.OpenLoop {
+		run = sm.Run
+	}
+	res, err := run(rd)
 	if err != nil {
 		return nil, nil, traces.InFile(pt.Trace, err)
 	}

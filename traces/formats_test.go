@@ -33,17 +33,31 @@ func TestReadFixtures(t *testing.T) {
 		}},
 		{"testdata/weka.json", FormatWEKA, []Record{
 			{ID: "conv1/1", Arrival: 0, Session: "conv1", Turn: 1, InputLen: 200, OutputLen: 10, Blocks: []uint64{0, 1, 2}, BlockSize: 64, Model: "m1", Kind: "s", Observed: obs(1500e6, 250e6, "tool_use")},
-			// The first sub-agent's times are offsets from its t = 2 s.
-			{ID: "conv1/sa1/1", Arrival: 2e9, Session: "conv1/sa1", Turn: 1, Parent: "conv1/1", InputLen: 64, OutputLen: 4, Blocks: []uint64{3}, BlockSize: 64, Model: "m2", Kind: "s", Observed: obs(0, 0, "end_turn")},
+			// The first sub-agent's times are offsets from its t = 2 s; its
+			// delay counts from the end of the request that spawned it
+			// (0 + 1.5 s).
+			{ID: "conv1/sa1/1", Arrival: 2e9, Session: "conv1/sa1", Turn: 1, Parent: "conv1/1", ThinkTime: 500e6, InputLen: 64, OutputLen: 4, Blocks: []uint64{3}, BlockSize: 64, Model: "m2", Kind: "s", Observed: obs(500e6, 0, "end_turn")},
 			// The second's first t (2.5 s) is not below its t: conversation clock.
-			{ID: "conv1/sa2/1", Arrival: 2500e6, Session: "conv1/sa2", Turn: 1, Parent: "conv1/1", InputLen: 64, OutputLen: 2, Blocks: []uint64{5}, BlockSize: 64, Model: "m2", Kind: "n"},
-			{ID: "conv1/sa1/2", Arrival: 3e9, Session: "conv1/sa1", Turn: 2, Parent: "conv1/sa1/1", ThinkTime: 500e6, InputLen: 130, OutputLen: 4, Blocks: []uint64{3, 4}, BlockSize: 64, Model: "m2", Kind: "s", Observed: obs(0, 0, "end_turn")},
-			{ID: "conv1/2", Arrival: 4e9, Session: "conv1", Turn: 2, Parent: "conv1/1", WaitFor: []string{"conv1/sa1/2", "conv1/sa2/1"}, ThinkTime: 1250e6, InputLen: 300, OutputLen: 1, Blocks: []uint64{0, 1, 2, 6}, BlockSize: 64, Model: "m1", Kind: "n", Observed: obs(0, 0, "end_turn")},
+			{ID: "conv1/sa2/1", Arrival: 2500e6, Session: "conv1/sa2", Turn: 1, Parent: "conv1/1", ThinkTime: 1e9, InputLen: 64, OutputLen: 2, Blocks: []uint64{5}, BlockSize: 64, Model: "m2", Kind: "n"},
+			// The delay is t - the parent's t + api_time (3 - 2.5 s); the
+			// recorded think_time stays in Observed.
+			{ID: "conv1/sa1/2", Arrival: 3e9, Session: "conv1/sa1", Turn: 2, Parent: "conv1/sa1/1", ThinkTime: 500e6, InputLen: 130, OutputLen: 4, Blocks: []uint64{3, 4}, BlockSize: 64, Model: "m2", Kind: "s", Observed: &Observed{CachedTokens: -1, Status: "end_turn", ThinkTime: 500e6}},
+			// sa2 (no duration_ms: it ends with its last request, at 2.5 s)
+			// is joined here; sa1 (2 s + 1.8 s) is still running.
+			{ID: "conv1/2", Arrival: 3e9, Session: "conv1", Turn: 2, Parent: "conv1/1", WaitFor: []string{"conv1/sa2/1"}, ThinkTime: 1500e6, InputLen: 250, OutputLen: 1, Blocks: []uint64{0, 1, 2, 6}, BlockSize: 64, Model: "m1", Kind: "n", Observed: &Observed{CachedTokens: -1, E2E: 250e6, Status: "tool_use", ThinkTime: 1e9}},
+			// sa3 ends at 63.5 s, after every later request of its agent:
+			// a background sub-agent, joined nowhere.
+			{ID: "conv1/sa3/1", Arrival: 3500e6, Session: "conv1/sa3", Turn: 1, Parent: "conv1/2", ThinkTime: 250e6, InputLen: 64, OutputLen: 2, Blocks: []uint64{7}, BlockSize: 64, Model: "m2", Kind: "n"},
+			{ID: "conv1/3", Arrival: 4e9, Session: "conv1", Turn: 3, Parent: "conv1/2", WaitFor: []string{"conv1/sa1/2"}, ThinkTime: 750e6, InputLen: 300, OutputLen: 1, Blocks: []uint64{0, 1, 2, 6, 8}, BlockSize: 64, Model: "m1", Kind: "n", Observed: &Observed{CachedTokens: -1, Status: "end_turn", ThinkTime: 500e6}},
 		}},
 		{"testdata/wekadir", FormatAuto, []Record{
-			{ID: "a/1", Arrival: 0, Session: "a", Turn: 1, InputLen: 128, OutputLen: 1, Blocks: []uint64{0, 1}, BlockSize: 64, Kind: "s"},
+			{ID: "a/1", Arrival: 0, Session: "a", Turn: 1, InputLen: 128, OutputLen: 1, Blocks: []uint64{0, 1}, BlockSize: 64, Kind: "s", Observed: obs(6e9, 0, "")},
 			{ID: "b/1", Arrival: 1e9, Session: "b", Turn: 1, InputLen: 128, OutputLen: 1, Blocks: []uint64{3, 4}, BlockSize: 64, Kind: "s"},
-			{ID: "a/2", Arrival: 5e9, Session: "a", Turn: 2, Parent: "a/1", ThinkTime: 4e9, InputLen: 192, OutputLen: 1, Blocks: []uint64{0, 1, 2}, BlockSize: 64, Kind: "s"},
+			// Sent at 5 s, before its parent's recorded end (6 s): an
+			// inconsistent recording. It waits for the nearest ancestor that
+			// had ended, here none.
+			{ID: "a/2", Arrival: 5e9, Session: "a", Turn: 2, InputLen: 192, OutputLen: 1, Blocks: []uint64{0, 1, 2}, BlockSize: 64, Kind: "s", Observed: &Observed{CachedTokens: -1, E2E: 1e9, ThinkTime: 4e9}},
+			{ID: "a/3", Arrival: 6500e6, Session: "a", Turn: 3, Parent: "a/2", ThinkTime: 500e6, InputLen: 192, OutputLen: 1, Blocks: []uint64{0, 1, 2}, BlockSize: 64, Kind: "s"},
 		}},
 		{"testdata/kvsim.jsonl", FormatKVSim, []Record{
 			{ID: "0", Arrival: 0, Session: "c1", Turn: 1, InputLen: 600, Blocks: []uint64{1, 2}, BlockSize: 512, OutputLen: 8},
@@ -105,7 +119,7 @@ func FuzzReadAzure(f *testing.F) {
 }
 
 func FuzzReadWEKA(f *testing.F) {
-	fuzzSeeds(f, "testdata/weka.json", "testdata/wekadir/a.json", "testdata/bad/weka_blocks.json", "testdata/bad/weka_type.json")
+	fuzzSeeds(f, "testdata/weka.json", "testdata/wekadir/a.json", "testdata/bad/weka_blocks.json", "testdata/bad/weka_type.json", "testdata/bad/weka_duration.json", "testdata/bad/weka_api_time.json")
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzRead(t, data, FormatWEKA) })
 }
 

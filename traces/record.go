@@ -40,8 +40,14 @@ type Record struct {
 	// is sent (for example the sub-agents an agent waited for).
 	WaitFor []string `json:"wait_for,omitempty"`
 	// ThinkTime is the client's delay, in nanoseconds, between the
-	// completion of Parent and WaitFor and the sending of this request;
-	// 0 when the format does not record one (then only Arrival is known).
+	// completion of Parent and the sending of this request (WaitFor gates
+	// add no delay of their own); 0 when the format does not record one
+	// (then only Arrival is known). Readers set it so that a replay with
+	// the recorded service times sends the request at Arrival (for WEKA:
+	// t minus the parent's t + api_time); the think time the source
+	// recorded, measured its own way, is Observed.ThinkTime. (A trace
+	// converted from WEKA before issue 24 holds the recorded think_time
+	// here, counted from the latest dependency: convert it again.)
 	ThinkTime int64 `json:"think_ns,omitempty"`
 
 	// InputLen is the prompt length in tokens (> 0).
@@ -94,6 +100,9 @@ type Observed struct {
 	ITL []int64 `json:"itl_ns,omitempty"`
 	// E2E is the end-to-end latency.
 	E2E int64 `json:"e2e_ns,omitempty"`
+	// ThinkTime is the think time the source recorded (WEKA think_time),
+	// for reference; replays apply Record.ThinkTime instead.
+	ThinkTime int64 `json:"think_ns,omitempty"`
 	// Status is the outcome ("ok", an HTTP status, a stop reason, ...).
 	Status string `json:"status,omitempty"`
 	// Retries counts the times the request was resent on a fresh

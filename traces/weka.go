@@ -24,15 +24,24 @@ import (
 // A request is {"t": s from conversation start, "type": "s"|"n", "model",
 // "in", "out", "hash_ids", "input_types", "output_types", "stop",
 // "api_time": s, "ttft": s, "think_time": s}. A sub-agent entry has
-// "type": "subagent" and its own nested "requests"; consecutive sub-agents
-// run concurrently, and the parent's next request waits for all of them.
+// "type": "subagent", "duration_ms" and its own nested "requests". It
+// stands in its agent's list where the sub-agent was launched; sub-agents
+// launched from the same turn run concurrently.
 //
 // The reader flattens every conversation into records:
 //   - Session is the conversation id, or "<id>/sa<k>" for its k-th
 //     sub-agent; Turn counts requests within the session; Parent is the
 //     session's previous request (for a sub-agent's first request, the
-//     parent request that spawned it); WaitFor lists the last request of
-//     each sub-agent the request waited for.
+//     request that spawned it).
+//   - Joins follow the recording (see joinSubagents): a sub-agent gates
+//     (WaitFor its last request) the first later request of its agent
+//     whose `t` is at or after the sub-agent's end; with no such request it
+//     runs in the background and gates nothing.
+//   - ThinkTime is the client-side delay that reproduces the recording:
+//     `t` minus the recorded end (`t + api_time`) of Parent, so that a
+//     replay with the recorded service times sends every request at its
+//     recorded `t` (see recordedDelay for an inconsistent recording). The
+//     recorded think_time goes to Observed.ThinkTime.
 //   - Arrival is `t`. Conversations all start at time 0. Nested `t` values
 //     are on the conversation's clock, unless the first one is smaller than
 //     the sub-agent entry's own `t`, in which case they are offsets from it.
@@ -57,7 +66,10 @@ type wekaRequest struct {
 	APITime   *float64        `json:"api_time"`
 	TTFT      *float64        `json:"ttft"`
 	ThinkTime *float64        `json:"think_time"`
-	Requests  json.RawMessage `json:"requests"`
+	// DurationMS is a sub-agent's run time in milliseconds (null when
+	// not recorded).
+	DurationMS *float64        `json:"duration_ms"`
+	Requests   json.RawMessage `json:"requests"`
 }
 
 type wekaDoc struct {
@@ -107,6 +119,14 @@ type wekaFile struct {
 	bs     int
 	convID string
 	nSub   int
+	// ends holds the recorded end (t + api_time) and the parent of each
+	// request of the conversation, by ID (lookups only, never iterated).
+	ends map[string]wekaEnd
+}
+
+type wekaEnd struct {
+	end    int64
+	parent string
 }
 
 type wekaSession struct {
@@ -193,20 +213,22 @@ func secToNs(s float64) int64 {
 	return int64(s*1e9 + 0.5)
 }
 
-// walk flattens the entries of one session. It returns the session's last
-// request ID.
-func (f *wekaFile) walk(raw json.RawMessage, base int64, field string, sess *wekaSession, spawnedBy string, tOffset int64) error {
+// walk flattens the entries of one session (sess.last is its last request
+// ID afterwards). It returns the latest recorded end (t + api_time) of the
+// session's requests and of its sub-agents', or -1 when it has none.
+func (f *wekaFile) walk(raw json.RawMessage, base int64, field string, sess *wekaSession, spawnedBy string, tOffset int64) (int64, error) {
 	elems, offs, err := arrayElems(raw)
 	if err != nil {
-		return f.errAt(base, field, "expected an array of requests, found %s", jsonKind(raw))
+		return 0, f.errAt(base, field, "expected an array of requests, found %s", jsonKind(raw))
 	}
-	var waitFor []string
+	var running []subagentRun // launched and not yet joined
+	latest := int64(-1)
 	for i, e := range elems {
 		off := base + offs[i]
 		path := fmt.Sprintf("%s[%d]", field, i)
 		var q wekaRequest
 		if err := json.Unmarshal(e, &q); err != nil {
-			return f.jsonErrAt(off, path, err)
+			return 0, f.jsonErrAt(off, path, err)
 		}
 		bad := func(name, format string, args ...any) error {
 			return f.errAt(off+int64(fieldCol(e, name)-1), path+"."+name, format, args...)
@@ -215,13 +237,16 @@ func (f *wekaFile) walk(raw json.RawMessage, base int64, field string, sess *wek
 		if !isNull(q.T) {
 			v, ok := f.toNs(q.T)
 			if !ok {
-				return bad("t", "expected non-negative seconds from the conversation start, found %s", string(q.T))
+				return 0, bad("t", "expected non-negative seconds from the conversation start, found %s", string(q.T))
 			}
 			t = v + tOffset
 		}
 		if q.Type == "subagent" || (q.Requests != nil && q.In == nil) {
 			if q.Requests == nil {
-				return bad("requests", "expected the sub-agent's requests, found nothing (field missing)")
+				return 0, bad("requests", "expected the sub-agent's requests, found nothing (field missing)")
+			}
+			if q.DurationMS != nil && !(*q.DurationMS >= 0 && *q.DurationMS <= 9e12) {
+				return 0, bad("duration_ms", "expected a non-negative number of milliseconds, found %v", *q.DurationMS)
 			}
 			f.nSub++
 			sub := &wekaSession{name: fmt.Sprintf("%s/sa%d", f.convID, f.nSub)}
@@ -231,23 +256,29 @@ func (f *wekaFile) walk(raw json.RawMessage, base int64, field string, sess *wek
 			if first := firstT(q.Requests); !isNull(q.T) && first >= 0 && first < t-tOffset {
 				off2 = t
 			}
-			if err := f.walk(q.Requests, off+int64(fieldCol(e, "requests")-1)+int64(len(`"requests":`)), path+".requests", sub, sess.last, off2); err != nil {
-				return err
+			inner, err := f.walk(q.Requests, off+int64(fieldCol(e, "requests")-1)+int64(len(`"requests":`)), path+".requests", sub, sess.last, off2)
+			if err != nil {
+				return 0, err
 			}
+			latest = max(latest, inner)
 			if sub.last != "" {
-				waitFor = append(waitFor, sub.last)
+				end := inner
+				if q.DurationMS != nil && !isNull(q.T) {
+					end = max(end, t+int64(*q.DurationMS*1e6+0.5))
+				}
+				running = append(running, subagentRun{last: sub.last, end: end})
 			}
 			continue
 		}
 		switch {
 		case isNull(q.T):
-			return bad("t", "expected seconds from the conversation start, found nothing (field missing)")
+			return 0, bad("t", "expected seconds from the conversation start, found nothing (field missing)")
 		case q.In == nil:
-			return bad("in", "expected an input token count, found nothing (field missing)")
+			return 0, bad("in", "expected an input token count, found nothing (field missing)")
 		case q.Out == nil:
-			return bad("out", "expected an output token count, found nothing (field missing)")
+			return 0, bad("out", "expected an output token count, found nothing (field missing)")
 		case q.HashIDs == nil:
-			return bad("hash_ids", "expected an array of block hash ids, found nothing (field missing)")
+			return 0, bad("hash_ids", "expected an array of block hash ids, found nothing (field missing)")
 		}
 		sess.turn++
 		rec := Record{
@@ -256,7 +287,6 @@ func (f *wekaFile) walk(raw json.RawMessage, base int64, field string, sess *wek
 			Session:   sess.name,
 			Turn:      sess.turn,
 			Parent:    sess.last,
-			WaitFor:   waitFor,
 			InputLen:  *q.In,
 			OutputLen: *q.Out,
 			BlockSize: f.bs,
@@ -266,14 +296,14 @@ func (f *wekaFile) walk(raw json.RawMessage, base int64, field string, sess *wek
 		if rec.Parent == "" {
 			rec.Parent = spawnedBy
 		}
-		waitFor = nil
-		if q.ThinkTime != nil {
-			if *q.ThinkTime < 0 {
-				return bad("think_time", "expected non-negative seconds, found %v", *q.ThinkTime)
-			}
-			rec.ThinkTime = secToNs(*q.ThinkTime)
+		rec.WaitFor, running = joinSubagents(running, t)
+		if q.ThinkTime != nil && *q.ThinkTime < 0 {
+			return 0, bad("think_time", "expected non-negative seconds, found %v", *q.ThinkTime)
 		}
-		if q.APITime != nil || q.TTFT != nil || q.Stop != "" {
+		if q.APITime != nil && *q.APITime < 0 {
+			return 0, bad("api_time", "expected non-negative seconds, found %v", *q.APITime)
+		}
+		if q.APITime != nil || q.TTFT != nil || q.Stop != "" || q.ThinkTime != nil {
 			obs := &Observed{CachedTokens: -1, Status: q.Stop}
 			if q.APITime != nil {
 				obs.E2E = secToNs(*q.APITime)
@@ -281,8 +311,18 @@ func (f *wekaFile) walk(raw json.RawMessage, base int64, field string, sess *wek
 			if q.TTFT != nil {
 				obs.TTFT = secToNs(*q.TTFT)
 			}
+			if q.ThinkTime != nil {
+				obs.ThinkTime = secToNs(*q.ThinkTime)
+			}
 			rec.Observed = obs
 		}
+		var service int64
+		if rec.Observed != nil {
+			service = rec.Observed.E2E
+		}
+		rec.Parent, rec.ThinkTime = recordedDelay(f.ends, rec.Parent, t)
+		f.ends[sess.name+"/"+strconv.Itoa(sess.turn)] = wekaEnd{end: t + service, parent: rec.Parent}
+		latest = max(latest, t+service)
 		rec.Blocks = make([]uint64, len(q.HashIDs))
 		for j, h := range q.HashIDs {
 			k := internKey{conv: -1, id: h}
@@ -298,13 +338,13 @@ func (f *wekaFile) walk(raw json.RawMessage, base int64, field string, sess *wek
 		}
 		rec.normalize()
 		if fe := rec.check(wekaNames); fe != nil {
-			return bad(fe.field, "%s", fe.msg)
+			return 0, bad(fe.field, "%s", fe.msg)
 		}
 		sess.last = rec.ID
 		f.b.recs = append(f.b.recs, wekaRec{rec: rec, seq: f.b.seq})
 		f.b.seq++
 	}
-	return nil
+	return latest, nil
 }
 
 // firstT returns the first request's t (ns) in a requests array, or -1.
@@ -343,7 +383,7 @@ func (b *wekaBuilder) addFile(path string, data []byte, convBase *int) error {
 		if err == io.EOF {
 			return nil
 		}
-		f := &wekaFile{b: b, path: path, data: data, lines: lines, conv: *convBase}
+		f := &wekaFile{b: b, path: path, data: data, lines: lines, conv: *convBase, ends: map[string]wekaEnd{}}
 		if err != nil {
 			return f.jsonErrAt(0, "", err)
 		}
@@ -389,7 +429,7 @@ func (b *wekaBuilder) addFile(path string, data []byte, convBase *int) error {
 			base++
 		}
 		sess := &wekaSession{name: f.convID}
-		if err := f.walk(doc.Requests, base, "requests", sess, "", 0); err != nil {
+		if _, err := f.walk(doc.Requests, base, "requests", sess, "", 0); err != nil {
 			return err
 		}
 	}

@@ -265,6 +265,8 @@ type replayJob struct {
 	numPrompts        int
 	drain             time.Duration
 	noEOS             bool
+	gapCap            time.Duration // --idle-gap-cap (kvsim replay only)
+	gapCut            *traces.GapCut
 	rateSet           bool
 	cfg               replay.Config
 	vocab             traces.Vocab
@@ -342,6 +344,16 @@ func (j *replayJob) check(fs *flag.FlagSet, needTarget bool) (usage error, fail 
 	}
 	if len(recs) == 0 {
 		return nil, fmt.Errorf("%s: no records", j.tracePath)
+	}
+	if j.gapCap < 0 {
+		return fmt.Errorf("--idle-gap-cap: must be >= 0 (got %v)", j.gapCap), nil
+	}
+	if j.gapCap > 0 {
+		cut, err := traces.CapIdleGaps(recs, int64(j.gapCap))
+		if err != nil {
+			return nil, err
+		}
+		j.gapCut = &cut
 	}
 	j.recs = recs
 	return nil, nil
@@ -472,6 +484,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() { io.WriteString(stderr, replayUsage); fs.PrintDefaults() }
 	var j replayJob
 	j.register(fs)
+	fs.DurationVar(&j.gapCap, "idle-gap-cap", 0, "cut every gap between consecutive request starts of a session family longer than this to it, shifting later times left (0: none)")
 	outFile := fs.String("output-file", "", "append the run's JSON object to this JSONL file")
 	perReq := fs.String("per-request", "", "write every request's measurements as a kvsim trace to this file")
 	asJSON := fs.Bool("json", false, "print the run's JSON object instead of the table")
@@ -501,6 +514,9 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	defer closeTarget()
+	if j.gapCut != nil {
+		fmt.Fprintf(stderr, "kvsim replay: %s\n", gapCutNote(*j.gapCut))
+	}
 	if !j.recs[0].HasPrefixInfo() {
 		fmt.Fprintln(stderr, "kvsim replay: note: the trace has no prefix information; every prompt is made of tokens unique to its request")
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/kvsim/kvsim/configs"
 	"github.com/kvsim/kvsim/internal/atomicfile"
@@ -45,6 +46,8 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	perReq := fs.String("per-request", "", "write every request's result as JSON lines to this file")
 	timeline := fs.String("timeline", "", "write the tier-occupancy timeline as CSV to this file")
 	explain := fs.Bool("explain", false, "print how the memory sizes and cost model were derived")
+	openLoop := fs.Bool("open-loop", false, "release every request at its trace arrival, ignoring its dependencies (overrides the config's workload.open_loop; default: closed loop, a request waits for its parent and sub-agents to finish in simulated time, plus its delay)")
+	gapCap := fs.Duration("idle-gap-cap", 0, "cut every gap between consecutive request starts of a session family longer than this to it, shifting later times left (overrides the config's workload.idle_gap_cap; 0: none)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -74,6 +77,21 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	if *seed != 0 {
 		f.Seed = *seed
 	}
+	capNs := f.Workload.IdleGapCapNs()
+	gapCapSet := false
+	fs.Visit(func(fl *flag.Flag) {
+		gapCapSet = gapCapSet || fl.Name == "idle-gap-cap"
+		if fl.Name == "open-loop" {
+			f.Workload.OpenLoop = *openLoop
+		}
+	})
+	if gapCapSet {
+		if *gapCap < 0 {
+			fmt.Fprintf(stderr, "kvsim sim: --idle-gap-cap: must be >= 0 (got %v)\n", *gapCap)
+			return exitUsage
+		}
+		capNs = int64(*gapCap)
+	}
 	// The server model: SGLang (the default) or llama.cpp's llama-server.
 	type runner interface {
 		Run(sim.Source) (*sim.Result, error)
@@ -101,7 +119,13 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		if *timeline == "" {
 			built.Sim.TimelineInterval = -1 // nobody asked for it: keep none
 		}
-		newRunner = func() (runner, error) { return sim.New(built.Sim, built.Cost) }
+		newRunner = func() (runner, error) {
+			s, err := sim.New(built.Sim, built.Cost)
+			if err != nil || f.Workload.OpenLoop {
+				return s, err
+			}
+			return closedLoop{s}, nil
+		}
 		explains = built.Explain
 		seedUsed = built.Sim.Seed
 	}
@@ -137,6 +161,14 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	defer closeTrace()
+	if capNs > 0 {
+		cut, err := rd.CapIdleGaps(capNs)
+		if err != nil {
+			fmt.Fprintf(stderr, "kvsim sim: %v\n", traces.InFile(tp, err))
+			return exitFail
+		}
+		fmt.Fprintf(stderr, "kvsim sim: %s\n", gapCutNote(cut))
+	}
 	s, err := newRunner()
 	if err != nil {
 		fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
@@ -216,6 +248,21 @@ func openTrace(f *configs.File, fromConfig bool, path string, tf traces.Format) 
 		return nil, nil, err
 	}
 	return rd, func() { rd.Close(); rc.Close() }, nil
+}
+
+// closedLoop runs a simulation closed-loop (sim.Sim.RunClosedLoop).
+type closedLoop struct{ *sim.Sim }
+
+func (c closedLoop) Run(src sim.Source) (*sim.Result, error) { return c.RunClosedLoop(src) }
+
+// gapCutNote says what an idle-gap cap cut.
+func gapCutNote(c traces.GapCut) string {
+	fam := "session families"
+	if c.Families == 1 {
+		fam = "session family"
+	}
+	return fmt.Sprintf("idle-gap cap %v: cut %d gaps in %d %s, %.3f s in all (span %.3f s -> %.3f s)",
+		time.Duration(c.Cap), c.Gaps, c.Families, fam, float64(c.Cut)/1e9, float64(c.SpanBefore)/1e9, float64(c.SpanAfter)/1e9)
 }
 
 // outputDirExists checks, before a long run, that the folder an output

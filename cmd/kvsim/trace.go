@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/kvsim/kvsim/traces"
 )
@@ -101,10 +102,17 @@ type traceInput struct {
 	format string
 	paths  []string
 	f      traces.Format
+	gapCap time.Duration  // --idle-gap-cap (0: none)
+	cut    *traces.GapCut // what the cap cut, once the trace was read
 }
 
 func (in *traceInput) register(fs *flag.FlagSet) {
 	fs.StringVar(&in.format, "format", "", "trace format: "+strings.Join(traces.FormatNames(), ", ")+" (default: detect)")
+}
+
+// registerGapCap adds --idle-gap-cap (convert and stats).
+func (in *traceInput) registerGapCap(fs *flag.FlagSet) {
+	fs.DurationVar(&in.gapCap, "idle-gap-cap", 0, "cut every gap between consecutive request starts of a session family longer than this to it, shifting later times left (0: none); holds the trace in memory")
 }
 
 // check validates the format name and the number of files; it prints the
@@ -119,15 +127,39 @@ func (in *traceInput) check(fs *flag.FlagSet, pos []string, stderr io.Writer) bo
 		fmt.Fprintf(stderr, "%s: missing FILE\n", fs.Name())
 		return false
 	}
+	if in.gapCap < 0 {
+		fmt.Fprintf(stderr, "%s: --idle-gap-cap: must be >= 0 (got %v)\n", fs.Name(), in.gapCap)
+		return false
+	}
 	in.f, in.paths = f, pos
 	return true
 }
 
 func (in *traceInput) open() (*traces.Reader, error) {
+	var r *traces.Reader
+	var err error
 	if len(in.paths) == 1 {
-		return traces.Open(in.paths[0], in.f)
+		r, err = traces.Open(in.paths[0], in.f)
+	} else {
+		r, err = traces.OpenFiles(in.paths, in.f)
 	}
-	return traces.OpenFiles(in.paths, in.f)
+	if err != nil || in.gapCap <= 0 {
+		return r, err
+	}
+	cut, err := r.CapIdleGaps(int64(in.gapCap))
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	in.cut = &cut
+	return r, nil
+}
+
+// noteCut prints what --idle-gap-cap cut, if it was given.
+func (in *traceInput) noteCut(name string, stderr io.Writer) {
+	if in.cut != nil {
+		fmt.Fprintf(stderr, "%s: %s\n", name, gapCutNote(*in.cut))
+	}
 }
 
 // output writes to stdout, or atomically to a file (internal/atomicfile):
@@ -211,6 +243,7 @@ func traceStats(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("stats", stderr)
 	var in traceInput
 	in.register(fs)
+	in.registerGapCap(fs)
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	blockSize := fs.Int("token-block-size", traces.DefaultTokenBlockSize, "block size for hashing token-id traces")
 	out := fs.String("out", "", "write to `FILE` instead of stdout")
@@ -229,6 +262,7 @@ func traceStats(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, err)
 	}
+	in.noteCut(fs.Name(), stderr)
 	o, err := openOutput(*out, stdout)
 	if err != nil {
 		return fail(stderr, err)
@@ -413,6 +447,7 @@ func traceConvert(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("convert", stderr)
 	var in traceInput
 	in.register(fs)
+	in.registerGapCap(fs)
 	to := fs.String("to", "kvsim", "output format (only kvsim)")
 	out := fs.String("out", "", "write to `FILE` instead of stdout")
 	pos, err := parseInterleaved(fs, args)
@@ -429,6 +464,7 @@ func traceConvert(args []string, stdout, stderr io.Writer) int {
 	if err := copyTrace(&in, *out, stdout, 0, nil); err != nil {
 		return fail(stderr, err)
 	}
+	in.noteCut(fs.Name(), stderr)
 	return exitOK
 }
 

@@ -1,0 +1,211 @@
+package sim
+
+import (
+	"fmt"
+
+	"github.com/kvsim/kvsim/traces"
+)
+
+// depTracker runs a trace closed-loop: it holds each record back until
+// the records it depends on have finished in simulated time, the release
+// rule of kvsim replay's pacer (replay/pace.go) with no concurrency cap
+// and no speedup. A record arriving at its trace time a is released at
+//
+//	max(a, finish of every earlier Parent and WaitFor record,
+//	    finish of its Parent + ThinkTime)
+//
+// Names of records not seen before (later records, records outside the
+// trace) are ignored, as the pacer ignores them. A failed request counts
+// as finished when it fails. The tracker keeps one entry per record seen
+// (its finish), so memory grows with the trace, as a replay's does.
+type depTracker struct {
+	slot    map[string]int32 // record ID -> its index among the records seen
+	done    []bool           // by index: finished
+	end     []Time           // by index: finish time, once done
+	waiters [][]int32        // by index: held records waiting for it (indices into held)
+
+	held []heldRecord // records waiting for dependencies; reused through free
+	free []int32
+
+	ready releaseHeap // records whose release time is known
+	seq   uint64
+	onDue func(Time) // called for every record that becomes due, with its time
+}
+
+type heldRecord struct {
+	rec       *traces.Record
+	left      int   // unfinished dependencies
+	parent    int32 // index of the Parent record, or -1
+	depEnd    Time  // max(arrival, finished dependencies' finishes)
+	parentEnd Time  // the Parent's finish, once finished
+}
+
+func newDepTracker(onDue func(Time)) *depTracker {
+	return &depTracker{slot: map[string]int32{}, onDue: onDue}
+}
+
+// arrive registers rec, arriving at now (its trace time). It reports
+// whether rec may be released now; otherwise the tracker holds it, calls
+// onDue with its release time once that is known, and returns it from
+// release then.
+func (d *depTracker) arrive(rec *traces.Record, now Time) (bool, error) {
+	if _, dup := d.slot[rec.ID]; dup {
+		return false, fmt.Errorf("request %q: expected unique request ids to run the trace's dependencies (closed loop), found a repeat", rec.ID)
+	}
+	h := heldRecord{rec: rec, parent: -1, depEnd: now}
+	var unfinished [4]int32
+	wait := unfinished[:0]
+	add := func(id string, isParent bool) {
+		j, ok := d.slot[id]
+		if !ok || id == "" {
+			return
+		}
+		if isParent {
+			h.parent = j
+		}
+		for _, w := range wait {
+			if w == j {
+				return
+			}
+		}
+		if !d.done[j] {
+			wait = append(wait, j)
+			h.left++
+			return
+		}
+		h.depEnd = max(h.depEnd, d.end[j])
+		if isParent {
+			h.parentEnd = d.end[j]
+		}
+	}
+	add(rec.Parent, true)
+	for _, w := range rec.WaitFor {
+		add(w, false)
+	}
+	i := int32(len(d.done))
+	d.slot[rec.ID] = i
+	d.done = append(d.done, false)
+	d.end = append(d.end, 0)
+	d.waiters = append(d.waiters, nil)
+	if h.left == 0 {
+		at := h.due()
+		if at <= now {
+			return true, nil
+		}
+		d.push(at, rec)
+		return false, nil
+	}
+	var k int32
+	if n := len(d.free); n > 0 {
+		k, d.free = d.free[n-1], d.free[:n-1]
+		d.held[k] = h
+	} else {
+		k = int32(len(d.held))
+		d.held = append(d.held, h)
+	}
+	for _, j := range wait {
+		d.waiters[j] = append(d.waiters[j], k)
+	}
+	return false, nil
+}
+
+// due is a record's release time once its dependencies have finished.
+func (h *heldRecord) due() Time {
+	at := h.depEnd
+	if h.parent >= 0 && h.rec.ThinkTime > 0 {
+		at = max(at, h.parentEnd+h.rec.ThinkTime)
+	}
+	return at
+}
+
+// finish records that the request with this ID finished (or failed) at
+// now, and makes the records that waited only for it due.
+func (d *depTracker) finish(id string, now Time) {
+	j, ok := d.slot[id]
+	if !ok {
+		return
+	}
+	d.done[j], d.end[j] = true, now
+	for _, k := range d.waiters[j] {
+		h := &d.held[k]
+		h.left--
+		h.depEnd = max(h.depEnd, now)
+		if h.parent == j {
+			h.parentEnd = now
+		}
+		if h.left == 0 {
+			d.push(max(h.due(), now), h.rec)
+			*h = heldRecord{}
+			d.free = append(d.free, k)
+		}
+	}
+	d.waiters[j] = nil
+}
+
+func (d *depTracker) push(at Time, rec *traces.Record) {
+	d.seq++
+	d.ready.push(release{at: at, seq: d.seq, rec: rec})
+	d.onDue(at)
+}
+
+// release pops the next due record: the caller schedules one release
+// event per onDue call, so at each event the earliest due record is the
+// one due then.
+func (d *depTracker) release() *traces.Record { return d.ready.pop().rec }
+
+// pending is the number of records held or due and not yet released.
+func (d *depTracker) pending() int { return len(d.held) - len(d.free) + len(d.ready) }
+
+type release struct {
+	at  Time
+	seq uint64
+	rec *traces.Record
+}
+
+// releaseHeap is a binary min-heap of releases by (at, seq).
+type releaseHeap []release
+
+func (h releaseHeap) less(i, j int) bool {
+	if h[i].at != h[j].at {
+		return h[i].at < h[j].at
+	}
+	return h[i].seq < h[j].seq
+}
+
+func (h *releaseHeap) push(e release) {
+	*h = append(*h, e)
+	s := *h
+	for j := len(s) - 1; j > 0; {
+		i := (j - 1) / 2
+		if !s.less(j, i) {
+			break
+		}
+		s[i], s[j] = s[j], s[i]
+		j = i
+	}
+}
+
+func (h *releaseHeap) pop() release {
+	s := *h
+	top := s[0]
+	n := len(s) - 1
+	s[0] = s[n]
+	s[n] = release{}
+	s = s[:n]
+	for i := 0; ; {
+		j := 2*i + 1
+		if j >= n {
+			break
+		}
+		if r := j + 1; r < n && s.less(r, j) {
+			j = r
+		}
+		if !s.less(j, i) {
+			break
+		}
+		s[i], s[j] = s[j], s[i]
+		i = j
+	}
+	*h = s
+	return top
+}
