@@ -1,7 +1,9 @@
 package traces
 
 import (
+	"math"
 	"slices"
+	"strconv"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -180,4 +182,67 @@ func TestOPTZeroCapacity(t *testing.T) {
 	if r := o.Run(-3); r.HitPages != 0 {
 		t.Fatalf("negative capacity: %+v", r)
 	}
+}
+
+// chain rewrites a trace so that block ids are chained hashes (equal ids
+// exactly when the prefixes are equal), as in Mooncake traces.
+func chain(reqs [][]uint64) [][]uint64 {
+	type edge struct {
+		parent, key uint64
+	}
+	ids := map[edge]uint64{}
+	out := make([][]uint64, len(reqs))
+	for i, r := range reqs {
+		var cur uint64
+		for _, k := range r {
+			id, ok := ids[edge{cur, k}]
+			if !ok {
+				id = uint64(len(ids) + 1)
+				ids[edge{cur, k}] = id
+			}
+			out[i] = append(out[i], id)
+			cur = id
+		}
+	}
+	return out
+}
+
+// TestPropStatsOPT: on chained-hash traces, Stats' OPT hit rate is at
+// least the LRU one and at most the ideal one at every fraction, never
+// decreases with the fraction, equals the ideal when every block fits, and
+// is the hit rate of an OPT run at the fraction's capacity.
+func TestPropStatsOPT(t *testing.T) {
+	fractions := []float64{0.01, 0.1, 0.2, 0.3, 0.5, 0.75, 1}
+	rapid.Check(t, func(t *rapid.T) {
+		reqs := chain(genOPTTrace(t))
+		var recs []Record
+		for i, bl := range reqs {
+			recs = append(recs, Record{ID: strconv.Itoa(i), Arrival: int64(i), InputLen: len(bl) * 16, Blocks: bl, BlockSize: 16})
+		}
+		d := &wekaDecoder{recs: recs}
+		st, err := ComputeStats(func() (*Reader, error) { return &Reader{path: "mem", dec: d, format: FormatKVSim}, nil }, StatsOptions{Fractions: fractions})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.TotalBlocks == 0 {
+			return
+		}
+		o := buildOPT(t, reqs)
+		prev := 0.0
+		for _, f := range fractions {
+			k := strconv.FormatFloat(f, 'f', -1, 64)
+			got := st.OPTHitRate[k]
+			if got < st.LRUHitRate[k] || got > *st.IdealHitRate || got < prev {
+				t.Fatalf("fraction %s: OPT %v, LRU %v, ideal %v, OPT at the smaller fraction %v", k, got, st.LRUHitRate[k], *st.IdealHitRate, prev)
+			}
+			prev = got
+			c := max(1, int(math.Floor(float64(st.UniqueBlocks)*f)))
+			if want := float64(o.Run(c).HitPages) / float64(st.TotalBlocks); got != want {
+				t.Fatalf("fraction %s: OPT %v, a run at %d pages %v", k, got, c, want)
+			}
+		}
+		if st.OPTHitRate["1"] != *st.IdealHitRate {
+			t.Fatalf("OPT with every block %v, ideal %v", st.OPTHitRate["1"], *st.IdealHitRate)
+		}
+	})
 }
