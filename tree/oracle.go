@@ -7,8 +7,8 @@ import (
 
 // Oracle answers Belady's question for the [Belady] eviction strategy:
 // when is a page run needed next? It knows the whole trace in advance, as
-// a trie of its prompts' page sequences: a prefix is an int32 id, 0 the
-// empty prefix, -1 none (a prefix no request of the trace has). The
+// a trie of its prompts' page sequences: a prefix is an int32 id (Root
+// the empty prefix), -1 none (a prefix no request of the trace has). The
 // simulator implements it (package sim); the tree declares what it calls.
 //
 // The tree asks [Oracle.NextUse] whenever it refreshes a node (on every
@@ -16,6 +16,8 @@ import (
 // node's eviction key until the next refresh, so the heaps stay ordered
 // whatever the oracle learns in between.
 type Oracle interface {
+	// Root returns the id of the empty prefix.
+	Root() int32
 	// Child returns the id of prefix extended by page p, or -1 when no
 	// request of the trace has that prefix. prefix is >= 0.
 	Child(prefix int32, p PageID) int32
@@ -37,6 +39,7 @@ func (t *Tree) SetOracle(o Oracle) error {
 		return ErrOracleSet
 	}
 	t.oracle = o
+	t.root.oLast = o.Root()
 	return nil
 }
 

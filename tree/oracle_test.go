@@ -23,6 +23,8 @@ func newPathOracle(next map[string]int64) *pathOracle {
 	return &pathOracle{ids: map[string]int32{"": 0}, paths: []string{""}, next: next}
 }
 
+func (o *pathOracle) Root() int32 { return 0 }
+
 func (o *pathOracle) Child(prefix int32, p PageID) int32 {
 	path := o.paths[prefix] + fmt.Sprintf("%d/", p)
 	id, ok := o.ids[path]
