@@ -38,8 +38,8 @@ type CacheConfig struct {
 	HostTokens int64 `toml:"host_tokens"`
 	// Eviction is the eviction order (--radix-eviction-policy): lru, lfu,
 	// fifo, mru, filo, priority, slru, or slru-segmented; or belady, kvsim's
-	// offline oracle (evict the run whose next use in the trace is
-	// furthest; [Sim.Run] only, see the package doc). Default lru.
+	// offline oracle (evict the node whose next use in the trace is
+	// furthest; [Sim.Run] only, see docs/model.md). Default lru.
 	Eviction string `toml:"eviction"`
 	// ProtectedShare is the protected segment's share of the device under
 	// slru-segmented. Default 0.8.
