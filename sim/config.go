@@ -38,7 +38,9 @@ type CacheConfig struct {
 	// tier (HiCache off). See hw.Sizing for hicache_ratio / hicache_size.
 	HostTokens int64 `toml:"host_tokens"`
 	// Eviction is the eviction order (--radix-eviction-policy): lru, lfu,
-	// fifo, mru, filo, priority, slru, or slru-segmented. Default lru.
+	// fifo, mru, filo, priority, slru, or slru-segmented; or belady, kvsim's
+	// offline oracle (evict the node whose next use in the trace is
+	// furthest; [Sim.Run] only, see docs/model.md). Default lru.
 	Eviction string `toml:"eviction"`
 	// ProtectedShare is the protected segment's share of the device under
 	// slru-segmented. Default 0.8.
@@ -300,7 +302,7 @@ func (c Config) Validate() error {
 	}
 	k := c.Cache
 	if _, err := tree.ParseStrategy(k.Eviction); err != nil {
-		bad("cache.eviction", "one of lru, lfu, fifo, mru, filo, priority, slru, slru-segmented", fmt.Sprintf("%q", k.Eviction))
+		bad("cache.eviction", "one of lru, lfu, fifo, mru, filo, priority, slru, slru-segmented, belady", fmt.Sprintf("%q", k.Eviction))
 	}
 	if _, err := tree.ParseWritePolicy(k.WritePolicy); err != nil {
 		bad("cache.write_policy", "one of write_through, write_through_selective, write_back", fmt.Sprintf("%q", k.WritePolicy))
@@ -309,7 +311,11 @@ func (c Config) Validate() error {
 		bad("cache.lanes", `"page" or "token"`, fmt.Sprintf("%q", k.Lanes))
 	}
 	switch k.Planner {
-	case "auto", "sglang", "owner-lane":
+	case "owner-lane":
+		if k.Eviction == "belady" {
+			bad("cache.planner", `"auto" or "sglang" under cache.eviction = "belady" (the owner-lane planner has its own eviction order)`, fmt.Sprintf("%q", k.Planner))
+		}
+	case "auto", "sglang":
 	default:
 		bad("cache.planner", `"auto", "sglang" or "owner-lane"`, fmt.Sprintf("%q", k.Planner))
 	}

@@ -60,6 +60,9 @@ func (q *Queue) Next() (traces.Record, error) {
 
 // NewOnline returns an online simulation of cfg with the given cost model.
 func NewOnline(cfg Config, cost CostModel) (*Online, error) {
+	if cfg.Cache.Eviction == "belady" {
+		return nil, ErrOracleOnline
+	}
 	s, err := New(cfg, cost)
 	if err != nil {
 		return nil, err

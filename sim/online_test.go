@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"testing"
@@ -25,6 +26,13 @@ func TestPropOnlineMatchesBatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		o, err := NewOnline(cfg, linearCost{})
+		if cfg.Cache.Eviction == "belady" {
+			// The oracle needs the trace in advance: online is refused.
+			if !errors.Is(err, ErrOracleOnline) {
+				t.Fatalf("NewOnline(belady) = %v, want ErrOracleOnline", err)
+			}
+			return
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

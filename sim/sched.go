@@ -305,6 +305,7 @@ func (s *Sim) addOne(a *adder, r *request) (addResult, bool) {
 	if !r.admitted {
 		// SGLang's cached_tokens: counted once, at the first admission.
 		r.admitted = true
+		s.oracle.consume(r.idx) // its prefix is locked: no longer a use to come
 		r.countedNow = true
 		r.res.Admitted = s.now
 		r.res.CachedTokens = prefix
@@ -538,6 +539,7 @@ func (s *Sim) dropKV(r *request) {
 }
 
 func (s *Sim) finishBookkeeping(r *request) {
+	s.oracle.consume(r.idx) // a failed request never comes back either
 	s.active--
 	r.pages = nil
 	r.seqTokens = nil

@@ -76,6 +76,7 @@ type Sim struct {
 	seenWrittenBack int64 // tree.Stats().WrittenBack already charged
 	nodeByID        map[tree.NodeID]*tree.Node
 	st              *storageState // nil without a storage tier
+	oracle          *oracle       // cache.eviction = "belady" only
 
 	results  []RequestResult
 	itls     []float64 // every inter-token latency, ms
@@ -108,7 +109,7 @@ func New(cfg Config, cost CostModel) (*Sim, error) {
 		rng:   rand.New(rand.NewPCG(cfg.Seed, 0x6b7673696d)), // stream constant: "kvsim"
 		lanes: cfg.Cache.CP,
 	}
-	if cfg.Cache.Planner == "owner-lane" || (cfg.Cache.Planner == "auto" && cfg.Cache.CP > 1) {
+	if cfg.Cache.Planner == "owner-lane" || (cfg.Cache.Planner == "auto" && cfg.Cache.CP > 1 && cfg.Cache.Eviction != "belady") {
 		s.planner, err = planner.New(planner.Config{Lanes: cfg.Cache.CP})
 		if err != nil {
 			return nil, err
@@ -133,6 +134,12 @@ func (s *Sim) Tree() *tree.Tree { return s.tree }
 
 // Run simulates the whole trace and returns the results.
 func (s *Sim) Run(src Source) (*Result, error) {
+	if s.cfg.Cache.Eviction == "belady" {
+		var err error
+		if src, err = s.readAhead(src); err != nil {
+			return nil, err
+		}
+	}
 	s.src = src
 	if err := s.start(); err != nil {
 		return nil, err

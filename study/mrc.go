@@ -8,19 +8,32 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/kvsim/kvsim/traces"
 )
 
 // MRCPoint is one point of a miss-ratio curve: the share of prompt tokens
-// that miss in a prefix cache of CapacityTokens tokens managed by LRU.
+// that miss in a prefix cache of CapacityTokens tokens managed by LRU, and
+// by Belady's offline optimum.
 type MRCPoint struct {
 	CapacityTokens int64
 	MissRatio      float64
+	// OPTMissRatio is the miss ratio under Belady's offline optimum
+	// (traces.OPT), or NaN where it was not computed.
+	OPTMissRatio float64
 }
+
+// mrcPoints is the number of LRU points of mrc.csv, and optEvery the
+// stride of those at which OPT is computed too (about 40 capacities).
+const (
+	mrcPoints = 200
+	optEvery  = 5
+)
 
 // mrcCurve is a trace's LRU miss-ratio curve at every capacity, from the
 // LRU stack distances of its blocks (Mattson et al., "Evaluation
@@ -34,6 +47,10 @@ type MRCPoint struct {
 // block j of a request hits iff max(d_0..d_j) < C. The histogram of those
 // running maxima, weighted by the tokens each block covers (block-weighted
 // for the comparison with traces.Stats), gives the hit tokens at every C.
+//
+// Beside it, the optimal curve: the same cache under Belady's offline
+// optimum (traces.OPT), one replay per capacity (optMissRatios) at about
+// 40 of the curve's capacities.
 type mrcCurve struct {
 	blockSize   int
 	need        []int64   // sorted distinct capacities (blocks) at which more hits appear
@@ -42,6 +59,12 @@ type mrcCurve struct {
 	totalTokens float64
 	totalBlocks float64
 	unique      int64
+
+	// opt replays the blocks under Belady's optimum (trie nodes; the same
+	// as block ids for chained hashes and for the token chains above), and
+	// inputs are the requests' prompt tokens, to weight its hits.
+	opt    *traces.OPT
+	inputs []int
 }
 
 // fenwick is a binary indexed tree of counts over access times 1..n.
@@ -117,6 +140,14 @@ func computeMRC(rd *traces.Reader) (*mrcCurve, error) {
 		total += len(bl)
 	}
 	c := &mrcCurve{blockSize: bs}
+	future := traces.NewOPTBuilder()
+	for _, q := range reqs {
+		if err := future.Add(q.blocks); err != nil {
+			return nil, err
+		}
+		c.inputs = append(c.inputs, q.input)
+	}
+	c.opt = future.Build()
 	fw := make(fenwick, total+1)
 	last := map[uint64]int{}
 	now := 0
@@ -185,9 +216,50 @@ func (c *mrcCurve) hitRate(capacity int64) (tokens, blocks float64) {
 	return tokens, blocks
 }
 
+// optHitTokens replays the trace under Belady's optimum at capacity
+// blocks and returns the prompt tokens of the hit blocks: a request whose
+// first k blocks hit saves min(k·blockSize, input) tokens, the weights of
+// the LRU curve.
+func (c *mrcCurve) optHitTokens(capacity int64) float64 {
+	run := c.opt.NewRun(int(min(capacity, math.MaxInt32)))
+	var t float64
+	for i := 0; !run.Done(); i++ {
+		k := int64(run.Step())
+		t += float64(min(k*int64(c.blockSize), int64(max(c.inputs[i], 0))))
+	}
+	return t
+}
+
+// optMissRatios computes the OPT miss ratio at each capacity (blocks), one
+// replay per capacity, on up to jobs goroutines; each result lands at its
+// index, so the output does not depend on scheduling. One pass would do
+// (the optimum has the inclusion property, see traces.OPT), but its
+// priority-stack update costs the stack depth per block, more than the
+// O(blocks · log C) of about 40 replays.
+func (c *mrcCurve) optMissRatios(caps []int64, jobs int) []float64 {
+	out := make([]float64, len(caps))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range max(1, min(jobs, len(caps))) {
+		wg.Go(func() {
+			for i := range next {
+				out[i] = 1 - c.optHitTokens(caps[i])/c.totalTokens
+			}
+		})
+	}
+	for i := range caps {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return out
+}
+
 // points samples the token-weighted curve at about n log-spaced capacities
-// from one block to every unique block.
-func (c *mrcCurve) points(n int) []MRCPoint {
+// from one block to every unique block, with the OPT miss ratio at every
+// optEvery-th of them and at the last (NaN elsewhere), computed on up to
+// jobs goroutines.
+func (c *mrcCurve) points(n, jobs int) []MRCPoint {
 	if c.unique == 0 {
 		return nil
 	}
@@ -199,6 +271,15 @@ func (c *mrcCurve) points(n int) []MRCPoint {
 			caps = append(caps, v)
 		}
 	}
+	var optAt []int
+	var optCaps []int64
+	for i, cp := range caps {
+		if i%optEvery == 0 || i == len(caps)-1 {
+			optAt = append(optAt, i)
+			optCaps = append(optCaps, cp)
+		}
+	}
+	opt := c.optMissRatios(optCaps, jobs)
 	var out []MRCPoint
 	var t float64
 	j := 0
@@ -207,7 +288,10 @@ func (c *mrcCurve) points(n int) []MRCPoint {
 			t += c.tokens[j]
 			j++
 		}
-		out = append(out, MRCPoint{CapacityTokens: cp * int64(c.blockSize), MissRatio: 1 - t/c.totalTokens})
+		out = append(out, MRCPoint{CapacityTokens: cp * int64(c.blockSize), MissRatio: 1 - t/c.totalTokens, OPTMissRatio: math.NaN()})
+	}
+	for k, i := range optAt {
+		out[i].OPTMissRatio = opt[k]
 	}
 	return out
 }
@@ -241,16 +325,21 @@ func writeMRC(s *Study, dir string) error {
 		return err
 	}
 	return writeAtomic(filepath.Join(dir, MRCFile), func(w io.Writer) error {
-		fmt.Fprintf(w, "# LRU miss-ratio curve of %s: block size %d tokens, %d unique blocks\n", filepath.Base(pt.Trace), c.blockSize, c.unique)
-		fmt.Fprintln(w, "capacity_tokens,miss_ratio")
-		for _, p := range c.points(200) {
-			fmt.Fprintf(w, "%d,%s\n", p.CapacityTokens, strconv.FormatFloat(p.MissRatio, 'f', 6, 64))
+		fmt.Fprintf(w, "# LRU and optimal (Belady) miss-ratio curves of %s: block size %d tokens, %d unique blocks\n", filepath.Base(pt.Trace), c.blockSize, c.unique)
+		fmt.Fprintln(w, "capacity_tokens,miss_ratio,opt_miss_ratio")
+		for _, p := range c.points(mrcPoints, runtime.GOMAXPROCS(0)) {
+			opt := ""
+			if !math.IsNaN(p.OPTMissRatio) {
+				opt = strconv.FormatFloat(p.OPTMissRatio, 'f', 6, 64)
+			}
+			fmt.Fprintf(w, "%d,%s,%s\n", p.CapacityTokens, strconv.FormatFloat(p.MissRatio, 'f', 6, 64), opt)
 		}
 		return nil
 	})
 }
 
-// readMRC reads mrc.csv (nil when absent).
+// readMRC reads mrc.csv (nil when absent). The opt_miss_ratio column may
+// be empty or absent (mrc.csv of older runs): OPTMissRatio is then NaN.
 func readMRC(dir string) ([]MRCPoint, string, error) {
 	data, err := os.ReadFile(filepath.Join(dir, MRCFile))
 	if errors.Is(err, os.ErrNotExist) {
@@ -269,13 +358,21 @@ func readMRC(dir string) ([]MRCPoint, string, error) {
 		if strings.HasPrefix(l, "capacity_tokens") {
 			continue
 		}
-		a, b, ok := strings.Cut(l, ",")
-		x, err1 := strconv.ParseInt(a, 10, 64)
-		y, err2 := strconv.ParseFloat(b, 64)
-		if !ok || err1 != nil || err2 != nil {
+		f := strings.Split(l, ",")
+		if len(f) < 2 || len(f) > 3 {
+			return nil, "", fmt.Errorf("%s:%d: bad line %q: expected capacity_tokens,miss_ratio[,opt_miss_ratio]", MRCFile, n+1, l)
+		}
+		x, err1 := strconv.ParseInt(f[0], 10, 64)
+		y, err2 := strconv.ParseFloat(f[1], 64)
+		o := math.NaN()
+		var err3 error
+		if len(f) == 3 && f[2] != "" {
+			o, err3 = strconv.ParseFloat(f[2], 64)
+		}
+		if err1 != nil || err2 != nil || err3 != nil {
 			return nil, "", fmt.Errorf("%s:%d: bad line %q", MRCFile, n+1, l)
 		}
-		out = append(out, MRCPoint{CapacityTokens: x, MissRatio: y})
+		out = append(out, MRCPoint{CapacityTokens: x, MissRatio: y, OPTMissRatio: o})
 	}
 	return out, note, nil
 }

@@ -295,7 +295,8 @@ func drawPlots(m *Manifest, dir string, recs []*Record, best int, obj Objective)
 		}
 		cap := "Miss ratio (share of prompt tokens not served from cache) against the KV capacity of the tiers: "
 		if len(mrc) > 0 {
-			cap += "the line is an ideal LRU prefix cache of that many tokens on the trace (" + note + "), from its LRU stack distances; "
+			cap += "the solid line is an ideal LRU prefix cache of that many tokens on the trace (" + note + "), from its LRU stack distances; " +
+				"the dashed line is the offline optimum at the same capacity (Belady: evict the block whose next use is furthest), the fewest misses any eviction policy can get, computed at the dots; "
 		}
 		cap += "markers are the simulated points at the distinct KV their pools can hold (max(device, host) under write-through, device + host under write-back)."
 		out = append(out, Plot{"mrc", cap})
@@ -482,7 +483,8 @@ func plotMRC(dir string, ss []series, mrc []MRCPoint, note string) error {
 	p.Y.Min, p.Y.Max = 0, 1
 	lo, hi := math.Inf(1), 0.0
 	simLo, minY := math.Inf(1), 1.0
-	var trace *plotter.XYs
+	var trace, optTrace *plotter.XYs
+	var optLast plotter.XY
 	if len(mrc) > 0 {
 		pts := make(plotter.XYs, 0, len(mrc))
 		for _, q := range mrc {
@@ -498,6 +500,27 @@ func plotMRC(dir string, ss []series, mrc []MRCPoint, note string) error {
 		l.Width = vg.Points(1.5)
 		p.Add(l)
 		p.Legend.Add("trace, ideal LRU prefix cache", l)
+		var opts plotter.XYs
+		for _, q := range mrc {
+			if !math.IsNaN(q.OPTMissRatio) {
+				opts = append(opts, plotter.XY{X: math.Log10(float64(q.CapacityTokens)), Y: q.OPTMissRatio})
+			}
+		}
+		if len(opts) > 0 {
+			ol, sc, err := plotter.NewLinePoints(opts)
+			if err != nil {
+				return err
+			}
+			ol.Color, sc.Color = color.Gray{Y: 0}, color.Gray{Y: 0}
+			ol.Width = vg.Points(1.5)
+			ol.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+			sc.Shape = draw.CircleGlyph{}
+			sc.Radius = vg.Points(1.5)
+			optTrace = &ol.XYs
+			optLast = opts[len(opts)-1]
+			p.Add(ol, sc)
+			p.Legend.Add("trace, offline optimum (Belady)", ol, sc)
+		}
 	}
 	for i, s := range ss {
 		pts := make(plotter.XYs, 0, len(s.recs))
@@ -530,12 +553,18 @@ func plotMRC(dir string, ss []series, mrc []MRCPoint, note string) error {
 	for _, q := range mrc {
 		if math.Log10(float64(q.CapacityTokens)) >= p.X.Min {
 			minY = min(minY, q.MissRatio)
+			if !math.IsNaN(q.OPTMissRatio) {
+				minY = min(minY, q.OPTMissRatio)
+			}
 		}
 	}
 	p.Y.Min = max(0, math.Floor(minY*10)/10-0.1)
 	if trace != nil && len(mrc) > 0 && p.X.Max > math.Log10(float64(mrc[len(mrc)-1].CapacityTokens)) {
 		// Beyond every unique block the LRU holds the whole trace: flat.
 		*trace = append(*trace, plotter.XY{X: p.X.Max, Y: mrc[len(mrc)-1].MissRatio})
+	}
+	if optTrace != nil && p.X.Max > optLast.X {
+		*optTrace = append(*optTrace, plotter.XY{X: p.X.Max, Y: optLast.Y})
 	}
 	p.Legend.Top = false
 	p.Legend.Left = true

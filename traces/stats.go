@@ -9,7 +9,7 @@ import (
 )
 
 // DefaultLRUFractions are the cache capacities, as fractions of the unique
-// blocks, at which Stats reports block-level LRU hit rates.
+// blocks, at which Stats reports block-level LRU (and OPT) hit rates.
 var DefaultLRUFractions = []float64{0.01, 0.05, 0.1, 0.25, 0.5}
 
 // DefaultTokenBlockSize is the block size used to hash token-id traces into
@@ -21,8 +21,8 @@ type StatsOptions struct {
 	// TokenBlockSize is the block size for chained hashes of token ids
 	// (default DefaultTokenBlockSize); only full blocks are hashed.
 	TokenBlockSize int
-	// Fractions are the LRU capacities as fractions of the unique blocks
-	// (default DefaultLRUFractions), each in (0, 1].
+	// Fractions are the LRU and OPT capacities as fractions of the unique
+	// blocks (default DefaultLRUFractions), each in (0, 1].
 	Fractions []float64
 }
 
@@ -46,6 +46,13 @@ type Dist struct {
 //     counted first; then every block, in order, is moved to (or inserted
 //     as) most recently used, evicting the least recently used block when
 //     over capacity.
+//   - OPT hit rate at fraction x: the same capacity under Belady's offline
+//     optimum ([OPT]): for each request k is counted first; then all its
+//     blocks are cached and, while over capacity, the block whose next use
+//     is furthest is evicted. No eviction policy gets more hits from that
+//     capacity. Blocks are identified by their prefix (trie node), which
+//     for chained hashes, as in every Mooncake trace and in token-id
+//     traces, is the same as the block id.
 //
 // This is the procedure of the shared traces' README, so the figures can be
 // compared with the published ones. For token-id traces the blocks are
@@ -70,6 +77,7 @@ type Stats struct {
 	UniqueBlocks int                `json:"unique_blocks"`
 	IdealHitRate *float64           `json:"ideal_hit_rate,omitempty"`
 	LRUHitRate   map[string]float64 `json:"lru_hit_rate,omitempty"`
+	OPTHitRate   map[string]float64 `json:"opt_hit_rate,omitempty"`
 	// Note explains missing figures.
 	Note string `json:"note,omitempty"`
 }
@@ -121,8 +129,10 @@ func (s *blockStream) blocks(r *Record) []uint64 {
 // reader to the end, so a pipe or standard input works. The LRU hit rates,
 // whose capacities depend on the unique block count known only at the end,
 // come from LRU stack distances (see stackDist): a block hits in an LRU of
-// capacity c exactly when its distance is < c. Memory is proportional to
-// the number of requests (one int per length) plus the unique blocks.
+// capacity c exactly when its distance is < c. The OPT hit rates replay
+// the trace's blocks, kept in memory (two int32 per block), once per
+// fraction. Memory is proportional to the number of requests (one int per
+// length) plus the blocks.
 func ComputeStats(open func() (*Reader, error), opt StatsOptions) (*Stats, error) {
 	if opt.TokenBlockSize <= 0 {
 		opt.TokenBlockSize = DefaultTokenBlockSize
@@ -132,7 +142,7 @@ func ComputeStats(open func() (*Reader, error), opt StatsOptions) (*Stats, error
 	}
 	for _, f := range opt.Fractions {
 		if !(f > 0 && f <= 1) {
-			return nil, fmt.Errorf("stats: LRU fraction %v: expected a value in (0, 1]", f)
+			return nil, fmt.Errorf("stats: capacity fraction %v: expected a value in (0, 1]", f)
 		}
 	}
 	r, err := open()
@@ -149,6 +159,8 @@ func ComputeStats(open func() (*Reader, error), opt StatsOptions) (*Stats, error
 	// an LRU of capacity c they hit exactly when d < c.
 	var hist []int
 	stream := &blockStream{bs: opt.TokenBlockSize, intern: map[chainKey]uint64{}}
+	future := NewOPTBuilder()
+	var optErr error
 	var hits, total int
 	blockSizes := map[int]bool{}
 	hasBlocks, hasTokens := false, false
@@ -191,9 +203,15 @@ func ComputeStats(open func() (*Reader, error), opt StatsOptions) (*Stats, error
 			sd.use(b)
 		}
 		total += len(bl)
+		if optErr == nil {
+			optErr = future.Add(bl)
+		}
 	})
 	if err != nil {
 		return nil, err
+	}
+	if optErr != nil {
+		return nil, fmt.Errorf("stats: %w", optErr)
 	}
 	st.Sessions = len(sessions)
 	st.DurationS = float64(last-first) / 1e9
@@ -227,13 +245,17 @@ func ComputeStats(open func() (*Reader, error), opt StatsOptions) (*Stats, error
 	ideal := ratio(hits, total)
 	st.IdealHitRate = &ideal
 	st.LRUHitRate = map[string]float64{}
+	st.OPTHitRate = map[string]float64{}
+	oracle := future.Build()
 	for _, f := range opt.Fractions {
 		c := max(1, int(math.Floor(float64(st.UniqueBlocks)*f)))
 		h := 0
 		for d := 0; d < min(c, len(hist)); d++ {
 			h += hist[d]
 		}
-		st.LRUHitRate[strconv.FormatFloat(f, 'f', -1, 64)] = ratio(h, total)
+		key := strconv.FormatFloat(f, 'f', -1, 64)
+		st.LRUHitRate[key] = ratio(h, total)
+		st.OPTHitRate[key] = ratio(oracle.Run(c).HitPages, total)
 	}
 	return st, nil
 }

@@ -27,10 +27,13 @@ func TestStatsMooncakeGolden(t *testing.T) {
 		total, unique int
 		ideal         float64
 		lru           []float64 // at 1/5/10/25/50%
+		opt           []float64 // at 1/5/10/25/50% (kvsim's, not published)
 		inMean        float64
 	}{
-		{"mooncake_fast25/conversation_trace.jsonl", 12031, 288500, 182790, 0.366, []float64{0.052, 0.195, 0.278, 0.353, 0.363}, 12035},
-		{"mooncake_fast25/synthetic_trace.jsonl", 3993, 121877, 43924, 0.640, []float64{0.034, 0.155, 0.260, 0.443, 0.589}, 15325},
+		{"mooncake_fast25/conversation_trace.jsonl", 12031, 288500, 182790, 0.366, []float64{0.052, 0.195, 0.278, 0.353, 0.363},
+			[]float64{0.246, 0.366, 0.366, 0.366, 0.366}, 12035},
+		{"mooncake_fast25/synthetic_trace.jsonl", 3993, 121877, 43924, 0.640, []float64{0.034, 0.155, 0.260, 0.443, 0.589},
+			[]float64{0.185, 0.396, 0.506, 0.626, 0.640}, 15325},
 	}
 	for _, c := range cases {
 		t.Run(c.rel, func(t *testing.T) {
@@ -48,6 +51,9 @@ func TestStatsMooncakeGolden(t *testing.T) {
 				key := fmt.Sprint(f)
 				if got := st.LRUHitRate[key]; !near(got, c.lru[i], 0.0005) {
 					t.Errorf("LRU %s = %.4f, want %.3f", key, got, c.lru[i])
+				}
+				if got := st.OPTHitRate[key]; !near(got, c.opt[i], 0.0005) {
+					t.Errorf("OPT %s = %.4f, want %.3f", key, got, c.opt[i])
 				}
 			}
 			if !near(st.Input.Mean, c.inMean, 0.5) {

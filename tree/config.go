@@ -34,11 +34,17 @@ const (
 	// device capacity, and when it overflows its least recently used nodes
 	// are demoted back to probation. Probation is evicted first.
 	SegmentedLRU
+	// Belady evicts the node whose pages are next needed furthest in the
+	// future (Belady's MIN, 1966), never-needed nodes first, by node id
+	// among those. It is an oracle for what-if studies: it needs the whole
+	// trace in advance, through an [Oracle] given with [Tree.SetOracle].
+	Belady
 )
 
 var strategyNames = map[Strategy]string{
 	LRU: "lru", LFU: "lfu", FIFO: "fifo", MRU: "mru", FILO: "filo",
 	Priority: "priority", SLRU: "slru", SegmentedLRU: "slru-segmented",
+	Belady: "belady",
 }
 
 func (s Strategy) String() string {
@@ -50,14 +56,15 @@ func (s Strategy) String() string {
 
 // ParseStrategy returns the strategy named as SGLang's
 // --radix-eviction-policy names it ("lru", "lfu", "fifo", "mru", "filo",
-// "priority", "slru"), or "slru-segmented" for the classic segmented LRU.
+// "priority", "slru"), "slru-segmented" for the classic segmented LRU, or
+// "belady" for the offline optimum.
 func ParseStrategy(name string) (Strategy, error) {
 	for s, n := range strategyNames {
 		if n == name {
 			return s, nil
 		}
 	}
-	return 0, fmt.Errorf("unknown eviction strategy %q (want lru, lfu, fifo, mru, filo, priority, slru or slru-segmented)", name)
+	return 0, fmt.Errorf("unknown eviction strategy %q (want lru, lfu, fifo, mru, filo, priority, slru, slru-segmented or belady)", name)
 }
 
 // WritePolicy says when device pages are copied to the host tier.

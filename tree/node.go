@@ -38,6 +38,11 @@ type Node struct {
 	devKids int // children that are device-resident
 
 	devIdx, hostIdx, protIdx int // positions in the tree's heaps, -1 if absent
+
+	// Belady only: the oracle's prefix ids of the first and last page
+	// (-1: not in the trace), and the key from the last refresh.
+	oFirst, oLast int32
+	nextUse       int64
 }
 
 const smallFanout = 8

@@ -49,7 +49,7 @@ func newMachine(rt *rapid.T) *machine {
 		CP:           cp,
 		Lanes:        rapid.SampledFrom([]LaneMode{LanePages, LaneTokens}).Draw(rt, "lanes"),
 		DeviceTokens: int64(rapid.IntRange(4, 64).Draw(rt, "device_tokens")),
-		Eviction:     rapid.SampledFrom([]Strategy{LRU, LFU, FIFO, MRU, FILO, Priority, SLRU, SegmentedLRU}).Draw(rt, "eviction"),
+		Eviction:     rapid.SampledFrom([]Strategy{LRU, LFU, FIFO, MRU, FILO, Priority, SLRU, SegmentedLRU, Belady}).Draw(rt, "eviction"),
 	}
 	if rapid.Bool().Draw(rt, "host") {
 		cfg.HostTokens = int64(rapid.IntRange(4, 128).Draw(rt, "host_tokens"))
@@ -62,7 +62,17 @@ func newMachine(rt *rapid.T) *machine {
 		rt.Fatalf("New: %v", err)
 	}
 	alpha := int32(rapid.SampledFrom([]int{2, 3, 12}).Draw(rt, "alphabet"))
-	return &machine{t: tr, pager: NewPager(ps), ps: ps, cfg: tr.Config(), alpha: alpha, model: map[string]pageState{}}
+	m := &machine{t: tr, pager: NewPager(ps), ps: ps, cfg: tr.Config(), alpha: alpha, model: map[string]pageState{}}
+	if cfg.Eviction == Belady {
+		// An oracle whose answers change with the clock: the heaps must
+		// stay ordered whatever it says between refreshes.
+		o := newPathOracle(nil)
+		o.vary = &m.now
+		if err := tr.SetOracle(o); err != nil {
+			rt.Fatalf("SetOracle: %v", err)
+		}
+	}
+	return m
 }
 
 // drawPrompt makes prompts that share prefixes: a known prompt (or part of

@@ -41,6 +41,8 @@ type Tree struct {
 	nodes int // nodes in the tree, root excluded
 	stats Stats
 
+	oracle Oracle // Belady only
+
 	scratch []int64
 }
 
@@ -201,6 +203,10 @@ func (t *Tree) key(n *Node) (int64, int64) {
 		return n.priority, n.accessSeq
 	case SLRU, SegmentedLRU:
 		return t.segment(n), n.accessSeq
+	case Belady:
+		// Furthest next use first: the key is its negation, and
+		// never-needed nodes (MaxInt64) come first, by node id.
+		return -n.nextUse, 0
 	default:
 		return n.accessSeq, 0
 	}
@@ -248,6 +254,9 @@ func (t *Tree) refresh(n *Node) {
 	if n.parent == nil {
 		return
 	}
+	if t.cfg.Eviction == Belady {
+		n.nextUse = t.nextUse(n)
+	}
 	t.devHeap.set(n, n.device && n.lockRef == 0 && n.devKids == 0)
 	t.hostHeap.set(n, !n.device && n.host && n.lockRef == 0 && n.hostRef == 0 && len(n.kids) == 0)
 }
@@ -260,6 +269,7 @@ func (t *Tree) newNode(parent *Node, pages []PageID, depth int64) *Node {
 		devIdx: -1, hostIdx: -1, protIdx: -1,
 	}
 	t.nextID++
+	t.oracleIDs(n)
 	ps := int64(t.cfg.PageSize)
 	addLaneTokens(t.cfg.Lanes, ps, int64(t.cp), depth*ps, (depth+int64(len(pages)))*ps, n.lanes)
 	t.seq++
@@ -451,6 +461,12 @@ func (t *Tree) split(c *Node, m int) *Node {
 		c.lanes[o] -= up.lanes[o]
 	}
 	c.parent = up
+	if t.oracle != nil {
+		c.oFirst = -1
+		if up.oLast >= 0 {
+			c.oFirst = t.oracle.Child(up.oLast, c.pages[0])
+		}
+	}
 	up.addChild(c)
 	if c.protected {
 		// Both halves stay in the protected segment.

@@ -25,6 +25,7 @@ func init() {
 const policyUsage = `usage: kvsim policy --trace FILE [--format F] [--policy NAME[,NAME]]
                     --l1-pages N --l2-pages M [--write-through-threshold K]
                     [--max-requests R] [--json]
+       kvsim policy --trace FILE --policy belady --l1-pages N [--json]
 
 Replays a block-hash trace (one page per block) through a page-level device
 (L1) / host (L2) cache model without timing or batching, with exactly the
@@ -33,6 +34,11 @@ prints its counters. Policies: main_write_through, boundary_l1_l2 (default:
 both, in that order, as SGLang). --policies is accepted as a synonym of
 --policy, as SGLang spells it. See the doc of package sim/policy for the
 model and every counter.
+
+--policy belady is kvsim's offline optimum (not SGLang's): L1 only
+(--l2-pages must be 0 or absent), evicting the page whose next use in the
+whole trace is furthest, so its l1_hit_pages bound what any eviction policy
+could get from the same L1. It ignores timing and concurrency.
 
 --json prints one object with the counters of the policy; with several
 policies, one object keyed by policy name.
@@ -73,8 +79,6 @@ func runPolicy(args []string, stdout, stderr io.Writer) int {
 		return usageErr("--trace is required")
 	case !set["l1-pages"]:
 		return usageErr("--l1-pages is required")
-	case !set["l2-pages"]:
-		return usageErr("--l2-pages is required")
 	case *maxReq < 0:
 		return usageErr("--max-requests: must be >= 0 (got %d)", *maxReq)
 	}
@@ -95,6 +99,15 @@ func runPolicy(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(pols) == 0 {
 		return usageErr("--policy: no policy named")
+	}
+	if !set["l2-pages"] {
+		// Belady models L1 only: --l2-pages may be left out, as 0.
+		for _, p := range pols {
+			if p != policy.Belady {
+				return usageErr("--l2-pages is required")
+			}
+		}
+		*l2 = 0
 	}
 	cfgs := make([]policy.Config, len(pols))
 	for i, p := range pols {
@@ -188,7 +201,15 @@ func policyWriteJSON(w io.Writer, results []policy.Result) error {
 
 func policyWriteTable(w io.Writer, tracePath string, n int, cfg policy.Config, results []policy.Result) error {
 	fmt.Fprintf(w, "trace %s: %d requests\n", tracePath, n)
-	fmt.Fprintf(w, "L1 %d pages, L2 %d pages, write-through threshold %d\n\n", cfg.L1Pages, cfg.L2Pages, cfg.WriteThroughThreshold)
+	onlyBelady := true
+	for _, r := range results {
+		onlyBelady = onlyBelady && r.Policy == policy.Belady
+	}
+	if onlyBelady {
+		fmt.Fprintf(w, "L1 %d pages, no L2 (belady: the offline optimum, knowing every later request)\n\n", cfg.L1Pages)
+	} else {
+		fmt.Fprintf(w, "L1 %d pages, L2 %d pages, write-through threshold %d\n\n", cfg.L1Pages, cfg.L2Pages, cfg.WriteThroughThreshold)
+	}
 	// Rows of cells: the counter name left-aligned, the figures right-aligned.
 	var rows [][]string
 	row := func(name string, f func(policy.Result) string) {

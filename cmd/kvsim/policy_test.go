@@ -82,6 +82,32 @@ func TestPolicyJSONSeveralPolicies(t *testing.T) {
 	}
 }
 
+// TestPolicyBelady: on small.jsonl ([1 2 3] [1 2 3] [4] [5]) with 2 pages,
+// Belady keeps 1 and 2 (used again next) and evicts 3 (never used again):
+// 2 hits. LRU (main_write_through without L2) evicts leaves only, so it
+// keeps 1 and 2 as well; package sim/policy's properties compare them on
+// random traces.
+func TestPolicyBelady(t *testing.T) {
+	code, out, errOut := runCLI(t, "policy", "--trace", policySmall, "--policy", "belady", "--l1-pages", "2")
+	if code != exitOK || errOut != "" {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	policyGolden(t, "small_belady_table", out)
+	code, out, errOut = runCLI(t, "policy", "--trace", policySmall, "--policy", "belady,main_write_through",
+		"--l1-pages", "2", "--l2-pages", "0", "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	policyGolden(t, "small_belady_lru_json", out)
+	var m map[string]policy.Result
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		t.Fatal(err)
+	}
+	if b, l := m["belady"], m["main_write_through"]; b.L1HitPages != 2 || l.L1HitPages != 2 || b.TotalInputPages != 8 || b.DPages != 2 {
+		t.Errorf("belady %+v\nlru %+v", b, l)
+	}
+}
+
 func TestPolicyMaxRequests(t *testing.T) {
 	code, out, errOut := runCLI(t, "policy", "--trace", policySmall, "--policy", "main_write_through",
 		"--l1-pages", "2", "--l2-pages", "4", "--max-requests", "2", "--json")
@@ -109,7 +135,11 @@ func TestPolicyErrors(t *testing.T) {
 		{"no_l1", []string{"--trace", policySmall, "--l2-pages", "1"}, exitUsage, "kvsim policy: --l1-pages is required\n"},
 		{"no_l2", []string{"--trace", policySmall, "--l1-pages", "1"}, exitUsage, "kvsim policy: --l2-pages is required\n"},
 		{"bad_policy", []string{"--trace", policySmall, "--l1-pages", "1", "--l2-pages", "1", "--policy", "lru"}, exitUsage,
-			"kvsim policy: --policy: unknown policy \"lru\" (want one of main_write_through, boundary_l1_l2)\n"},
+			"kvsim policy: --policy: unknown policy \"lru\" (want one of main_write_through, boundary_l1_l2, belady)\n"},
+		{"belady_l2", []string{"--trace", policySmall, "--l1-pages", "1", "--l2-pages", "2", "--policy", "belady"}, exitUsage,
+			"kvsim policy: --l2-pages: must be 0 under belady, which models L1 only (got 2)\n"},
+		{"belady_and_lru_no_l2", []string{"--trace", policySmall, "--l1-pages", "1", "--policy", "belady,main_write_through"}, exitUsage,
+			"kvsim policy: --l2-pages is required\n"},
 		{"bad_sizes", []string{"--trace", policySmall, "--l1-pages", "-2", "--l2-pages", "1", "--write-through-threshold", "0"}, exitUsage,
 			"kvsim policy: --l1-pages: must be >= 0 (got -2); --write-through-threshold: must be > 0 (got 0)\n"},
 		{"bad_format", []string{"--trace", policySmall, "--l1-pages", "1", "--l2-pages", "1", "--format", "csv"}, exitUsage, "--format: unknown trace format"},

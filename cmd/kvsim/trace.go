@@ -316,7 +316,15 @@ func writeStatsTable(w io.Writer, name string, st *traces.Stats) error {
 			parts = append(parts, fmt.Sprintf("%g%%: %.3f", f*100, st.LRUHitRate[k]))
 		}
 		fmt.Fprintf(tw, "LRU hit rate\t%s\n", strings.Join(parts, "\t"))
-		fmt.Fprintf(tw, "\t(capacity as %% of unique blocks)\n")
+		if len(st.OPTHitRate) > 0 {
+			parts = parts[:0]
+			for _, k := range keys {
+				f, _ := strconv.ParseFloat(k, 64)
+				parts = append(parts, fmt.Sprintf("%g%%: %.3f", f*100, st.OPTHitRate[k]))
+			}
+			fmt.Fprintf(tw, "OPT hit rate\t%s\n", strings.Join(parts, "\t"))
+		}
+		fmt.Fprintf(tw, "\t(capacity as %% of unique blocks; OPT: Belady's offline optimum)\n")
 	}
 	if st.Note != "" {
 		fmt.Fprintf(tw, "note\t%s\n", st.Note)

@@ -6,6 +6,8 @@
 // its driver simulate_hicache_policies.py; read at commit
 // 110816e7f8883cb186f9ff4ee9b4ff3eb28192a9), so its counters can be compared
 // with SGLang's number for number, and it runs a few hundred times faster.
+// It also replays the device alone under [Belady], kvsim's offline optimum
+// (see "The offline optimum").
 //
 // There is no time, batching, transfer or L3 here: requests are replayed
 // one after the other, each in one step. For timing, use the event
@@ -133,6 +135,47 @@
 // the device holds the L1Pages most recent pages in (last access, deeper
 // first) order, so L1 hits are the same for both policies and every
 // L2Pages, and never decrease when L1Pages grows (the LRU stack property).
+//
+// # The offline optimum
+//
+// [Belady] is kvsim's own policy, not SGLang's: the most L1 hits any
+// eviction policy can get from L1Pages pages of device memory, for
+// deciding whether a better policy or more memory is the way to more hits.
+// It has no host tier (L2Pages must be 0). Requests are replayed in the
+// same order as the other policies, and for each:
+//
+//  1. Hits: the longest prefix of the request's pages on the device, before
+//     anything changes (all L1 hits).
+//  2. Every page of the request is put on the device; then, while more than
+//     L1Pages pages are there, the page whose next reference is furthest
+//     is evicted. The next reference is the position of the page's next
+//     occurrence in the whole trace's page sequence (all requests' pages
+//     concatenated in replay order); a page never referenced again is
+//     furthest, and among those the most recently created trie node goes
+//     first.
+//
+// No special rule keeps the device prefix-closed: a page's parent occurs
+// right before it wherever it occurs, so the parent's next reference is
+// strictly nearer than the child's, or both are never referenced again and
+// the parent, created first, goes last. A cached page's parent is therefore
+// always cached, and the hits of step 1 are exactly the request's pages on
+// the device. Belady's exchange argument then makes the policy optimal
+// among all eviction schedules, prefix-closed or not, and the device at
+// L1Pages is a subset of the device at L1Pages+1 after every request, so
+// hits never decrease with L1Pages. The engine, its proofs and its cost
+// are [traces.OPT]'s; the tests check the optimum against an exhaustive
+// search on tiny traces, against every other policy (at L1Pages, and at
+// L1Pages + L2Pages against a policy's L1+L2 hits), monotonicity in
+// L1Pages, and prefix closure after every request.
+//
+// The oracle ignores timing and concurrency, as the whole policy mode
+// does: it sees each request whole and alone. The counters are the same
+// as the other policies' (l2_hit_pages, h_pages and the host counters are
+// 0; failed_h_allocations too, since nothing is written to host). Since it
+// needs the future, [New] refuses it; [Run] replays it. It costs
+// O(pages · log L1Pages) time and memory proportional to the trace's
+// pages; the Mooncake conversation trace takes about 0.16 s (see
+// BenchmarkBeladyMooncakeConversation).
 //
 // # Aborts
 //

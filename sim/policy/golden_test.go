@@ -36,7 +36,13 @@ var mooncakeTraces = []mooncake{
 // shared data is absent.
 func loadTrace(tb testing.TB, rel string) []Request {
 	tb.Helper()
-	path := filepath.Join(traceDir, rel)
+	return loadTraceFile(tb, filepath.Join(traceDir, rel))
+}
+
+// loadTraceFile reads the trace at path, skipping the test when it is
+// absent.
+func loadTraceFile(tb testing.TB, path string) []Request {
+	tb.Helper()
 	if _, err := os.Stat(path); err != nil {
 		tb.Skipf("shared trace %s not available: %v", path, err)
 	}
@@ -154,4 +160,80 @@ func BenchmarkPolicyMooncakeConversation(b *testing.B) {
 			b.ReportMetric(r.L1L2HitRate, "l1+l2-hit-rate")
 		})
 	}
+}
+
+// bundledConversation is the Mooncake conversation trace bundled with
+// kvsim (configs/traces/NOTICE).
+const bundledConversation = "../../configs/traces/mooncake_conversation.jsonl.zst"
+
+// TestGoldenBelady pins Belady's counters on the bundled conversation
+// trace at a few thousand pages and at 1%, 5%, 10%, 25% and 50% of its
+// unique pages, each beside LRU's (main_write_through without L2) L1 hit
+// rate at the same capacity.
+func TestGoldenBelady(t *testing.T) {
+	reqs := loadTraceFile(t, bundledConversation)
+	u := uniquePages(reqs)
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# kvsim policy --policy belady on configs/traces/mooncake_conversation.jsonl.zst\n")
+	fmt.Fprintf(&b, "# %d requests, %d unique pages; pct: l1 = floor(unique*pct/100); lru = main_write_through with l2 = 0\n", len(reqs), u)
+	type capacity struct {
+		label string
+		pages int
+	}
+	caps := []capacity{{"", 1024}, {"", 2048}, {"", 4096}}
+	for _, pct := range []int{1, 5, 10, 25, 50} {
+		caps = append(caps, capacity{fmt.Sprintf(" (%d%%)", pct), u * pct / 100})
+	}
+	for _, c := range caps {
+		r, err := Run(Config{Policy: Belady, L1Pages: c.pages, WriteThroughThreshold: 1}, reqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lru, err := Run(Config{Policy: MainWriteThrough, L1Pages: c.pages, WriteThroughThreshold: 1}, reqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "belady l1=%d%s: %s lru_l1_hit_rate=%.6f\n", c.pages, c.label, js, lru.L1HitRate)
+	}
+	golden := filepath.Join("testdata", "belady_mooncake_conversation.golden")
+	if *update {
+		if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if !bytes.Equal(b.Bytes(), want) {
+		t.Errorf("%s differs (rerun with -update and review the diff):\ngot:\n%s", golden, b.String())
+	}
+}
+
+// BenchmarkBeladyMooncakeConversation replays the bundled conversation
+// trace (288,500 pages) under Belady with L1 = 5% of its unique pages,
+// including building the oracle's next references.
+func BenchmarkBeladyMooncakeConversation(b *testing.B) {
+	reqs := loadTraceFile(b, bundledConversation)
+	u := uniquePages(reqs)
+	pages := 0
+	for _, r := range reqs {
+		pages += len(r.Pages)
+	}
+	cfg := Config{Policy: Belady, L1Pages: u * 5 / 100, WriteThroughThreshold: 1}
+	b.ReportAllocs()
+	var r Result
+	for b.Loop() {
+		var err error
+		if r, err = Run(cfg, reqs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(pages)*float64(b.N)/b.Elapsed().Seconds(), "pages/s")
+	b.ReportMetric(r.L1HitRate, "l1-hit-rate")
 }

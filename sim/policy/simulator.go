@@ -160,10 +160,18 @@ type Simulator struct {
 	one     [2]nodeID
 }
 
-// New returns an empty simulator, or the configuration's errors.
+// ErrNeedsTrace is matched (errors.Is) by the error of [New] for
+// [Belady], which must see the whole trace in advance: use [Run].
+var ErrNeedsTrace = errors.New("belady needs the whole trace in advance; replay it with Run")
+
+// New returns an empty simulator, or the configuration's errors. Belady
+// has no online simulator: New returns [ErrNeedsTrace] for it.
 func New(cfg Config) (*Simulator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("policy config: %w", err)
+	}
+	if cfg.Policy == Belady {
+		return nil, ErrNeedsTrace
 	}
 	s := &Simulator{cfg: cfg, children: make(map[edge]nodeID)}
 	s.nodes = append(s.nodes, node{parent: noNode, firstChild: noNode, prevSib: noNode, nextSib: noNode})
@@ -177,17 +185,20 @@ func New(cfg Config) (*Simulator, error) {
 // Run replays reqs in Timestamp order (a stable sort, as SGLang's
 // simulator does) through a new simulator and returns its result. reqs is
 // not modified. If SGLang's simulator would abort, the error is an
-// [*AbortError] whose Index is the request's index in reqs.
+// [*AbortError] whose Index is the request's index in reqs. Under
+// [Belady] the whole ordered trace is the oracle's future.
 func Run(cfg Config, reqs []Request) (Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return Result{}, fmt.Errorf("policy config: %w", err)
+	}
+	order := replayOrder(reqs)
+	if cfg.Policy == Belady {
+		return runBelady(cfg.L1Pages, reqs, order, nil)
+	}
 	s, err := New(cfg)
 	if err != nil {
 		return Result{}, err
 	}
-	order := make([]int, len(reqs))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(reqs[a].Timestamp, reqs[b].Timestamp) })
 	for _, i := range order {
 		if _, _, err := s.Process(reqs[i].Pages); err != nil {
 			ae := *err.(*AbortError) // Process returns no other error
@@ -196,6 +207,17 @@ func Run(cfg Config, reqs []Request) (Result, error) {
 		}
 	}
 	return s.Result(), nil
+}
+
+// replayOrder returns the indexes of reqs in replay order: by Timestamp,
+// ties in input order.
+func replayOrder(reqs []Request) []int {
+	order := make([]int, len(reqs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(reqs[a].Timestamp, reqs[b].Timestamp) })
+	return order
 }
 
 // Process replays one request (the caller orders requests) and returns its

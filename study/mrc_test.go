@@ -1,0 +1,183 @@
+package study
+
+import (
+	"bytes"
+	"io"
+	"math"
+	"runtime"
+	"strings"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/kvsim/kvsim/traces"
+)
+
+// TestPropMRCOPT: on random chained-hash traces (block ids equal exactly
+// when prefixes are equal), the OPT column of the curve is one OPT replay
+// per capacity, token-weighted as the LRU curve is; block-weighted it is
+// never below LRU; and it never rises with capacity.
+func TestPropMRCOPT(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		nreq := rapid.IntRange(1, 25).Draw(t, "requests")
+		type edge struct{ parent, key uint64 }
+		ids := map[edge]uint64{}
+		var b bytes.Buffer
+		b.WriteString(`{"kvsim_trace":1,"block_size":4}` + "\n")
+		var reqs [][]uint64
+		var inputs []int
+		for i := range nreq {
+			raw := rapid.SliceOfN(rapid.Uint64Range(1, 4), 1, 8).Draw(t, "keys")
+			var bl []uint64
+			var cur uint64
+			for _, k := range raw {
+				id, ok := ids[edge{cur, k}]
+				if !ok {
+					id = uint64(len(ids) + 1)
+					ids[edge{cur, k}] = id
+				}
+				bl = append(bl, id)
+				cur = id
+			}
+			in := 4*len(bl) - rapid.IntRange(0, 3).Draw(t, "short")
+			reqs = append(reqs, bl)
+			inputs = append(inputs, in)
+			b.WriteString(`{"id":"r` + itoa(i) + `","arrival_ns":` + itoa(i) + `,"input_len":` + itoa(in) + `,"output_len":1,"block_size":4,"blocks":[`)
+			for j, x := range bl {
+				if j > 0 {
+					b.WriteString(",")
+				}
+				b.WriteString(itoa(int(x)))
+			}
+			b.WriteString("]}\n")
+		}
+		rd, err := traces.NewReader(&b, "prop.jsonl", traces.FormatAuto)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := computeMRC(rd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ob := traces.NewOPTBuilder()
+		for _, bl := range reqs {
+			if err := ob.Add(bl); err != nil {
+				t.Fatal(err)
+			}
+		}
+		o := ob.Build()
+		pts := c.points(mrcPoints, 2)
+		prev := math.Inf(1)
+		for _, p := range pts {
+			if math.IsNaN(p.OPTMissRatio) {
+				continue
+			}
+			capacity := p.CapacityTokens / 4
+			run := o.NewRun(int(capacity))
+			var tok, total float64
+			for i := 0; !run.Done(); i++ {
+				tok += float64(min(4*run.Step(), inputs[i]))
+				total += float64(inputs[i])
+			}
+			if want := 1 - tok/total; math.Abs(p.OPTMissRatio-want) > 1e-12 {
+				t.Fatalf("capacity %d: OPT miss %v, a replay %v", capacity, p.OPTMissRatio, want)
+			}
+			if _, lruBlocks := c.hitRate(capacity); float64(run.Result().HitPages)/c.totalBlocks < lruBlocks {
+				t.Fatalf("capacity %d: OPT block hit rate %v < LRU %v", capacity, float64(run.Result().HitPages)/c.totalBlocks, lruBlocks)
+			}
+			if p.OPTMissRatio > prev+1e-12 {
+				t.Fatalf("capacity %d: OPT miss %v rises from %v", capacity, p.OPTMissRatio, prev)
+			}
+			prev = p.OPTMissRatio
+		}
+		if math.IsNaN(pts[len(pts)-1].OPTMissRatio) {
+			t.Fatalf("no OPT figure at the largest capacity")
+		}
+	})
+}
+
+// TestMRCReadsOldAndNewCSV: mrc.csv with and without the OPT column.
+func TestMRCReadsOldAndNewCSV(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		csv     string
+		opt     []bool
+		wantErr string
+	}{
+		{"# n\ncapacity_tokens,miss_ratio\n16,0.5\n32,0.4\n", []bool{false, false}, ""},
+		{"# n\ncapacity_tokens,miss_ratio,opt_miss_ratio\n16,0.5,0.3\n32,0.4,\n", []bool{true, false}, ""},
+		{"# n\ncapacity_tokens,miss_ratio,opt_miss_ratio\n16,0.5,x\n", nil, "mrc.csv:3: bad line"},
+		{"# n\ncapacity_tokens,miss_ratio,opt_miss_ratio\n16,0.5,0.1,2\n", nil, "expected capacity_tokens,miss_ratio[,opt_miss_ratio]"},
+	} {
+		if err := writeAtomic(dir+"/"+MRCFile, func(w io.Writer) error { _, err := io.WriteString(w, c.csv); return err }); err != nil {
+			t.Fatal(err)
+		}
+		pts, note, err := readMRC(dir)
+		if c.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Errorf("%q: err %v, want %q", c.csv, err, c.wantErr)
+			}
+			continue
+		}
+		if err != nil || note != "n" || len(pts) != len(c.opt) {
+			t.Fatalf("%q: %v %q %v", c.csv, pts, note, err)
+		}
+		for i, has := range c.opt {
+			if has == math.IsNaN(pts[i].OPTMissRatio) {
+				t.Errorf("%q: point %d: OPT %v", c.csv, i, pts[i].OPTMissRatio)
+			}
+		}
+	}
+}
+
+// TestMRCConversationOPT checks the bundled conversation trace's curve: at
+// least 20 OPT capacities, OPT never above LRU there, and the pinned
+// figure at the capacity of 5% of the unique blocks (9,139 blocks): the
+// optimum reaches the unbounded cache's hit rate.
+func TestMRCConversationOPT(t *testing.T) {
+	c := conversationMRC(t)
+	pts := c.points(mrcPoints, runtime.GOMAXPROCS(0))
+	n := 0
+	for _, p := range pts {
+		if math.IsNaN(p.OPTMissRatio) {
+			continue
+		}
+		n++
+		if p.OPTMissRatio > p.MissRatio+1e-9 {
+			t.Errorf("%d tokens: OPT miss %v > LRU %v", p.CapacityTokens, p.OPTMissRatio, p.MissRatio)
+		}
+	}
+	if n < 20 {
+		t.Errorf("%d OPT capacities, want >= 20", n)
+	}
+	if got := c.opt.Run(9139).HitPages; got != 105710 {
+		t.Errorf("OPT hit blocks at 9139 = %d, want 105710 (sim/policy/testdata/belady_mooncake_conversation.golden)", got)
+	}
+}
+
+func conversationMRC(tb testing.TB) *mrcCurve {
+	tb.Helper()
+	rd, err := traces.Open("../configs/traces/mooncake_conversation.jsonl.zst", traces.FormatAuto)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer rd.Close()
+	c, err := computeMRC(rd)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
+
+// BenchmarkMRCConversation computes the bundled conversation trace's
+// curve as writeMRC does: LRU stack distances, then OPT at about 40
+// capacities on GOMAXPROCS goroutines.
+func BenchmarkMRCConversation(b *testing.B) {
+	for b.Loop() {
+		c := conversationMRC(b)
+		pts := c.points(mrcPoints, runtime.GOMAXPROCS(0))
+		if len(pts) == 0 {
+			b.Fatal("no points")
+		}
+	}
+}
