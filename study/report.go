@@ -3,6 +3,8 @@ package study
 import (
 	"fmt"
 	"io"
+	"math"
+	"strconv"
 	"strings"
 )
 
@@ -33,6 +35,9 @@ func writeReport(w io.Writer, m *Manifest, dir string, recs []*Record, best int,
 		}
 		fmt.Fprintf(&b, "), with a median TTFT of %s and a p99 of %s, %.0f tokens/s, and KV pools of %s GB of HBM and %s GB of host memory per GPU.\n\n",
 			ms(s.MedianTTFT), ms(s.P99TTFT), s.TotalThroughput, gb(r.Sizing.DeviceKVGB), gb(r.Sizing.HostKVGB))
+		if mrc, _, err := readMRC(dir); err == nil {
+			b.WriteString(optSentence(mrc, r.Sizing.CacheCapacityTokens))
+		}
 	}
 	if missing := m.Points - len(recs); missing > 0 {
 		fmt.Fprintf(&b, "**%d of %d points have no result yet**: run the study again (it resumes) or merge the missing shards.\n\n", missing, m.Points)
@@ -103,4 +108,39 @@ func sortedStrings(s []string) []string {
 		m[x] = true
 	}
 	return sortedKeys(m)
+}
+
+// optSentence compares, at a point's cache capacity, LRU with Belady's
+// offline optimum on the miss-ratio curve: how much of the trace's prompt
+// tokens any eviction policy could serve from that much cache. It uses the
+// curve's largest capacity at or below the point's at which OPT was
+// computed; "" when there is none.
+func optSentence(mrc []MRCPoint, capacity int64) string {
+	at := -1
+	for i, p := range mrc {
+		if p.CapacityTokens <= capacity && !math.IsNaN(p.OPTMissRatio) {
+			at = i
+		}
+	}
+	if at < 0 {
+		return ""
+	}
+	p := mrc[at]
+	lru, opt := 100*(1-p.MissRatio), 100*(1-p.OPTMissRatio)
+	verdict := "LRU is already as good as any eviction policy at this capacity."
+	if opt-lru >= 0.05 {
+		verdict = fmt.Sprintf("a smarter eviction policy could add at most %.1f percentage points with this much memory; past that, only more memory helps.", opt-lru)
+	}
+	return fmt.Sprintf("At this point's cache capacity (%s tokens across its tiers; the miss-ratio curve is read at %s tokens, its nearest optimum at or below it), "+
+		"LRU eviction serves %.1f%% of the trace's prompt tokens from cache and Belady's offline optimum %.1f%%: %s\n\n",
+		humanTokens(capacity), humanTokens(p.CapacityTokens), lru, opt, verdict)
+}
+
+// humanTokens prints a token count with thousands separators.
+func humanTokens(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }

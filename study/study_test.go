@@ -493,3 +493,24 @@ func TestStudyByteOrderMark(t *testing.T) {
 		t.Fatalf("%d points, want 1", len(s.Points()))
 	}
 }
+
+// The report's comparison with the optimum reads the curve at the largest
+// capacity at or below the point's where OPT was computed.
+func TestOPTSentence(t *testing.T) {
+	nan := math.NaN()
+	mrc := []MRCPoint{{1000, 0.9, 0.7}, {2000, 0.8, nan}, {3000, 0.7, 0.5}, {4000, 0.6, 0.6}}
+	for _, tc := range []struct {
+		capacity int64
+		want     string
+	}{
+		{500, ""},
+		{2500, "read at 1,000 tokens, its nearest optimum at or below it), LRU eviction serves 10.0% of the trace's prompt tokens from cache and Belady's offline optimum 30.0%: a smarter eviction policy could add at most 20.0 percentage points"},
+		{3500, "LRU eviction serves 30.0% of the trace's prompt tokens from cache and Belady's offline optimum 50.0%"},
+		{9000, "Belady's offline optimum 40.0%: LRU is already as good as any eviction policy at this capacity."},
+	} {
+		got := optSentence(mrc, tc.capacity)
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("capacity %d: %q, want it to hold %q", tc.capacity, got, tc.want)
+		}
+	}
+}
