@@ -135,6 +135,8 @@ func (r *Record) check1() *fieldError {
 		return errField("input_len", "expected a positive token count, found %d", r.InputLen)
 	case r.OutputLen < 0:
 		return errField("output_len", "expected a non-negative token count, found %d", r.OutputLen)
+	case r.Turn < 0:
+		return errField("turn", "expected a turn number >= 1 (0 or absent: unknown), found %d", r.Turn)
 	case r.Arrival < 0 || r.Arrival > MaxTime:
 		return errField("arrival", "expected a time from 0 to %d ns (285 years), found %d ns", int64(MaxTime), r.Arrival)
 	case r.ThinkTime < 0 || r.ThinkTime > MaxTime:

@@ -71,6 +71,8 @@ func runCapture(args []string, stdout, stderr io.Writer) int {
 		return usageErr("--upstream is required")
 	case *out == "":
 		return usageErr("--out is required")
+	case !validHostPort(*listen):
+		return usageErr("--listen: expected HOST:PORT, e.g. 127.0.0.1:30001, found %q", *listen)
 	case !(*bpt >= replay.MinTextBytesPerToken && *bpt <= replay.MaxTextBytesPerToken):
 		return usageErr("--text-bytes-per-token: expected a number from %g to %g, found %v", replay.MinTextBytesPerToken, replay.MaxTextBytesPerToken, *bpt)
 	}

@@ -77,6 +77,8 @@ func runPolicy(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case *tracePath == "":
 		return usageErr("--trace is required")
+	case set["policy"] && set["policies"]:
+		return usageErr("--policy and --policies are the same flag: give one")
 	case !set["l1-pages"]:
 		return usageErr("--l1-pages is required")
 	case *maxReq < 0:

@@ -71,6 +71,9 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if *shutdown < 0 {
 		return usageErr("--shutdown-timeout: must be >= 0 (got %v)", *shutdown)
 	}
+	if !validHostPort(*addr) {
+		return usageErr("--addr: expected HOST:PORT, e.g. 127.0.0.1:30000, found %q", *addr)
+	}
 	f := configs.Default()
 	if *cfgPath != "" {
 		var err error
@@ -106,4 +109,10 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr, "kvsim serve: stopped")
 	return exitOK
+}
+
+// validHostPort reports whether addr is a listen address, HOST:PORT.
+func validHostPort(addr string) bool {
+	_, _, err := net.SplitHostPort(addr)
+	return err == nil
 }
