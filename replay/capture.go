@@ -374,7 +374,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// A request that meets a connection the upstream had closed is
 	// resent once on a fresh one (doRetrying), as a replay does.
-	res, _, err := doRetrying(r.Context(), p.client, p.fresh, func(ctx context.Context) (*http.Request, error) {
+	res, retries, err := doRetrying(r.Context(), p.client, p.fresh, func(ctx context.Context) (*http.Request, error) {
 		out, err := http.NewRequestWithContext(ctx, r.Method, p.base+r.URL.RequestURI(), bytes.NewReader(body))
 		if err != nil {
 			return nil, err
@@ -386,7 +386,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		rerr := transportError(r.Context(), err)
 		if c != nil {
-			p.finishRecord(c, &in, &Response{CachedTokens: -1, End: p.clock.Now()}, &recorder{start: start}, rerr, start)
+			p.finishRecord(c, &in, &Response{CachedTokens: -1, End: p.clock.Now(), Retries: retries}, &recorder{start: start}, rerr, start)
 		}
 		if r.Context().Err() == nil {
 			http.Error(w, "kvsim capture: upstream: "+err.Error(), http.StatusBadGateway)
@@ -399,7 +399,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fl, _ := w.(http.Flusher)
 	var tap *streamTap
 	if c != nil {
-		tap = &streamTap{st: streamState{api: api}, resp: Response{CachedTokens: -1}, rc: recorder{start: start}, status: res.StatusCode}
+		tap = &streamTap{st: streamState{api: api}, resp: Response{CachedTokens: -1, Retries: retries}, rc: recorder{start: start}, status: res.StatusCode}
 		tap.sse = strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream")
 	}
 	buf := make([]byte, 32<<10)
@@ -616,7 +616,7 @@ func (p *Proxy) record(c *captured, in *capturedInput, pr capturedPrompt, resp *
 	if rc.first.IsZero() {
 		out = resp.CompletionTokens
 	}
-	obs := &traces.Observed{CachedTokens: resp.CachedTokens, Status: "ok"}
+	obs := &traces.Observed{CachedTokens: resp.CachedTokens, Status: "ok", Retries: resp.Retries}
 	end := resp.End
 	if end.IsZero() || end.Before(start) {
 		end = start

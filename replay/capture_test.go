@@ -564,3 +564,29 @@ func FuzzParseCaptured(f *testing.F) {
 		}
 	})
 }
+
+// A request that meets an upstream connection the server had closed is
+// resent on a fresh one, not lost, and its record says so.
+func TestCaptureResendsOnStaleUpstream(t *testing.T) {
+	up := replaytest.NewServer(replaytest.Config{Fault: replaytest.Fault{DropAfter: 1}})
+	defer up.Close()
+	url, p, out := startProxy(t, up.URL)
+	for i := 0; i < 6; i++ {
+		if code, body := httpDo(t, "POST", url+"/generate", `{"input_ids":[1,2,3],"sampling_params":{"max_new_tokens":2}}`); code != 200 {
+			t.Fatalf("request %d through capture: %d %s", i, code, body)
+		}
+	}
+	waitInFlight(t, p, 0)
+	p.Close()
+	_, recs := out.records(t)
+	retried := 0
+	for _, r := range recs {
+		if r.Observed.Status != "ok" {
+			t.Errorf("record %s: %+v", r.ID, r.Observed)
+		}
+		retried += r.Observed.Retries
+	}
+	if len(recs) != 6 || retried == 0 || int64(retried) > up.Dropped() {
+		t.Fatalf("%d records with %d resends; the upstream dropped %d", len(recs), retried, up.Dropped())
+	}
+}
