@@ -122,5 +122,19 @@ func (g GPU) Validate() error {
 	if !(g.HostLinkLatencyUs >= 0) || math.IsInf(g.HostLinkLatencyUs, 0) {
 		bad("host_link_latency_us", "must be >= 0", g.HostLinkLatencyUs)
 	}
+	// Upper bounds far past any real GPU, so that the sizing's products
+	// stay inside int64.
+	for _, c := range []struct {
+		key string
+		v   float64
+		max float64
+	}{
+		{"memory_mib", float64(g.MemoryMiB), 1 << 30}, {"peak_tflops", g.PeakTFLOPS, 1e9}, {"hbm_gbps", g.HBMGBps, 1e9},
+		{"nvlink_gbps", g.NVLinkGBps, 1e9}, {"host_link_gbps", g.HostLinkGBps, 1e9}, {"host_link_latency_us", g.HostLinkLatencyUs, 1e9},
+	} {
+		if c.v > c.max && !math.IsInf(c.v, 1) { // +Inf is refused above
+			bad(c.key, "must be at most "+plainNum(c.max), plainNum(c.v))
+		}
+	}
 	return errors.Join(errs...)
 }

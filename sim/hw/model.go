@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"slices"
 	"strings"
 )
@@ -277,6 +278,26 @@ func (m Model) Validate() error {
 		// products would overflow.
 		bad("context_len", fmt.Sprintf("must be from 2 (room for one prompt token and one generated token) to %d", MaxContextLen), m.ContextLen)
 	}
+	// Upper bounds far past any real model, so that the sizing's products
+	// stay inside int64 and float64's exact integers.
+	for _, c := range []struct {
+		key string
+		v   float64
+		max float64
+	}{
+		{"params", float64(m.Params), 1e16}, {"active_params", float64(m.ActiveParams), 1e16},
+		{"layers", float64(m.Layers), 1 << 16}, {"hidden", float64(m.Hidden), 1 << 24},
+		{"intermediate", float64(m.Intermediate), 1 << 26}, {"vocab", float64(m.Vocab), 1 << 31},
+		{"heads", float64(m.Heads), 1 << 20}, {"kv_heads", float64(m.KVHeads), 1 << 20},
+		{"head_dim", float64(m.HeadDim), 1 << 20}, {"v_head_dim", float64(m.VHeadDim), 1 << 20},
+		{"kv_lora_rank", float64(m.KVLoraRank), 1 << 20}, {"qk_rope_head_dim", float64(m.QKRopeHeadDim), 1 << 20},
+		{"qk_nope_head_dim", float64(m.QKNopeHeadDim), 1 << 20},
+		{"kv_dtype_bytes", float64(m.KVDtypeBytes), 64}, {"weight_bytes_per_param", m.WeightBytesPerParam, 64},
+	} {
+		if c.v > c.max && !math.IsInf(c.v, 1) { // +Inf is refused above
+			bad(c.key, "must be at most "+plainNum(c.max), plainNum(c.v))
+		}
+	}
 	switch m.Attention {
 	case MHA:
 		if m.KVHeads <= 0 || (m.Heads > 0 && m.Heads%m.KVHeads != 0) {
@@ -397,4 +418,13 @@ func (m Model) CellBytes(tp int) int64 {
 // projections, MoE gates) are ignored.
 func (m Model) WeightBytes(tp int) int64 {
 	return int64(float64(m.Params) * m.WeightBytesPerParam / float64(tp))
+}
+
+// plainNum prints a number as a user wrote it: integers in full
+// (1073741824, not 1.073741824e+09), others in the shortest form.
+func plainNum(v float64) string {
+	if v == math.Trunc(v) && math.Abs(v) < 1e21 {
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	}
+	return strconv.FormatFloat(v, 'g', -1, 64)
 }

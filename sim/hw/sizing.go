@@ -115,6 +115,23 @@ func (s Server) Validate() error {
 	if s.RuntimeOverheadMiB < 0 {
 		bad("runtime_overhead_mib", "must be >= 0", s.RuntimeOverheadMiB)
 	}
+	// Upper bounds far past any real server, so that the sizing's
+	// products stay inside int64.
+	for _, c := range []struct {
+		key string
+		v   float64
+		max float64
+	}{
+		{"tp_size", float64(s.TPSize), 1 << 16}, {"dp_size", float64(s.DPSize), 1 << 16}, {"page_size", float64(s.PageSize), 1 << 20},
+		{"max_total_tokens", float64(s.MaxTotalTokens), 1 << 40}, {"chunked_prefill_size", float64(s.ChunkedPrefillSize), 1 << 30},
+		{"max_prefill_tokens", float64(s.MaxPrefillTokens), 1 << 30}, {"max_running_requests", float64(s.MaxRunningRequests), 1 << 24},
+		{"cuda_graph_max_bs", float64(s.CUDAGraphMaxBS), 1 << 20}, {"hicache_ratio", s.HiCacheRatio, 1e4},
+		{"hicache_size", s.HiCacheSizeGB, 1e9}, {"runtime_overhead_mib", float64(s.RuntimeOverheadMiB), 1 << 30},
+	} {
+		if c.v > c.max && !math.IsInf(c.v, 1) { // +Inf is refused above
+			bad(c.key, "must be at most "+plainNum(c.max), plainNum(c.v))
+		}
+	}
 	return errors.Join(errs...)
 }
 
