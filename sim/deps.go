@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"fmt"
 
 	"github.com/kvsim/kvsim/traces"
@@ -113,7 +114,13 @@ func (d *depTracker) arrive(rec *traces.Record, now Time) (bool, error) {
 func (h *heldRecord) due() Time {
 	at := h.depEnd
 	if h.parent >= 0 && h.rec.ThinkTime > 0 {
-		at = max(at, h.parentEnd+h.rec.ThinkTime)
+		end := h.parentEnd + h.rec.ThinkTime
+		if end < h.parentEnd {
+			// Past int64 nanoseconds: the largest time, which the event
+			// queue then reports as a clock past its end (sim.schedule).
+			end = math.MaxInt64
+		}
+		at = max(at, end)
 	}
 	return at
 }

@@ -248,8 +248,9 @@ func (s *Sim) finish() *Result {
 }
 
 func (s *Sim) schedule(at Time, kind eventKind) {
-	if at < s.now {
-		// Only a time past int64 nanoseconds (292 years) wraps below now:
+	if at < s.now || at == math.MaxInt64 {
+		// Only a time past int64 nanoseconds (292 years) wraps below now
+		// (or is saturated to its end, as a release after a huge delay is):
 		// stop the run with an error rather than let the clock go back.
 		if s.clockErr == nil {
 			s.clockErr = fmt.Errorf("simulated time would pass %d ns (292 years) at %d ns: the trace spans too long or its steps are too slow", int64(math.MaxInt64), s.now)
