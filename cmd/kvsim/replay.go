@@ -150,6 +150,20 @@ func tokensInVocab(path string, recs []traces.Record, n int) error {
 	return nil
 }
 
+// tokenRefusals counts the requests a server refused with 400 for their
+// token ids (llama-server: "Prompt contains invalid tokens"; vLLM: "Token
+// id N is out of vocabulary"), not for their length or anything else.
+func tokenRefusals(rs []replay.RequestResult) int {
+	n := 0
+	for _, r := range rs {
+		d := strings.ToLower(r.Detail)
+		if r.Failed == "http 400" && (strings.Contains(d, "invalid token") || strings.Contains(d, "vocab")) {
+			n++
+		}
+	}
+	return n
+}
+
 // synthesised reports whether some record's prompt ids are synthesised
 // (it has no token ids of its own).
 func synthesised(recs []traces.Record) bool {
@@ -420,7 +434,7 @@ func (j *replayJob) run(ctx context.Context, tg replayTarget, name string, stder
 		if wr := res.Requests[0]; !wr.Sent || wr.Failed != "" {
 			hint := "; check --target and --api"
 			switch {
-			case wr.Failed != "http 400" || vocabKnown:
+			case wr.Failed != "http 400" || vocabKnown || tokenRefusals(res.Requests) == 0:
 			case w.Tokens == nil:
 				hint = vocabHint(vocab)
 			default:
@@ -439,8 +453,8 @@ func (j *replayJob) run(ctx context.Context, tg replayTarget, name string, stder
 		return nil, err
 	}
 	sum := replay.Summarize(res.Requests)
-	if n := sum.FailedReasons["http 400"]; n > 0 && !vocabKnown && synthesised(recs) {
-		fmt.Fprintf(stderr, "%s: warning: the server refused %d requests with http 400%s\n", prog, n, vocabHint(vocab))
+	if n := tokenRefusals(res.Requests); n > 0 && !vocabKnown && synthesised(recs) {
+		fmt.Fprintf(stderr, "%s: warning: the server refused %d requests' token ids (http 400)%s\n", prog, n, vocabHint(vocab))
 	}
 	sum.Backend = j.rf.api
 	if name == "sim" {
