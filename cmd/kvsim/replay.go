@@ -498,7 +498,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() { io.WriteString(stderr, replayUsage); fs.PrintDefaults() }
 	var j replayJob
 	j.register(fs)
-	fs.DurationVar(&j.gapCap, "idle-gap-cap", 0, "cut every gap between consecutive request starts of a session family longer than this to it, shifting later times left (0: none)")
+	durationVar(fs, &j.gapCap, "idle-gap-cap", 0, "cut every gap between consecutive request starts of a session family longer than this to it, shifting later times left (0: none)")
 	outFile := fs.String("output-file", "", "append the run's JSON object to this JSONL file")
 	perReq := fs.String("per-request", "", "write every request's measurements as a kvsim trace to this file")
 	asJSON := fs.Bool("json", false, "print the run's JSON object instead of the table")

@@ -2,11 +2,13 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Exit codes shared by every subcommand.
@@ -119,4 +121,30 @@ func usage(w io.Writer) {
 	}
 	b.WriteString("\nRun 'kvsim <command> -h' for the flags of one command.\n")
 	io.WriteString(w, b.String())
+}
+
+// durationFlag is a time.Duration flag whose parse error says what is
+// expected (the flag package's says only "parse error").
+type durationFlag struct{ d *time.Duration }
+
+func (f durationFlag) String() string {
+	if f.d == nil {
+		return "0s"
+	}
+	return f.d.String()
+}
+
+func (f durationFlag) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("expected a duration with its unit, such as 300s, 5m or 1h30m, found %q", s)
+	}
+	*f.d = d
+	return nil
+}
+
+// durationVar defines a duration flag with a helpful parse error.
+func durationVar(fs *flag.FlagSet, p *time.Duration, name string, value time.Duration, usage string) {
+	*p = value
+	fs.Var(durationFlag{p}, name, usage)
 }

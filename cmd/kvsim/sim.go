@@ -47,7 +47,8 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	timeline := fs.String("timeline", "", "write the tier-occupancy timeline as CSV to this file")
 	explain := fs.Bool("explain", false, "print how the memory sizes and cost model were derived")
 	openLoop := fs.Bool("open-loop", false, "release every request at its trace arrival, ignoring its dependencies (overrides the config's workload.open_loop; default: closed loop, a request waits for its parent and sub-agents to finish in simulated time, plus its delay)")
-	gapCap := fs.Duration("idle-gap-cap", 0, "cut every gap between consecutive request starts of a session family longer than this to it, shifting later times left (overrides the config's workload.idle_gap_cap; 0: none)")
+	gapCap := new(time.Duration)
+	durationVar(fs, gapCap, "idle-gap-cap", 0, "cut every gap between consecutive request starts of a session family longer than this to it, shifting later times left (overrides the config's workload.idle_gap_cap; 0: none)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK

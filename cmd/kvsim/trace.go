@@ -112,7 +112,7 @@ func (in *traceInput) register(fs *flag.FlagSet) {
 
 // registerGapCap adds --idle-gap-cap (convert and stats).
 func (in *traceInput) registerGapCap(fs *flag.FlagSet) {
-	fs.DurationVar(&in.gapCap, "idle-gap-cap", 0, "cut every gap between consecutive request starts of a session family longer than this to it, shifting later times left (0: none); holds the trace in memory")
+	durationVar(fs, &in.gapCap, "idle-gap-cap", 0, "cut every gap between consecutive request starts of a session family longer than this to it, shifting later times left (0: none); holds the trace in memory")
 }
 
 // check validates the format name and the number of files; it prints the
