@@ -127,6 +127,12 @@ func optSentence(mrc []MRCPoint, capacity int64) string {
 	}
 	p := mrc[at]
 	lru, opt := 100*(1-p.MissRatio), 100*(1-p.OPTMissRatio)
+	if opt < lru {
+		// Only where the trace's block ids are not prefix-chained: the LRU
+		// curve counts a block by its id, the optimum by its whole prefix,
+		// and the two do not compare.
+		return ""
+	}
 	verdict := "LRU is already as good as any eviction policy at this capacity."
 	if opt-lru >= 0.05 {
 		verdict = fmt.Sprintf("a smarter eviction policy could add at most %.1f percentage points with this much memory; past that, only more memory helps.", opt-lru)

@@ -495,8 +495,13 @@ func TestStudyByteOrderMark(t *testing.T) {
 }
 
 // The report's comparison with the optimum reads the curve at the largest
-// capacity at or below the point's where OPT was computed.
+// capacity at or below the point's where OPT was computed, and says
+// nothing where the two curves do not compare (OPT below LRU: block ids
+// that are not prefix-chained).
 func TestOPTSentence(t *testing.T) {
+	if s := optSentence([]MRCPoint{{1000, 0.5, 0.6}}, 2000); s != "" {
+		t.Errorf("OPT below LRU: %q", s)
+	}
 	nan := math.NaN()
 	mrc := []MRCPoint{{1000, 0.9, 0.7}, {2000, 0.8, nan}, {3000, 0.7, 0.5}, {4000, 0.6, 0.6}}
 	for _, tc := range []struct {
