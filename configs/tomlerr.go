@@ -47,7 +47,9 @@ func TOMLError(name string, data []byte, target any, err error) error {
 		key := de.Key()
 		msg, ok := decodeMessage(data, row, col, key, target, de.Error())
 		if !ok {
-			msg = de.Error() // a syntax error: go-toml's words are TOML's
+			// A syntax error, or a value's own UnmarshalText: go-toml's
+			// words are TOML's, less its "toml: " prefix.
+			msg = strings.TrimPrefix(de.Error(), "toml: ")
 		}
 		if len(key) == 0 && ok {
 			key = keyAt(data, row, col)
@@ -61,7 +63,7 @@ func TOMLError(name string, data []byte, target any, err error) error {
 	if errors.As(err, &pe) {
 		return fmt.Errorf("%s: %v", name, pe)
 	}
-	return fmt.Errorf("%s: %w", name, err)
+	return fmt.Errorf("%s: %s", name, strings.TrimPrefix(err.Error(), "toml: "))
 }
 
 // KeyPath writes a key path as TOML does: parts joined by dots, a part

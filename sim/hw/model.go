@@ -30,7 +30,7 @@ func (a Attention) String() string {
 	if a > 0 && int(a) < len(attentionNames) {
 		return attentionNames[a]
 	}
-	return fmt.Sprintf("Attention(%d)", int(a))
+	return strconv.Itoa(int(a))
 }
 
 // MarshalText implements [encoding.TextMarshaler], so TOML writes "mha"/"mla".
@@ -49,7 +49,7 @@ func (a *Attention) UnmarshalText(b []byte) error {
 	case "mla":
 		*a = MLA
 	default:
-		return fmt.Errorf("attention %q: want mha or mla", b)
+		return fmt.Errorf(`expected "mha" or "mla", found %q`, b)
 	}
 	return nil
 }

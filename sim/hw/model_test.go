@@ -189,7 +189,7 @@ func TestModelValidate(t *testing.T) {
 			"hw.model.kv_dtype_bytes: must be > 0 (got 0)",
 			"hw.model.weight_bytes_per_param: must be > 0 (got 0)",
 			"hw.model.context_len: must be from 2 (room for one prompt token and one generated token) to 1073741824 (got 0)",
-			"hw.model.attention: must be mha or mla (got Attention(0))",
+			"hw.model.attention: must be mha or mla (got 0)",
 		}},
 		{"gqa", func() Model { m := base; m.KVHeads = 5; return m }, []string{
 			"hw.model.kv_heads: must be > 0 and divide heads (got 5)"}},
