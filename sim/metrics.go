@@ -130,6 +130,10 @@ func (s *Sim) sample() {
 		smp.HostReserved = s.tree.HostReservedTotal()
 		smp.Storage = s.st.l3.pages * int64(s.cfg.Cache.PageSize)
 	}
+	if n := len(s.timeline); n > 0 && s.timeline[n-1].Time == smp.Time {
+		s.timeline[n-1] = smp // a later look at the same instant
+		return
+	}
 	s.timeline = append(s.timeline, smp)
 }
 
