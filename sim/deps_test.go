@@ -135,3 +135,22 @@ func BenchmarkClosedLoop(b *testing.B) {
 		})
 	}
 }
+
+// A dependency that names no earlier request is counted, and the request
+// runs without it.
+func TestIgnoredDependencies(t *testing.T) {
+	s, err := New(Default(10000), linearCost{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := rec("b", 0, tokens(10, 1), 2)
+	b.Parent = "nobody"
+	b.WaitFor = []string{"a", "later"}
+	res, err := s.RunClosedLoop(NewSliceSource([]traces.Record{rec("a", 0, tokens(10, 1), 2), b, rec("later", 0, tokens(10, 1), 2)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.IgnoredDeps != 2 || len(res.Requests) != 3 {
+		t.Fatalf("ignored %d, %d requests; want 2 and 3", res.IgnoredDeps, len(res.Requests))
+	}
+}

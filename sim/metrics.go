@@ -143,6 +143,10 @@ type Result struct {
 	Summary  Summary
 	Counters Counters
 	Timeline []Sample
+	// IgnoredDeps counts the dependencies (parent, wait_for) of a
+	// closed-loop run that named no earlier request: those requests ran
+	// without them.
+	IgnoredDeps int
 }
 
 func (s *Sim) result() *Result {
@@ -160,7 +164,11 @@ func (s *Sim) result() *Result {
 	sum.Retractions = c.Retractions
 	sum.StorageReadGB = c.StorageReadBytes / 1e9
 	sum.StorageWriteGB = c.StorageWriteBytes / 1e9
-	return &Result{Requests: s.results, Summary: sum, Counters: c, Timeline: s.timeline}
+	res := &Result{Requests: s.results, Summary: sum, Counters: c, Timeline: s.timeline}
+	if s.deps != nil {
+		res.IgnoredDeps = s.deps.ignored
+	}
+	return res
 }
 
 // Serving is the metric set of SGLang's serving benchmarks

@@ -176,6 +176,9 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	res, err := s.Run(rd)
+	if err == nil && res.IgnoredDeps > 0 {
+		fmt.Fprintf(stderr, "kvsim sim: warning: %d dependencies (parent, wait_for) name no earlier request, and their requests ran without them; kvsim trace validate says where\n", res.IgnoredDeps)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "kvsim sim: %v\n", traces.InFile(tp, err))
 		return exitFail
