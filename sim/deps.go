@@ -1,8 +1,8 @@
 package sim
 
 import (
-	"math"
 	"fmt"
+	"math"
 
 	"github.com/kvsim/kvsim/traces"
 )
@@ -33,7 +33,7 @@ type depTracker struct {
 	// ignored counts the dependencies that named no earlier request (the
 	// trace is inconsistent: kvsim trace validate says where).
 	ignored int
-	onDue func(Time) // called for every record that becomes due, with its time
+	onDue   func(Time) // called for every record that becomes due, with its time
 }
 
 type heldRecord struct {
