@@ -3,6 +3,7 @@ package replay
 import (
 	"cmp"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +27,7 @@ func TestFaultSuite(t *testing.T) {
 		for j := range toks {
 			toks[j] = int32(1000 + (i*64+j)%5000)
 		}
-		recs[i] = traces.Record{ID: string(rune('a'+i%26)) + itoa(i), InputLen: len(toks), Tokens: toks, OutputLen: 4}
+		recs[i] = traces.Record{ID: string(rune('a'+i%26)) + strconv.Itoa(i), InputLen: len(toks), Tokens: toks, OutputLen: 4}
 	}
 	for _, tc := range []struct {
 		name    string
@@ -137,11 +138,4 @@ func heapPeak() func() uint64 {
 		}
 	}()
 	return func() uint64 { close(stop); return <-done }
-}
-
-func itoa(i int) string {
-	if i < 10 {
-		return string(rune('0' + i))
-	}
-	return itoa(i/10) + string(rune('0'+i%10))
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -68,14 +69,14 @@ func TestReadersOnHostileInput(t *testing.T) {
 					// validate lists the problems on stdout, the count on stderr.
 					o.stderr = o.stdout + o.stderr
 				}
-				want := []string{regexpQuote(in.file)}
+				want := []string{regexp.QuoteMeta(in.file)}
 				switch in.name {
 				case "empty":
 					want = append(want, `empty input`)
 				case "truncated gzip", "truncated zstd":
-					want = append(want, regexpQuote(in.file)+`:\d+: read: .*truncated`)
+					want = append(want, regexp.QuoteMeta(in.file)+`:\d+: read: .*truncated`)
 				default:
-					want = append(want, regexpQuote(in.file)+`:\d+(:\d+)?: .*(expected|found)`)
+					want = append(want, regexp.QuoteMeta(in.file)+`:\d+(:\d+)?: .*(expected|found)`)
 				}
 				check(t, o, expect{code: 1, stderr: want, maxRSSMB: 300})
 				if _, err := os.Stat(filepath.Join(dir, "out.jsonl")); err == nil {
@@ -144,7 +145,7 @@ func TestBadConfigs(t *testing.T) {
 			o := kvsim(t, run{args: []string{"sim", "--config", rel, "--trace", testdata("chat.jsonl")}, dir: dir, timeout: 30 * time.Second})
 			var want []string
 			for _, l := range lines(string(golden)) {
-				want = append(want, regexpQuote(l))
+				want = append(want, regexp.QuoteMeta(l))
 			}
 			check(t, o, expect{code: 2, stderr: want, maxRSSMB: 200})
 		})

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"syscall"
 	"testing"
 	"time"
@@ -90,7 +91,7 @@ func TestCaptureDiskFull(t *testing.T) {
 	rep := replayThrough(t, url)
 	o := wait(t, capt.cmd, run{timeout: 60 * time.Second}, capt.stdout, capt.stderr)
 	check(t, o, expect{code: 1, stderr: []string{
-		`cannot record: .*` + regexpQuote(out) + `.*(no space left on device|file too large)`,
+		`cannot record: .*` + regexp.QuoteMeta(out) + `.*(no space left on device|file too large)`,
 		`refusing new requests \(503\)`,
 	}})
 	ro := wait(t, rep.cmd, run{timeout: 60 * time.Second}, rep.stdout, rep.stderr)

@@ -5,6 +5,7 @@ package faults
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -69,7 +70,7 @@ func TestOutputOnFullDisk(t *testing.T) {
 			dir, r := fullDisk(t, tc.room)
 			r.args = tc.args(dir)
 			o := kvsim(t, r)
-			check(t, o, expect{code: 1, stderr: []string{regexpQuote(filepath.Join(dir, tc.file)), `(no space left on device|file too large)`}})
+			check(t, o, expect{code: 1, stderr: []string{regexp.QuoteMeta(filepath.Join(dir, tc.file)), `(no space left on device|file too large)`}})
 			entries, _ := os.ReadDir(dir)
 			for _, e := range entries {
 				if e.Name() == filler {
@@ -106,15 +107,4 @@ func fullDisk(t *testing.T, room int) (string, run) {
 		return dir, run{}
 	}
 	return t.TempDir(), run{fsize: int64(max(room, 512))}
-}
-
-func regexpQuote(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`\.+*?()|[]{}^$`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }

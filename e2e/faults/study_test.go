@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"syscall"
 	"testing"
 	"time"
@@ -96,39 +97,18 @@ func TestStudyDiskFull(t *testing.T) {
 	r.args = []string{"study", sf, "--out", out, "--jobs", "1"}
 	r.timeout = time.Minute
 	o := kvsim(t, r)
-	check(t, o, expect{code: 1, stderr: []string{regexpQuote(out) + `.*(no space left on device|file too large)`}})
+	check(t, o, expect{code: 1, stderr: []string{regexp.QuoteMeta(out) + `.*(no space left on device|file too large)`}})
 	t.Logf("on a full disk: %v", o)
 	wholeJSONLines(t, filepath.Join(out, "results.jsonl"))
 	// Room again: move the output to a roomy disk and resume there.
 	roomy := filepath.Join(t.TempDir(), "out")
-	if err := kvsimCopy(t, out, roomy); err != nil {
+	if err := os.CopyFS(roomy, os.DirFS(out)); err != nil {
 		t.Fatal(err)
 	}
 	check(t, kvsim(t, run{args: []string{"study", sf, "--out", roomy, "--jobs", "1"}}), expect{code: 0})
 	if got, _ := os.ReadFile(filepath.Join(roomy, "results.jsonl")); !bytes.Equal(got, want) {
 		t.Errorf("the study finished after a full disk differs from an uninterrupted run")
 	}
-}
-
-// kvsimCopy copies the folder src to dst (a rename across file systems
-// fails).
-func kvsimCopy(t *testing.T, src, dst string) error {
-	t.Helper()
-	return filepath.Walk(src, func(p string, fi os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		to := filepath.Join(dst, rel)
-		if fi.IsDir() {
-			return os.MkdirAll(to, 0o755)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(to, b, 0o644)
-	})
 }
 
 // Memory follows the server's state, not the simulated time span: two
