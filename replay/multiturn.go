@@ -67,8 +67,7 @@ func (c *MultiTurnConfig) Validate() error {
 		if q == 0 {
 			q = c.RequestLength
 		}
-		r := float64(c.Rounds)
-		n := float64(c.Clients) * (r*float64(c.RequestLength) + float64(c.OutputLength+q)*r*(r-1)/2)
+		n := float64(c.Clients) * traces.ChatTokens(c.Rounds, c.RequestLength, c.OutputLength+q)
 		if err := traces.CheckGenTokens(n, "--num-clients, --num-rounds or the lengths"); err != nil {
 			errs = append(errs, err)
 		}

@@ -66,7 +66,7 @@ func (c *ChatConfig) Validate() error {
 		if q == 0 {
 			q = c.RequestLength
 		}
-		if err := CheckGenTokens(float64(c.Clients)*chatTokens(c.Rounds, c.RequestLength, c.OutputLength+q), "--clients, --rounds or the lengths"); err != nil {
+		if err := CheckGenTokens(float64(c.Clients)*ChatTokens(c.Rounds, c.RequestLength, c.OutputLength+q), "--clients, --rounds or the lengths"); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -105,9 +105,10 @@ func CheckGenTokens(tokens float64, flags string) error {
 	return nil
 }
 
-// chatTokens is the prompt tokens of rounds turns of one conversation that
-// starts with first tokens and adds grow tokens a turn.
-func chatTokens(rounds, first, grow int) float64 {
+// ChatTokens is the prompt tokens of rounds turns of one conversation that
+// starts with first tokens and adds grow tokens a turn (each turn's prompt
+// holds the whole conversation so far), for CheckGenTokens.
+func ChatTokens(rounds, first, grow int) float64 {
 	r := float64(rounds)
 	return r*float64(first) + float64(grow)*r*(r-1)/2
 }
@@ -252,7 +253,7 @@ func (c *RoundRobinConfig) Validate() error {
 	if len(errs) == 0 {
 		var n float64
 		for _, r := range c.Rounds {
-			n += chatTokens(r, c.QuestionLength, c.QuestionLength+c.OutputLength)
+			n += ChatTokens(r, c.QuestionLength, c.QuestionLength+c.OutputLength)
 		}
 		if err := CheckGenTokens(n, "the rounds or the lengths"); err != nil {
 			errs = append(errs, err)
