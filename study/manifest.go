@@ -147,7 +147,13 @@ func finish(m *Manifest, dir string, logw io.Writer) (*Outcome, error) {
 	}
 	// From here on the results are safe on disk: a plot or the report that
 	// cannot be written is reported, and the rest is still written.
-	plots, err := drawPlots(m, dir, recs, out.Best, obj)
+	// mrc.csv is read once, for the plot and for the report's comparison
+	// of LRU with the optimum.
+	mrc, note, err := readMRC(dir)
+	var plots []Plot
+	if err == nil {
+		plots, err = drawPlots(m, dir, recs, out.Best, obj, mrc, note)
+	}
 	if err != nil {
 		out.Problems = append(out.Problems, fmt.Errorf("plots: %w", err))
 		plots = nil
@@ -156,7 +162,7 @@ func finish(m *Manifest, dir string, logw io.Writer) (*Outcome, error) {
 		out.Files = append(out.Files, filepath.Join(plotDir, p.Name+".png"), filepath.Join(plotDir, p.Name+".svg"))
 	}
 	if err := writeAtomic(filepath.Join(dir, ReportFile), func(w io.Writer) error {
-		return writeReport(w, m, dir, recs, out.Best, obj, plots)
+		return writeReport(w, m, recs, out.Best, obj, plots, mrc)
 	}); err != nil {
 		out.Problems = append(out.Problems, fmt.Errorf("report: %w", err))
 		return out, nil

@@ -263,7 +263,7 @@ func humanNum(v float64) string {
 
 // drawPlots writes every figure the records allow into dir/plots and
 // returns their names in report order.
-func drawPlots(m *Manifest, dir string, recs []*Record, best int, obj Objective) ([]Plot, error) {
+func drawPlots(m *Manifest, dir string, recs []*Record, best int, obj Objective, mrc []MRCPoint, note string) ([]Plot, error) {
 	pdir := filepath.Join(dir, plotDir)
 	if err := os.MkdirAll(pdir, 0o755); err != nil {
 		return nil, err
@@ -284,10 +284,6 @@ func drawPlots(m *Manifest, dir string, recs []*Record, best int, obj Objective)
 			return nil, err
 		}
 		out = append(out, Plot{"throughput", "Token throughput (prompt + generated tokens per second over the run) against " + xl + ". The trace's arrival rate caps it; a server that keeps up delivers it."})
-	}
-	mrc, note, err := readMRC(dir)
-	if err != nil {
-		return nil, err
 	}
 	if len(mrc) > 0 || len(recs) > 0 {
 		if err := plotMRC(pdir, ss, mrc, note); err != nil {

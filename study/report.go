@@ -12,7 +12,7 @@ import (
 // objective, how it was computed, the table, the figures and the base
 // configuration. It contains no wall-clock figures, so the same results
 // give the same report.
-func writeReport(w io.Writer, m *Manifest, dir string, recs []*Record, best int, obj Objective, plots []Plot) error {
+func writeReport(w io.Writer, m *Manifest, recs []*Record, best int, obj Objective, plots []Plot, mrc []MRCPoint) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s\n\n", m.Title)
 	if q := strings.TrimSpace(m.Question); q != "" {
@@ -35,9 +35,7 @@ func writeReport(w io.Writer, m *Manifest, dir string, recs []*Record, best int,
 		}
 		fmt.Fprintf(&b, "), with a median TTFT of %s and a p99 of %s, %.0f tokens/s, and KV pools of %s GB of HBM and %s GB of host memory per GPU.\n\n",
 			ms(s.MedianTTFT), ms(s.P99TTFT), s.TotalThroughput, gb(r.Sizing.DeviceKVGB), gb(r.Sizing.HostKVGB))
-		if mrc, _, err := readMRC(dir); err == nil {
-			b.WriteString(optSentence(mrc, r.Sizing.CacheCapacityTokens))
-		}
+		b.WriteString(optSentence(mrc, r.Sizing.CacheCapacityTokens))
 	}
 	if missing := m.Points - len(recs); missing > 0 {
 		fmt.Fprintf(&b, "**%d of %d points have no result yet**: run the study again (it resumes) or merge the missing shards.\n\n", missing, m.Points)
