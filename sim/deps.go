@@ -28,7 +28,11 @@ type depTracker struct {
 	held []heldRecord // records waiting for dependencies; reused through free
 	free []int32
 
-	ready releaseHeap // records whose release time is known
+	// ready orders the records whose release time is known by (time,
+	// push order), in the simulator's own event heap; due holds each one by
+	// its push number (the heap's seq).
+	ready eventHeap
+	due   map[uint64]*traces.Record
 	seq   uint64
 	// ignored counts the dependencies that named no earlier request (the
 	// trace is inconsistent: kvsim trace validate says where).
@@ -45,7 +49,7 @@ type heldRecord struct {
 }
 
 func newDepTracker(onDue func(Time)) *depTracker {
-	return &depTracker{slot: map[string]int32{}, onDue: onDue}
+	return &depTracker{slot: map[string]int32{}, due: map[uint64]*traces.Record{}, onDue: onDue}
 }
 
 // arrive registers rec, arriving at now (its trace time). It reports
@@ -158,68 +162,20 @@ func (d *depTracker) finish(id string, now Time) {
 
 func (d *depTracker) push(at Time, rec *traces.Record) {
 	d.seq++
-	d.ready.push(release{at: at, seq: d.seq, rec: rec})
+	d.ready.push(event{at: at, seq: d.seq})
+	d.due[d.seq] = rec
 	d.onDue(at)
 }
 
 // release pops the next due record: the caller schedules one release
 // event per onDue call, so at each event the earliest due record is the
 // one due then.
-func (d *depTracker) release() *traces.Record { return d.ready.pop().rec }
+func (d *depTracker) release() *traces.Record {
+	e := d.ready.pop()
+	rec := d.due[e.seq]
+	delete(d.due, e.seq)
+	return rec
+}
 
 // pending is the number of records held or due and not yet released.
 func (d *depTracker) pending() int { return len(d.held) - len(d.free) + len(d.ready) }
-
-type release struct {
-	at  Time
-	seq uint64
-	rec *traces.Record
-}
-
-// releaseHeap is a binary min-heap of releases by (at, seq).
-type releaseHeap []release
-
-func (h releaseHeap) less(i, j int) bool {
-	if h[i].at != h[j].at {
-		return h[i].at < h[j].at
-	}
-	return h[i].seq < h[j].seq
-}
-
-func (h *releaseHeap) push(e release) {
-	*h = append(*h, e)
-	s := *h
-	for j := len(s) - 1; j > 0; {
-		i := (j - 1) / 2
-		if !s.less(j, i) {
-			break
-		}
-		s[i], s[j] = s[j], s[i]
-		j = i
-	}
-}
-
-func (h *releaseHeap) pop() release {
-	s := *h
-	top := s[0]
-	n := len(s) - 1
-	s[0] = s[n]
-	s[n] = release{}
-	s = s[:n]
-	for i := 0; ; {
-		j := 2*i + 1
-		if j >= n {
-			break
-		}
-		if r := j + 1; r < n && s.less(r, j) {
-			j = r
-		}
-		if !s.less(j, i) {
-			break
-		}
-		s[i], s[j] = s[j], s[i]
-		i = j
-	}
-	*h = s
-	return top
-}
