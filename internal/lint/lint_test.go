@@ -20,15 +20,17 @@ const module = "github.com/kvsim/kvsim"
 // package may import packages of a strictly lower layer, or packages below its
 // own top-level directory. internal/ is importable from everywhere.
 var layer = map[string]int{
-	"tree":    0,
-	"traces":  0,
-	"planner": 1,
-	"sim":     2,
-	"replay":  3,
-	"configs": 4,
-	"study":   5,
-	"cmd":     6,
-	"e2e":     7,
+	"tree":      0,
+	"traces":    0,
+	"planner":   1,
+	"sim":       2,
+	"fleet":     3,
+	"replay":    4,
+	"configs":   5,
+	"calibrate": 6,
+	"study":     7,
+	"cmd":       8,
+	"e2e":       9,
 }
 
 // core lists the top-level directories whose non-test code must be
@@ -129,7 +131,7 @@ func TestImportDirection(t *testing.T) {
 				continue
 			}
 			if toLayer >= fromLayer {
-				t.Errorf("%s: %s must not import %s <- imports flow tree, traces <- planner <- sim <- replay <- configs <- study <- cmd",
+				t.Errorf("%s: %s must not import %s <- imports flow tree, traces <- planner <- sim <- fleet <- replay <- configs <- calibrate <- study <- cmd",
 					fset.Position(imp.Pos()), from, path)
 			}
 		}
