@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kvsim/kvsim/configs"
 	"github.com/kvsim/kvsim/sim"
 	"github.com/kvsim/kvsim/sim/hw"
 	"github.com/kvsim/kvsim/sim/llamacpp"
@@ -1306,70 +1307,60 @@ func promptFeatures(input, cached int64, cfg llamacpp.Config, tile int) []float6
 
 // WriteLlamaTOML writes a complete llama-server config: engine, the
 // server arguments of cfg and the fitted [llamacpp.cost], preceded by
-// comments that say where the fit came from and how well it fits.
+// comments that say where the fit came from and how well it fits. The
+// config is configs' EngineSection and LlamaSection marshalled with
+// go-toml, so its keys are the ones configs reads; the coefficients have
+// six significant digits.
 func (c *LlamaCalibration) WriteLlamaTOML(w io.Writer, cfg llamacpp.Config, source string) error {
-	small := ""
-	if c.Cost.SmallCall > 0 {
-		small = fmt.Sprintf("# a call of at most small_call_tokens tokens pays small_call_pair_ns per prompt pair instead of prefill[2]\nsmall_call_tokens = %d\nsmall_call_pair_ns = %s\n",
-			c.Cost.SmallCall, tomlFloat(c.Cost.SmallPair))
+	var doc struct {
+		Engine configs.EngineSection `toml:"engine"`
+		Llama  configs.LlamaSection  `toml:"llamacpp"`
 	}
-	if c.Cost.Tile > 0 {
-		small += fmt.Sprintf("# attention by llama.cpp's kernels: a slot's prompt rows in a micro-batch (-ub) pay prefill[2] per pair of the\n# tile_size x tile_size blocks the tiled kernel computes, or short_pair_ns per causal pair when fewer than tile_size\ntile_size = %d\nshort_pair_ns = %s\n",
-			c.Cost.Tile, tomlFloat(c.Cost.ShortPair))
+	doc.Engine.Kind = configs.EngineLlamaCpp
+	doc.Llama.Config = cfg
+	doc.Llama.SlotPromptSimilarity = round6(cfg.SlotPromptSimilarity)
+	k := c.Cost
+	restore := round6(k.StateRestore)
+	doc.Llama.Cost = configs.LlamaCost{
+		Fitted: roundFitted(k.Fitted), StateCopy: round6(k.StateCopy), StateFresh: round6(k.StateFresh), StateRestore: &restore,
+		SmallCall: k.SmallCall, SmallPair: round6(k.SmallPair), MediumCall: k.MediumCall, MediumPair: round6(k.MediumPair),
+		Tile: k.Tile, ShortPair: round6(k.ShortPair), Delay: k.Delay,
 	}
-	if c.Cost.MediumCall > 0 {
-		small += fmt.Sprintf("# a call of more than small_call_tokens and at most medium_call_tokens tokens pays medium_call_pair_ns\nmedium_call_tokens = %d\nmedium_call_pair_ns = %s\n",
-			c.Cost.MediumCall, tomlFloat(c.Cost.MediumPair))
+	for _, p := range k.AfterPromptCurve {
+		doc.Llama.Cost.AfterPromptCurve = append(doc.Llama.Cost.AfterPromptCurve, configs.AfterPromptPoint{Context: p.Context, Ns: round6(p.Ns), Decay: round6(p.Decay)})
 	}
-	if len(c.Cost.AfterPromptCurve) > 0 {
-		small += "\n# a decode-only call over c context tokens, j calls (of any kind) after a call in which a prompt ended, takes\n# ns * decay^(j-1) more, ns and decay linear in c between these points and the end points' beyond them\n"
-		for _, p := range c.Cost.AfterPromptCurve {
-			small += fmt.Sprintf("[[llamacpp.cost.after_prompt]]\ncontext_tokens = %d\nns = %s\ndecay = %s\n", p.Context, tomlFloat(p.Ns), tomlFloat(p.Decay))
-		}
-	}
-	p, d := c.Cost.Prefill, c.Cost.Decode
-	copies := ""
+	var b strings.Builder
+	fmt.Fprintf(&b, `llama-server model fitted by kvsim calibrate from %s
+prompt processing: %d requests run alone, %d shapes: MAPE %.2f%% on shape medians, %.2f%% on all requests
+decode:            %d requests, %d shapes (mean batch up to %.2f): MAPE %.2f%% on shape medians, %.2f%% on all requests
+`, source, c.PrefillSamples, c.PrefillShapes, c.PrefillMAPE, c.PrefillMAPEAll,
+		c.DecodeSamples, c.DecodeShapes, c.MaxBatch, c.DecodeMAPE, c.DecodeMAPEAll)
 	if c.CopySamples > 0 {
-		copies = fmt.Sprintf("# copies (server logs): %d requests run alone, %d shapes: MAPE %.2f%% on shape medians; %.3g ms of each TTFT is neither call nor copy\n",
+		fmt.Fprintf(&b, "copies (server logs): %d requests run alone, %d shapes: MAPE %.2f%% on shape medians; %.3g ms of each TTFT is neither call nor copy\n",
 			c.CopySamples, c.CopyShapes, c.CopyMAPE, c.CopyOtherNs/1e6)
 	}
-	_, err := fmt.Fprintf(w, `# llama-server model fitted by kvsim calibrate from %s
-# prompt processing: %d requests run alone, %d shapes: MAPE %.2f%% on shape medians, %.2f%% on all requests
-# decode:            %d requests, %d shapes (mean batch up to %.2f): MAPE %.2f%% on shape medians, %.2f%% on all requests
-%s# %s.
-[engine]
-kind = "llamacpp"
-
-[llamacpp]
-parallel = %d
-ctx_size = %d
-batch_size = %d
-ubatch_size = %d
-slot_prompt_similarity = %s
-cache_ram = %d
-no_cache_idle_slots = %t
-state_bytes_per_token = %d
-token_text = %q
-
-[llamacpp.cost]
-# prompt call ns = a0 + a1*new_tokens + a2*pairs (+ a3*chunks: 0, one prompt per call here): causal pairs,
-# or with tile_size the pairs of the blocks llama.cpp's tiled kernel computes
-# decode ns      = b0 + b1*generating_slots + b2*context_tokens (a mixed call pays max(a0, b0) once)
-# a task start's copies of slot states to and from the RAM cache: state_copy_ns_per_byte per byte
-# saved, state_fresh_ns_per_byte more per saved byte beyond the cache's high-water mark (new
-# memory), state_restore_ns_per_byte per byte restored
-# a request reaches the server loop request_delay_ns after it is sent (not fitted: kvsim
-# calibrate --request-delay; taken out of the TTFTs before the fit)
-prefill = [%s, %s, %s, %s]
-decode = [%s, %s, %s]
-state_copy_ns_per_byte = %s
-state_fresh_ns_per_byte = %s
-state_restore_ns_per_byte = %s
-request_delay_ns = %d
-%s`, source, c.PrefillSamples, c.PrefillShapes, c.PrefillMAPE, c.PrefillMAPEAll,
-		c.DecodeSamples, c.DecodeShapes, c.MaxBatch, c.DecodeMAPE, c.DecodeMAPEAll, copies, c.Method,
-		cfg.Slots, cfg.Context, cfg.Batch, cfg.Ubatch, tomlFloat(cfg.SlotPromptSimilarity), cfg.CacheRAMMiB, cfg.NoCacheIdleSlots, cfg.StateBytesPerToken, cfg.TokenText,
-		tomlFloat(p[0]), tomlFloat(p[1]), tomlFloat(p[2]), tomlFloat(p[3]),
-		tomlFloat(d[0]), tomlFloat(d[1]), tomlFloat(d[2]), tomlFloat(c.Cost.StateCopy), tomlFloat(c.Cost.StateFresh), tomlFloat(c.Cost.StateRestore), c.Cost.Delay, small)
-	return err
+	fmt.Fprintf(&b, "%s.\n", c.Method)
+	b.WriteString(`[llamacpp.cost]:
+prompt call ns = a0 + a1*new_tokens + a2*pairs (+ a3*chunks: 0, one prompt per call here): causal pairs,
+or with tile_size the pairs of the blocks llama.cpp's tiled kernel computes
+decode ns      = b0 + b1*generating_slots + b2*context_tokens (a mixed call pays max(a0, b0) once)
+a task start's copies of slot states to and from the RAM cache: state_copy_ns_per_byte per byte
+saved, state_fresh_ns_per_byte more per saved byte beyond the cache's high-water mark (new
+memory), state_restore_ns_per_byte per byte restored
+a request reaches the server loop request_delay_ns after it is sent (not fitted: kvsim
+calibrate --request-delay; taken out of the TTFTs before the fit)
+`)
+	if k.SmallCall > 0 {
+		b.WriteString("a call of at most small_call_tokens tokens pays small_call_pair_ns per prompt pair instead of prefill[2]\n")
+	}
+	if k.Tile > 0 {
+		b.WriteString("attention by llama.cpp's kernels: a slot's prompt rows in a micro-batch (-ub) pay prefill[2] per pair of the\ntile_size x tile_size blocks the tiled kernel computes, or short_pair_ns per causal pair when fewer than tile_size\n")
+	}
+	if k.MediumCall > 0 {
+		b.WriteString("a call of more than small_call_tokens and at most medium_call_tokens tokens pays medium_call_pair_ns\n")
+	}
+	if len(k.AfterPromptCurve) > 0 {
+		b.WriteString("[[llamacpp.cost.after_prompt]]: a decode-only call over c context tokens, j calls (of any kind) after a call in\nwhich a prompt ended, takes ns * decay^(j-1) more, ns and decay linear in c between these points and the end\npoints' beyond them\n")
+	}
+	return writeTOML(w, b.String(), &doc)
 }

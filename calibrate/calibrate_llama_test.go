@@ -115,7 +115,7 @@ func TestCalibrateLlamaRecoversSimulator(t *testing.T) {
 	if err := c.WriteLlamaTOML(&out, cfg, "test"); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`kind = "llamacpp"`, "parallel = 4", "[llamacpp.cost]", "prefill = [", "decode = [", "state_copy_ns_per_byte = 0.3", "state_fresh_ns_per_byte = 0.4", "state_restore_ns_per_byte = 0.3", "small_call_tokens = 63", "medium_call_tokens = 127", "medium_call_pair_ns = 90.0", "small_call_pair_ns = "} {
+	for _, want := range []string{`kind = 'llamacpp'`, "parallel = 4", "[llamacpp.cost]", "prefill = [", "decode = [", "state_copy_ns_per_byte = 0.3", "state_fresh_ns_per_byte = 0.4", "state_restore_ns_per_byte = 0.3", "small_call_tokens = 63", "medium_call_tokens = 127", "medium_call_pair_ns = 90.0", "small_call_pair_ns = "} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("TOML lacks %q:\n%s", want, out.String())
 		}

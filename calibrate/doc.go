@@ -22,7 +22,12 @@
 //
 // [Calibration.WriteTOML] writes the [cost] section of an SGLang config and
 // [LlamaCalibration.WriteLlamaTOML] a complete llama-server config, each
-// with comments that say where the fit came from and how well it fits.
+// after comments that say where the fit came from and how well it fits.
+// Both build the configuration package's own types (configs.CostSection;
+// configs.EngineSection and configs.LlamaSection with its LlamaCost) and
+// marshal them with go-toml, so the snippets have configs' key names by
+// construction and load with configs.Parse. Coefficients are written to
+// six significant digits.
 //
 // # Import order
 //

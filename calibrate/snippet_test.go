@@ -98,9 +98,9 @@ func TestSnippetGolden(t *testing.T) {
 	}
 }
 
-// round6 is x as the snippets write it: six significant digits.
-func round6(x float64) float64 {
-	r, err := strconv.ParseFloat(strconv.FormatFloat(x, 'g', 6, 64), 64)
+// sixDigits is x as the snippets write it: six significant digits.
+func sixDigits(x float64) float64 {
+	r, err := strconv.ParseFloat(fmt.Sprintf("%.6g", x), 64)
 	if err != nil {
 		panic(err)
 	}
@@ -141,10 +141,10 @@ func TestPropSnippetLoads(t *testing.T) {
 		}
 		want := c.Fitted
 		for i := range want.Prefill {
-			want.Prefill[i] = round6(want.Prefill[i])
+			want.Prefill[i] = sixDigits(want.Prefill[i])
 		}
 		for i := range want.Decode {
-			want.Decode[i] = round6(want.Decode[i])
+			want.Decode[i] = sixDigits(want.Decode[i])
 		}
 		if f.Cost.Kind != "fitted" || f.Cost.Fitted != want {
 			t.Fatalf("loaded kind %q, %+v; want \"fitted\", %+v\n%s", f.Cost.Kind, f.Cost.Fitted, want, b.Bytes())
@@ -196,18 +196,18 @@ func TestPropLlamaSnippetLoads(t *testing.T) {
 		}
 		want := *k
 		for i := range want.Prefill {
-			want.Prefill[i] = round6(want.Prefill[i])
+			want.Prefill[i] = sixDigits(want.Prefill[i])
 		}
 		for i := range want.Decode {
-			want.Decode[i] = round6(want.Decode[i])
+			want.Decode[i] = sixDigits(want.Decode[i])
 		}
 		for _, p := range []*float64{&want.StateCopy, &want.StateFresh, &want.StateRestore, &want.SmallPair, &want.MediumPair, &want.ShortPair} {
-			*p = round6(*p)
+			*p = sixDigits(*p)
 		}
 		want.AfterPromptCurve = slices.Clone(want.AfterPromptCurve)
 		for i := range want.AfterPromptCurve {
 			p := &want.AfterPromptCurve[i]
-			p.Ns, p.Decay = round6(p.Ns), round6(p.Decay)
+			p.Ns, p.Decay = sixDigits(p.Ns), sixDigits(p.Decay)
 		}
 		if got.Config != cfg || !reflect.DeepEqual(*got.Cost, want) {
 			t.Fatalf("loaded %+v\n%+v\nwant %+v\n%+v\n%s", got.Config, *got.Cost, cfg, want, b.Bytes())
