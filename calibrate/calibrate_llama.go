@@ -260,8 +260,8 @@ type LlamaCalibration struct {
 	CopyShapes  int     `json:"copy_shapes,omitempty"`
 	CopyMAPE    float64 `json:"copy_mape_pct,omitempty"`
 	CopyOtherNs float64 `json:"copy_other_ns,omitempty"`
-	// AfterPromptSteps counts the decode steps within AfterPromptCalls
-	// calls after a prompt call that gave the slowdown after prompt calls
+	// AfterPromptSteps counts the decode steps within five calls
+	// (afterPromptCalls) after a prompt call that gave the slowdown after prompt calls
 	// (Cost.AfterPromptCurve), and AfterPromptBins are those steps by
 	// context, one bin per point of the curve.
 	AfterPromptSteps int              `json:"after_prompt_steps,omitempty"`
@@ -272,7 +272,7 @@ type LlamaCalibration struct {
 // AfterPromptBin is the decode steps of a context range, measured after
 // prompt calls: their median context, how many there are, and their median
 // extra time in ns, one per call after the prompt call (j = 1 ..
-// AfterPromptCalls), against the steady steps of their request.
+// 5, afterPromptCalls), against the steady steps of their request.
 type AfterPromptBin struct {
 	Context int64     `json:"context_tokens"`
 	From    int64     `json:"from_tokens"` // the range's bounds: From <= context < To
@@ -281,15 +281,15 @@ type AfterPromptBin struct {
 	Extra   []float64 `json:"extra_ns"`
 }
 
-// AfterPromptCalls is how many calls after a prompt call the calibration
+// afterPromptCalls is how many calls after a prompt call the calibration
 // measures the decode steps' extra time over: the extras of the first
 // calls give llamacpp.CPUCost.AfterPromptCurve, and a request's steps
 // further away are its steady steps.
-const AfterPromptCalls = 5
+const afterPromptCalls = 5
 
 // afterPromptBin is the width, in context tokens, of the ranges the
 // after-prompt fit starts from; afterPromptMinSteps is how many steps a
-// range needs at each of the AfterPromptCalls distances, or it is merged
+// range needs at each of the afterPromptCalls distances, or it is merged
 // with the next range (the last with the one before).
 const (
 	afterPromptBin      = 500
@@ -535,11 +535,11 @@ func CalibrateLlamaRuns(runs [][]traces.Record, cfg llamacpp.Config, fit LlamaFi
 			for i := range dec {
 				dec[i].y -= meanAfterPrompt(dec[i].steps, apCurve)
 			}
-			method += fmt.Sprintf("; decode steps after a prompt call: the medians of %d steps within %d calls of one, against their request's steady steps, in %d context ranges, each fitted as ns * decay^(calls-1) at its median context and taken out of the decode samples before the decode fit", apSteps, AfterPromptCalls, len(apBins))
+			method += fmt.Sprintf("; decode steps after a prompt call: the medians of %d steps within %d calls of one, against their request's steady steps, in %d context ranges, each fitted as ns * decay^(calls-1) at its median context and taken out of the decode samples before the decode fit", apSteps, afterPromptCalls, len(apBins))
 		case apBins == nil:
-			method += fmt.Sprintf("; decode steps after a prompt call: too few measured (%d steps within %d calls of one, need %d at each distance), not fitted", apSteps, AfterPromptCalls, afterPromptMinSteps)
+			method += fmt.Sprintf("; decode steps after a prompt call: too few measured (%d steps within %d calls of one, need %d at each distance), not fitted", apSteps, afterPromptCalls, afterPromptMinSteps)
 		default:
-			method += fmt.Sprintf("; decode steps after a prompt call: no extra time found (%d steps within %d calls of one)", apSteps, AfterPromptCalls)
+			method += fmt.Sprintf("; decode steps after a prompt call: no extra time found (%d steps within %d calls of one)", apSteps, afterPromptCalls)
 		}
 	}
 	dx, dy := shapes(dec)
@@ -1044,7 +1044,7 @@ func (tl *callTimeline) after(z int64) (after int, unsure bool) {
 // fitAfterPrompt measures how much longer decode steps take in the calls
 // after a prompt call, against the steps' context. For each decode sample
 // with timed steps, a line through its steady steps' (no prompt call
-// within AfterPromptCalls calls before) times against their context
+// within afterPromptCalls calls before) times against their context
 // (Theil-Sen: the median slope of all pairs, robust to a stalled step),
 // one line per batch size the request decoded in, gives the time a step
 // of that batch would take without prompt calls (with three steady steps
@@ -1053,7 +1053,7 @@ func (tl *callTimeline) after(z int64) (after int, unsure bool) {
 // context, not the token's position: the requests beside this one change,
 // and their prompts' sizes with them. The steps are put in ranges of
 // afterPromptBin context tokens, merged until each has
-// afterPromptMinSteps steps at every j = 1 .. AfterPromptCalls; in each
+// afterPromptMinSteps steps at every j = 1 .. afterPromptCalls; in each
 // range the medians of the extras are fitted, by least squares, as ns *
 // decay^(j-1) (decay on a grid of 0.01 up to maxAfterPromptDecay, ns in
 // closed form), a point of the curve at the range's median context. The
@@ -1078,7 +1078,7 @@ func fitAfterPrompt(dec []calSample) (curve []llamacpp.AfterPromptPoint, steps i
 			type line struct{ xs, ys []float64 }
 			lines := map[int]*line{}
 			for _, st := range s.steps {
-				if !st.unsure && (st.after == 0 || st.after > AfterPromptCalls) {
+				if !st.unsure && (st.after == 0 || st.after > afterPromptCalls) {
 					l := lines[st.batch]
 					if l == nil {
 						l = &line{}
@@ -1090,7 +1090,7 @@ func fitAfterPrompt(dec []calSample) (curve []llamacpp.AfterPromptPoint, steps i
 			}
 			fitted := map[int][2]float64{}
 			for _, st := range s.steps {
-				if st.unsure || st.after == 0 || st.after > AfterPromptCalls {
+				if st.unsure || st.after == 0 || st.after > afterPromptCalls {
 					continue
 				}
 				ab, ok := fitted[st.batch]
@@ -1112,14 +1112,14 @@ func fitAfterPrompt(dec []calSample) (curve []llamacpp.AfterPromptPoint, steps i
 		// last range.
 		bins = bins[:0]
 		var groups [][]measured
-		var n [AfterPromptCalls]int
+		var n [afterPromptCalls]int
 		start := 0
 		for i, m := range all {
 			n[m.j-1]++
 			binEnd := i+1 == len(all) || all[i+1].ctx/afterPromptBin != m.ctx/afterPromptBin
 			if binEnd && slices.Min(n[:]) >= afterPromptMinSteps {
 				groups = append(groups, all[start:i+1])
-				start, n = i+1, [AfterPromptCalls]int{}
+				start, n = i+1, [afterPromptCalls]int{}
 			}
 		}
 		if len(groups) == 0 {
@@ -1131,7 +1131,7 @@ func fitAfterPrompt(dec []calSample) (curve []llamacpp.AfterPromptPoint, steps i
 		}
 		curve = nil
 		for _, g := range groups {
-			byCall := make([][]float64, AfterPromptCalls)
+			byCall := make([][]float64, afterPromptCalls)
 			ctx := make([]float64, len(g))
 			for i, m := range g {
 				byCall[m.j-1] = append(byCall[m.j-1], m.extra)

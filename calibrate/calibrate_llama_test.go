@@ -632,7 +632,7 @@ func TestCalibrateLlamaRecoversAfterPrompt(t *testing.T) {
 		within(fmt.Sprintf("point %d (%d tokens): ns", i, p.Context), p.Ns, 1.1e6, 1e-3)
 		within(fmt.Sprintf("point %d (%d tokens): decay", i, p.Context), p.Decay, 0.5, 1e-3)
 		b := c.AfterPromptBins[i]
-		if b.Context != p.Context || b.From > b.Context || b.Context >= b.To || (i > 0 && b.From < c.AfterPromptBins[i-1].To) || len(b.Extra) != AfterPromptCalls {
+		if b.Context != p.Context || b.From > b.Context || b.Context >= b.To || (i > 0 && b.From < c.AfterPromptBins[i-1].To) || len(b.Extra) != afterPromptCalls {
 			t.Errorf("bin %d: %+v after %+v", i, b, c.AfterPromptBins[max(i-1, 0)])
 		}
 		for j, e := range b.Extra {

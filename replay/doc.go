@@ -42,7 +42,7 @@
 //
 // [PaceASAP] sends everything at once, [PaceTimestamps] at the trace's
 // arrival times divided by Speedup, [PaceRate] at seeded Poisson or
-// uniform arrivals ([Schedule]). On top of the schedule, a record whose
+// uniform arrivals (seeded by Config.Seed). On top of the schedule, a record whose
 // Parent or WaitFor names an earlier record waits for it to finish
 // (success or failure) and, under PaceTimestamps, for its ThinkTime /
 // Speedup after its Parent finished (a WaitFor gate adds no delay); then
@@ -102,6 +102,6 @@
 //
 // No tokenizer: the *_retokenized fields of the benchmarks are not
 // computed, and chat prompts are token ids rendered as words
-// ([WordsText]). The client does not retry failed requests. The drain
+// (one common English word per id). The client does not retry failed requests. The drain
 // timer runs on the wall clock.
 package replay
