@@ -91,7 +91,8 @@ type LlamaSection struct {
 // prompt call, a1 per new token, a2 per causal pair, a3 per prompt chunk]
 // and decode [b0 per decode call, b1 per generating slot, b2 per context
 // token] in ns, and the time per byte of slot state saved to and restored
-// from the RAM cache.
+// from the RAM cache. Keys marked omitempty are optional rules, left out
+// of the configs kvsim calibrate marshals when they are off.
 type LlamaCost struct {
 	hw.Fitted `toml:",inline"`
 	// StateCopy is llamacpp.CPUCost.StateCopy, ns per byte saved (>= 0; 0,
@@ -107,20 +108,20 @@ type LlamaCost struct {
 	// SmallCall and SmallPair are llamacpp.CPUCost's: a call of at most
 	// SmallCall tokens pays SmallPair ns per prompt (query, key) pair
 	// (SmallCall 0, the default, turns the rule off; SmallPair > 0 then).
-	SmallCall int     `toml:"small_call_tokens"`
-	SmallPair float64 `toml:"small_call_pair_ns"`
+	SmallCall int     `toml:"small_call_tokens,omitempty"`
+	SmallPair float64 `toml:"small_call_pair_ns,omitempty"`
 	// MediumCall and MediumPair are llamacpp.CPUCost's second tier: a call
 	// of more than SmallCall and at most MediumCall tokens pays MediumPair
 	// ns per pair (MediumCall 0, the default, turns it off; > SmallCall
 	// and MediumPair > 0 otherwise).
-	MediumCall int     `toml:"medium_call_tokens"`
-	MediumPair float64 `toml:"medium_call_pair_ns"`
+	MediumCall int     `toml:"medium_call_tokens,omitempty"`
+	MediumPair float64 `toml:"medium_call_pair_ns,omitempty"`
 	// Tile and ShortPair are llamacpp.CPUCost's: the tiled attention
 	// kernel's tile in rows (0, the default, keeps the pair count and the
 	// call-size tiers; > 0 excludes them) and ns per causal pair of fewer
 	// rows (>= 0).
-	Tile      int     `toml:"tile_size"`
-	ShortPair float64 `toml:"short_pair_ns"`
+	Tile      int     `toml:"tile_size,omitempty"`
+	ShortPair float64 `toml:"short_pair_ns,omitempty"`
 	// Delay is llamacpp.CPUCost.Delay: ns from a request's arrival until
 	// the server loop sees its task (>= 0; default 0).
 	Delay int64 `toml:"request_delay_ns"`
@@ -131,13 +132,13 @@ type LlamaCost struct {
 	// 1)), at every context.
 	// They are one point of the curve, at every context; the curve
 	// (AfterPromptCurve) replaces them.
-	AfterPrompt      float64 `toml:"after_prompt_ns"`
-	AfterPromptDecay float64 `toml:"after_prompt_decay"`
+	AfterPrompt      float64 `toml:"after_prompt_ns,omitempty"`
+	AfterPromptDecay float64 `toml:"after_prompt_decay,omitempty"`
 	// AfterPromptCurve is llamacpp.CPUCost.AfterPromptCurve, the term
 	// against the decode call's context: [[llamacpp.cost.after_prompt]]
 	// tables in ascending context_tokens, each with ns (>= 0) and decay
 	// (in [0, 1)); linear between points, the end points' beyond them.
-	AfterPromptCurve []AfterPromptPoint `toml:"after_prompt"`
+	AfterPromptCurve []AfterPromptPoint `toml:"after_prompt,omitempty"`
 }
 
 // AfterPromptPoint is one [[llamacpp.cost.after_prompt]] table.
@@ -198,11 +199,12 @@ type SchedulerSection struct {
 	LPMFallbackQueue         int     `toml:"lpm_fallback_queue"`
 }
 
-// CostSection chooses the cost model.
+// CostSection chooses the cost model. Efficiency is omitted when zero, as
+// in the [cost] snippets kvsim calibrate marshals (kind "fitted").
 type CostSection struct {
 	// Kind is "roofline" (default) or "fitted".
 	Kind       string        `toml:"kind"`
-	Efficiency hw.Efficiency `toml:"efficiency"`
+	Efficiency hw.Efficiency `toml:"efficiency,omitzero"`
 	Fitted     hw.Fitted     `toml:"fitted"`
 }
 

@@ -32,7 +32,7 @@ type CaptureConfig struct {
 	MaxBodyBytes int64
 	// TextBytesPerToken is how many bytes of a text prompt the hashes of
 	// a text prompt's blocks take per token (default 4, about what the
-	// usual BPE tokenizers give on English; see TextBlocks).
+	// usual BPE tokenizers give on English; see textBlocks).
 	TextBytesPerToken float64
 }
 
@@ -46,7 +46,7 @@ const (
 	MaxTextBytesPerToken = 1024.0
 )
 
-// TextBlocks returns the prefix hashes of a text prompt of inputLen tokens
+// textBlocks returns the prefix hashes of a text prompt of inputLen tokens
 // (the server's count) for a hash trace of TextBlockSize-token blocks,
 // full blocks only: block k stands for the text's bytes up to (k+1) *
 // TextBlockSize * bytesPerToken, chained (each hash covers the previous
@@ -58,7 +58,7 @@ const (
 // a prompt under one block, without text, over traces.MaxSynthTokens
 // tokens (no replay sends it), or with a rate outside
 // [MinTextBytesPerToken, MaxTextBytesPerToken].
-func TextBlocks(text []byte, inputLen int, bytesPerToken float64) []uint64 {
+func textBlocks(text []byte, inputLen int, bytesPerToken float64) []uint64 {
 	n := inputLen / TextBlockSize
 	if n <= 0 || len(text) == 0 || inputLen > traces.MaxSynthTokens ||
 		!(bytesPerToken >= MinTextBytesPerToken && bytesPerToken <= MaxTextBytesPerToken) {
@@ -88,7 +88,7 @@ func TextBlocks(text []byte, inputLen int, bytesPerToken float64) []uint64 {
 // generation request (SGLang /generate, OpenAI /v1/completions and
 // /v1/chat/completions) to a kvsim trace: arrival time (ns since the
 // proxy started), prompt token ids (for a text prompt, the length the
-// server reported and the hashes of the text's blocks, TextBlocks: a hash
+// server reported and the hashes of the text's blocks, textBlocks: a hash
 // trace whose shared prefixes are the texts'), sampling parameters, output length and ids (when
 // SGLang returned them), and Observed: TTFT, ITL, E2E and cached tokens
 // parsed from the stream exactly as a replay measures them, and the status
@@ -587,7 +587,7 @@ type capturedPrompt struct {
 
 // prompt works out the record's prompt from the request and the
 // response, before the lock: the ids' count, else the server's count,
-// else the text's words; and a text prompt's blocks (TextBlocks).
+// else the text's words; and a text prompt's blocks (textBlocks).
 func (p *Proxy) prompt(in *capturedInput, resp *Response) capturedPrompt {
 	var pr capturedPrompt
 	switch {
@@ -598,7 +598,7 @@ func (p *Proxy) prompt(in *capturedInput, resp *Response) capturedPrompt {
 	default:
 		pr.inputLen = max(in.textWords, 1)
 	}
-	pr.blocks = TextBlocks(in.text, pr.inputLen, p.cfg.TextBytesPerToken)
+	pr.blocks = textBlocks(in.text, pr.inputLen, p.cfg.TextBytesPerToken)
 	return pr
 }
 

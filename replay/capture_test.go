@@ -401,7 +401,7 @@ func BenchmarkCaptureOverhead(b *testing.B) {
 func TestTextBlocks(t *testing.T) {
 	a := bytes.Repeat([]byte("abcdefgh"), 40) // 320 bytes: 5 blocks of 64
 	b := append(slices.Clone(a[:200]), bytes.Repeat([]byte("X"), 120)...)
-	ba, bb := TextBlocks(a, 100, 4), TextBlocks(b, 100, 4)
+	ba, bb := textBlocks(a, 100, 4), textBlocks(b, 100, 4)
 	if len(ba) != 6 || len(bb) != 6 { // 100 tokens: 6 full blocks of 16
 		t.Fatalf("%d and %d blocks, want 6", len(ba), len(bb))
 	}
@@ -417,17 +417,17 @@ func TestTextBlocks(t *testing.T) {
 	}
 	// The same text at a longer prompt keeps its first blocks: the
 	// boundaries do not depend on the prompt's length.
-	if long := TextBlocks(a, 400, 4); !slices.Equal(long[:6], ba) {
+	if long := textBlocks(a, 400, 4); !slices.Equal(long[:6], ba) {
 		t.Errorf("blocks moved with the prompt's length")
 	}
-	if TextBlocks(a, 15, 4) != nil || TextBlocks(nil, 100, 4) != nil {
+	if textBlocks(a, 15, 4) != nil || textBlocks(nil, 100, 4) != nil {
 		t.Error("blocks for a prompt under one block, or without text")
 	}
 	// At 2 bytes per token a block is 32 bytes: a change at byte 40 keeps
 	// block 0 and changes block 1.
 	c := slices.Clone(a)
 	c[40] = 'Z'
-	ha, hc := TextBlocks(a, 32, 2), TextBlocks(c, 32, 2)
+	ha, hc := textBlocks(a, 32, 2), textBlocks(c, 32, 2)
 	if len(ha) != 2 || ha[0] != hc[0] || ha[1] == hc[1] || ha[0] == ba[0] {
 		t.Errorf("2 bytes per token: %x and %x, want 2 blocks of 32 bytes", ha, hc)
 	}
@@ -437,11 +437,11 @@ func TestTextBlocks(t *testing.T) {
 		n   int
 		bpt float64
 	}{{traces.MaxSynthTokens + 16, 4}, {1 << 62, 4}, {100, 1e17}, {100, 1e300}, {100, 0.01}, {100, math.NaN()}} {
-		if got := TextBlocks(a, tc.n, tc.bpt); got != nil {
-			t.Errorf("TextBlocks(%d tokens, %g bytes per token): %d blocks, want none", tc.n, tc.bpt, len(got))
+		if got := textBlocks(a, tc.n, tc.bpt); got != nil {
+			t.Errorf("textBlocks(%d tokens, %g bytes per token): %d blocks, want none", tc.n, tc.bpt, len(got))
 		}
 	}
-	if one := TextBlocks(a, 32, MinTextBytesPerToken); len(one) != 2 || one[0] == ha[0] {
+	if one := textBlocks(a, 32, MinTextBytesPerToken); len(one) != 2 || one[0] == ha[0] {
 		t.Errorf("1/16 byte per token: %x, want 2 blocks of one byte", one)
 	}
 }
@@ -550,7 +550,7 @@ func FuzzParseCaptured(f *testing.F) {
 		in := parseCaptured(a, body)
 		n := max(promptTokens, 1)
 		rec := traces.Record{ID: "x", InputLen: n, OutputLen: 1}
-		if rec.Blocks = TextBlocks(in.text, n, bpt); rec.Blocks != nil {
+		if rec.Blocks = textBlocks(in.text, n, bpt); rec.Blocks != nil {
 			rec.BlockSize = TextBlockSize
 			if len(rec.Blocks) != n/TextBlockSize {
 				t.Fatalf("%d blocks for %d tokens", len(rec.Blocks), n)

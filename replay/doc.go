@@ -1,9 +1,9 @@
 // Package replay sends request traces to an LLM server or to the simulator
 // and measures every request the way SGLang's serving benchmarks do, so
 // that a real server and kvsim's simulation can be put side by side on the
-// same workload ([Compare]) and the simulator calibrated against the
-// server ([Calibrate]). It also serves the simulator over HTTP ([Server])
-// and records live traffic as a trace ([Proxy]).
+// same workload ([Compare]); its per-request traces are what package
+// calibrate fits the simulator's costs to. It also serves the simulator
+// over HTTP ([Server]) and records live traffic as a trace ([Proxy]).
 //
 // # Model
 //
@@ -42,7 +42,7 @@
 //
 // [PaceASAP] sends everything at once, [PaceTimestamps] at the trace's
 // arrival times divided by Speedup, [PaceRate] at seeded Poisson or
-// uniform arrivals ([Schedule]). On top of the schedule, a record whose
+// uniform arrivals (seeded by Config.Seed). On top of the schedule, a record whose
 // Parent or WaitFor names an earlier record waits for it to finish
 // (success or failure) and, under PaceTimestamps, for its ThinkTime /
 // Speedup after its Parent finished (a WaitFor gate adds no delay); then
@@ -85,7 +85,7 @@
 // [MultiTurn] is bench_multiturn.py's closed-loop multi-turn chat
 // (history grows by the server's own output ids when it returns them).
 //
-// # Serving, capturing, comparing, calibrating
+// # Serving, capturing, comparing
 //
 // [Server] answers SGLang's /generate and OpenAI's completions and chat
 // APIs from one goroutine that owns a sim.Online, streaming tokens at
@@ -96,14 +96,12 @@
 // generation request, with what it measured, to a kvsim trace.
 // [Compare] sets two runs side by side (every metric, per-request MAPE
 // and Pearson r, hit-rate difference); [ResultsFromTrace] reads a
-// per-request trace back for offline comparisons. [Calibrate] fits
-// hw.Fitted to a concurrency-1 per-request trace by non-negative least
-// squares.
+// per-request trace back for offline comparisons.
 //
 // # Not done here
 //
 // No tokenizer: the *_retokenized fields of the benchmarks are not
 // computed, and chat prompts are token ids rendered as words
-// ([WordsText]). The client does not retry failed requests. The drain
+// (one common English word per id). The client does not retry failed requests. The drain
 // timer runs on the wall clock.
 package replay

@@ -30,7 +30,7 @@ const (
 	// prompt as a token-id array (SGLang, vLLM, lmdeploy).
 	APIOpenAI
 	// APIOpenAIChat is POST /v1/chat/completions. Chat takes text, so the
-	// prompt's token ids are rendered as words (see WordsText).
+	// prompt's token ids are rendered as words (see wordsText).
 	APIOpenAIChat
 )
 
@@ -70,7 +70,7 @@ type HTTPConfig struct {
 	// benchmarks' --extra-request-body).
 	Extra json.RawMessage
 	// ChatText must be "words" for APIOpenAIChat: it acknowledges that the
-	// prompt is sent as words standing for the token ids (WordsText).
+	// prompt is sent as words standing for the token ids (wordsText).
 	ChatText string
 	// MaxConns is the number of connections kept open to the server
 	// (default 1024; it should be at least the replay's concurrency).
@@ -268,7 +268,7 @@ func (t *HTTPTarget) body(b *bytes.Buffer, req *Request) {
 			}
 		} else if key("messages") {
 			b.WriteString(`[{"role":"user","content":`)
-			appendJSONString(b, WordsText(req.Tokens))
+			appendJSONString(b, wordsText(req.Tokens))
 			b.WriteString(`}]`)
 		}
 		if key("max_tokens") {

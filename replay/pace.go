@@ -16,7 +16,7 @@ import (
 // times. All times are ns from the run's start.
 //
 // The rules:
-//   - Records are released by the schedule (see Schedule) in record order:
+//   - Records are released by the schedule (see schedule) in record order:
 //     record i at max(sched[i], release of i-1).
 //   - A released record whose Parent and WaitFor (earlier records only) have
 //     all finished is ready at max(release, their latest finish) and, under
@@ -82,7 +82,7 @@ func newPacer(cfg Config, recs []traces.Record) (*pacer, error) {
 	}
 	p := &pacer{
 		pacing: cfg.Pacing, speedup: cfg.Speedup, cap: cfg.MaxConcurrency, gap: int64(cfg.SendGap),
-		recs: recs, sched: Schedule(cfg, recs),
+		recs: recs, sched: schedule(cfg, recs),
 		dependents: make([][]int, len(recs)),
 		ndeps:      make([]int, len(recs)),
 		left:       make([]int, len(recs)),

@@ -163,12 +163,12 @@ type Result struct {
 	Interrupted bool
 }
 
-// Schedule returns each record's scheduled send time in ns from the run's
+// schedule returns each record's scheduled send time in ns from the run's
 // start under cfg's pacing: 0 for PaceASAP; (Arrival - first Arrival) /
 // Speedup for PaceTimestamps; for PaceRate the seeded arrival process in
 // record order (the first at 0). Dependencies can only delay a request
 // beyond its scheduled time.
-func Schedule(cfg Config, recs []traces.Record) []int64 {
+func schedule(cfg Config, recs []traces.Record) []int64 {
 	out := make([]int64, len(recs))
 	switch cfg.Pacing {
 	case PaceTimestamps:
@@ -203,7 +203,7 @@ const streamArrivals = 0x6b76_7369_6d5f_6172 // "kvsim_ar"
 // Run sends recs (in order; a record's Parent and WaitFor must name
 // earlier records to be waited for, other names are ignored) and returns
 // every request's measurements. A record is sent at its scheduled time
-// (see Schedule), or, if later, when its Parent and WaitFor have finished
+// (see schedule), or, if later, when its Parent and WaitFor have finished
 // (succeeded or failed) and its Parent's finish plus its ThinkTime /
 // Speedup has passed (think times count under PaceTimestamps only, and
 // from the Parent only), and when a concurrency slot is free (the

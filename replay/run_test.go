@@ -84,17 +84,17 @@ func TestRecorderSpreadsChunkGaps(t *testing.T) {
 
 func TestScheduleTimestampsAndRate(t *testing.T) {
 	recs := []traces.Record{rec("a", 1000, 4, 1), rec("b", 1500, 4, 1), rec("c", 3000, 4, 1)}
-	got := Schedule(Config{Pacing: PaceTimestamps, Speedup: 2}, recs)
+	got := schedule(Config{Pacing: PaceTimestamps, Speedup: 2}, recs)
 	if want := []int64{0, 250e6, 1000e6}; !slices.Equal(got, want) {
-		t.Fatalf("Schedule(timestamps x2) = %v, want %v", got, want)
+		t.Fatalf("schedule(timestamps x2) = %v, want %v", got, want)
 	}
-	a := Schedule(Config{Pacing: PaceRate, Rate: 10, Seed: 7}, recs)
-	b := Schedule(Config{Pacing: PaceRate, Rate: 10, Seed: 7}, recs)
-	c := Schedule(Config{Pacing: PaceRate, Rate: 10, Seed: 8}, recs)
+	a := schedule(Config{Pacing: PaceRate, Rate: 10, Seed: 7}, recs)
+	b := schedule(Config{Pacing: PaceRate, Rate: 10, Seed: 7}, recs)
+	c := schedule(Config{Pacing: PaceRate, Rate: 10, Seed: 8}, recs)
 	if !slices.Equal(a, b) || slices.Equal(a, c) || a[0] != 0 || !slices.IsSorted(a) {
-		t.Fatalf("Schedule(rate) not seeded and sorted: %v %v %v", a, b, c)
+		t.Fatalf("schedule(rate) not seeded and sorted: %v %v %v", a, b, c)
 	}
-	u := Schedule(Config{Pacing: PaceRate, Rate: 10, Distribution: DistUniform, Seed: 7}, recs)
+	u := schedule(Config{Pacing: PaceRate, Rate: 10, Distribution: DistUniform, Seed: 7}, recs)
 	for i := 1; i < len(u); i++ {
 		if gap := u[i] - u[i-1]; gap < 0 || gap >= 200e6 {
 			t.Fatalf("uniform gap %d ns outside [0, 2/rate)", gap)
@@ -193,7 +193,7 @@ func TestRunRateFollowsSchedule(t *testing.T) {
 		if _, err := r.Run(t.Context(), recs); err != nil {
 			t.Fatal(err)
 		}
-		sched := Schedule(cfg, recs)
+		sched := schedule(cfg, recs)
 		for i, rc := range recs {
 			if got := ft.sentAt(rc.ID, t0); got != time.Duration(sched[i]) {
 				t.Fatalf("%s sent at %v, scheduled %v", rc.ID, got, time.Duration(sched[i]))

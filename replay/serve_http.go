@@ -567,7 +567,7 @@ func (s *Server) serveGen(w http.ResponseWriter, r *http.Request, prompt []int32
 }
 
 // outputWords renders output ids as text pieces (" word" each, see
-// WordsText).
+// wordsText).
 func outputWords(ids []int32) []string {
 	out := make([]string, len(ids))
 	for i, x := range ids {

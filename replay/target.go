@@ -110,8 +110,9 @@ type Info struct {
 }
 
 // Clock is the time source of a replay. Measurements are taken with Now;
-// pacing waits with Sleep. A simulator target may supply a virtual clock;
-// HTTP targets use WallClock.
+// pacing waits with SleepUntil. HTTP targets use WallClock (tests,
+// testing/synctest's fake time); a replay of a [SimTarget] runs in the
+// simulator's virtual time and does not use the clock.
 type Clock interface {
 	// Now returns the current time.
 	Now() time.Time

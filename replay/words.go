@@ -26,14 +26,14 @@ within felt along children saw best church ever least power development light th
 family interest want members mind country area others done turned although open god service
 `)
 
-// WordsText renders token ids as text for APIs that take only text (chat):
+// wordsText renders token ids as text for APIs that take only text (chat):
 // each id x becomes the word words[x mod len(words)], separated by single spaces.
 // The mapping is deterministic, so prompts that share a token-id prefix
 // share a text prefix; with the common tokenizers each word is about one
 // token, so the server's prompt length is close to (not exactly) the
 // number of ids. The server's reported prompt_tokens and cached_tokens
 // are what count in the metrics.
-func WordsText(ids []int32) string {
+func wordsText(ids []int32) string {
 	var b strings.Builder
 	b.Grow(len(ids) * 6)
 	for i, id := range ids {

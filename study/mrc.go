@@ -196,26 +196,6 @@ func computeMRC(rd *traces.Reader) (*mrcCurve, error) {
 	return c, nil
 }
 
-// hitRate returns the token- and block-weighted hit rates of an LRU of
-// capacity blocks.
-func (c *mrcCurve) hitRate(capacity int64) (tokens, blocks float64) {
-	var t, b float64
-	for i, k := range c.need {
-		if k > capacity {
-			break
-		}
-		t += c.tokens[i]
-		b += c.blocks[i]
-	}
-	if c.totalTokens > 0 {
-		tokens = t / c.totalTokens
-	}
-	if c.totalBlocks > 0 {
-		blocks = b / c.totalBlocks
-	}
-	return tokens, blocks
-}
-
 // optHitTokens replays the trace under Belady's optimum at capacity
 // blocks and returns the prompt tokens of the hit blocks: a request whose
 // first k blocks hit saves min(k·blockSize, input) tokens, the weights of

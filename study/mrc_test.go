@@ -181,3 +181,23 @@ func BenchmarkMRCConversation(b *testing.B) {
 		}
 	}
 }
+
+// hitRate returns the token- and block-weighted hit rates of an LRU of
+// capacity blocks.
+func (c *mrcCurve) hitRate(capacity int64) (tokens, blocks float64) {
+	var t, b float64
+	for i, k := range c.need {
+		if k > capacity {
+			break
+		}
+		t += c.tokens[i]
+		b += c.blocks[i]
+	}
+	if c.totalTokens > 0 {
+		tokens = t / c.totalTokens
+	}
+	if c.totalBlocks > 0 {
+		blocks = b / c.totalBlocks
+	}
+	return tokens, blocks
+}

@@ -74,5 +74,3 @@ func (c *blockLRU) pushFront(i int32) {
 		c.tail = i
 	}
 }
-
-func (c *blockLRU) len() int { return len(c.index) }

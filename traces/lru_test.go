@@ -7,6 +7,9 @@ import (
 	"pgregory.net/rapid"
 )
 
+// len is the number of blocks held.
+func (c *blockLRU) len() int { return len(c.index) }
+
 // naiveLRU is the model: a slice ordered from least to most recently used.
 type naiveLRU struct {
 	cap  int

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvsim/kvsim/calibrate"
 	"github.com/kvsim/kvsim/configs"
-	"github.com/kvsim/kvsim/replay"
 	"github.com/kvsim/kvsim/traces"
 )
 
@@ -136,14 +136,14 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvsim calibrate: %v\n", err)
 		return exitFail
 	}
-	cc := replay.CalibrateConfig{
+	cc := calibrate.CalibrateConfig{
 		ChunkedPrefillSize: built.Sim.Scheduler.ChunkedPrefillSize,
 		PageSize:           built.Sim.Cache.PageSize, Relative: !*absolute,
 	}
 	if cc.PageSize == 0 {
 		cc.PageSize = 1
 	}
-	c, err := replay.Calibrate(recs, cc)
+	c, err := calibrate.Calibrate(recs, cc)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvsim calibrate: %s: %v\n", *perReq, err)
 		return exitFail
@@ -201,7 +201,7 @@ func calibrateLlama(f *configs.File, cfgPath, genTrace string, perReqs, serverLo
 		if len(perReqs) > 0 || len(serverLogs) > 0 || out != "" {
 			return usageErr("--gen-trace writes the calibration trace only: no --per-request, --server-log or --out")
 		}
-		recs, err := replay.LlamaCalibrationTrace(replay.LlamaCalibrationConfig{
+		recs, err := calibrate.LlamaCalibrationTrace(calibrate.LlamaCalibrationConfig{
 			Slots: cfg.Slots, SlotContext: cfg.SlotContext(), Repeats: o.repeats, Seed: o.seed, Vocab: o.vocab,
 		})
 		if err != nil {
@@ -246,7 +246,7 @@ func calibrateLlama(f *configs.File, cfgPath, genTrace string, perReqs, serverLo
 	if o.requestDelay < 0 {
 		return usageErr(fmt.Sprintf("--request-delay: must be >= 0 (got %v)", o.requestDelay))
 	}
-	fit := replay.LlamaFit{SmallCall: o.smallCall, MediumCall: o.mediumCall, Tile: o.tile, RequestDelay: o.requestDelay.Nanoseconds(), NoAfterPrompt: o.noAfterPrompt}
+	fit := calibrate.LlamaFit{SmallCall: o.smallCall, MediumCall: o.mediumCall, Tile: o.tile, RequestDelay: o.requestDelay.Nanoseconds(), NoAfterPrompt: o.noAfterPrompt}
 	for _, p := range serverLogs {
 		tasks, err := readLlamaLog(p)
 		if err != nil {
@@ -255,7 +255,7 @@ func calibrateLlama(f *configs.File, cfgPath, genTrace string, perReqs, serverLo
 		fit.Logs = append(fit.Logs, tasks)
 		fit.LogNames = append(fit.LogNames, p)
 	}
-	c, err := replay.CalibrateLlamaRuns(runs, cfg, fit)
+	c, err := calibrate.CalibrateLlamaRuns(runs, cfg, fit)
 	if err != nil {
 		names := strings.Join(perReqs, ", ")
 		if len(serverLogs) > 0 {
@@ -316,11 +316,11 @@ func calibrateLlama(f *configs.File, cfgPath, genTrace string, perReqs, serverLo
 }
 
 // readLlamaLog reads the tasks of a llama-server log file.
-func readLlamaLog(path string) ([]replay.LlamaLogTask, error) {
+func readLlamaLog(path string) ([]calibrate.LlamaLogTask, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	return replay.ReadLlamaServerLog(f, path)
+	return calibrate.ReadLlamaServerLog(f, path)
 }

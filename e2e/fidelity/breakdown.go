@@ -9,7 +9,7 @@ import (
 	"os"
 	"slices"
 
-	"github.com/kvsim/kvsim/replay"
+	"github.com/kvsim/kvsim/calibrate"
 	"github.com/kvsim/kvsim/traces"
 )
 
@@ -40,7 +40,7 @@ func breakdown(args []string, w io.Writer) error {
 		return err
 	}
 	defer lf.Close()
-	tasks, err := replay.ReadLlamaServerLog(lf, *logPath)
+	tasks, err := calibrate.ReadLlamaServerLog(lf, *logPath)
 	if err != nil {
 		return err
 	}
@@ -68,7 +68,7 @@ func breakdown(args []string, w io.Writer) error {
 // tasks (a replay's warm-up request comes first): a concurrency-1 run
 // starts its tasks in send order. Each pair must agree on the tokens
 // evaluated.
-func joinBreakdown(tasks []replay.LlamaLogTask, recs []traces.Record) ([]breakdownRow, error) {
+func joinBreakdown(tasks []calibrate.LlamaLogTask, recs []traces.Record) ([]breakdownRow, error) {
 	recs = slices.DeleteFunc(slices.Clone(recs), func(r traces.Record) bool { return r.Observed == nil })
 	slices.SortStableFunc(recs, func(a, b traces.Record) int { return cmp.Compare(a.Arrival, b.Arrival) })
 	for i := 1; i < len(recs); i++ {

@@ -1,13 +1,18 @@
-package replay
+package calibrate
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"strconv"
+	"strings"
 
+	"github.com/pelletier/go-toml/v2"
 	"gonum.org/v1/gonum/mat"
 
+	"github.com/kvsim/kvsim/configs"
 	"github.com/kvsim/kvsim/sim/hw"
 	"github.com/kvsim/kvsim/traces"
 )
@@ -303,34 +308,55 @@ func fitQuality(rows [][]float64, y, c []float64) (r2, mape float64) {
 
 // WriteTOML writes the calibration as the [cost] section configs loads
 // (kind = "fitted" with cost.fitted.prefill and decode), preceded by
-// comments that say where it came from and how well it fits.
+// comments that say where it came from and how well it fits. The section
+// is a configs.CostSection marshalled with go-toml, so its keys are the
+// ones configs reads; the coefficients have six significant digits.
 func (c *Calibration) WriteTOML(w io.Writer, source string) error {
-	f := c.Fitted
-	_, err := fmt.Fprintf(w, `# Fitted by kvsim calibrate from %s
-# %d TTFT samples: R² %.4f, MAPE %.2f%%; %d ITL samples: R² %.4f, MAPE %.2f%%
-# %s.
-# prefill ns = a0 + a1*new_tokens + a2*attention_pairs + a3*requests
-# decode ns  = b0 + b1*batch + b2*context_tokens
-# (a3 and b1 cannot be told from the intercepts at concurrency 1: 0 here.)
-[cost]
-kind = "fitted"
+	var doc struct {
+		Cost configs.CostSection `toml:"cost"`
+	}
+	doc.Cost.Kind = "fitted"
+	doc.Cost.Fitted = roundFitted(c.Fitted)
+	return writeTOML(w, fmt.Sprintf(`Fitted by kvsim calibrate from %s
+%d TTFT samples: R² %.4f, MAPE %.2f%%; %d ITL samples: R² %.4f, MAPE %.2f%%
+%s.
+prefill ns = a0 + a1*new_tokens + a2*attention_pairs + a3*requests
+decode ns  = b0 + b1*batch + b2*context_tokens
+(a3 and b1 cannot be told from the intercepts at concurrency 1: 0 here.)
+`, source, c.PrefillSamples, c.PrefillR2, c.TTFTMAPE, c.DecodeSamples, c.DecodeR2, c.ITLMAPE, c.Method), &doc)
+}
 
-[cost.fitted]
-prefill = [%s, %s, %s, %s]
-decode = [%s, %s, %s]
-`, source, c.PrefillSamples, c.PrefillR2, c.TTFTMAPE, c.DecodeSamples, c.DecodeR2, c.ITLMAPE, c.Method,
-		tomlFloat(f.Prefill[0]), tomlFloat(f.Prefill[1]), tomlFloat(f.Prefill[2]), tomlFloat(f.Prefill[3]),
-		tomlFloat(f.Decode[0]), tomlFloat(f.Decode[1]), tomlFloat(f.Decode[2]))
+// writeTOML writes comment, each line prefixed with "# ", and then doc
+// marshalled as TOML.
+func writeTOML(w io.Writer, comment string, doc any) error {
+	var b bytes.Buffer
+	for line := range strings.Lines(comment) {
+		b.WriteString("# " + line)
+	}
+	if err := toml.NewEncoder(&b).Encode(doc); err != nil {
+		return err
+	}
+	_, err := w.Write(b.Bytes())
 	return err
 }
 
-// tomlFloat formats x as a TOML float (always with a point or exponent).
-func tomlFloat(x float64) string {
-	s := fmt.Sprintf("%.6g", x)
-	for _, ch := range s {
-		if ch == '.' || ch == 'e' || ch == 'n' || ch == 'N' {
-			return s
-		}
+// round6 is x to six significant digits, the precision the snippets
+// write.
+func round6(x float64) float64 {
+	r, err := strconv.ParseFloat(strconv.FormatFloat(x, 'g', 6, 64), 64)
+	if err != nil {
+		panic("calibrate: " + err.Error()) // FormatFloat's output always parses
 	}
-	return s + ".0"
+	return r
+}
+
+// roundFitted is f with every coefficient to six significant digits.
+func roundFitted(f hw.Fitted) hw.Fitted {
+	for i := range f.Prefill {
+		f.Prefill[i] = round6(f.Prefill[i])
+	}
+	for i := range f.Decode {
+		f.Decode[i] = round6(f.Decode[i])
+	}
+	return f
 }

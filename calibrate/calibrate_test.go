@@ -1,4 +1,4 @@
-package replay
+package calibrate
 
 import (
 	"math"
@@ -6,10 +6,30 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvsim/kvsim/replay"
 	"github.com/kvsim/kvsim/sim"
 	"github.com/kvsim/kvsim/sim/hw"
 	"github.com/kvsim/kvsim/traces"
 )
+
+// replaySim replays recs with rc against the in-process simulator of sc
+// (kvsim replay --target sim).
+func replaySim(t testing.TB, sc replay.SimConfig, rc replay.Config, recs []traces.Record) *replay.Result {
+	t.Helper()
+	st, err := replay.NewSimTarget(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := replay.New(rc, st, replay.WallClock{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Run(t.Context(), recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
 
 // calibrationTrace is a concurrency-1 replay of the simulator with known
 // fitted coefficients, written as a per-request trace: prompts of 200 to
@@ -18,10 +38,6 @@ import (
 func calibrationTrace(t testing.TB, truth hw.Fitted, n int) []traces.Record {
 	t.Helper()
 	cfg := sim.Default(400000)
-	st, err := NewSimTarget(SimConfig{Sim: cfg, Cost: &truth})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rng := rand.New(rand.NewPCG(11, 12))
 	var recs []traces.Record
 	var prompts [][]int32
@@ -41,9 +57,9 @@ func calibrationTrace(t testing.TB, truth hw.Fitted, n int) []traces.Record {
 		prompts = append(prompts, p)
 		recs = append(recs, traces.Record{ID: string(rune('A'+i%26)) + strings.Repeat("x", i/26), InputLen: len(p), Tokens: p, OutputLen: 2 + rng.IntN(16)})
 	}
-	c := Default()
+	c := replay.Default()
 	c.MaxConcurrency = 1
-	res := runSim(t, st, c, recs)
+	res := replaySim(t, replay.SimConfig{Sim: cfg, Cost: &truth}, c, recs)
 	var out []traces.Record
 	for i, rr := range res.Requests {
 		rec := recs[i]

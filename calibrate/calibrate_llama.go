@@ -1,4 +1,4 @@
-package replay
+package calibrate
 
 import (
 	"cmp"
@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kvsim/kvsim/configs"
 	"github.com/kvsim/kvsim/sim"
 	"github.com/kvsim/kvsim/sim/hw"
 	"github.com/kvsim/kvsim/sim/llamacpp"
@@ -259,8 +260,8 @@ type LlamaCalibration struct {
 	CopyShapes  int     `json:"copy_shapes,omitempty"`
 	CopyMAPE    float64 `json:"copy_mape_pct,omitempty"`
 	CopyOtherNs float64 `json:"copy_other_ns,omitempty"`
-	// AfterPromptSteps counts the decode steps within AfterPromptCalls
-	// calls after a prompt call that gave the slowdown after prompt calls
+	// AfterPromptSteps counts the decode steps within five calls
+	// (afterPromptCalls) after a prompt call that gave the slowdown after prompt calls
 	// (Cost.AfterPromptCurve), and AfterPromptBins are those steps by
 	// context, one bin per point of the curve.
 	AfterPromptSteps int              `json:"after_prompt_steps,omitempty"`
@@ -271,7 +272,7 @@ type LlamaCalibration struct {
 // AfterPromptBin is the decode steps of a context range, measured after
 // prompt calls: their median context, how many there are, and their median
 // extra time in ns, one per call after the prompt call (j = 1 ..
-// AfterPromptCalls), against the steady steps of their request.
+// 5, afterPromptCalls), against the steady steps of their request.
 type AfterPromptBin struct {
 	Context int64     `json:"context_tokens"`
 	From    int64     `json:"from_tokens"` // the range's bounds: From <= context < To
@@ -280,15 +281,15 @@ type AfterPromptBin struct {
 	Extra   []float64 `json:"extra_ns"`
 }
 
-// AfterPromptCalls is how many calls after a prompt call the calibration
+// afterPromptCalls is how many calls after a prompt call the calibration
 // measures the decode steps' extra time over: the extras of the first
 // calls give llamacpp.CPUCost.AfterPromptCurve, and a request's steps
 // further away are its steady steps.
-const AfterPromptCalls = 5
+const afterPromptCalls = 5
 
 // afterPromptBin is the width, in context tokens, of the ranges the
 // after-prompt fit starts from; afterPromptMinSteps is how many steps a
-// range needs at each of the AfterPromptCalls distances, or it is merged
+// range needs at each of the afterPromptCalls distances, or it is merged
 // with the next range (the last with the one before).
 const (
 	afterPromptBin      = 500
@@ -534,11 +535,11 @@ func CalibrateLlamaRuns(runs [][]traces.Record, cfg llamacpp.Config, fit LlamaFi
 			for i := range dec {
 				dec[i].y -= meanAfterPrompt(dec[i].steps, apCurve)
 			}
-			method += fmt.Sprintf("; decode steps after a prompt call: the medians of %d steps within %d calls of one, against their request's steady steps, in %d context ranges, each fitted as ns * decay^(calls-1) at its median context and taken out of the decode samples before the decode fit", apSteps, AfterPromptCalls, len(apBins))
+			method += fmt.Sprintf("; decode steps after a prompt call: the medians of %d steps within %d calls of one, against their request's steady steps, in %d context ranges, each fitted as ns * decay^(calls-1) at its median context and taken out of the decode samples before the decode fit", apSteps, afterPromptCalls, len(apBins))
 		case apBins == nil:
-			method += fmt.Sprintf("; decode steps after a prompt call: too few measured (%d steps within %d calls of one, need %d at each distance), not fitted", apSteps, AfterPromptCalls, afterPromptMinSteps)
+			method += fmt.Sprintf("; decode steps after a prompt call: too few measured (%d steps within %d calls of one, need %d at each distance), not fitted", apSteps, afterPromptCalls, afterPromptMinSteps)
 		default:
-			method += fmt.Sprintf("; decode steps after a prompt call: no extra time found (%d steps within %d calls of one)", apSteps, AfterPromptCalls)
+			method += fmt.Sprintf("; decode steps after a prompt call: no extra time found (%d steps within %d calls of one)", apSteps, afterPromptCalls)
 		}
 	}
 	dx, dy := shapes(dec)
@@ -1043,7 +1044,7 @@ func (tl *callTimeline) after(z int64) (after int, unsure bool) {
 // fitAfterPrompt measures how much longer decode steps take in the calls
 // after a prompt call, against the steps' context. For each decode sample
 // with timed steps, a line through its steady steps' (no prompt call
-// within AfterPromptCalls calls before) times against their context
+// within afterPromptCalls calls before) times against their context
 // (Theil-Sen: the median slope of all pairs, robust to a stalled step),
 // one line per batch size the request decoded in, gives the time a step
 // of that batch would take without prompt calls (with three steady steps
@@ -1052,7 +1053,7 @@ func (tl *callTimeline) after(z int64) (after int, unsure bool) {
 // context, not the token's position: the requests beside this one change,
 // and their prompts' sizes with them. The steps are put in ranges of
 // afterPromptBin context tokens, merged until each has
-// afterPromptMinSteps steps at every j = 1 .. AfterPromptCalls; in each
+// afterPromptMinSteps steps at every j = 1 .. afterPromptCalls; in each
 // range the medians of the extras are fitted, by least squares, as ns *
 // decay^(j-1) (decay on a grid of 0.01 up to maxAfterPromptDecay, ns in
 // closed form), a point of the curve at the range's median context. The
@@ -1077,7 +1078,7 @@ func fitAfterPrompt(dec []calSample) (curve []llamacpp.AfterPromptPoint, steps i
 			type line struct{ xs, ys []float64 }
 			lines := map[int]*line{}
 			for _, st := range s.steps {
-				if !st.unsure && (st.after == 0 || st.after > AfterPromptCalls) {
+				if !st.unsure && (st.after == 0 || st.after > afterPromptCalls) {
 					l := lines[st.batch]
 					if l == nil {
 						l = &line{}
@@ -1089,7 +1090,7 @@ func fitAfterPrompt(dec []calSample) (curve []llamacpp.AfterPromptPoint, steps i
 			}
 			fitted := map[int][2]float64{}
 			for _, st := range s.steps {
-				if st.unsure || st.after == 0 || st.after > AfterPromptCalls {
+				if st.unsure || st.after == 0 || st.after > afterPromptCalls {
 					continue
 				}
 				ab, ok := fitted[st.batch]
@@ -1111,14 +1112,14 @@ func fitAfterPrompt(dec []calSample) (curve []llamacpp.AfterPromptPoint, steps i
 		// last range.
 		bins = bins[:0]
 		var groups [][]measured
-		var n [AfterPromptCalls]int
+		var n [afterPromptCalls]int
 		start := 0
 		for i, m := range all {
 			n[m.j-1]++
 			binEnd := i+1 == len(all) || all[i+1].ctx/afterPromptBin != m.ctx/afterPromptBin
 			if binEnd && slices.Min(n[:]) >= afterPromptMinSteps {
 				groups = append(groups, all[start:i+1])
-				start, n = i+1, [AfterPromptCalls]int{}
+				start, n = i+1, [afterPromptCalls]int{}
 			}
 		}
 		if len(groups) == 0 {
@@ -1130,7 +1131,7 @@ func fitAfterPrompt(dec []calSample) (curve []llamacpp.AfterPromptPoint, steps i
 		}
 		curve = nil
 		for _, g := range groups {
-			byCall := make([][]float64, AfterPromptCalls)
+			byCall := make([][]float64, afterPromptCalls)
 			ctx := make([]float64, len(g))
 			for i, m := range g {
 				byCall[m.j-1] = append(byCall[m.j-1], m.extra)
@@ -1306,70 +1307,60 @@ func promptFeatures(input, cached int64, cfg llamacpp.Config, tile int) []float6
 
 // WriteLlamaTOML writes a complete llama-server config: engine, the
 // server arguments of cfg and the fitted [llamacpp.cost], preceded by
-// comments that say where the fit came from and how well it fits.
+// comments that say where the fit came from and how well it fits. The
+// config is configs' EngineSection and LlamaSection marshalled with
+// go-toml, so its keys are the ones configs reads; the coefficients have
+// six significant digits.
 func (c *LlamaCalibration) WriteLlamaTOML(w io.Writer, cfg llamacpp.Config, source string) error {
-	small := ""
-	if c.Cost.SmallCall > 0 {
-		small = fmt.Sprintf("# a call of at most small_call_tokens tokens pays small_call_pair_ns per prompt pair instead of prefill[2]\nsmall_call_tokens = %d\nsmall_call_pair_ns = %s\n",
-			c.Cost.SmallCall, tomlFloat(c.Cost.SmallPair))
+	var doc struct {
+		Engine configs.EngineSection `toml:"engine"`
+		Llama  configs.LlamaSection  `toml:"llamacpp"`
 	}
-	if c.Cost.Tile > 0 {
-		small += fmt.Sprintf("# attention by llama.cpp's kernels: a slot's prompt rows in a micro-batch (-ub) pay prefill[2] per pair of the\n# tile_size x tile_size blocks the tiled kernel computes, or short_pair_ns per causal pair when fewer than tile_size\ntile_size = %d\nshort_pair_ns = %s\n",
-			c.Cost.Tile, tomlFloat(c.Cost.ShortPair))
+	doc.Engine.Kind = configs.EngineLlamaCpp
+	doc.Llama.Config = cfg
+	doc.Llama.SlotPromptSimilarity = round6(cfg.SlotPromptSimilarity)
+	k := c.Cost
+	restore := round6(k.StateRestore)
+	doc.Llama.Cost = configs.LlamaCost{
+		Fitted: roundFitted(k.Fitted), StateCopy: round6(k.StateCopy), StateFresh: round6(k.StateFresh), StateRestore: &restore,
+		SmallCall: k.SmallCall, SmallPair: round6(k.SmallPair), MediumCall: k.MediumCall, MediumPair: round6(k.MediumPair),
+		Tile: k.Tile, ShortPair: round6(k.ShortPair), Delay: k.Delay,
 	}
-	if c.Cost.MediumCall > 0 {
-		small += fmt.Sprintf("# a call of more than small_call_tokens and at most medium_call_tokens tokens pays medium_call_pair_ns\nmedium_call_tokens = %d\nmedium_call_pair_ns = %s\n",
-			c.Cost.MediumCall, tomlFloat(c.Cost.MediumPair))
+	for _, p := range k.AfterPromptCurve {
+		doc.Llama.Cost.AfterPromptCurve = append(doc.Llama.Cost.AfterPromptCurve, configs.AfterPromptPoint{Context: p.Context, Ns: round6(p.Ns), Decay: round6(p.Decay)})
 	}
-	if len(c.Cost.AfterPromptCurve) > 0 {
-		small += "\n# a decode-only call over c context tokens, j calls (of any kind) after a call in which a prompt ended, takes\n# ns * decay^(j-1) more, ns and decay linear in c between these points and the end points' beyond them\n"
-		for _, p := range c.Cost.AfterPromptCurve {
-			small += fmt.Sprintf("[[llamacpp.cost.after_prompt]]\ncontext_tokens = %d\nns = %s\ndecay = %s\n", p.Context, tomlFloat(p.Ns), tomlFloat(p.Decay))
-		}
-	}
-	p, d := c.Cost.Prefill, c.Cost.Decode
-	copies := ""
+	var b strings.Builder
+	fmt.Fprintf(&b, `llama-server model fitted by kvsim calibrate from %s
+prompt processing: %d requests run alone, %d shapes: MAPE %.2f%% on shape medians, %.2f%% on all requests
+decode:            %d requests, %d shapes (mean batch up to %.2f): MAPE %.2f%% on shape medians, %.2f%% on all requests
+`, source, c.PrefillSamples, c.PrefillShapes, c.PrefillMAPE, c.PrefillMAPEAll,
+		c.DecodeSamples, c.DecodeShapes, c.MaxBatch, c.DecodeMAPE, c.DecodeMAPEAll)
 	if c.CopySamples > 0 {
-		copies = fmt.Sprintf("# copies (server logs): %d requests run alone, %d shapes: MAPE %.2f%% on shape medians; %.3g ms of each TTFT is neither call nor copy\n",
+		fmt.Fprintf(&b, "copies (server logs): %d requests run alone, %d shapes: MAPE %.2f%% on shape medians; %.3g ms of each TTFT is neither call nor copy\n",
 			c.CopySamples, c.CopyShapes, c.CopyMAPE, c.CopyOtherNs/1e6)
 	}
-	_, err := fmt.Fprintf(w, `# llama-server model fitted by kvsim calibrate from %s
-# prompt processing: %d requests run alone, %d shapes: MAPE %.2f%% on shape medians, %.2f%% on all requests
-# decode:            %d requests, %d shapes (mean batch up to %.2f): MAPE %.2f%% on shape medians, %.2f%% on all requests
-%s# %s.
-[engine]
-kind = "llamacpp"
-
-[llamacpp]
-parallel = %d
-ctx_size = %d
-batch_size = %d
-ubatch_size = %d
-slot_prompt_similarity = %s
-cache_ram = %d
-no_cache_idle_slots = %t
-state_bytes_per_token = %d
-token_text = %q
-
-[llamacpp.cost]
-# prompt call ns = a0 + a1*new_tokens + a2*pairs (+ a3*chunks: 0, one prompt per call here): causal pairs,
-# or with tile_size the pairs of the blocks llama.cpp's tiled kernel computes
-# decode ns      = b0 + b1*generating_slots + b2*context_tokens (a mixed call pays max(a0, b0) once)
-# a task start's copies of slot states to and from the RAM cache: state_copy_ns_per_byte per byte
-# saved, state_fresh_ns_per_byte more per saved byte beyond the cache's high-water mark (new
-# memory), state_restore_ns_per_byte per byte restored
-# a request reaches the server loop request_delay_ns after it is sent (not fitted: kvsim
-# calibrate --request-delay; taken out of the TTFTs before the fit)
-prefill = [%s, %s, %s, %s]
-decode = [%s, %s, %s]
-state_copy_ns_per_byte = %s
-state_fresh_ns_per_byte = %s
-state_restore_ns_per_byte = %s
-request_delay_ns = %d
-%s`, source, c.PrefillSamples, c.PrefillShapes, c.PrefillMAPE, c.PrefillMAPEAll,
-		c.DecodeSamples, c.DecodeShapes, c.MaxBatch, c.DecodeMAPE, c.DecodeMAPEAll, copies, c.Method,
-		cfg.Slots, cfg.Context, cfg.Batch, cfg.Ubatch, tomlFloat(cfg.SlotPromptSimilarity), cfg.CacheRAMMiB, cfg.NoCacheIdleSlots, cfg.StateBytesPerToken, cfg.TokenText,
-		tomlFloat(p[0]), tomlFloat(p[1]), tomlFloat(p[2]), tomlFloat(p[3]),
-		tomlFloat(d[0]), tomlFloat(d[1]), tomlFloat(d[2]), tomlFloat(c.Cost.StateCopy), tomlFloat(c.Cost.StateFresh), tomlFloat(c.Cost.StateRestore), c.Cost.Delay, small)
-	return err
+	fmt.Fprintf(&b, "%s.\n", c.Method)
+	b.WriteString(`[llamacpp.cost]:
+prompt call ns = a0 + a1*new_tokens + a2*pairs (+ a3*chunks: 0, one prompt per call here): causal pairs,
+or with tile_size the pairs of the blocks llama.cpp's tiled kernel computes
+decode ns      = b0 + b1*generating_slots + b2*context_tokens (a mixed call pays max(a0, b0) once)
+a task start's copies of slot states to and from the RAM cache: state_copy_ns_per_byte per byte
+saved, state_fresh_ns_per_byte more per saved byte beyond the cache's high-water mark (new
+memory), state_restore_ns_per_byte per byte restored
+a request reaches the server loop request_delay_ns after it is sent (not fitted: kvsim
+calibrate --request-delay; taken out of the TTFTs before the fit)
+`)
+	if k.SmallCall > 0 {
+		b.WriteString("a call of at most small_call_tokens tokens pays small_call_pair_ns per prompt pair instead of prefill[2]\n")
+	}
+	if k.Tile > 0 {
+		b.WriteString("attention by llama.cpp's kernels: a slot's prompt rows in a micro-batch (-ub) pay prefill[2] per pair of the\ntile_size x tile_size blocks the tiled kernel computes, or short_pair_ns per causal pair when fewer than tile_size\n")
+	}
+	if k.MediumCall > 0 {
+		b.WriteString("a call of more than small_call_tokens and at most medium_call_tokens tokens pays medium_call_pair_ns\n")
+	}
+	if len(k.AfterPromptCurve) > 0 {
+		b.WriteString("[[llamacpp.cost.after_prompt]]: a decode-only call over c context tokens, j calls (of any kind) after a call in\nwhich a prompt ended, takes ns * decay^(j-1) more, ns and decay linear in c between these points and the end\npoints' beyond them\n")
+	}
+	return writeTOML(w, b.String(), &doc)
 }

@@ -1,4 +1,4 @@
-package replay
+package calibrate
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvsim/kvsim/replay"
 	"github.com/kvsim/kvsim/sim/hw"
 	"github.com/kvsim/kvsim/sim/llamacpp"
 	"github.com/kvsim/kvsim/traces"
@@ -17,14 +18,14 @@ import (
 
 // perRequest turns a replay's results into the per-request trace that
 // kvsim replay --per-request writes (Arrival = send time, Observed).
-func perRequest(t *testing.T, recs []traces.Record, res *Result) []traces.Record {
+func perRequest(t *testing.T, recs []traces.Record, res *replay.Result) []traces.Record {
 	t.Helper()
 	var buf bytes.Buffer
 	w, err := traces.NewWriter(&buf, traces.Header{Format: "kvsim"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := WritePerRequest(w, recs, res); err != nil {
+	if err := replay.WritePerRequest(w, recs, res); err != nil {
 		t.Fatal(err)
 	}
 	rd, err := traces.NewReader(&buf, "per-request", traces.FormatKVSim)
@@ -114,7 +115,7 @@ func TestCalibrateLlamaRecoversSimulator(t *testing.T) {
 	if err := c.WriteLlamaTOML(&out, cfg, "test"); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`kind = "llamacpp"`, "parallel = 4", "[llamacpp.cost]", "prefill = [", "decode = [", "state_copy_ns_per_byte = 0.3", "state_fresh_ns_per_byte = 0.4", "state_restore_ns_per_byte = 0.3", "small_call_tokens = 63", "medium_call_tokens = 127", "medium_call_pair_ns = 90.0", "small_call_pair_ns = "} {
+	for _, want := range []string{`kind = 'llamacpp'`, "parallel = 4", "[llamacpp.cost]", "prefill = [", "decode = [", "state_copy_ns_per_byte = 0.3", "state_fresh_ns_per_byte = 0.4", "state_restore_ns_per_byte = 0.3", "small_call_tokens = 63", "medium_call_tokens = 127", "medium_call_pair_ns = 90.0", "small_call_pair_ns = "} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("TOML lacks %q:\n%s", want, out.String())
 		}
@@ -331,21 +332,17 @@ func TestCalibrateLlamaDropsEmptyTier(t *testing.T) {
 // simCalibrationRun replays the calibration trace (seed, repeats; 0: the
 // default) against the llamacpp model of cfg with cost, at the slot count
 // and token ids 1..255, as e2e/fidelity.sh replays it against the server.
-func simCalibrationRun(t *testing.T, cfg llamacpp.Config, cost *llamacpp.CPUCost, seed uint64, repeats int) ([]traces.Record, *Result) {
+func simCalibrationRun(t *testing.T, cfg llamacpp.Config, cost *llamacpp.CPUCost, seed uint64, repeats int) ([]traces.Record, *replay.Result) {
 	t.Helper()
 	vocab := traces.Vocab{Lo: 1, Hi: 256}
 	recs, err := LlamaCalibrationTrace(LlamaCalibrationConfig{Slots: cfg.Slots, SlotContext: cfg.SlotContext(), Repeats: repeats, Seed: seed, Vocab: vocab})
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := NewSimTarget(SimConfig{Llama: &cfg, LlamaCost: cost})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := Default()
+	rc := replay.Default()
 	rc.MaxConcurrency = cfg.Slots
 	rc.Vocab = vocab
-	return recs, runSim(t, st, rc, recs)
+	return recs, replaySim(t, replay.SimConfig{Llama: &cfg, LlamaCost: cost}, rc, recs)
 }
 
 // With tiles, the fit recovers the simulator's tiled attention: prompt
@@ -635,7 +632,7 @@ func TestCalibrateLlamaRecoversAfterPrompt(t *testing.T) {
 		within(fmt.Sprintf("point %d (%d tokens): ns", i, p.Context), p.Ns, 1.1e6, 1e-3)
 		within(fmt.Sprintf("point %d (%d tokens): decay", i, p.Context), p.Decay, 0.5, 1e-3)
 		b := c.AfterPromptBins[i]
-		if b.Context != p.Context || b.From > b.Context || b.Context >= b.To || (i > 0 && b.From < c.AfterPromptBins[i-1].To) || len(b.Extra) != AfterPromptCalls {
+		if b.Context != p.Context || b.From > b.Context || b.Context >= b.To || (i > 0 && b.From < c.AfterPromptBins[i-1].To) || len(b.Extra) != afterPromptCalls {
 			t.Errorf("bin %d: %+v after %+v", i, b, c.AfterPromptBins[max(i-1, 0)])
 		}
 		for j, e := range b.Extra {

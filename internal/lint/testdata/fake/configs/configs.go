@@ -1,0 +1,5 @@
+package configs
+
+import "example.com/fake/nowhere"
+
+var _ = nowhere.X

@@ -1,0 +1,5 @@
+package sim
+
+import "example.com/fake/replay"
+
+var _ = replay.Name

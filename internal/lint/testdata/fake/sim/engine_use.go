@@ -1,0 +1,5 @@
+package sim
+
+import "example.com/fake/sim/engine"
+
+var _ engine.Time

@@ -1,0 +1,5 @@
+package policy
+
+import "example.com/fake/replay"
+
+var _ = replay.Name

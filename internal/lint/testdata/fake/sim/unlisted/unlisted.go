@@ -1,0 +1,5 @@
+package unlisted
+
+import "example.com/fake/sim/hw"
+
+var _ = hw.X

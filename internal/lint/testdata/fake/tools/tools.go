@@ -1,0 +1,5 @@
+package tools
+
+import "example.com/fake/sim"
+
+var _ = sim.Run

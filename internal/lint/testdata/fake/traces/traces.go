@@ -1,0 +1,5 @@
+package traces
+
+import "math/rand"
+
+var _ = rand.Intn
