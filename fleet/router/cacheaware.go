@@ -1,0 +1,73 @@
+package router
+
+import (
+	"slices"
+	"unicode/utf8"
+)
+
+// routingKey turns req into the approximate tree's symbols: the characters
+// of Text, or else the token ids. The slice is the router's scratch buffer.
+func (r *Router) routingKey(req *Request) []symbol {
+	k := r.key[:0]
+	if req.Text != "" {
+		k = slices.Grow(k, utf8.RuneCountInString(req.Text))
+		for _, c := range req.Text {
+			k = append(k, symbol(c))
+		}
+	} else {
+		k = slices.Grow(k, len(req.Tokens))
+		for _, t := range req.Tokens {
+			k = append(k, symbol(t))
+		}
+	}
+	r.key = k
+	return k
+}
+
+// imbalanced is SGLang's is_imbalanced on the router's in-flight counts of
+// the available replicas: max-min > balance_abs_threshold and
+// max > min * balance_rel_threshold (both must hold).
+func (r *Router) imbalanced() bool {
+	lo, hi := r.Load(r.cand[0]), r.Load(r.cand[0])
+	for _, i := range r.cand[1:] {
+		lo, hi = min(lo, r.Load(i)), max(hi, r.Load(i))
+	}
+	c := r.cfg.CacheAware
+	return hi-lo > c.BalanceAbsThreshold && float64(hi) > float64(lo)*c.BalanceRelThreshold
+}
+
+// cacheAware is SGLang's cache_aware policy (sgl-router
+// src/policies/cache_aware.rs, SMG model_gateway/src/policies/cache_aware.rs):
+// the imbalance test first; then a match rate strictly above
+// cache_threshold goes to the matched replica; a miss goes by the miss rule.
+// The chosen replica is inserted along the whole key in every branch but
+// MatchUnavailable.
+func (r *Router) cacheAware(req *Request) Decision {
+	key := r.routingKey(req)
+	if r.imbalanced() {
+		d := Decision{Replica: r.leastLoaded(), Reason: Imbalanced}
+		r.tree.insert(key, d.Replica)
+		return d
+	}
+	matched, tenant := r.tree.match(key)
+	if len(key) > 0 && float64(matched)/float64(len(key)) > r.cfg.CacheAware.CacheThreshold {
+		if !r.available[tenant] {
+			return Decision{Replica: r.cand[0], Reason: MatchUnavailable, Matched: matched}
+		}
+		r.tree.insert(key, tenant)
+		return Decision{Replica: tenant, Reason: CacheHit, Matched: matched}
+	}
+	d := Decision{Reason: Miss, Matched: matched}
+	if r.cfg.CacheAware.MissRule == SmallestTree {
+		d.Replica = r.cand[0]
+		for _, i := range r.cand[1:] {
+			if r.tree.size[i] < r.tree.size[d.Replica] {
+				d.Replica = i
+			}
+		}
+	} else {
+		d.Replica = r.leastLoaded()
+	}
+	r.tree.insert(key, d.Replica)
+	return d
+}
