@@ -4,13 +4,16 @@ import (
 	"cmp"
 
 	"github.com/kvsim/kvsim/internal/invariants"
+	"github.com/kvsim/kvsim/tree"
 
 	"github.com/emirpasic/gods/queues/priorityqueue"
 )
 
 // symbol is one unit of the approximate tree's keys: a Unicode character of
-// the routing text, or a token id.
-type symbol = uint32
+// the routing text, a token id or a block hash. It is tree.PageID so that
+// keys compare with tree.CommonPrefix (the runtime's vectorised memory
+// comparison for long keys).
+type symbol = tree.PageID
 
 // approxTree is SGLang's approximate radix tree (sgl-router src/tree.rs,
 // SMG crates/kv_index string_tree.rs): one tree over every replica's routed
@@ -97,16 +100,6 @@ func (n *anode) leafFor(r int) bool {
 	return true
 }
 
-func commonPrefix(a, b []symbol) int {
-	n := min(len(a), len(b))
-	for i := range n {
-		if a[i] != b[i] {
-			return i
-		}
-	}
-	return n
-}
-
 // insert attaches replica r along the whole of key, splitting an edge where
 // key leaves it and adding a leaf for the rest, and stamps every node on the
 // path with a new stamp (classic tree.rs stamps every node an insert
@@ -131,7 +124,7 @@ func (t *approxTree) insert(key []symbol, r int) {
 			t.size[r] += len(leaf.edge)
 			return
 		}
-		if k := commonPrefix(c.edge, key[i:]); k < len(c.edge) {
+		if k := tree.CommonPrefix(c.edge, key[i:]); k < len(c.edge) {
 			c = t.split(c, k)
 		}
 		if c.attach(r, stamp) {
@@ -167,7 +160,7 @@ func (t *approxTree) match(key []symbol) (matched, tenant int) {
 		if c == nil {
 			break
 		}
-		k := commonPrefix(c.edge, key[matched:])
+		k := tree.CommonPrefix(c.edge, key[matched:])
 		matched += k
 		last = c
 		if k < len(c.edge) {

@@ -52,7 +52,7 @@ type approxMachine struct {
 }
 
 func drawKey(rt *rapid.T, label string) []symbol {
-	return rapid.SliceOfN(rapid.Uint32Range(0, 3), 0, 12).Draw(rt, label)
+	return rapid.SliceOfN(rapid.Map(rapid.Uint64Range(0, 3), func(v uint64) symbol { return symbol(v) }), 0, 12).Draw(rt, label)
 }
 
 func (m *approxMachine) insert(rt *rapid.T) {

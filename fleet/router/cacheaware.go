@@ -6,18 +6,27 @@ import (
 )
 
 // routingKey turns req into the approximate tree's symbols: the characters
-// of Text, or else the token ids. The slice is the router's scratch buffer.
+// of Text, else the token ids cut to whole router.tree_page_size pages,
+// else the block hashes. The slice is the router's scratch buffer.
 func (r *Router) routingKey(req *Request) []symbol {
 	k := r.key[:0]
-	if req.Text != "" {
+	switch {
+	case req.Text != "":
 		k = slices.Grow(k, utf8.RuneCountInString(req.Text))
 		for _, c := range req.Text {
 			k = append(k, symbol(c))
 		}
-	} else {
-		k = slices.Grow(k, len(req.Tokens))
-		for _, t := range req.Tokens {
-			k = append(k, symbol(t))
+	case len(req.Tokens) > 0:
+		ps := max(1, r.cfg.CacheAware.TreePageSize)
+		toks := req.Tokens[:len(req.Tokens)/ps*ps]
+		k = slices.Grow(k, len(toks))
+		for _, t := range toks {
+			k = append(k, symbol(uint32(t)))
+		}
+	default:
+		k = slices.Grow(k, len(req.Blocks))
+		for _, b := range req.Blocks {
+			k = append(k, symbol(b))
 		}
 	}
 	r.key = k
@@ -50,7 +59,14 @@ func (r *Router) cacheAware(req *Request) Decision {
 		return d
 	}
 	matched, tenant := r.tree.match(key)
-	if len(key) > 0 && float64(matched)/float64(len(key)) > r.cfg.CacheAware.CacheThreshold {
+	denom := len(key)
+	if req.Text == "" && len(req.Tokens) > 0 {
+		// Token mode: whole pages match; the rate is over every token.
+		ps := max(1, r.cfg.CacheAware.TreePageSize)
+		matched = matched / ps * ps
+		denom = len(req.Tokens)
+	}
+	if matched > 0 && float64(matched)/float64(denom) > r.cfg.CacheAware.CacheThreshold {
 		if !r.available[tenant] {
 			return Decision{Replica: r.cand[0], Reason: MatchUnavailable, Matched: matched}
 		}

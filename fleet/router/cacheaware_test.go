@@ -138,3 +138,37 @@ func TestCacheAwareMatchUnavailable(t *testing.T) {
 		t.Fatalf("TreeSize(1) = %d, want 0 (no insert)", r.TreeSize(1))
 	}
 }
+
+// TestCacheAwareTokenPages: with tree_page_size 4 the tree holds whole
+// pages of tokens and a match counts whole pages, over every token.
+func TestCacheAwareTokenPages(t *testing.T) {
+	r := cacheAwareRouter(t, 2, func(c *CacheAwareConfig) { c.TreePageSize = 4 })
+	mustRoute(t, r, &Request{Tokens: []int32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}})
+	if r.TreeSize(0) != 8 {
+		t.Fatalf("TreeSize(0) = %d, want 8 (two whole pages)", r.TreeSize(0))
+	}
+	// 7 tokens in common, one whole page: 4/8 = 0.5 > 0.3.
+	if d := mustRoute(t, r, &Request{Tokens: []int32{1, 2, 3, 4, 5, 6, 7, 99}}); d.Reason != CacheHit || d.Matched != 4 {
+		t.Fatalf("Route = %+v, want a hit matching 4", d)
+	}
+	// 3 tokens in common: no whole page.
+	if d := mustRoute(t, r, &Request{Tokens: []int32{1, 2, 3, 99}}); d.Reason != Miss || d.Matched != 0 {
+		t.Fatalf("Route = %+v, want a miss matching 0", d)
+	}
+}
+
+// TestCacheAwareBlocks: block-hash requests match block by block, with
+// distinct hashes distinct symbols however large.
+func TestCacheAwareBlocks(t *testing.T) {
+	r := cacheAwareRouter(t, 2, func(*CacheAwareConfig) {})
+	mustRoute(t, r, &Request{Blocks: []uint64{10, 1 << 40, 30}})
+	if d := mustRoute(t, r, &Request{Blocks: []uint64{10, 1 << 40, 40}}); d.Replica != 0 || d.Reason != CacheHit || d.Matched != 2 {
+		t.Fatalf("Route = %+v, want a hit on 0 matching 2 blocks", d)
+	}
+	if d := mustRoute(t, r, &Request{Blocks: []uint64{10 + 1<<40}}); d.Reason != Miss {
+		t.Fatalf("Route = %+v, want a miss: a different hash", d)
+	}
+	if r.TreeSize(0)+r.TreeSize(1) != 5 {
+		t.Fatalf("tree sizes %d + %d, want 5 blocks", r.TreeSize(0), r.TreeSize(1))
+	}
+}

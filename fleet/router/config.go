@@ -140,6 +140,12 @@ type CacheAwareConfig struct {
 	// MissRule is router.miss_rule, the balanced-miss fallback. Default
 	// min_load (current SGLang); smallest_tree is the classic router's.
 	MissRule MissRule
+	// TreePageSize is router.tree_page_size, in tokens: for requests keyed
+	// by token ids, the tree holds and matches whole pages only, as SMG's
+	// gRPC token tree (PAGE_SIZE = 16); the match rate stays over every
+	// token. Text keys ignore it. Range [1, 4096]; default 1 (a symbol per
+	// token).
+	TreePageSize int
 }
 
 // PowerOfTwoConfig holds power_of_two's parameters. The router does not
@@ -200,6 +206,7 @@ func Default() Config {
 			EvictionInterval:    120 * time.Second,
 			MaxTreeSize:         1 << 26,
 			MissRule:            MinLoad,
+			TreePageSize:        1,
 		},
 		PowerOfTwo:     PowerOfTwoConfig{LoadPollInterval: 10 * time.Second},
 		ConsistentHash: ConsistentHashConfig{VirtualNodes: 150},
@@ -232,6 +239,10 @@ func (c Config) validate(prefix string) error {
 	return errors.Join(errs...)
 }
 
+// maxTreePageSize bounds router.tree_page_size: SGLang's page sizes are at
+// most a few hundred tokens.
+const maxTreePageSize = 4096
+
 // Validate reports every invalid cache_aware field, keys under router.
 func (c CacheAwareConfig) Validate() error { return c.validate("router") }
 
@@ -251,6 +262,9 @@ func (c CacheAwareConfig) validate(p string) error {
 	}
 	if c.MaxTreeSize < 0 {
 		errs = append(errs, fmt.Errorf("%s.max_tree_size: must be >= 0 (got %d)", p, c.MaxTreeSize))
+	}
+	if c.TreePageSize < 1 || c.TreePageSize > maxTreePageSize {
+		errs = append(errs, fmt.Errorf("%s.tree_page_size: must be in [1, %d] (got %d)", p, maxTreePageSize, c.TreePageSize))
 	}
 	if c.MissRule != MinLoad && c.MissRule != SmallestTree {
 		errs = append(errs, fmt.Errorf("%s.miss_rule: must be min_load or smallest_tree (got %v)", p, c.MissRule))

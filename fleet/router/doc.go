@@ -9,7 +9,8 @@
 // # Policies
 //
 //   - cache_aware: an approximate radix tree over every replica's routed
-//     prompts (characters of the routing text, or token ids), the imbalance
+//     prompts (characters of the routing text, else token ids in whole
+//     pages, else block hashes), the imbalance
 //     test on the router's in-flight counts before any lookup, a hit when
 //     the match rate is strictly above cache_threshold, and a miss rule:
 //     least loaded (SGLang since December 2025, the default) or smallest
@@ -54,6 +55,5 @@
 // The router does not send anything, queue requests, model
 // router-to-replica latency, or know what a replica really caches except
 // through the caller's oracle. SMG's prefix_hash, manual, least_load and
-// event-driven (KV events) cache_aware, and the token-page (gRPC) tree,
-// are not modelled yet.
+// event-driven (KV events) cache_aware are not modelled yet.
 package router

@@ -18,6 +18,12 @@ type Request struct {
 	// symbol per token) when Text is empty. The router does not keep the
 	// slice.
 	Tokens []int32
+	// Blocks are the prompt's block hashes (a block-hash trace's hash_ids,
+	// e.g. Mooncake's 512-token blocks), used by the approximate tree when
+	// Text and Tokens are empty: one symbol per block, so match rates and
+	// router.max_tree_size count blocks. The router does not keep the
+	// slice.
+	Blocks []uint64
 	// Session is consistent_hash's key (SMG's X-SMG-Routing-Key); empty
 	// means no key.
 	Session string
