@@ -129,6 +129,21 @@ func (m *approxMachine) evict(rt *rapid.T) {
 		if newestDropped > oldestKept {
 			rt.Fatalf("tenant %d: eviction dropped a prefix stamped %d and kept one stamped %d", r, newestDropped, oldestKept)
 		}
+		// Eviction stops once the tenant is within budget: its last
+		// detached node (stamped newestDropped, pops being in stamp order)
+		// was still needed, so putting back every dropped prefix of that
+		// stamp would exceed the budget.
+		if len(kept) < len(before) {
+			last := 0
+			for p, s := range before {
+				if _, ok := kept[p]; !ok && s == newestDropped {
+					last++
+				}
+			}
+			if len(kept)+last <= budget {
+				rt.Fatalf("tenant %d: eviction to %d left %d symbols though the last %d it dropped were not needed", r, budget, len(kept), last)
+			}
+		}
 		m.model[r] = kept
 	}
 }
@@ -162,8 +177,8 @@ func (m *approxMachine) checkModel(rt *rapid.T) {
 // after every step each tenant holds exactly the model's prefixes with the
 // model's stamps; matches equal the longest prefix any tenant holds and
 // name a tenant that holds it; an eviction leaves each tenant within
-// budget, touches no tenant already within it, and never drops a prefix
-// newer than one it keeps.
+// budget, touches no tenant already within it, stops once a tenant is
+// within it, and never drops a prefix newer than one it keeps.
 func TestApproxTreeStateMachine(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		n := rapid.IntRange(1, 4).Draw(rt, "replicas")

@@ -422,3 +422,62 @@ func TestRandomCoversReplicas(t *testing.T) {
 		}
 	}
 }
+
+// TestPropCacheAwareDeterministic: two cache_aware routers given the same
+// requests, finishes and ticks (with evictions cutting the tree) take the
+// same decisions and keep the same tree sizes: no map order leaks into a
+// decision or an eviction.
+func TestPropCacheAwareDeterministic(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		n := rapid.IntRange(1, 5).Draw(rt, "replicas")
+		cfg := Default()
+		cfg.CacheAware.BalanceAbsThreshold = rapid.IntRange(0, 3).Draw(rt, "abs")
+		cfg.CacheAware.MaxTreeSize = rapid.IntRange(0, 40).Draw(rt, "max_tree_size")
+		cfg.CacheAware.EvictionInterval = time.Second
+		var rs [2]*Router
+		for k := range rs {
+			r, err := New(cfg, n, Deps{})
+			if err != nil {
+				rt.Fatal(err)
+			}
+			rs[k] = r
+		}
+		var reqs []*Request
+		var open []int
+		for step := range rapid.IntRange(1, 80).Draw(rt, "steps") {
+			switch rapid.IntRange(0, 3).Draw(rt, "op") {
+			case 0, 1:
+				req := drawRequest(rt, reqs, rapid.Bool().Draw(rt, "text"))
+				reqs = append(reqs, req)
+				a, err := rs[0].Route(req)
+				if err != nil {
+					rt.Fatal(err)
+				}
+				b, err := rs[1].Route(req)
+				if err != nil || a != b {
+					rt.Fatalf("step %d: decisions %+v and %+v (%v)", step, a, b, err)
+				}
+				open = append(open, a.Replica)
+			case 2:
+				if len(open) > 0 {
+					k := rapid.IntRange(0, len(open)-1).Draw(rt, "finish")
+					for _, r := range rs {
+						if err := r.Finish(open[k]); err != nil {
+							rt.Fatal(err)
+						}
+					}
+					open = slices.Delete(open, k, k+1)
+				}
+			case 3:
+				for _, r := range rs {
+					r.Tick(time.Duration(step) * time.Second)
+				}
+			}
+			for i := range n {
+				if rs[0].TreeSize(i) != rs[1].TreeSize(i) {
+					rt.Fatalf("step %d: replica %d tree sizes %d and %d", step, i, rs[0].TreeSize(i), rs[1].TreeSize(i))
+				}
+			}
+		}
+	})
+}
