@@ -17,7 +17,7 @@ func (r *Router) routingKey(req *Request) []symbol {
 			k = append(k, symbol(c))
 		}
 	case len(req.Tokens) > 0:
-		ps := max(1, r.cfg.CacheAware.TreePageSize)
+		ps := r.cfg.CacheAware.TreePageSize
 		toks := req.Tokens[:len(req.Tokens)/ps*ps]
 		k = slices.Grow(k, len(toks))
 		for _, t := range toks {
@@ -62,7 +62,7 @@ func (r *Router) cacheAware(req *Request) Decision {
 	denom := len(key)
 	if req.Text == "" && len(req.Tokens) > 0 {
 		// Token mode: whole pages match; the rate is over every token.
-		ps := max(1, r.cfg.CacheAware.TreePageSize)
+		ps := r.cfg.CacheAware.TreePageSize
 		matched = matched / ps * ps
 		denom = len(req.Tokens)
 	}
