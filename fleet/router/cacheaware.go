@@ -35,14 +35,28 @@ func (r *Router) routingKey(req *Request) []symbol {
 
 // imbalanced is SGLang's is_imbalanced on the router's in-flight counts of
 // the available replicas: max-min > balance_abs_threshold and
-// max > min * balance_rel_threshold (both must hold).
+// max > min * balance_rel_threshold (both must hold); or, SMG's KV-usage
+// triggers, over the available replicas with a load snapshot: max-min
+// usage > balance_token_usage_threshold, or max usage >
+// overload_token_usage_threshold.
 func (r *Router) imbalanced() bool {
 	lo, hi := r.Load(r.cand[0]), r.Load(r.cand[0])
-	for _, i := range r.cand[1:] {
+	uLo, uHi, snaps := 0.0, 0.0, 0
+	for _, i := range r.cand {
 		lo, hi = min(lo, r.Load(i)), max(hi, r.Load(i))
+		if r.snapOK[i] {
+			if snaps == 0 {
+				uLo, uHi = r.snap[i], r.snap[i]
+			}
+			uLo, uHi = min(uLo, r.snap[i]), max(uHi, r.snap[i])
+			snaps++
+		}
 	}
 	c := r.cfg.CacheAware
-	return hi-lo > c.BalanceAbsThreshold && float64(hi) > float64(lo)*c.BalanceRelThreshold
+	if hi-lo > c.BalanceAbsThreshold && float64(hi) > float64(lo)*c.BalanceRelThreshold {
+		return true
+	}
+	return snaps > 0 && (uHi-uLo > c.BalanceTokenUsageThreshold || uHi > c.OverloadTokenUsageThreshold)
 }
 
 // cacheAware is SGLang's cache_aware policy (sgl-router

@@ -172,3 +172,32 @@ func TestCacheAwareBlocks(t *testing.T) {
 		t.Fatalf("tree sizes %d + %d, want 5 blocks", r.TreeSize(0), r.TreeSize(1))
 	}
 }
+
+// TestCacheAwareUsageTriggers: SMG's KV-usage triggers make a balanced
+// in-flight load imbalanced from the load snapshots.
+func TestCacheAwareUsageTriggers(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		balance, over  float64
+		usage0, usage1 float64
+		want           Reason
+	}{
+		{"defaults_off", 1, 1, 0.99, 0, CacheHit},
+		{"spread", 0.5, 1, 0.7, 0.1, Imbalanced},
+		{"spread_equal_is_not_above", 0.5, 1, 0.6, 0.1, CacheHit},
+		{"overload", 1, 0.9, 0.95, 0.9, Imbalanced},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := cacheAwareRouter(t, 2, func(c *CacheAwareConfig) {
+				c.BalanceTokenUsageThreshold, c.OverloadTokenUsageThreshold = tc.balance, tc.over
+			})
+			req := &Request{Text: "a shared prefix"}
+			mustRoute(t, r, req) // to 0, no snapshots yet
+			r.SetLoad(0, tc.usage0)
+			r.SetLoad(1, tc.usage1)
+			if d := mustRoute(t, r, req); d.Reason != tc.want {
+				t.Fatalf("Route = %+v, want %v", d, tc.want)
+			}
+		})
+	}
+}

@@ -140,6 +140,15 @@ type CacheAwareConfig struct {
 	// MissRule is router.miss_rule, the balanced-miss fallback. Default
 	// min_load (current SGLang); smallest_tree is the classic router's.
 	MissRule MissRule
+	// BalanceTokenUsageThreshold and OverloadTokenUsageThreshold are
+	// router.balance_token_usage_threshold and
+	// router.overload_token_usage_threshold, SMG's KV-usage triggers of the
+	// imbalance test (smg edcbb353e): the load also counts as imbalanced
+	// when the hottest minus the coldest KV usage, or the hottest usage, of
+	// the available replicas' load snapshots ([Router.SetLoad], usage in
+	// [0, 1]) exceeds them. Range [0, 1]; default 1 (never: usage is at
+	// most 1).
+	BalanceTokenUsageThreshold, OverloadTokenUsageThreshold float64
 	// TreePageSize is router.tree_page_size, in tokens: for requests keyed
 	// by token ids, the tree holds and matches whole pages only, as SMG's
 	// gRPC token tree (PAGE_SIZE = 16); the match rate stays over every
@@ -207,6 +216,9 @@ func Default() Config {
 			MaxTreeSize:         1 << 26,
 			MissRule:            MinLoad,
 			TreePageSize:        1,
+
+			BalanceTokenUsageThreshold:  1,
+			OverloadTokenUsageThreshold: 1,
 		},
 		PowerOfTwo:     PowerOfTwoConfig{LoadPollInterval: 10 * time.Second},
 		ConsistentHash: ConsistentHashConfig{VirtualNodes: 150},
@@ -262,6 +274,17 @@ func (c CacheAwareConfig) validate(p string) error {
 	}
 	if c.MaxTreeSize < 0 {
 		errs = append(errs, fmt.Errorf("%s.max_tree_size: must be >= 0 (got %d)", p, c.MaxTreeSize))
+	}
+	for _, u := range []struct {
+		key string
+		v   float64
+	}{
+		{"balance_token_usage_threshold", c.BalanceTokenUsageThreshold},
+		{"overload_token_usage_threshold", c.OverloadTokenUsageThreshold},
+	} {
+		if !(u.v >= 0 && u.v <= 1) {
+			errs = append(errs, fmt.Errorf("%s.%s: must be in [0, 1] (got %v)", p, u.key, u.v))
+		}
 	}
 	if c.TreePageSize < 1 || c.TreePageSize > maxTreePageSize {
 		errs = append(errs, fmt.Errorf("%s.tree_page_size: must be in [1, %d] (got %d)", p, maxTreePageSize, c.TreePageSize))

@@ -31,6 +31,7 @@ func TestValidateNamesKeys(t *testing.T) {
 		{"balance_rel_threshold", func(c *Config) { c.CacheAware.BalanceRelThreshold = math.NaN() }, "router.balance_rel_threshold: must be >= 0 (got NaN)"},
 		{"eviction_interval", func(c *Config) { c.CacheAware.EvictionInterval = 0 }, "router.eviction_interval: must be > 0 (got 0s)"},
 		{"max_tree_size", func(c *Config) { c.CacheAware.MaxTreeSize = -5 }, "router.max_tree_size: must be >= 0 (got -5)"},
+		{"balance_token_usage_threshold", func(c *Config) { c.CacheAware.BalanceTokenUsageThreshold = 1.2 }, "router.balance_token_usage_threshold: must be in [0, 1] (got 1.2)"},
 		{"tree_page_size", func(c *Config) { c.CacheAware.TreePageSize = 0 }, "router.tree_page_size: must be in [1, 4096] (got 0)"},
 		{"miss_rule", func(c *Config) { c.CacheAware.MissRule = 9 }, "router.miss_rule: must be min_load or smallest_tree (got MissRule(9))"},
 		{"load_poll_interval", func(c *Config) { c.PowerOfTwo.LoadPollInterval = -time.Second }, "router.load_poll_interval: must be >= 0 (got -1s)"},
