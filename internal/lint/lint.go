@@ -56,7 +56,7 @@ var SubLayers = map[string]map[string]int{
 
 // Core lists the top-level directories whose non-test code must be
 // deterministic.
-var Core = map[string]bool{"tree": true, "planner": true, "sim": true, "traces": true}
+var Core = map[string]bool{"tree": true, "planner": true, "sim": true, "traces": true, "fleet": true}
 
 // Banned maps "pkg.Func" (pkg by import path) to the advice printed when
 // the simulator core uses it.
