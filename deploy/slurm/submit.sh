@@ -6,6 +6,8 @@
 #     [--partition P] [--time 1:00:00] [--cpus 2] [--mem 2G] [--kvsim bin/kvsim] \
 #     [--logs DIR] [--tasks LIST] [--no-merge] [-- EXTRA_SBATCH_ARGS...]
 #
+# --tasks takes sbatch's --array syntax (0-15, 3,7, 0-15%4 to run at most 4 at once).
+#
 # Shard i writes OUT/shard-i-of-N/; the merge writes OUT/merged/ (results.jsonl, results.csv,
 # report.md, plots). The jobs run in the directory you submit from (--chdir), and the study and
 # output paths are passed as you give them, relative to it (report.md quotes the study path as
@@ -17,8 +19,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
 usage() {
-  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2
-  exit 2
+  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+  exit 0
 }
 die() {
   echo "submit.sh: $*" >&2
@@ -62,7 +64,10 @@ if [ -z "$kvsim" ]; then
 fi
 [ -x "$kvsim" ] || die "--kvsim: not an executable file: $kvsim"
 [ -n "$tasks" ] || tasks="0-$((shards - 1))"
-[[ $tasks =~ ^[0-9,-]+$ ]] || die "--tasks: want indices like 0-15 or 3,7, got '$tasks'"
+[[ $tasks =~ ^[0-9][0-9,-]*(%[1-9][0-9]*)?$ ]] || die "--tasks: want indices like 0-15, 3,7 or 0-15%4 (at most 4 at once), got '$tasks'"
+for i in $(grep -o '[0-9]*' <<<"${tasks%\%*}"); do
+  [ "$i" -lt "$shards" ] || die "--tasks: index $i is not a shard of $shards (0 to $((shards - 1)))"
+done
 command -v sbatch >/dev/null || die "sbatch not found: run this on a Slurm login node"
 
 kvsim=$(realpath -- "$kvsim")
