@@ -76,6 +76,14 @@ tidy-check: ## fail if go mod tidy changes go.mod or go.sum
 e2e-real: ## end-to-end checks against a real llama-server (root; Debian sid chroot + tiny model); skips loudly if the Debian mirror lacks llama.cpp
 	bash e2e/run.sh
 
+.PHONY: e2e-slurm
+e2e-slurm: ## the default study on a real one-node Slurm cluster started here (root): 4 array tasks + merge, one task cancelled and resubmitted; byte-identical to one machine; skips loudly if Debian lacks slurm-wlm
+	bash e2e/slurm/run.sh
+
+.PHONY: docker-build-check
+docker-build-check: ## build bin/kvsim-static with deploy/k8s/Dockerfile's own build line (no container runtime needed) and check it is static and finds the studies' files
+	bash deploy/k8s/build-check.sh
+
 .PHONY: faults
 faults: ## the fault-injection suites: bad inputs, full disks, /dev/full, signals (e2e/faults; root mounts a tmpfs); faulty servers under -race
 	$(GO) test -tags faults -count=1 -timeout 15m ./e2e/faults/
