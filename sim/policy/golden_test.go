@@ -140,7 +140,12 @@ func TestGoldenMooncake(t *testing.T) {
 // trace (288,500 pages) with L1 = 5% of its unique pages and L2 = 2x L1.
 func BenchmarkPolicyMooncakeConversation(b *testing.B) {
 	reqs := loadTrace(b, mooncakeTraces[0].file)
-	u := uniquePages(reqs)
+	benchPolicies(b, reqs, uniquePages(reqs))
+}
+
+// benchPolicies runs a sub-benchmark per policy of SGLang's that replays
+// reqs with L1 = 5% of u pages and L2 = 2x L1.
+func benchPolicies(b *testing.B, reqs []Request, u int) {
 	pages := 0
 	for _, r := range reqs {
 		pages += len(r.Pages)
@@ -161,6 +166,39 @@ func BenchmarkPolicyMooncakeConversation(b *testing.B) {
 			b.ReportMetric(r.L1L2HitRate, "l1+l2-hit-rate")
 		})
 	}
+}
+
+// BenchmarkPolicyMooncakeConversationRepeated replays the conversation
+// trace repeated 16 times back to back (issue 19's production-scale run):
+// each copy starts after the previous one ends and has its block ids
+// shifted past every earlier copy's, so copies share no page and each hour
+// behaves like the first. Capacities are the single trace's, as in
+// BenchmarkPolicyMooncakeConversation, so the cache state stays the same
+// size while the distinct pages grow 16-fold.
+func BenchmarkPolicyMooncakeConversationRepeated(b *testing.B) {
+	const copies = 16
+	one := loadTrace(b, mooncakeTraces[0].file)
+	u := uniquePages(one)
+	var maxKey uint64
+	var span int64
+	for _, r := range one {
+		for _, p := range r.Pages {
+			maxKey = max(maxKey, p)
+		}
+		span = max(span, r.Timestamp)
+	}
+	reqs := make([]Request, 0, copies*len(one))
+	for c := range copies {
+		shift := uint64(c) * (maxKey + 1)
+		for _, r := range one {
+			ps := make([]uint64, len(r.Pages))
+			for i, p := range r.Pages {
+				ps[i] = p + shift
+			}
+			reqs = append(reqs, Request{Timestamp: r.Timestamp + int64(c)*(span+1), Pages: ps})
+		}
+	}
+	benchPolicies(b, reqs, u)
 }
 
 // bundledConversation is the Mooncake conversation trace bundled with
