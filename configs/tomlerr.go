@@ -13,6 +13,8 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 	"github.com/pelletier/go-toml/v2/unstable"
+
+	"github.com/kvsim/kvsim/internal/fielderr"
 )
 
 // bom is the UTF-8 byte order mark some editors write at the start of a
@@ -68,32 +70,7 @@ func TOMLError(name string, data []byte, target any, err error) error {
 
 // KeyPath writes a key path as TOML does: parts joined by dots, a part
 // that is not a bare key quoted (sweep."cache.host_tokens").
-func KeyPath(parts []string) string {
-	var b strings.Builder
-	for i, p := range parts {
-		if i > 0 {
-			b.WriteByte('.')
-		}
-		if isBareKey(p) {
-			b.WriteString(p)
-		} else {
-			b.WriteString(strconv.Quote(p))
-		}
-	}
-	return b.String()
-}
-
-func isBareKey(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
-			return false
-		}
-	}
-	return true
-}
+func KeyPath(parts []string) string { return fielderr.Key(parts...).String() }
 
 var (
 	reMismatch = regexp.MustCompile(`^cannot decode TOML (.+?) into (?:struct field .* of type )?(.+)$`)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/kvsim/kvsim/internal/fielderr"
 	"github.com/kvsim/kvsim/tree"
 )
 
@@ -298,7 +299,7 @@ func (c Config) Validate() error {
 	c = c.withDefaults()
 	var errs []error
 	bad := func(key, want string, got any) {
-		errs = append(errs, fmt.Errorf("%s: must be %s (got %v)", key, want, got))
+		errs = append(errs, fielderr.Range(fielderr.Dotted(key), want, got))
 	}
 	k := c.Cache
 	if _, err := tree.ParseStrategy(k.Eviction); err != nil {

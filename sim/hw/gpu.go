@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/kvsim/kvsim/internal/fielderr"
 )
 
 // GPU is one accelerator's capacity and speeds. Rates are peak datasheet
@@ -105,7 +107,7 @@ func GPUPresets() []string {
 func (g GPU) Validate() error {
 	var errs []error
 	bad := func(key, rule string, got any) {
-		errs = append(errs, fmt.Errorf("hw.gpu.%s: %s (got %v)", key, rule, got))
+		errs = append(errs, fielderr.New(fielderr.Key("hw", "gpu", key), "%s (got %v)", rule, got))
 	}
 	if g.MemoryMiB <= 0 {
 		bad("memory_mib", "must be > 0", g.MemoryMiB)

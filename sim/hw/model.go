@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/kvsim/kvsim/internal/fielderr"
 )
 
 // Attention is a model's attention kind, which decides how much KV cache one
@@ -241,7 +243,7 @@ const MaxContextLen = 1 << 30
 func (m Model) Validate() error {
 	var errs []error
 	bad := func(key, rule string, got any) {
-		errs = append(errs, fmt.Errorf("hw.model.%s: %s (got %v)", key, rule, got))
+		errs = append(errs, fielderr.New(fielderr.Key("hw", "model", key), "%s (got %v)", rule, got))
 	}
 	if m.Params <= 0 {
 		bad("params", "must be > 0", m.Params)
