@@ -21,8 +21,15 @@ type Key struct {
 	Path fielderr.Path
 	// At is where the key starts, or the '[' of a table header.
 	At Pos
-	// Table is set for a [table] or [[array of tables]] header.
-	Table bool
+	// Header is set for a [table] or [[array of tables]] header (and for
+	// an array of tables itself, at its first header).
+	Header bool
+	// Implied is set for a table that a dotted key or a header's path
+	// implies (a for a.b = 1 or [a.b]), listed where it is first written.
+	Implied bool
+	// Inline is set for a key inside a value: of an inline table, or an
+	// element of an inline array that is an inline table.
+	Inline bool
 }
 
 // ScanKeys lists every key of a TOML document in file order: table
@@ -45,15 +52,15 @@ func ScanKeys(data []byte) ([]Key, error) {
 			if e.Kind == unstable.ArrayTable {
 				name := path.String()
 				if s.arrays[name] == 0 {
-					s.add(path, at, true) // the array itself: its first table
+					s.add(Key{Path: path, At: at, Header: true}) // the array itself: its first table
 				}
 				path = path.At(s.arrays[name])
 				s.arrays[name]++
 			}
-			s.add(path, at, true)
+			s.add(Key{Path: path, At: at, Header: true})
 			table = path
 		case unstable.KeyValue:
-			s.keyValue(table, e)
+			s.keyValue(table, e, false)
 		}
 	}
 	return s.keys, s.p.Error()
@@ -67,18 +74,18 @@ type scanner struct {
 	arrays map[string]int // elements of each array of tables so far, by path
 }
 
-// add records path at at, once: a table implied by several dotted keys is
+// add records k, once per path: a table implied by several dotted keys is
 // where it is first written.
-func (s *scanner) add(path fielderr.Path, at Pos, table bool) {
+func (s *scanner) add(k Key) {
 	if s.seen == nil {
 		s.seen = map[string]bool{}
 	}
-	k := path.String()
-	if s.seen[k] {
+	name := k.Path.String()
+	if s.seen[name] {
 		return
 	}
-	s.seen[k] = true
-	s.keys = append(s.keys, Key{Path: path, At: at, Table: table})
+	s.seen[name] = true
+	s.keys = append(s.keys, k)
 }
 
 // resolve turns a header's key parts into a path, entering the last
@@ -92,21 +99,21 @@ func (s *scanner) resolve(parts []string, at Pos) fielderr.Path {
 			path = path.At(n - 1)
 		}
 		if i < len(parts)-1 {
-			s.add(path, at, true)
+			s.add(Key{Path: path, At: at, Implied: true})
 		}
 	}
 	return path
 }
 
 // keyValue records a key = value expression under table, and the keys of
-// its value's inline tables.
-func (s *scanner) keyValue(table fielderr.Path, e *unstable.Node) {
+// its value's inline tables; inline says it is inside a value.
+func (s *scanner) keyValue(table fielderr.Path, e *unstable.Node, inline bool) {
 	parts, first := s.keyParts(e.Key())
 	at := s.pos(first)
 	path := table
-	for _, k := range parts {
+	for i, k := range parts {
 		path = path.Key(k)
-		s.add(path, at, false)
+		s.add(Key{Path: path, At: at, Implied: i < len(parts)-1, Inline: inline})
 	}
 	s.value(path, e.Value())
 }
@@ -118,7 +125,7 @@ func (s *scanner) value(path fielderr.Path, v *unstable.Node) {
 		it := v.Children()
 		for it.Next() {
 			if n := it.Node(); n.Kind == unstable.KeyValue {
-				s.keyValue(path, n)
+				s.keyValue(path, n, true)
 			}
 		}
 	case unstable.Array:
@@ -130,7 +137,7 @@ func (s *scanner) value(path fielderr.Path, v *unstable.Node) {
 			}
 			elem := path.At(i)
 			if n.Kind == unstable.InlineTable {
-				s.add(elem, s.pos(n.Raw.Offset), false)
+				s.add(Key{Path: elem, At: s.pos(n.Raw.Offset), Inline: true})
 			}
 			s.value(elem, n)
 			i++

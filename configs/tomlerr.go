@@ -411,32 +411,24 @@ func clip(s string) string {
 }
 
 // keyAt is the key path whose value is written at row:col, or nil: the
-// last key assignment that starts before it.
+// last key assignment ([ScanKeys]) that starts before it, without array
+// indices (fieldType follows an array to its element type).
 func keyAt(data []byte, row, col int) []string {
-	var p unstable.Parser
-	p.Reset(data)
-	var table, last []string
-	for p.NextExpression() {
-		e := p.Expression()
-		var parts []string
-		at := unstable.Position{}
-		it := e.Key()
-		for it.Next() {
-			n := it.Node()
-			if len(parts) == 0 {
-				at = p.Shape(n.Raw).Start
-			}
-			parts = append(parts, string(n.Data))
-		}
-		if at.Line > row || (at.Line == row && at.Column > col) {
+	keys, _ := ScanKeys(data) // the keys up to a parse error will do
+	var last fielderr.Path
+	for _, k := range keys {
+		if k.At.Line > row || (k.At.Line == row && k.At.Col > col) {
 			break
 		}
-		switch e.Kind {
-		case unstable.Table, unstable.ArrayTable:
-			table = parts
-		case unstable.KeyValue:
-			last = append(append([]string(nil), table...), parts...)
+		if !k.Header && !k.Implied && !k.Inline {
+			last = k.Path
 		}
 	}
-	return last
+	var parts []string
+	for _, st := range last {
+		if st.Index < 0 {
+			parts = append(parts, st.Key)
+		}
+	}
+	return parts
 }
