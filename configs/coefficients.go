@@ -33,14 +33,14 @@ func coefficientErrors(raw map[string]any, f *File) []error {
 		v, ok := lookup(raw, key)
 		if !ok {
 			switch {
-			case c.table == "cost.fitted" && f.Cost.Kind == "fitted" && !f.IsLlamaCpp():
+			case c.table == "cost.fitted" && f.enums.cost == costFitted && !f.IsLlamaCpp():
 				errs = append(errs, fielderr.New(fielderr.Dotted("cost.kind"), `"fitted" needs %s: %d coefficients %s (got none)`, key, c.n, c.names))
 			case c.table == "llamacpp.cost" && f.IsLlamaCpp():
 				errs = append(errs, fielderr.New(fielderr.Dotted(key), "must be set: %d coefficients %s (kvsim calibrate writes them) (got none)", c.n, c.names))
 			}
 			continue
 		}
-		if c.table == "cost.fitted" && f.Cost.Kind != "fitted" && !f.IsLlamaCpp() {
+		if c.table == "cost.fitted" && f.enums.cost != costFitted && !f.IsLlamaCpp() {
 			// Coefficients the roofline would silently ignore.
 			kind := f.Cost.Kind
 			if kind == "" {

@@ -18,6 +18,7 @@ import (
 	"github.com/kvsim/kvsim/sim/hw"
 	"github.com/kvsim/kvsim/sim/llamacpp"
 	"github.com/kvsim/kvsim/traces"
+	"github.com/kvsim/kvsim/tree"
 )
 
 // DefaultTOML is the bundled default server: Qwen2.5-14B on a TP-4 group
@@ -60,6 +61,74 @@ type File struct {
 	path      string // where the file was read from, for relative paths
 	bundled   bool   // the bundled default: its trace is embedded
 	badPreset bool   // Parse reported an unknown model or GPU preset
+	enums     enums  // the enum-like strings, parsed once by Parse
+}
+
+// enums are a file's enum-like strings parsed into the simulator's types
+// (0: unset, the simulator's default), and the errors of those that do not
+// parse, in the simulator's field order.
+type enums struct {
+	eviction    tree.Strategy
+	writePolicy tree.WritePolicy
+	lanes       tree.LaneMode
+	planner     sim.Planner
+	policy      sim.SchedulePolicy
+	prefetch    sim.PrefetchPolicy
+	errs        []error
+	cost        costKind // cost.kind; 0 when it does not parse
+}
+
+// costKind is cost.kind: which cost model a file's server uses.
+type costKind int
+
+// Cost kinds.
+const (
+	costRoofline costKind = 1 + iota // "roofline" (default): hw.Roofline
+	costFitted                       // "fitted": hw.Fitted's coefficients
+)
+
+// parseEnums parses the file's enum-like strings once, where they are
+// read; an empty string is the default.
+func (f *File) parseEnums() {
+	e := &f.enums
+	parse := func(key, want, v string, p func(string) error) {
+		if v == "" {
+			return
+		}
+		if p(v) != nil {
+			e.errs = append(e.errs, fielderr.Range(fielderr.Dotted(key), want, fmt.Sprintf("%q", v)))
+		}
+	}
+	parse("cache.eviction", "one of lru, lfu, fifo, mru, filo, priority, slru, slru-segmented, belady", f.Cache.Eviction, func(v string) (err error) {
+		e.eviction, err = tree.ParseStrategy(v)
+		return err
+	})
+	parse("cache.write_policy", "one of write_through, write_through_selective, write_back", f.Cache.WritePolicy, func(v string) (err error) {
+		e.writePolicy, err = tree.ParseWritePolicy(v)
+		return err
+	})
+	parse("cache.lanes", `"page" or "token"`, f.Cache.Lanes, func(v string) (err error) {
+		e.lanes, err = sim.ParseLanes(v)
+		return err
+	})
+	parse("cache.planner", `"auto", "sglang" or "owner-lane"`, f.Cache.Planner, func(v string) (err error) {
+		e.planner, err = sim.ParsePlanner(v)
+		return err
+	})
+	parse("scheduler.policy", "one of fcfs, lpm, dfs-weight, lof, random", f.Scheduler.Policy, func(v string) (err error) {
+		e.policy, err = sim.ParseSchedulePolicy(v)
+		return err
+	})
+	switch f.Cost.Kind {
+	case "", "roofline":
+		e.cost = costRoofline
+	case "fitted":
+		e.cost = costFitted
+	}
+	parse("storage.prefetch_policy", "one of best_effort, wait_complete, timeout", f.Storage.PrefetchPolicy, func(v string) (err error) {
+		e.prefetch, err = sim.ParsePrefetchPolicy(v)
+		return err
+	})
 }
 
 // The engines a file can describe.
@@ -364,6 +433,7 @@ func decodeStrict(data []byte, name string, ps Positions, f *File, errs ...error
 		}
 		errs = append(errs, unknownKeys(name, data, se)...)
 	}
+	f.parseEnums()
 	var raw map[string]any
 	if err := toml.Unmarshal(data, &raw); err != nil {
 		return nil, TOMLError(name, data, &raw, err)
@@ -418,12 +488,12 @@ func (f *File) Validate() error {
 	if err := f.Server.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	switch f.Cost.Kind {
-	case "", "roofline":
+	switch f.enums.cost {
+	case costRoofline:
 		if err := f.Cost.Efficiency.Validate(); err != nil {
 			errs = append(errs, err)
 		}
-	case "fitted":
+	case costFitted:
 		if err := f.Cost.Fitted.Validate(); err != nil {
 			errs = append(errs, err)
 		}
@@ -469,6 +539,7 @@ func (f *File) Validate() error {
 	}
 	// The simulator's own checks of the cache and scheduler sections, with
 	// the sizes sizing would give (checked above).
+	errs = append(errs, f.enums.errs...)
 	probe := f.simConfig(hw.Sizing{DeviceTokens: 1, HostTokens: 1, MaxRunningRequests: 1, MaxPrefillTokens: 1, ChunkedPrefillSize: -1})
 	probe.Cache.PageSize = 1
 	probe.Scheduler.ContextLen = 0 // model.context_len, checked by the model
@@ -701,8 +772,8 @@ func (f *File) build(withCost bool) (*Built, hw.Sizing, error) {
 	if !withCost {
 		return b, z, nil
 	}
-	switch f.Cost.Kind {
-	case "fitted":
+	switch f.enums.cost {
+	case costFitted:
 		fit := f.Cost.Fitted
 		b.Cost = &fit
 		b.Explain = append(b.Explain, fmt.Sprintf("cost: fitted coefficients prefill %v decode %v (ns per feature)", fit.Prefill, fit.Decode))
@@ -800,9 +871,9 @@ func (f *File) simConfig(z hw.Sizing) sim.Config {
 	cfg := sim.Config{Seed: f.Seed}
 	cfg.Cache = sim.CacheConfig{
 		Disable: k.Disable, PageSize: f.Server.PageSize,
-		DeviceTokens: z.DeviceTokens, Eviction: k.Eviction, ProtectedShare: k.ProtectedShare,
-		WritePolicy: k.WritePolicy, LoadBackThreshold: k.LoadBackThreshold,
-		CP: k.CP, Lanes: k.Lanes, Planner: k.Planner,
+		DeviceTokens: z.DeviceTokens, Eviction: f.enums.eviction, ProtectedShare: k.ProtectedShare,
+		WritePolicy: f.enums.writePolicy, LoadBackThreshold: k.LoadBackThreshold,
+		CP: k.CP, Lanes: f.enums.lanes, Planner: f.enums.planner,
 	}
 	if k.DeviceTokens > 0 {
 		cfg.Cache.DeviceTokens = k.DeviceTokens
@@ -815,13 +886,13 @@ func (f *File) simConfig(z hw.Sizing) sim.Config {
 	}
 	if cfg.Cache.CP == 0 && f.Server.DCPSize > 1 {
 		cfg.Cache.CP = f.Server.DCPSize
-		if cfg.Cache.Lanes == "" {
-			cfg.Cache.Lanes = "token"
+		if cfg.Cache.Lanes == 0 {
+			cfg.Cache.Lanes = tree.LaneTokens
 		}
 	}
 	s := f.Scheduler
 	cfg.Scheduler = sim.SchedulerConfig{
-		Policy: s.Policy, MaxRunningRequests: z.MaxRunningRequests,
+		Policy: f.enums.policy, MaxRunningRequests: z.MaxRunningRequests,
 		MaxPrefillTokens: z.MaxPrefillTokens, ChunkedPrefillSize: z.ChunkedPrefillSize,
 		ScheduleConservativeness: s.ScheduleConservativeness, InitNewTokenRatio: s.InitNewTokenRatio,
 		MinNewTokenRatioFactor: s.MinNewTokenRatioFactor, NewTokenRatioDecaySteps: s.NewTokenRatioDecaySteps,
@@ -847,14 +918,14 @@ func (f *File) simConfig(z hw.Sizing) sim.Config {
 		H2DBandwidth: bw(f.Links.H2DGBps), D2HBandwidth: bw(f.Links.D2HGBps),
 		H2DLatency: clampNs(lat * 1e3), D2HLatency: clampNs(lat * 1e3),
 	}
-	cfg.Storage = f.Storage.simConfig()
+	cfg.Storage = f.Storage.simConfig(f.enums.prefetch)
 	return cfg
 }
 
 // simConfig converts the storage section to the simulator's units. Zero
 // and negative values (the latter reported by Validate) are left zero, which
 // the simulator reads as its default.
-func (st StorageSection) simConfig() sim.StorageConfig {
+func (st StorageSection) simConfig(prefetch sim.PrefetchPolicy) sim.StorageConfig {
 	scale := func(v, unit float64) float64 {
 		if v > 0 {
 			return v * unit
@@ -865,7 +936,7 @@ func (st StorageSection) simConfig() sim.StorageConfig {
 	return sim.StorageConfig{
 		Enabled:                   st.Enabled,
 		CapacityTokens:            st.CapacityTokens,
-		PrefetchPolicy:            st.PrefetchPolicy,
+		PrefetchPolicy:            prefetch,
 		PrefetchThreshold:         st.PrefetchThreshold,
 		PrefetchTimeoutBase:       ns(st.PrefetchTimeoutBase, 1e9),
 		PrefetchTimeoutPerKiToken: ns(st.PrefetchTimeoutPerKiToken, 1e9),

@@ -36,7 +36,7 @@ write_latency_us = 150
 		t.Fatal(err)
 	}
 	want := sim.StorageConfig{
-		Enabled: true, CapacityTokens: 1e6, PrefetchPolicy: "timeout", PrefetchThreshold: 512,
+		Enabled: true, CapacityTokens: 1e6, PrefetchPolicy: sim.PrefetchTimeout, PrefetchThreshold: 512,
 		PrefetchTimeoutBase: 1.5e9, PrefetchTimeoutPerKiToken: 0.25e9, PrefetchTimeoutMax: 20e9,
 		PrefetchCapacityRatio: 0.25, ReadBandwidth: 12.5e9, WriteBandwidth: 6e9,
 		ReadLatency: 80_000, WriteLatency: 150_000,

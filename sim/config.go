@@ -41,33 +41,33 @@ type CacheConfig struct {
 	// Eviction is the eviction order (--radix-eviction-policy): lru, lfu,
 	// fifo, mru, filo, priority, slru, or slru-segmented; or belady, kvsim's
 	// offline oracle (evict the node whose next use in the trace is
-	// furthest; [Sim.Run] only, see docs/model.md). Default lru.
-	Eviction string `toml:"eviction"`
+	// furthest; [Sim.Run] only, see docs/model.md). Default (0) lru.
+	Eviction tree.Strategy `toml:"eviction"`
 	// ProtectedShare is the protected segment's share of the device under
 	// slru-segmented. Default 0.8.
 	ProtectedShare float64 `toml:"protected_share"`
 	// WritePolicy is --hicache-write-policy: write_through (default),
-	// write_through_selective or write_back.
-	WritePolicy string `toml:"write_policy"`
+	// write_through_selective or write_back. 0 means the default.
+	WritePolicy tree.WritePolicy `toml:"write_policy"`
 	// LoadBackThreshold is the smallest host hit loaded back, in tokens.
 	// Default 10.
 	LoadBackThreshold int64 `toml:"load_back_threshold"`
 	// CP is the number of owner lanes (context-parallel ranks). Default 1.
 	CP int `toml:"cp"`
-	// Lanes is "page" (page k on lane k mod cp, default) or "token".
-	Lanes string `toml:"lanes"`
-	// Planner chooses device victims when memory is short: "sglang"
-	// (SGLang's evict: strategy order until the request is covered),
-	// "owner-lane" (the lazy-heap planner covering each lane's deficit), or
-	// "auto" (default): sglang for cp = 1, owner-lane otherwise.
-	Planner string `toml:"planner"`
+	// Lanes is tree.LanePages (page k on lane k mod cp, default) or
+	// tree.LaneTokens; [ParseLanes] reads "page" and "token".
+	Lanes tree.LaneMode `toml:"lanes"`
+	// Planner chooses device victims when memory is short: PlannerSGLang,
+	// PlannerOwnerLane, or PlannerAuto (default): sglang for cp = 1,
+	// owner-lane otherwise.
+	Planner Planner `toml:"planner"`
 }
 
 // SchedulerConfig is SGLang's scheduler and admission control.
 type SchedulerConfig struct {
-	// Policy is --schedule-policy: fcfs (default), lpm, dfs-weight, lof or
-	// random.
-	Policy string `toml:"policy"`
+	// Policy is --schedule-policy: FCFS (default), LPM, DFSWeight, LOF or
+	// Random.
+	Policy SchedulePolicy `toml:"policy"`
 	// MaxRunningRequests caps the running batch (--max-running-requests).
 	// Default 2048.
 	MaxRunningRequests int `toml:"max_running_requests"`
@@ -132,11 +132,11 @@ type StorageConfig struct {
 	// CapacityTokens is the storage capacity in tokens; beyond it the least
 	// recently written or read pages are dropped. 0 (default) is unlimited.
 	CapacityTokens int64 `toml:"capacity_tokens"`
-	// PrefetchPolicy is --hicache-storage-prefetch-policy: best_effort
-	// (default: admit with whatever has arrived), wait_complete (hold the
-	// request until the whole hit is fetched) or timeout (hold it until
-	// fetched or the timeout passes).
-	PrefetchPolicy string `toml:"prefetch_policy"`
+	// PrefetchPolicy is --hicache-storage-prefetch-policy: BestEffort
+	// (default: admit with whatever has arrived), WaitComplete (hold the
+	// request until the whole hit is fetched) or PrefetchTimeout (hold it
+	// until fetched or the timeout passes).
+	PrefetchPolicy PrefetchPolicy `toml:"prefetch_policy"`
 	// PrefetchThreshold is the smallest storage hit worth prefetching, in
 	// tokens (extra-config prefetch_threshold). Default 256; values below
 	// the page size act as the page size, as SGLang's controller clamps.
@@ -186,14 +186,14 @@ func (c Config) withDefaults() Config {
 	if k.PageSize == 0 {
 		k.PageSize = 1
 	}
-	if k.Eviction == "" {
-		k.Eviction = "lru"
+	if k.Eviction == 0 {
+		k.Eviction = tree.LRU
 	}
 	if k.ProtectedShare == 0 {
 		k.ProtectedShare = 0.8
 	}
-	if k.WritePolicy == "" {
-		k.WritePolicy = "write_through"
+	if k.WritePolicy == 0 {
+		k.WritePolicy = tree.WriteThrough
 	}
 	if k.LoadBackThreshold == 0 {
 		k.LoadBackThreshold = 10
@@ -201,15 +201,15 @@ func (c Config) withDefaults() Config {
 	if k.CP == 0 {
 		k.CP = 1
 	}
-	if k.Lanes == "" {
-		k.Lanes = "page"
+	if k.Lanes == 0 {
+		k.Lanes = tree.LanePages
 	}
-	if k.Planner == "" {
-		k.Planner = "auto"
+	if k.Planner == 0 {
+		k.Planner = PlannerAuto
 	}
 	s := &c.Scheduler
-	if s.Policy == "" {
-		s.Policy = "fcfs"
+	if s.Policy == 0 {
+		s.Policy = FCFS
 	}
 	if s.MaxRunningRequests == 0 {
 		s.MaxRunningRequests = 2048
@@ -258,8 +258,8 @@ func (c Config) withDefaults() Config {
 		l.D2HLatency = 10_000
 	}
 	st := &c.Storage
-	if st.PrefetchPolicy == "" {
-		st.PrefetchPolicy = "best_effort"
+	if st.PrefetchPolicy == 0 {
+		st.PrefetchPolicy = BestEffort
 	}
 	if st.PrefetchThreshold == 0 {
 		st.PrefetchThreshold = 256
@@ -291,8 +291,6 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-var schedulePolicies = []string{"fcfs", "lpm", "dfs-weight", "lof", "random"}
-
 // Validate reports every problem with c (after defaults), each with its key
 // path and the value found.
 func (c Config) Validate() error {
@@ -302,23 +300,23 @@ func (c Config) Validate() error {
 		errs = append(errs, fielderr.Range(fielderr.Dotted(key), want, got))
 	}
 	k := c.Cache
-	if _, err := tree.ParseStrategy(k.Eviction); err != nil {
-		bad("cache.eviction", "one of lru, lfu, fifo, mru, filo, priority, slru, slru-segmented, belady", fmt.Sprintf("%q", k.Eviction))
+	if _, err := tree.ParseStrategy(k.Eviction.String()); err != nil {
+		bad("cache.eviction", "one of lru, lfu, fifo, mru, filo, priority, slru, slru-segmented, belady", k.Eviction)
 	}
-	if _, err := tree.ParseWritePolicy(k.WritePolicy); err != nil {
-		bad("cache.write_policy", "one of write_through, write_through_selective, write_back", fmt.Sprintf("%q", k.WritePolicy))
+	if _, err := tree.ParseWritePolicy(k.WritePolicy.String()); err != nil {
+		bad("cache.write_policy", "one of write_through, write_through_selective, write_back", k.WritePolicy)
 	}
-	if k.Lanes != "page" && k.Lanes != "token" {
-		bad("cache.lanes", `"page" or "token"`, fmt.Sprintf("%q", k.Lanes))
+	if k.Lanes != tree.LanePages && k.Lanes != tree.LaneTokens {
+		bad("cache.lanes", `"page" or "token"`, k.Lanes)
 	}
 	switch k.Planner {
-	case "owner-lane":
-		if k.Eviction == "belady" {
+	case PlannerOwnerLane:
+		if k.Eviction == tree.Belady {
 			bad("cache.planner", `"auto" or "sglang" under cache.eviction = "belady" (the owner-lane planner has its own eviction order)`, fmt.Sprintf("%q", k.Planner))
 		}
-	case "auto", "sglang":
+	case PlannerAuto, PlannerSGLang:
 	default:
-		bad("cache.planner", `"auto", "sglang" or "owner-lane"`, fmt.Sprintf("%q", k.Planner))
+		bad("cache.planner", `"auto", "sglang" or "owner-lane"`, k.Planner)
 	}
 	if k.PageSize < 1 {
 		bad("cache.page_size", ">= 1", k.PageSize)
@@ -339,12 +337,8 @@ func (c Config) Validate() error {
 		bad("cache.load_back_threshold", ">= 0", k.LoadBackThreshold)
 	}
 	s := c.Scheduler
-	known := false
-	for _, p := range schedulePolicies {
-		known = known || p == s.Policy
-	}
-	if !known {
-		bad("scheduler.policy", "one of fcfs, lpm, dfs-weight, lof, random", fmt.Sprintf("%q", s.Policy))
+	if s.Policy < FCFS || s.Policy > Random {
+		bad("scheduler.policy", "one of fcfs, lpm, dfs-weight, lof, random", s.Policy)
 	}
 	if s.MaxRunningRequests < 1 {
 		bad("scheduler.max_running_requests", ">= 1", s.MaxRunningRequests)
@@ -401,10 +395,8 @@ func (c Config) Validate() error {
 		bad("links.d2h_latency_ns", ">= 0", l.D2HLatency)
 	}
 	st := c.Storage
-	switch st.PrefetchPolicy {
-	case "best_effort", "wait_complete", "timeout":
-	default:
-		bad("storage.prefetch_policy", "one of best_effort, wait_complete, timeout", fmt.Sprintf("%q", st.PrefetchPolicy))
+	if st.PrefetchPolicy < BestEffort || st.PrefetchPolicy > PrefetchTimeout {
+		bad("storage.prefetch_policy", "one of best_effort, wait_complete, timeout", st.PrefetchPolicy)
 	}
 	if st.Enabled && k.HostTokens == 0 {
 		bad("storage.enabled", "false without a host tier (HiCache off or host_tokens = 0)", st.Enabled)
@@ -447,17 +439,11 @@ func (c Config) Validate() error {
 // treeConfig translates the cache section for package tree.
 func (c Config) treeConfig() tree.Config {
 	k := c.Cache
-	ev, _ := tree.ParseStrategy(k.Eviction)
-	wp, _ := tree.ParseWritePolicy(k.WritePolicy)
-	lanes := tree.LanePages
-	if k.Lanes == "token" {
-		lanes = tree.LaneTokens
-	}
 	return tree.Config{
-		PageSize: k.PageSize, CP: k.CP, Lanes: lanes,
+		PageSize: k.PageSize, CP: k.CP, Lanes: k.Lanes,
 		DeviceTokens: k.DeviceTokens, HostTokens: k.HostTokens,
-		Eviction: ev, ProtectedShare: k.ProtectedShare,
-		WritePolicy: wp, LoadBackThreshold: k.LoadBackThreshold,
+		Eviction: k.Eviction, ProtectedShare: k.ProtectedShare,
+		WritePolicy: k.WritePolicy, LoadBackThreshold: k.LoadBackThreshold,
 		HoldWriteBacks: c.storageOn(),
 	}
 }
