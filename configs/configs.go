@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
@@ -64,9 +65,10 @@ type File struct {
 	enums     enums  // the enum-like strings, parsed once by Parse
 }
 
-// enums are a file's enum-like strings parsed into the simulator's types
-// (0: unset, the simulator's default), and the errors of those that do not
-// parse, in the simulator's field order.
+// enums are a file's enum-like strings parsed into the simulator's types:
+// 0 when unset (the simulator's default), -1 when the string names no
+// value, which the simulator's Validate reports ([File.simErrors] words it
+// with the string as written).
 type enums struct {
 	eviction    tree.Strategy
 	writePolicy tree.WritePolicy
@@ -74,7 +76,6 @@ type enums struct {
 	planner     sim.Planner
 	policy      sim.SchedulePolicy
 	prefetch    sim.PrefetchPolicy
-	errs        []error
 	cost        costKind // cost.kind; 0 when it does not parse
 }
 
@@ -88,47 +89,75 @@ const (
 )
 
 // parseEnums parses the file's enum-like strings once, where they are
-// read; an empty string is the default.
+// read.
 func (f *File) parseEnums() {
 	e := &f.enums
-	parse := func(key, want, v string, p func(string) error) {
-		if v == "" {
-			return
-		}
-		if p(v) != nil {
-			e.errs = append(e.errs, fielderr.Range(fielderr.Dotted(key), want, fmt.Sprintf("%q", v)))
-		}
-	}
-	parse("cache.eviction", "one of lru, lfu, fifo, mru, filo, priority, slru, slru-segmented, belady", f.Cache.Eviction, func(v string) (err error) {
-		e.eviction, err = tree.ParseStrategy(v)
-		return err
-	})
-	parse("cache.write_policy", "one of write_through, write_through_selective, write_back", f.Cache.WritePolicy, func(v string) (err error) {
-		e.writePolicy, err = tree.ParseWritePolicy(v)
-		return err
-	})
-	parse("cache.lanes", `"page" or "token"`, f.Cache.Lanes, func(v string) (err error) {
-		e.lanes, err = sim.ParseLanes(v)
-		return err
-	})
-	parse("cache.planner", `"auto", "sglang" or "owner-lane"`, f.Cache.Planner, func(v string) (err error) {
-		e.planner, err = sim.ParsePlanner(v)
-		return err
-	})
-	parse("scheduler.policy", "one of fcfs, lpm, dfs-weight, lof, random", f.Scheduler.Policy, func(v string) (err error) {
-		e.policy, err = sim.ParseSchedulePolicy(v)
-		return err
-	})
+	e.eviction = parseEnum(f.Cache.Eviction, tree.ParseStrategy)
+	e.writePolicy = parseEnum(f.Cache.WritePolicy, tree.ParseWritePolicy)
+	e.lanes = parseEnum(f.Cache.Lanes, sim.ParseLanes)
+	e.planner = parseEnum(f.Cache.Planner, sim.ParsePlanner)
+	e.policy = parseEnum(f.Scheduler.Policy, sim.ParseSchedulePolicy)
+	e.prefetch = parseEnum(f.Storage.PrefetchPolicy, sim.ParsePrefetchPolicy)
 	switch f.Cost.Kind {
 	case "", "roofline":
 		e.cost = costRoofline
 	case "fitted":
 		e.cost = costFitted
 	}
-	parse("storage.prefetch_policy", "one of best_effort, wait_complete, timeout", f.Storage.PrefetchPolicy, func(v string) (err error) {
-		e.prefetch, err = sim.ParsePrefetchPolicy(v)
-		return err
-	})
+}
+
+// parseEnum is the value s names: 0 for "" (the default), -1 for a name
+// parse does not know.
+func parseEnum[T ~int](s string, parse func(string) (T, error)) T {
+	if s == "" {
+		return 0
+	}
+	v, err := parse(s)
+	if err != nil {
+		return -1
+	}
+	return v
+}
+
+// simKeys are the simulator's fields that a file writes otherwise: in
+// other units (seconds, 10^9 bytes/s, µs) or as a name. A range error
+// about one is reported at the file's key with the value as written.
+var simKeys = []struct {
+	sim, file fielderr.Path
+	written   func(*File) any
+}{
+	{fielderr.Dotted("cache.eviction"), fielderr.Dotted("cache.eviction"), func(f *File) any { return fmt.Sprintf("%q", f.Cache.Eviction) }},
+	{fielderr.Dotted("cache.write_policy"), fielderr.Dotted("cache.write_policy"), func(f *File) any { return fmt.Sprintf("%q", f.Cache.WritePolicy) }},
+	{fielderr.Dotted("cache.lanes"), fielderr.Dotted("cache.lanes"), func(f *File) any { return fmt.Sprintf("%q", f.Cache.Lanes) }},
+	{fielderr.Dotted("cache.planner"), fielderr.Dotted("cache.planner"), func(f *File) any { return fmt.Sprintf("%q", f.Cache.Planner) }},
+	{fielderr.Dotted("scheduler.policy"), fielderr.Dotted("scheduler.policy"), func(f *File) any { return fmt.Sprintf("%q", f.Scheduler.Policy) }},
+	{fielderr.Dotted("storage.prefetch_policy"), fielderr.Dotted("storage.prefetch_policy"), func(f *File) any { return fmt.Sprintf("%q", f.Storage.PrefetchPolicy) }},
+	{fielderr.Dotted("storage.prefetch_timeout_base_ns"), fielderr.Dotted("storage.prefetch_timeout_base"), func(f *File) any { return f.Storage.PrefetchTimeoutBase }},
+	{fielderr.Dotted("storage.prefetch_timeout_per_ki_token_ns"), fielderr.Dotted("storage.prefetch_timeout_per_ki_token"), func(f *File) any { return f.Storage.PrefetchTimeoutPerKiToken }},
+	{fielderr.Dotted("storage.prefetch_timeout_max_ns"), fielderr.Dotted("storage.prefetch_timeout_max"), func(f *File) any { return f.Storage.PrefetchTimeoutMax }},
+	{fielderr.Dotted("storage.read_bandwidth"), fielderr.Dotted("storage.read_gbps"), func(f *File) any { return f.Storage.ReadGBps }},
+	{fielderr.Dotted("storage.write_bandwidth"), fielderr.Dotted("storage.write_gbps"), func(f *File) any { return f.Storage.WriteGBps }},
+	{fielderr.Dotted("storage.read_latency_ns"), fielderr.Dotted("storage.read_latency_us"), func(f *File) any { return f.Storage.ReadLatencyUs }},
+	{fielderr.Dotted("storage.write_latency_ns"), fielderr.Dotted("storage.write_latency_us"), func(f *File) any { return f.Storage.WriteLatencyUs }},
+}
+
+// simErrors returns the simulator's validation error err with each range
+// error about a field of [simKeys] at the file's key and with the value as
+// written.
+func (f *File) simErrors(err error) error {
+	var out []error
+	for _, e := range fielderr.Flatten(err) {
+		if fe, ok := e.(*fielderr.Error); ok {
+			var re *fielderr.RangeError
+			for _, k := range simKeys {
+				if slices.Equal(fe.Path, k.sim) && errors.As(fe.Err, &re) {
+					e = fielderr.Range(k.file, re.Want, k.written(f))
+				}
+			}
+		}
+		out = append(out, e)
+	}
+	return errors.Join(out...)
 }
 
 // The engines a file can describe.
@@ -520,26 +549,9 @@ func (f *File) Validate() error {
 	if !(l.Efficiency >= 0 && l.Efficiency <= 1) {
 		errs = append(errs, fielderr.New(fielderr.Dotted("links.efficiency"), "must be in (0, 1] (got %v)", l.Efficiency))
 	}
-	st := f.Storage
-	for _, c := range []struct {
-		key string
-		v   float64
-	}{
-		{"storage.prefetch_timeout_base", st.PrefetchTimeoutBase},
-		{"storage.prefetch_timeout_per_ki_token", st.PrefetchTimeoutPerKiToken},
-		{"storage.prefetch_timeout_max", st.PrefetchTimeoutMax},
-		{"storage.read_gbps", st.ReadGBps},
-		{"storage.write_gbps", st.WriteGBps},
-		{"storage.read_latency_us", st.ReadLatencyUs},
-		{"storage.write_latency_us", st.WriteLatencyUs},
-	} {
-		if c.v < 0 {
-			errs = append(errs, fielderr.New(fielderr.Dotted(c.key), "must be >= 0 (got %v)", c.v))
-		}
-	}
-	// The simulator's own checks of the cache and scheduler sections, with
-	// the sizes sizing would give (checked above).
-	errs = append(errs, f.enums.errs...)
+	// The simulator's own checks of the cache, scheduler and storage
+	// sections (the storage ranges are checked there only), with the sizes
+	// sizing would give (checked above).
 	probe := f.simConfig(hw.Sizing{DeviceTokens: 1, HostTokens: 1, MaxRunningRequests: 1, MaxPrefillTokens: 1, ChunkedPrefillSize: -1})
 	probe.Cache.PageSize = 1
 	probe.Scheduler.ContextLen = 0 // model.context_len, checked by the model
@@ -547,7 +559,7 @@ func (f *File) Validate() error {
 		probe.Links.H2DBandwidth, probe.Links.D2HBandwidth = 1, 1 // from the unknown GPU
 	}
 	if err := probe.Validate(); err != nil {
-		errs = append(errs, err)
+		errs = append(errs, f.simErrors(err))
 	}
 	if len(errs) == 0 && !f.badPreset {
 		// Sizing: does the model fit the GPU? And is every step of the
@@ -922,17 +934,19 @@ func (f *File) simConfig(z hw.Sizing) sim.Config {
 	return cfg
 }
 
-// simConfig converts the storage section to the simulator's units. Zero
-// and negative values (the latter reported by Validate) are left zero, which
-// the simulator reads as its default.
+// simConfig converts the storage section to the simulator's units, which
+// checks their ranges ([sim.Config.Validate]; [File.simErrors] reports
+// them at the file's keys). Zero is the simulator's default too; a
+// negative value stays negative, however small.
 func (st StorageSection) simConfig(prefetch sim.PrefetchPolicy) sim.StorageConfig {
-	scale := func(v, unit float64) float64 {
-		if v > 0 {
-			return v * unit
+	scale := func(v, unit float64) float64 { return v * unit }
+	ns := func(v, unit float64) int64 {
+		n := clampNs(math.Round(v * unit))
+		if v < 0 && n == 0 {
+			n = -1
 		}
-		return 0
+		return n
 	}
-	ns := func(v, unit float64) int64 { return clampNs(math.Round(scale(v, unit))) }
 	return sim.StorageConfig{
 		Enabled:                   st.Enabled,
 		CapacityTokens:            st.CapacityTokens,

@@ -53,3 +53,23 @@ write_latency_us = 150
 		t.Fatalf("default storage %+v, want off and zero", d.Sim.Storage)
 	}
 }
+
+// The storage ranges are checked once, by the simulator, and reported at
+// the file's keys with the values as written: a negative value too small
+// to survive the conversion to ns, and an infinite bandwidth (which the
+// simulator used to report at its own key, with no position).
+func TestStorageRangesAtFileKeys(t *testing.T) {
+	_, err := Parse([]byte(`[model]
+preset = "qwen2.5-14b"
+[gpu]
+preset = "h200"
+[storage]
+read_latency_us = -1e-9
+write_gbps = inf
+`), "s.toml")
+	want := "s.toml:7:1: storage.write_gbps: must be >= 0 (got +Inf)\n" +
+		"s.toml:6:1: storage.read_latency_us: must be >= 0 (got -1e-09)"
+	if err == nil || err.Error() != want {
+		t.Fatalf("Parse: %v, want\n%s", err, want)
+	}
+}

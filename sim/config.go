@@ -294,6 +294,7 @@ func (c Config) withDefaults() Config {
 // Validate reports every problem with c (after defaults), each with its key
 // path and the value found.
 func (c Config) Validate() error {
+	c0 := c
 	c = c.withDefaults()
 	var errs []error
 	bad := func(key, want string, got any) {
@@ -394,6 +395,37 @@ func (c Config) Validate() error {
 	if l.D2HLatency < 0 {
 		bad("links.d2h_latency_ns", ">= 0", l.D2HLatency)
 	}
+	// The storage tier's ranges, in the order a file lists them; 0 is the
+	// default, so they are checked as written.
+	raw := c0.Storage
+	for _, f := range []struct {
+		key string
+		v   int64
+	}{
+		{"storage.prefetch_timeout_base_ns", raw.PrefetchTimeoutBase},
+		{"storage.prefetch_timeout_per_ki_token_ns", raw.PrefetchTimeoutPerKiToken},
+		{"storage.prefetch_timeout_max_ns", raw.PrefetchTimeoutMax},
+	} {
+		if f.v < 0 {
+			bad(f.key, ">= 0", f.v)
+		}
+	}
+	for _, f := range []struct {
+		key string
+		v   float64
+	}{{"storage.read_bandwidth", raw.ReadBandwidth}, {"storage.write_bandwidth", raw.WriteBandwidth}} {
+		if !(f.v >= 0) || math.IsInf(f.v, 0) {
+			bad(f.key, ">= 0", f.v)
+		}
+	}
+	for _, f := range []struct {
+		key string
+		v   int64
+	}{{"storage.read_latency_ns", raw.ReadLatency}, {"storage.write_latency_ns", raw.WriteLatency}} {
+		if f.v < 0 {
+			bad(f.key, ">= 0", f.v)
+		}
+	}
 	st := c.Storage
 	if st.PrefetchPolicy < BestEffort || st.PrefetchPolicy > PrefetchTimeout {
 		bad("storage.prefetch_policy", "one of best_effort, wait_complete, timeout", st.PrefetchPolicy)
@@ -407,28 +439,8 @@ func (c Config) Validate() error {
 	if st.PrefetchThreshold < 0 {
 		bad("storage.prefetch_threshold", ">= 0", st.PrefetchThreshold)
 	}
-	for _, f := range []struct {
-		key string
-		v   int64
-	}{
-		{"storage.prefetch_timeout_base_ns", st.PrefetchTimeoutBase},
-		{"storage.prefetch_timeout_per_ki_token_ns", st.PrefetchTimeoutPerKiToken},
-		{"storage.prefetch_timeout_max_ns", st.PrefetchTimeoutMax},
-		{"storage.read_latency_ns", st.ReadLatency},
-		{"storage.write_latency_ns", st.WriteLatency},
-	} {
-		if f.v < 0 {
-			bad(f.key, ">= 0", f.v)
-		}
-	}
 	if !(st.PrefetchCapacityRatio > 0 && st.PrefetchCapacityRatio <= 1) {
 		bad("storage.prefetch_capacity_ratio", "in (0, 1]", st.PrefetchCapacityRatio)
-	}
-	if !(st.ReadBandwidth > 0) || math.IsInf(st.ReadBandwidth, 0) {
-		bad("storage.read_bandwidth", "> 0", st.ReadBandwidth)
-	}
-	if !(st.WriteBandwidth > 0) || math.IsInf(st.WriteBandwidth, 0) {
-		bad("storage.write_bandwidth", "> 0", st.WriteBandwidth)
 	}
 	if c.TimelineInterval < -1 {
 		bad("timeline_interval_ns", "-1 (off) or > 0", c.TimelineInterval)

@@ -222,10 +222,10 @@ func TestStorageConfigValidate(t *testing.T) {
 	cfg := Default(100)
 	cfg.Storage = StorageConfig{Enabled: true, PrefetchPolicy: PrefetchPolicy(99), ReadBandwidth: -1, PrefetchCapacityRatio: 2}
 	err := cfg.Validate()
-	want := "storage.prefetch_policy: must be one of best_effort, wait_complete, timeout (got PrefetchPolicy(99))\n" +
+	want := "storage.read_bandwidth: must be >= 0 (got -1)\n" +
+		"storage.prefetch_policy: must be one of best_effort, wait_complete, timeout (got PrefetchPolicy(99))\n" +
 		"storage.enabled: must be false without a host tier (HiCache off or host_tokens = 0) (got true)\n" +
-		"storage.prefetch_capacity_ratio: must be in (0, 1] (got 2)\n" +
-		"storage.read_bandwidth: must be > 0 (got -1)"
+		"storage.prefetch_capacity_ratio: must be in (0, 1] (got 2)"
 	if err == nil || err.Error() != want {
 		t.Fatalf("Validate() = %v, want\n%s", err, want)
 	}

@@ -127,10 +127,22 @@ func Wrap(p Path, err error) error {
 	return &Error{Path: p, Err: err}
 }
 
-// Range returns the common "must be WANT (got GOT)" field error.
+// Range returns the common "must be WANT (got GOT)" field error, whose
+// cause is a [RangeError].
 func Range(p Path, want string, got any) error {
-	return New(p, "must be %s (got %v)", want, got)
+	return &Error{Path: p, Err: &RangeError{Want: want, Got: got}}
 }
+
+// RangeError is the cause of a field error about a value outside its valid
+// range: "must be WANT (got GOT)". A caller that maps a domain's field to a
+// file's key in other units rewrites Got to the value as written.
+type RangeError struct {
+	Want string
+	Got  any
+}
+
+// Error implements error.
+func (e *RangeError) Error() string { return fmt.Sprintf("must be %s (got %v)", e.Want, e.Got) }
 
 // Flatten returns the errors that err joins (errors.Join, recursively),
 // in order, or err alone; nil for nil.
