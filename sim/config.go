@@ -291,8 +291,11 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Validate reports every problem with c (after defaults), each with its key
-// path and the value found.
+// Validate reports every problem with c (after defaults), each a
+// [fielderr.Error] with its key path and the value found (a
+// [fielderr.RangeError] for a value out of range). The storage tier's
+// times, bandwidths and latencies are checked as given, 0 meaning the
+// default.
 func (c Config) Validate() error {
 	c0 := c
 	c = c.withDefaults()

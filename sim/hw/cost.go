@@ -71,7 +71,8 @@ func DefaultEfficiency() Efficiency {
 	}
 }
 
-// Validate reports every invalid field at once (hw.roofline.<key>).
+// Validate reports every invalid field at once, each a [fielderr.Error]
+// at hw.roofline.<key>.
 func (e Efficiency) Validate() error {
 	var errs []error
 	fraction := func(key string, v float64) {

@@ -71,7 +71,8 @@ type Fitted struct {
 	Decode [NumDecodeFeatures]float64 `toml:"decode"`
 }
 
-// Validate reports every invalid coefficient at once (hw.fitted.<key>[i]).
+// Validate reports every invalid coefficient at once, each a
+// [fielderr.Error] at hw.fitted.<key>[i].
 func (f Fitted) Validate() error {
 	var errs []error
 	check := func(key string, i int, v float64) {

@@ -103,7 +103,7 @@ func GPUPresets() []string {
 }
 
 // Validate reports every invalid field at once, each named by its key path
-// in a study (hw.gpu.<key>).
+// in a study, as a [fielderr.Error] (hw.gpu.<key>).
 func (g GPU) Validate() error {
 	var errs []error
 	bad := func(key, rule string, got any) {

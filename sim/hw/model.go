@@ -239,7 +239,7 @@ func ModelPresets() []string {
 const MaxContextLen = 1 << 30
 
 // Validate reports every invalid field at once, each named by its key path
-// in a study (hw.model.<key>).
+// in a study, as a [fielderr.Error] (hw.model.<key>).
 func (m Model) Validate() error {
 	var errs []error
 	bad := func(key, rule string, got any) {

@@ -71,7 +71,8 @@ func DefaultServer() Server {
 	}
 }
 
-// Validate reports every invalid field at once (hw.server.<key>). It does
+// Validate reports every invalid field at once, each a [fielderr.Error]
+// at hw.server.<key>. It does
 // not know the model; [Size] also checks dcp_size against the attention.
 func (s Server) Validate() error {
 	var errs []error
