@@ -258,12 +258,7 @@ func (p *parser) errAt(path, format string, args ...any) {
 }
 
 func (p *parser) errPos(at pos, format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	if at.line > 0 {
-		p.errs = append(p.errs, fmt.Errorf("%s:%d:%d: %s", p.name, at.line, at.col, msg))
-		return
-	}
-	p.errs = append(p.errs, fmt.Errorf("%s: %s", p.name, msg))
+	p.errs = append(p.errs, &fielderr.At{File: p.name, Line: at.line, Col: at.col, Err: fmt.Errorf(format, args...)})
 }
 
 // scanKeys lists the study file's key assignments and table headers with
