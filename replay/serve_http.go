@@ -742,8 +742,8 @@ func (s *Server) handleInfo(w http.ResponseWriter, r *http.Request) {
 		"page_size": c.Cache.PageSize, "max_total_num_tokens": c.Cache.DeviceTokens,
 		"enable_hierarchical_cache": c.Cache.HostTokens > 0, "hicache_host_tokens": c.Cache.HostTokens,
 		"max_running_requests": c.Scheduler.MaxRunningRequests, "chunked_prefill_size": c.Scheduler.ChunkedPrefillSize,
-		"schedule_policy": c.Scheduler.Policy, "radix_eviction_policy": c.Cache.Eviction,
-		"hicache_write_policy": c.Cache.WritePolicy, "disable_radix_cache": c.Cache.Disable,
+		"schedule_policy": c.Scheduler.Policy.String(), "radix_eviction_policy": c.Cache.Eviction.String(),
+		"hicache_write_policy": c.Cache.WritePolicy.String(), "disable_radix_cache": c.Cache.Disable,
 		"kvsim_time_scale": s.cfg.TimeScale,
 	} {
 		info[k] = v

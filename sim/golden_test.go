@@ -13,6 +13,7 @@ import (
 
 	"github.com/kvsim/kvsim/sim/hw"
 	"github.com/kvsim/kvsim/traces"
+	"github.com/kvsim/kvsim/tree"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -90,10 +91,10 @@ func TestGolden(t *testing.T) {
 	q7 := roofline(t, "qwen2.5-7b", "h100-sxm", 1)
 	cases := []tc{
 		{"chat_write_through_lru", small(func(*Config) {}), chatTrace, q7},
-		{"chat_write_back_slru", small(func(c *Config) { c.Cache.WritePolicy = "write_back"; c.Cache.Eviction = "slru" }), chatTrace, q7},
+		{"chat_write_back_slru", small(func(c *Config) { c.Cache.WritePolicy = tree.WriteBack; c.Cache.Eviction = tree.SLRU }), chatTrace, q7},
 		{"chat_selective_lpm", small(func(c *Config) {
-			c.Cache.WritePolicy = "write_through_selective"
-			c.Scheduler.Policy = "lpm"
+			c.Cache.WritePolicy = tree.WriteThroughSelective
+			c.Scheduler.Policy = LPM
 		}), chatTrace, q7},
 		{"chat_no_host", small(func(c *Config) { c.Cache.HostTokens = 0 }), chatTrace, q7},
 		{"chat_cp4_owner_lane", small(func(c *Config) { c.Cache.CP = 4; c.Cache.DeviceTokens = 1500; c.Cache.HostTokens = 3000 }), chatTrace, q7},
@@ -108,7 +109,7 @@ func TestGolden(t *testing.T) {
 		// leaves the host and comes back from storage.
 		{"chat_storage_wait_complete", small(func(c *Config) {
 			c.Cache.HostTokens = 6000
-			c.Storage = StorageConfig{Enabled: true, PrefetchPolicy: "wait_complete", ReadBandwidth: 2e9, WriteBandwidth: 2e9}
+			c.Storage = StorageConfig{Enabled: true, PrefetchPolicy: WaitComplete, ReadBandwidth: 2e9, WriteBandwidth: 2e9}
 		}), chatTrace, q7},
 		{"chat_storage_best_effort_capped", small(func(c *Config) {
 			c.Cache.HostTokens = 6000
@@ -119,7 +120,7 @@ func TestGolden(t *testing.T) {
 			c.Cache.HostTokens = 200000
 			c.Links.KVBytesPerToken = 196608 / 4
 			c.Links.Layers = 48
-			c.Storage = StorageConfig{Enabled: true, PrefetchPolicy: "timeout"}
+			c.Storage = StorageConfig{Enabled: true, PrefetchPolicy: PrefetchTimeout}
 			return c
 		}, func(t *testing.T) []traces.Record { return mooncakeHead(t, 300) }, roofline(t, "qwen2.5-14b", "h200", 4)},
 	}

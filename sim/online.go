@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/kvsim/kvsim/traces"
+	"github.com/kvsim/kvsim/tree"
 )
 
 // Event is something an online simulation reports about one request: a
@@ -60,7 +61,7 @@ func (q *Queue) Next() (traces.Record, error) {
 
 // NewOnline returns an online simulation of cfg with the given cost model.
 func NewOnline(cfg Config, cost CostModel) (*Online, error) {
-	if cfg.Cache.Eviction == "belady" {
+	if cfg.Cache.Eviction == tree.Belady {
 		return nil, ErrOracleOnline
 	}
 	s, err := New(cfg, cost)

@@ -6,8 +6,10 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/kvsim/kvsim/traces"
 	"pgregory.net/rapid"
+
+	"github.com/kvsim/kvsim/traces"
+	"github.com/kvsim/kvsim/tree"
 )
 
 // Submitting a trace request by request, advancing time in arbitrary steps,
@@ -26,7 +28,7 @@ func TestPropOnlineMatchesBatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		o, err := NewOnline(cfg, linearCost{})
-		if cfg.Cache.Eviction == "belady" {
+		if cfg.Cache.Eviction == tree.Belady {
 			// The oracle needs the trace in advance: online is refused.
 			if !errors.Is(err, ErrOracleOnline) {
 				t.Fatalf("NewOnline(belady) = %v, want ErrOracleOnline", err)

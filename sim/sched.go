@@ -339,11 +339,11 @@ func (s *Sim) trackWritesAfterEviction() {
 func (s *Sim) orderQueue() {
 	q := s.waiting
 	switch s.cfg.Scheduler.Policy {
-	case "lof":
+	case LOF:
 		sort.SliceStable(q, func(i, j int) bool { return q[i].maxNew > q[j].maxNew })
-	case "random":
+	case Random:
 		s.rng.Shuffle(len(q), func(i, j int) { q[i], q[j] = q[j], q[i] })
-	case "lpm":
+	case LPM:
 		if len(q) > s.cfg.Scheduler.LPMFallbackQueue || s.cfg.Cache.Disable {
 			return
 		}
@@ -352,7 +352,7 @@ func (s *Sim) orderQueue() {
 			r.sortKey = m.DeviceTokens + m.HostTokens
 		}
 		sort.SliceStable(q, func(i, j int) bool { return q[i].sortKey > q[j].sortKey })
-	case "dfs-weight":
+	case DFSWeight:
 		if s.cfg.Cache.Disable {
 			return
 		}

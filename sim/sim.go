@@ -109,7 +109,7 @@ func New(cfg Config, cost CostModel) (*Sim, error) {
 		rng:   rand.New(rand.NewPCG(cfg.Seed, 0x6b7673696d)), // stream constant: "kvsim"
 		lanes: cfg.Cache.CP,
 	}
-	if cfg.Cache.Planner == "owner-lane" || (cfg.Cache.Planner == "auto" && cfg.Cache.CP > 1 && cfg.Cache.Eviction != "belady") {
+	if cfg.Cache.Planner == PlannerOwnerLane || (cfg.Cache.Planner == PlannerAuto && cfg.Cache.CP > 1 && cfg.Cache.Eviction != tree.Belady) {
 		s.planner, err = planner.New(planner.Config{Lanes: cfg.Cache.CP})
 		if err != nil {
 			return nil, err
@@ -134,7 +134,7 @@ func (s *Sim) Tree() *tree.Tree { return s.tree }
 
 // Run simulates the whole trace and returns the results.
 func (s *Sim) Run(src Source) (*Result, error) {
-	if s.cfg.Cache.Eviction == "belady" {
+	if s.cfg.Cache.Eviction == tree.Belady {
 		var err error
 		if src, err = s.readAhead(src); err != nil {
 			return nil, err

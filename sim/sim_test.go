@@ -150,7 +150,7 @@ func TestDeterministic(t *testing.T) {
 	}
 	cfg := Default(2000)
 	cfg.Cache.HostTokens = 4000
-	cfg.Scheduler.Policy = "random"
+	cfg.Scheduler.Policy = Random
 	a := runSim(t, cfg, recs...)
 	b := runSim(t, cfg, recs...)
 	if !reflect.DeepEqual(a, b) {

@@ -923,11 +923,11 @@ func (s *Sim) prefetchTerminable(r *request) bool {
 	s.advanceReads(s.now)
 	complete := op.done == op.batches
 	switch s.cfg.Storage.PrefetchPolicy {
-	case "wait_complete":
+	case WaitComplete:
 		if !complete {
 			return false
 		}
-	case "timeout":
+	case PrefetchTimeout:
 		if !complete && s.now-op.issued <= s.prefetchTimeout(op.hit) {
 			return false
 		}
@@ -943,7 +943,7 @@ func (s *Sim) prefetchTerminable(r *request) bool {
 // by its prefetch becomes admissible (its fetch completes or its timeout
 // passes). Requests admissible already are not waiting for a wake.
 func (s *Sim) prefetchWake() (Time, bool) {
-	if s.st == nil || s.cfg.Storage.PrefetchPolicy == "best_effort" {
+	if s.st == nil || s.cfg.Storage.PrefetchPolicy == BestEffort {
 		return 0, false
 	}
 	s.advanceReads(s.now)
@@ -954,7 +954,7 @@ func (s *Sim) prefetchWake() (Time, bool) {
 			continue
 		}
 		t := s.projectedDone(op)
-		if s.cfg.Storage.PrefetchPolicy == "timeout" {
+		if s.cfg.Storage.PrefetchPolicy == PrefetchTimeout {
 			t = min(t, op.issued+s.prefetchTimeout(op.hit)+1)
 		}
 		if t > s.now && (!ok || t < best) {

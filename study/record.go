@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/kvsim/kvsim/internal/atomicfile"
-	"github.com/kvsim/kvsim/internal/jsonerr"
 	"io"
 	"os"
 	"reflect"
@@ -15,6 +13,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/kvsim/kvsim/internal/atomicfile"
+	"github.com/kvsim/kvsim/internal/jsonerr"
+	"github.com/kvsim/kvsim/tree"
 
 	"github.com/kvsim/kvsim/configs"
 	"github.com/kvsim/kvsim/sim"
@@ -74,7 +76,7 @@ func sizingOf(f *configs.File, b *configs.Built) Sizing {
 		DeviceTokens: c.DeviceTokens, HostTokens: c.HostTokens, KVBytesPerToken: cell,
 		DeviceKVGB: float64(c.DeviceTokens*cell) / 1e9, HostKVGB: float64(c.HostTokens*cell) / 1e9,
 	}
-	if c.WritePolicy == "write_back" {
+	if c.WritePolicy == tree.WriteBack {
 		z.CacheCapacityTokens = int64(lanes) * (c.DeviceTokens + c.HostTokens)
 	} else {
 		z.CacheCapacityTokens = int64(lanes) * max(c.DeviceTokens, c.HostTokens)
