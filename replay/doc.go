@@ -56,7 +56,7 @@
 // # Metrics
 //
 // Exactly as bench_serving.py / bench_warm_cache.py compute them, with
-// [sim.Summarize] and [sim.Percentile]: TTFT is the time from Start to the
+// [engine.Summarize] and [engine.Percentile]: TTFT is the time from Start to the
 // first streamed chunk that carries output; each later chunk that adds k
 // tokens adds k inter-token latencies of gap/k (gap since the previous
 // such chunk); E2E is Start to the end of the stream ([DONE]); TPOT is

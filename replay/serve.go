@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kvsim/kvsim/sim"
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 )
 
@@ -109,7 +110,7 @@ type job struct {
 	tokens  int  // tokens generated so far
 	cached  int  // cached_tokens, known from the first token on
 	done    bool // finished (res is set)
-	res     sim.RequestResult
+	res     engine.RequestResult
 	arrival int64 // virtual ns (absolute)
 	notify  chan struct{}
 }
@@ -188,15 +189,15 @@ func (s *Server) loop(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var base int64 // virtual time at which o started
+	var base engine.Time // virtual time at which o started
 	jobs := map[string]*job{}
 	var seq uint64
 	scale := s.cfg.TimeScale
 	wall0 := time.Now()
 	// vOf maps a wall time to the virtual time it stands for.
-	vOf := func(w time.Time) int64 { return int64(float64(w.Sub(wall0)) / scale) }
+	vOf := func(w time.Time) engine.Time { return engine.Time(float64(w.Sub(wall0)) / scale) }
 	// wallOf maps an absolute virtual time to its wall time.
-	wallOf := func(v int64) time.Time { return wall0.Add(time.Duration(float64(v) * scale)) }
+	wallOf := func(v engine.Time) time.Time { return wall0.Add(time.Duration(float64(v) * scale)) }
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -205,7 +206,7 @@ func (s *Server) loop(ctx context.Context) error {
 	}()
 	touched := map[*job]bool{}
 
-	dispatch := func(evs []sim.Event) {
+	dispatch := func(evs []engine.Event) {
 		for _, e := range evs {
 			j := jobs[e.ID]
 			if j == nil {
@@ -234,8 +235,8 @@ func (s *Server) loop(ctx context.Context) error {
 			seq++
 			id := fmt.Sprintf("r%d", seq)
 			j := c.job
-			j.arrival = base + o.Now()
-			rec := traces.Record{ID: id, Arrival: o.Now(), InputLen: len(j.prompt), Tokens: j.prompt, OutputLen: j.n, OutputTokens: j.out}
+			j.arrival = int64(base + o.Now())
+			rec := traces.Record{ID: id, Arrival: int64(o.Now()), InputLen: len(j.prompt), Tokens: j.prompt, OutputLen: j.n, OutputTokens: j.out}
 			if err := o.Submit(rec); err != nil {
 				return err
 			}
@@ -289,7 +290,7 @@ func (s *Server) loop(ctx context.Context) error {
 			}
 		}
 		s.statsMu.Lock()
-		s.stats.VirtualNs = base + o.Now()
+		s.stats.VirtualNs = int64(base + o.Now())
 		s.extraStats(o)
 		s.statsMu.Unlock()
 		next, ok := o.Next()
@@ -344,7 +345,7 @@ func (s *Server) loop(ctx context.Context) error {
 }
 
 // account updates the counters with one simulator event.
-func (s *Server) account(e sim.Event) {
+func (s *Server) account(e engine.Event) {
 	s.statsMu.Lock()
 	defer s.statsMu.Unlock()
 	if !e.Done {

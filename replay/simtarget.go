@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kvsim/kvsim/sim"
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/sim/llamacpp"
 	"github.com/kvsim/kvsim/traces"
 )
@@ -21,13 +22,13 @@ import (
 // replay are written once, over this interface.
 type OnlineSim interface {
 	// Now is the virtual time reached.
-	Now() sim.Time
+	Now() engine.Time
 	// Submit queues a request arriving at rec.Arrival (>= Now()).
 	Submit(rec traces.Record) error
 	// Next is the time of the next pending event, if any.
-	Next() (sim.Time, bool)
+	Next() (engine.Time, bool)
 	// RunUntil processes the events up to t and returns them.
-	RunUntil(t sim.Time) ([]sim.Event, error)
+	RunUntil(t engine.Time) ([]engine.Event, error)
 }
 
 var (
@@ -87,8 +88,8 @@ type SimTarget struct {
 
 	mu   sync.Mutex
 	o    OnlineSim
-	base int64 // virtual time at which o started (flushes keep time going)
-	seq  int64 // submissions, for unique simulator ids
+	base engine.Time // virtual time at which o started (flushes keep time going)
+	seq  int64       // submissions, for unique simulator ids
 }
 
 var (
@@ -123,7 +124,7 @@ func (t *SimTarget) newOnline() (OnlineSim, error) {
 }
 
 // vtime maps a virtual time (ns) to the time.Time the measurements use.
-func vtime(ns int64) time.Time { return time.Unix(0, ns).UTC() }
+func vtime(ns engine.Time) time.Time { return time.Unix(0, int64(ns)).UTC() }
 
 // Flush implements Flusher: the simulator is replaced by a fresh one, with
 // an empty cache.
@@ -179,7 +180,7 @@ func simRecord(id string, at int64, req *Request, out []int32) traces.Record {
 }
 
 // simResponse is the response of a finished simulated request.
-func simResponse(r *sim.RequestResult, out []int32, end time.Time) (Response, error) {
+func simResponse(r *engine.RequestResult, out []int32, end time.Time) (Response, error) {
 	resp := Response{
 		PromptTokens: int(r.PromptTokens), CompletionTokens: int(r.OutputTokens),
 		CachedTokens: int(r.CachedTokens), FinishReason: "length", End: end,
@@ -200,7 +201,7 @@ func (t *SimTarget) Submit(ctx context.Context, req Request, sink Sink) (Respons
 	t.seq++
 	id := fmt.Sprintf("s%d", t.seq)
 	out := OutputTokens(req.Tokens, req.MaxNewTokens, t.cfg.OutputVocab)
-	if err := t.o.Submit(simRecord(id, t.o.Now(), &req, out)); err != nil {
+	if err := t.o.Submit(simRecord(id, int64(t.o.Now()), &req, out)); err != nil {
 		return Response{CachedTokens: -1, End: vtime(t.base + t.o.Now())}, &RequestError{Reason: "rejected", Err: err}
 	}
 	for {
@@ -272,7 +273,7 @@ type flight struct {
 // of llama-server's OpenAI stream counts it (replay's SSE reader), one per
 // chunk of text, so that tokens held back and sent together make one gap
 // on both sides.
-func (f *flight) chunk(e *sim.Event) (int, bool) {
+func (f *flight) chunk(e *engine.Event) (int, bool) {
 	if f.stream == nil {
 		return int(e.Tokens), true
 	}
@@ -292,8 +293,8 @@ func (f *flight) chunk(e *sim.Event) (int, bool) {
 // simulator's clock. The caller holds t.mu.
 type simRun struct {
 	t         *SimTarget
-	off       int64     // simulator time of the run's start
-	start     time.Time // the run's start, as measurements read it
+	off       engine.Time // simulator time of the run's start
+	start     time.Time   // the run's start, as measurements read it
 	flights   map[string]*flight
 	deadlines deadlineHeap
 }
@@ -304,7 +305,7 @@ func (t *SimTarget) newRun() *simRun {
 }
 
 // abs maps a simulator time to the time.Time the measurements use.
-func (r *simRun) abs(simT int64) time.Time { return vtime(r.t.base + simT) }
+func (r *simRun) abs(simT engine.Time) time.Time { return vtime(r.t.base + simT) }
 
 // submit sends rec as req at now (ns since the run's start), with a
 // deadline timeout later (0: none), and returns its flight.
@@ -313,13 +314,13 @@ func (r *simRun) submit(rec *traces.Record, req *Request, now int64, timeout tim
 	t.seq++
 	id := fmt.Sprintf("s%d", t.seq)
 	out, fromTrace := t.outputs(rec, req)
-	f := &flight{start: r.abs(r.off + now), out: out, stream: t.stream(fromTrace)}
+	f := &flight{start: r.abs(r.off + engine.Time(now)), out: out, stream: t.stream(fromTrace)}
 	f.rc.start = f.start
 	if timeout > 0 {
-		f.deadline = r.off + now + int64(timeout)
+		f.deadline = int64(r.off) + now + int64(timeout)
 		heap.Push(&r.deadlines, deadline{at: f.deadline, id: id})
 	}
-	if err := t.o.Submit(simRecord(id, r.off+now, req, f.out)); err != nil {
+	if err := t.o.Submit(simRecord(id, int64(r.off)+now, req, f.out)); err != nil {
 		return nil, err
 	}
 	r.flights[id] = f
@@ -329,15 +330,16 @@ func (r *simRun) submit(rec *traces.Record, req *Request, now int64, timeout tim
 // next is the next instant (ns since the run's start) of a simulator event
 // or a deadline, or wake when it comes first (wok).
 func (r *simRun) next(wake int64, wok bool) (int64, bool) {
-	next, ok := r.t.o.Next()
+	t, ok := r.t.o.Next()
+	var next int64
 	if ok {
-		next -= r.off
+		next = int64(t - r.off)
 	}
 	if wok && (!ok || wake < next) {
 		next, ok = wake, true
 	}
-	if len(r.deadlines) > 0 && (!ok || r.deadlines[0].at-r.off < next) {
-		next, ok = r.deadlines[0].at-r.off, true
+	if len(r.deadlines) > 0 && (!ok || r.deadlines[0].at-int64(r.off) < next) {
+		next, ok = r.deadlines[0].at-int64(r.off), true
 	}
 	return next, ok
 }
@@ -348,7 +350,7 @@ func (r *simRun) next(wake int64, wok bool) (int64, bool) {
 // passed (it fails as "timeout"; the simulator, which has no abort, still
 // serves it, and its later events are ignored).
 func (r *simRun) advance(next int64, done func(f *flight, resp Response, err error)) error {
-	evs, err := r.t.o.RunUntil(r.off + next)
+	evs, err := r.t.o.RunUntil(r.off + engine.Time(next))
 	if err != nil {
 		return err
 	}
@@ -367,14 +369,14 @@ func (r *simRun) advance(next int64, done func(f *flight, resp Response, err err
 		resp, err := simResponse(&e.Result, f.out, r.abs(e.Time))
 		done(f, resp, err)
 	}
-	for len(r.deadlines) > 0 && r.deadlines[0].at <= r.off+next {
+	for len(r.deadlines) > 0 && r.deadlines[0].at <= int64(r.off)+next {
 		d := heap.Pop(&r.deadlines).(deadline)
 		f := r.flights[d.id]
 		if f == nil {
 			continue
 		}
 		delete(r.flights, d.id)
-		done(f, Response{CachedTokens: -1, End: r.abs(d.at)}, &RequestError{Reason: "timeout", Err: errors.New("past the per-request timeout in virtual time")})
+		done(f, Response{CachedTokens: -1, End: r.abs(engine.Time(d.at))}, &RequestError{Reason: "timeout", Err: errors.New("past the per-request timeout in virtual time")})
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/kvsim/kvsim/sim/engine"
 	"math"
 	"os"
 	"path/filepath"
@@ -129,7 +130,7 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := s.Run(NewSliceSource(c.recs(t)))
+			res, err := s.Run(engine.NewSliceSource(c.recs(t)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -152,7 +153,7 @@ func TestGolden(t *testing.T) {
 	}
 }
 
-func goldenText(res *Result) string {
+func goldenText(res *engine.Result) string {
 	var b strings.Builder
 	round := func(v any) any {
 		if f, ok := v.(float64); ok {

@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"github.com/kvsim/kvsim/sim/engine"
 	"io"
 	"strings"
 	"testing"
@@ -103,7 +104,7 @@ func TestBeladyBeatsLRUOnConversation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := s.Run(NewSliceSource(recs))
+		res, err := s.Run(engine.NewSliceSource(recs))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kvsim/kvsim/sim"
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 )
 
@@ -343,7 +344,7 @@ func timelineName(point int) string { return fmt.Sprintf("point-%04d.csv", point
 
 const timelineHeader = "t_s,device_tree_tokens,device_request_tokens,device_evictable_tokens,host_tokens,host_reserved_tokens,storage_tokens,waiting,running"
 
-func writeTimeline(w io.Writer, tl []sim.Sample) error {
+func writeTimeline(w io.Writer, tl []engine.Sample) error {
 	if _, err := fmt.Fprintln(w, timelineHeader); err != nil {
 		return err
 	}

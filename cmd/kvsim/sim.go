@@ -14,6 +14,7 @@ import (
 	"github.com/kvsim/kvsim/configs"
 	"github.com/kvsim/kvsim/internal/atomicfile"
 	"github.com/kvsim/kvsim/sim"
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/sim/llamacpp"
 	"github.com/kvsim/kvsim/traces"
 )
@@ -95,7 +96,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	}
 	// The server model: SGLang (the default) or llama.cpp's llama-server.
 	type runner interface {
-		Run(sim.Source) (*sim.Result, error)
+		Run(engine.Source) (*engine.Result, error)
 	}
 	var (
 		built     *configs.Built
@@ -211,7 +212,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	}
 	if *asJSON {
 		out := struct {
-			sim.Summary
+			engine.Summary
 			Trace   string `json:"trace"`
 			Config  string `json:"config"`
 			Seed    uint64 `json:"seed"`
@@ -257,7 +258,7 @@ func openTrace(f *configs.File, fromConfig bool, path string, tf traces.Format) 
 // closedLoop runs a simulation closed-loop (sim.Sim.RunClosedLoop).
 type closedLoop struct{ *sim.Sim }
 
-func (c closedLoop) Run(src sim.Source) (*sim.Result, error) { return c.RunClosedLoop(src) }
+func (c closedLoop) Run(src engine.Source) (*engine.Result, error) { return c.RunClosedLoop(src) }
 
 // gapCutNote says what an idle-gap cap cut.
 func gapCutNote(c traces.GapCut) string {
@@ -301,11 +302,11 @@ func writeAtomic(path string, fill func(io.Writer) error) error {
 
 // printSimTable prints the results in the layout of SGLang's serving
 // benchmark, followed by the cache section.
-func printSimTable(w io.Writer, trace string, f *configs.File, b *configs.Built, res *sim.Result) {
+func printSimTable(w io.Writer, trace string, f *configs.File, b *configs.Built, res *engine.Result) {
 	s := res.Summary
 	c := b.Sim.WithDefaults().Cache
-	line := func(k string, v any) { sim.TableLine(w, k, v) }
-	head := sim.TableHeading
+	line := func(k string, v any) { engine.TableLine(w, k, v) }
+	head := engine.TableHeading
 	head(w, " kvsim simulation ", '=')
 	line("Server:", fmt.Sprintf("%s on %s, tp %d", f.Model.Name, f.GPU.Name, f.Server.TPSize))
 	hostDesc := "off"
@@ -338,17 +339,17 @@ func printSimTable(w io.Writer, trace string, f *configs.File, b *configs.Built,
 
 // printLlamaTable prints the results of the llama-server model: the serving
 // benchmark's block and the slot and RAM-cache hits.
-func printLlamaTable(w io.Writer, trace string, lb *configs.LlamaBuilt, res *sim.Result) {
+func printLlamaTable(w io.Writer, trace string, lb *configs.LlamaBuilt, res *engine.Result) {
 	s := res.Summary
-	line := func(k string, v any) { sim.TableLine(w, k, v) }
-	sim.TableHeading(w, " kvsim simulation ", '=')
+	line := func(k string, v any) { engine.TableLine(w, k, v) }
+	engine.TableHeading(w, " kvsim simulation ", '=')
 	line("Server:", fmt.Sprintf("llama-server model, %d slots of %d tokens", lb.Config.Slots, lb.Config.Context/max(lb.Config.Slots, 1)))
 	line("Trace:", filepath.Base(trace))
 	if s.Failed > 0 {
 		line("Failed requests:", s.Failed)
 	}
 	s.Serving.WriteTable(w)
-	sim.TableHeading(w, "Prompt cache", '-')
+	engine.TableHeading(w, "Prompt cache", '-')
 	line("Cache hit rate (cached/prompt):", fmt.Sprintf("%.4f", s.CacheHitRate))
 	line("  kept in the slot:", fmt.Sprintf("%.4f", s.DeviceHitRate))
 	line("  restored from the RAM cache:", fmt.Sprintf("%.4f", s.HostHitRate))
