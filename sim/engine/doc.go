@@ -3,9 +3,12 @@
 // [RequestResult], [Result], [Summary], [Source], [Queue]), the serving
 // benchmark's metrics and table printers, and the [Engine] interface that
 // package sim (SGLang with HiCache) and package sim/llamacpp
-// (llama-server) both implement. configs builds a [Factory] for the
-// configured model; kvsim sim, replay --target sim, serve and study use it
-// without knowing which model it is.
+// (llama-server) both implement, with a [Factory] each (sim.Factory,
+// llamacpp.Factory). configs builds the factory of the configured model;
+// kvsim sim, replay --target sim, serve and study use it without knowing
+// which model it is. What a model offers beyond the interface (SGLang's
+// counters, llama-server's text streaming) is reached through small
+// interfaces declared by the code that uses it.
 //
 // The package imports only traces (and gonum's stat for the summary); the
 // models import it, never each other.

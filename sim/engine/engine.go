@@ -32,3 +32,30 @@ type Engine interface {
 	// engine cannot be used afterwards.
 	Finish() (*Result, error)
 }
+
+// Factory builds engines of one configured server model. configs builds
+// one from a config file; callers drive it without knowing which model it
+// is.
+type Factory interface {
+	// Info describes the simulated server for reports.
+	Info() Info
+	// New returns a fresh online engine, with an empty cache, at time 0.
+	New() (Engine, error)
+	// Run simulates a whole trace in one batch on the model's fast path:
+	// open loop (every record reaches the server at its arrival), or, when
+	// the model and its configuration say so, closed loop (a record with
+	// dependencies is released when they have finished in virtual time).
+	Run(src Source) (*Result, error)
+}
+
+// Info describes a factory's server.
+type Info struct {
+	// Kind is the model as configs' engine.kind spells it ("sglang",
+	// "llamacpp").
+	Kind string
+	// Server is the name kvsim reports for the simulated server
+	// ("kvsim-sim" for SGLang).
+	Server string
+	// PageSize is the KV cache's page size in tokens (1: token-granular).
+	PageSize int
+}
