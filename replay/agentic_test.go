@@ -134,7 +134,7 @@ func closedLoopPair(t *testing.T, cfg sim.Config, cost sim.CostModel, recs []tra
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := NewSimTarget(SimConfig{Sim: cfg, Cost: cost})
+	st, err := NewSimTarget(SimConfig{Engine: &sim.Factory{Config: cfg, Cost: cost}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,13 +6,14 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"github.com/kvsim/kvsim/sim/engine"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvsim/kvsim/sim/engine"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")

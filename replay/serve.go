@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kvsim/kvsim/sim"
 	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 )
@@ -48,9 +47,9 @@ const (
 )
 
 // Server answers SGLang's and OpenAI's HTTP APIs from the simulator. One
-// goroutine owns the simulator (sim.Online): handlers submit requests to
-// it over a channel, and it publishes each request's progress to the
-// request's mailbox, which the handler streams. The simulator never waits
+// goroutine owns the simulator (an [engine.Engine]): handlers submit
+// requests to it over a channel, and it publishes each request's progress
+// to the request's mailbox, which the handler streams. The simulator never waits
 // for a client: a slow or vanished client only stops its own stream.
 //
 // Requests are submitted at the current virtual time. With TimeScale > 0
@@ -133,7 +132,10 @@ func NewServer(cfg ServeConfig) (*Server, error) {
 	if err := cfg.Sim.OutputVocab.Validate(); err != nil {
 		return nil, fmt.Errorf("output vocab: %w", err)
 	}
-	if _, err := sim.NewOnline(cfg.Sim.Sim, cfg.Sim.Cost); err != nil {
+	if cfg.Sim.Engine == nil {
+		return nil, errors.New("replay: server without an engine")
+	}
+	if _, err := cfg.Sim.Engine.New(); err != nil {
 		return nil, err
 	}
 	if cfg.MaxBodyBytes == 0 {
@@ -185,7 +187,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 
 // loop owns the simulator.
 func (s *Server) loop(ctx context.Context) error {
-	o, err := sim.NewOnline(s.cfg.Sim.Sim, s.cfg.Sim.Cost)
+	o, err := s.cfg.Sim.Engine.New()
 	if err != nil {
 		return err
 	}
@@ -252,7 +254,7 @@ func (s *Server) loop(ctx context.Context) error {
 				c.reply <- fmt.Errorf("%d requests running or waiting", len(jobs))
 				return nil
 			}
-			fresh, err := sim.NewOnline(s.cfg.Sim.Sim, s.cfg.Sim.Cost)
+			fresh, err := s.cfg.Sim.Engine.New()
 			if err != nil {
 				c.reply <- err
 				return nil
@@ -370,14 +372,25 @@ func (s *Server) account(e engine.Event) {
 	s.stats.CachedStorage += r.CachedStorage
 }
 
-// extraStats refreshes the metrics taken from the simulator itself
-// (statsMu held).
-func (s *Server) extraStats(o *sim.Online) {
+// What /metrics reports of an engine that offers it (sim.Online does):
+// its counters, its evictions (device tokens deleted, demoted to host,
+// host tokens evicted) and its queues.
+type (
+	counterer  interface{ Counters() engine.Counters }
+	evictioner interface {
+		Evictions() (deviceDeleted, demoted, hostEvicted int64)
+	}
+	queuer interface{ Queue() (waiting, running int) }
+)
+
+// extraStats refreshes the metrics taken from the simulator itself, those
+// it offers (statsMu held).
+func (s *Server) extraStats(o engine.Engine) {
 	s.stats.Extra = s.stats.Extra[:0]
 	add := func(name, help, kind string, v float64) {
 		s.stats.Extra = append(s.stats.Extra, metric{name, help, kind, v})
 	}
-	{
+	if o, ok := o.(counterer); ok {
 		k := o.Counters()
 		add("kvsim_load_back_tokens_total", "Tokens loaded back from host to device since the last flush.", "counter", float64(k.LoadBackTokens))
 		add("kvsim_write_through_tokens_total", "Tokens copied device to host by write-through since the last flush.", "counter", float64(k.WriteThroughTokens))
@@ -386,13 +399,13 @@ func (s *Server) extraStats(o *sim.Online) {
 		add("kvsim_prefill_batches_total", "Prefill forwards since the last flush.", "counter", float64(k.PrefillBatches))
 		add("kvsim_decode_steps_total", "Decode steps since the last flush.", "counter", float64(k.DecodeSteps))
 	}
-	{
+	if o, ok := o.(evictioner); ok {
 		del, dem, host := o.Evictions()
 		add("kvsim_device_evicted_tokens_total", "Device tokens evicted (deleted or demoted to host) since the last flush.", "counter", float64(del+dem))
 		add("kvsim_demoted_tokens_total", "Device tokens evicted to a host copy since the last flush.", "counter", float64(dem))
 		add("kvsim_host_evicted_tokens_total", "Host tokens evicted since the last flush.", "counter", float64(host))
 	}
-	{
+	if o, ok := o.(queuer); ok {
 		w, r := o.Queue()
 		add("kvsim_queue_waiting", "Requests in the scheduler's waiting queue.", "gauge", float64(w))
 		add("kvsim_queue_running", "Requests in the running (decode) batch.", "gauge", float64(r))

@@ -9,43 +9,17 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kvsim/kvsim/sim"
 	"github.com/kvsim/kvsim/sim/engine"
-	"github.com/kvsim/kvsim/sim/llamacpp"
 	"github.com/kvsim/kvsim/traces"
-)
-
-// OnlineSim is what a SimTarget needs of a simulated server: requests
-// submitted while it runs, virtual time advanced on demand, token and
-// completion events back. sim.Online (SGLang) and llamacpp.Online
-// (llama-server) both have it; the pacing, measurement and timeouts of a
-// replay are written once, over this interface.
-type OnlineSim interface {
-	// Now is the virtual time reached.
-	Now() engine.Time
-	// Submit queues a request arriving at rec.Arrival (>= Now()).
-	Submit(rec traces.Record) error
-	// Next is the time of the next pending event, if any.
-	Next() (engine.Time, bool)
-	// RunUntil processes the events up to t and returns them.
-	RunUntil(t engine.Time) ([]engine.Event, error)
-}
-
-var (
-	_ OnlineSim = (*sim.Online)(nil)
-	_ OnlineSim = (*llamacpp.Online)(nil)
 )
 
 // SimConfig configures a SimTarget.
 type SimConfig struct {
-	// Sim and Cost are the simulated SGLang server (configs.File.Build
-	// gives both). Ignored when Llama is set.
-	Sim  sim.Config
-	Cost sim.CostModel
-	// Llama, when not nil, makes the target a simulated llama-server
-	// (sim/llamacpp) with LlamaCost (configs.File.BuildLlama gives both).
-	Llama     *llamacpp.Config
-	LlamaCost llamacpp.CostModel
+	// Engine builds the simulated server (configs.File.BuildServer gives
+	// it). The pacing, measurement and timeouts of a replay are written
+	// once, over [engine.Engine]; what a model offers beyond it is found
+	// through the small interfaces below (textStreamer, refuser).
+	Engine engine.Factory
 	// TraceOutputs makes a replayed record's OutputTokens, when it has at
 	// least OutputLen of them, the ids the simulator generates (and
 	// caches) for it, instead of [OutputTokens] of the prompt: the ids a
@@ -87,7 +61,7 @@ type SimTarget struct {
 	cfg SimConfig
 
 	mu   sync.Mutex
-	o    OnlineSim
+	o    engine.Engine
 	base engine.Time // virtual time at which o started (flushes keep time going)
 	seq  int64       // submissions, for unique simulator ids
 }
@@ -116,11 +90,11 @@ func NewSimTarget(cfg SimConfig) (*SimTarget, error) {
 }
 
 // newOnline starts a fresh simulator of the configured server.
-func (t *SimTarget) newOnline() (OnlineSim, error) {
-	if t.cfg.Llama != nil {
-		return llamacpp.NewOnline(*t.cfg.Llama, t.cfg.LlamaCost)
+func (t *SimTarget) newOnline() (engine.Engine, error) {
+	if t.cfg.Engine == nil {
+		return nil, errors.New("replay: simulator target without an engine")
 	}
-	return sim.NewOnline(t.cfg.Sim, t.cfg.Cost)
+	return t.cfg.Engine.New()
 }
 
 // vtime maps a virtual time (ns) to the time.Time the measurements use.
@@ -142,10 +116,8 @@ func (t *SimTarget) Flush(context.Context) error {
 
 // Info implements Describer.
 func (t *SimTarget) Info(context.Context) (Info, error) {
-	if t.cfg.Llama != nil {
-		return Info{Server: "kvsim-sim-llamacpp", Model: t.cfg.Model, PageSize: 1}, nil
-	}
-	return Info{Server: "kvsim-sim", Model: t.cfg.Model, PageSize: t.cfg.Sim.Cache.PageSize}, nil
+	i := t.cfg.Engine.Info()
+	return Info{Server: i.Server, Model: t.cfg.Model, PageSize: i.PageSize}, nil
 }
 
 // OutputTokens returns the n output ids kvsim's simulated servers generate
@@ -237,20 +209,25 @@ func (t *SimTarget) outputs(rec *traces.Record, req *Request) ([]int32, bool) {
 	return OutputTokens(req.Tokens, req.MaxNewTokens, t.cfg.OutputVocab), false
 }
 
+// textStreamer is an engine factory whose server streams text, not
+// tokens (llamacpp.Factory): TextStream returns a function that takes each
+// sampled id of a request and reports whether the server sends text now,
+// or nil when every token is streamed as it comes.
+type textStreamer interface {
+	TextStream() func(id int32) bool
+}
+
 // stream is what the simulated server streams of a request whose output
 // ids are the server's own (fromTrace): a llama-server whose token text
-// is not whole holds back tokens that leave an incomplete UTF-8 sequence
-// (llamacpp.Stream). Nil when every token is streamed as it comes:
-// synthetic ids carry no text to split.
-func (t *SimTarget) stream(fromTrace bool) *llamacpp.Stream {
-	if !fromTrace || t.cfg.Llama == nil || t.cfg.Llama.TokenText == llamacpp.TokenTextWhole {
+// is not whole holds back tokens that leave an incomplete UTF-8 sequence.
+// Nil when every token is streamed as it comes: synthetic ids carry no
+// text to split.
+func (t *SimTarget) stream(fromTrace bool) func(id int32) bool {
+	ts, ok := t.cfg.Engine.(textStreamer)
+	if !fromTrace || !ok {
 		return nil
 	}
-	s, err := llamacpp.NewStream(t.cfg.Llama.TokenText)
-	if err != nil {
-		panic("replay: " + err.Error()) // the config was validated when the simulator was made
-	}
-	return s
+	return ts.TextStream()
 }
 
 // flight is a request in the simulator during a replay.
@@ -259,11 +236,11 @@ type flight struct {
 	start    time.Time
 	rc       recorder
 	out      []int32
-	stream   *llamacpp.Stream // nil: every token is streamed as it comes
-	streamed int              // tokens given to stream
-	sent     int              // chunks of text sent, with a stream
-	deadline int64            // simulator time; 0: none
-	gone     bool             // timed out: later events are ignored
+	stream   func(id int32) bool // nil: every token is streamed as it comes
+	streamed int                 // tokens given to stream
+	sent     int                 // chunks of text sent, with a stream
+	deadline int64               // simulator time; 0: none
+	gone     bool                // timed out: later events are ignored
 }
 
 // chunk reports whether the client receives the tokens of event e (the
@@ -279,7 +256,7 @@ func (f *flight) chunk(e *engine.Event) (int, bool) {
 	}
 	send := false
 	for ; f.streamed < int(e.Tokens) && f.streamed < len(f.out); f.streamed++ {
-		send = f.stream.Add(f.out[f.streamed])
+		send = f.stream(f.out[f.streamed])
 	}
 	if send {
 		f.sent++

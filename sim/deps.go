@@ -2,9 +2,9 @@ package sim
 
 import (
 	"fmt"
-	"github.com/kvsim/kvsim/sim/engine"
 	"math"
 
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 )
 

@@ -1,11 +1,11 @@
 package sim
 
 import (
-	"github.com/kvsim/kvsim/sim/engine"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 )
 

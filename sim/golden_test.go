@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"github.com/kvsim/kvsim/sim/engine"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/sim/hw"
 	"github.com/kvsim/kvsim/traces"
 )

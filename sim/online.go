@@ -3,8 +3,8 @@ package sim
 import (
 	"errors"
 	"fmt"
-	"github.com/kvsim/kvsim/sim/engine"
 
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 )
 

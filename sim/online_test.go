@@ -3,10 +3,10 @@ package sim
 import (
 	"errors"
 	"fmt"
-	"github.com/kvsim/kvsim/sim/engine"
 	"reflect"
 	"testing"
 
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 	"pgregory.net/rapid"
 )

@@ -3,10 +3,10 @@ package sim
 import (
 	"errors"
 	"fmt"
-	"github.com/kvsim/kvsim/sim/engine"
 	"io"
 	"math"
 
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 	"github.com/kvsim/kvsim/tree"
 )

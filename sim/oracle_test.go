@@ -3,11 +3,11 @@ package sim
 import (
 	"errors"
 	"fmt"
-	"github.com/kvsim/kvsim/sim/engine"
 	"io"
 	"strings"
 	"testing"
 
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 	"pgregory.net/rapid"
 )

@@ -3,11 +3,11 @@ package sim
 import (
 	"flag"
 	"fmt"
-	"github.com/kvsim/kvsim/sim/engine"
 	"os"
 	"reflect"
 	"testing"
 
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 	"github.com/kvsim/kvsim/tree"
 	"pgregory.net/rapid"

@@ -2,8 +2,8 @@ package sim
 
 import (
 	"fmt"
-	"github.com/kvsim/kvsim/sim/engine"
 
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 	"github.com/kvsim/kvsim/tree"
 )

@@ -1,12 +1,12 @@
 package sim
 
 import (
-	"github.com/kvsim/kvsim/sim/engine"
 	"math"
 	"slices"
 	"sort"
 
 	"github.com/kvsim/kvsim/planner"
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/sim/hw"
 	"github.com/kvsim/kvsim/tree"
 )

@@ -3,13 +3,13 @@ package sim
 import (
 	"errors"
 	"fmt"
-	"github.com/kvsim/kvsim/sim/engine"
 	"io"
 	"math"
 	"math/rand/v2"
 
 	"github.com/kvsim/kvsim/internal/invariants"
 	"github.com/kvsim/kvsim/planner"
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/sim/hw"
 	"github.com/kvsim/kvsim/traces"
 	"github.com/kvsim/kvsim/tree"

@@ -2,12 +2,12 @@ package sim
 
 import (
 	"fmt"
-	"github.com/kvsim/kvsim/sim/engine"
 	"math"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/sim/hw"
 	"github.com/kvsim/kvsim/traces"
 )

@@ -2,12 +2,12 @@ package sim
 
 import (
 	"fmt"
-	"github.com/kvsim/kvsim/sim/engine"
 	"math"
 	"slices"
 	"sort"
 
 	"github.com/kvsim/kvsim/internal/invariants"
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/tree"
 )
 

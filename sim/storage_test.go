@@ -1,11 +1,11 @@
 package sim
 
 import (
-	"github.com/kvsim/kvsim/sim/engine"
 	"slices"
 	"sort"
 	"testing"
 
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/sim/hw"
 	"github.com/kvsim/kvsim/traces"
 	"github.com/kvsim/kvsim/tree"

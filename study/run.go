@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kvsim/kvsim/sim"
 	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 )
@@ -304,15 +303,7 @@ func simulatePoint(s *Study, pt Point, opt Options) (*Record, []byte, error) {
 			return nil, nil, traces.InFile(pt.Trace, err)
 		}
 	}
-	sm, err := sim.New(b.Sim, b.Cost)
-	if err != nil {
-		return nil, nil, err
-	}
-	run := sm.RunClosedLoop
-	if pt.File.Workload.OpenLoop {
-		run = sm.Run
-	}
-	res, err := run(rd)
+	res, err := b.Engine.Run(rd)
 	if err != nil {
 		return nil, nil, traces.InFile(pt.Trace, err)
 	}
