@@ -527,7 +527,7 @@ func (s *Server) serveGen(w http.ResponseWriter, r *http.Request, prompt []int32
 		if !g.stream {
 			if done {
 				g.cached = int(res.CachedTokens)
-				g.e2e = float64(res.Finish-res.Arrival) / 1e9
+				g.e2e = (res.Finish - res.Arrival).Seconds()
 				w.Header().Set("Content-Type", "application/json")
 				buf.Reset()
 				g.whole(&buf)
@@ -543,7 +543,7 @@ func (s *Server) serveGen(w http.ResponseWriter, r *http.Request, prompt []int32
 		buf.Reset()
 		if done {
 			g.cached = int(res.CachedTokens)
-			g.e2e = float64(res.Finish-res.Arrival) / 1e9
+			g.e2e = (res.Finish - res.Arrival).Seconds()
 		}
 		for k := sent + 1; k <= tokens; k++ {
 			g.chunk(&buf, k, done && k == tokens)

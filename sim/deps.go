@@ -2,7 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
@@ -130,7 +129,7 @@ func (h *heldRecord) due() engine.Time {
 		if end < h.parentEnd {
 			// Past int64 nanoseconds: the largest time, which the event
 			// queue then reports as a clock past its end (sim.schedule).
-			end = math.MaxInt64
+			end = engine.Never
 		}
 		at = max(at, end)
 	}

@@ -165,7 +165,7 @@ func (s *Sim) startLoads() engine.Time {
 	s.h2dFree = done
 	s.counters.H2DBytes += s.bytes(s.pendingLoad)
 	for i := range s.loadDone {
-		if s.loadDone[i] == math.MaxInt64 {
+		if s.loadDone[i] == engine.Never {
 			s.loadDone[i] = done
 		}
 	}
@@ -258,7 +258,7 @@ func (s *Sim) addOne(a *adder, r *request) (addResult, bool) {
 			loaded = lr.Tokens
 			prefix += loaded
 			last = lr.Last
-			s.loadDone = append(s.loadDone, math.MaxInt64) // set when the batch launches
+			s.loadDone = append(s.loadDone, engine.Never) // set when the batch launches
 		case lr.Skipped:
 			s.counters.LoadSkippedTokens += host
 		case lr.Failed:

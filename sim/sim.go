@@ -243,14 +243,14 @@ func (s *Sim) finish() *engine.Result {
 }
 
 func (s *Sim) schedule(at engine.Time, kind eventKind) {
-	if at < s.now || at == math.MaxInt64 {
+	if at < s.now || at == engine.Never {
 		// Only a time past int64 nanoseconds (292 years) wraps below now
 		// (or is saturated to its end, as a release after a huge delay is):
 		// stop the run with an error rather than let the clock go back.
 		if s.clockErr == nil {
 			s.clockErr = fmt.Errorf("simulated time would pass %d ns (292 years) at %d ns: the trace spans too long or its steps are too slow", int64(math.MaxInt64), s.now)
 		}
-		at = math.MaxInt64
+		at = engine.Never
 	}
 	s.seq++
 	s.events.push(event{at: at, seq: s.seq, kind: kind})

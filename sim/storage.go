@@ -1023,7 +1023,7 @@ func (s *Sim) finishStorage() {
 		panic(fmt.Sprintf("sim: run ended with %d prefetches reading, %d tokens reserved", len(st.reads), st.occupied))
 	}
 	s.drainWriteBacks()
-	s.landBackups(math.MaxInt64)
+	s.landBackups(engine.Never)
 	for _, op := range st.backups {
 		s.tree.ReleaseHost(op.node)
 	}

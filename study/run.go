@@ -340,7 +340,7 @@ func writeTimeline(w io.Writer, tl []engine.Sample) error {
 		return err
 	}
 	for _, x := range tl {
-		if _, err := fmt.Fprintf(w, "%.3f,%d,%d,%d,%d,%d,%d,%d,%d\n", float64(x.Time)/1e9, x.Device, x.Held, x.Evictable,
+		if _, err := fmt.Fprintf(w, "%.3f,%d,%d,%d,%d,%d,%d,%d,%d\n", x.Time.Seconds(), x.Device, x.Held, x.Evictable,
 			x.Host, x.HostReserved, x.Storage, x.Waiting, x.Running); err != nil {
 			return err
 		}

@@ -164,7 +164,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		if err := writeAtomic(*timeline, func(w io.Writer) error {
 			fmt.Fprintln(w, "t_s,device_tree_tokens,device_request_tokens,device_evictable_tokens,host_tokens,waiting,running")
 			for _, x := range res.Timeline {
-				fmt.Fprintf(w, "%.3f,%d,%d,%d,%d,%d,%d\n", float64(x.Time)/1e9, x.Device, x.Held, x.Evictable, x.Host, x.Waiting, x.Running)
+				fmt.Fprintf(w, "%.3f,%d,%d,%d,%d,%d,%d\n", x.Time.Seconds(), x.Device, x.Held, x.Evictable, x.Host, x.Waiting, x.Running)
 			}
 			return nil
 		}); err != nil {

@@ -214,10 +214,10 @@ func Summarize(rs []RequestResult, itls []float64) Summary {
 		s.Completed++
 		s.TotalInput += r.PromptTokens
 		s.TotalOutput += r.OutputTokens
-		ttft = append(ttft, float64(r.TTFT())/1e6)
-		e2e = append(e2e, float64(r.E2E())/1e6)
+		ttft = append(ttft, r.TTFT().Milliseconds())
+		e2e = append(e2e, r.E2E().Milliseconds())
 		if r.OutputTokens > 1 {
-			tpot = append(tpot, float64(r.E2E()-r.TTFT())/1e6/float64(r.OutputTokens-1))
+			tpot = append(tpot, (r.E2E()-r.TTFT()).Milliseconds()/float64(r.OutputTokens-1))
 		}
 		cached += r.CachedTokens
 		cachedDev += r.CachedDevice
@@ -228,7 +228,7 @@ func Summarize(rs []RequestResult, itls []float64) Summary {
 	if s.Completed == 0 {
 		return s
 	}
-	dur := float64(last-first) / 1e9
+	dur := (last - first).Seconds()
 	s.Duration = dur
 	s.SimulatedSec = dur
 	if dur > 0 {

@@ -1,9 +1,6 @@
 package engine
 
-import (
-	"math"
-	"time"
-)
+import "math"
 
 // Time is virtual time in integer nanoseconds since the start of a run
 // (the trace's zero). It is a defined type, not an alias of int64, so a
@@ -11,14 +8,6 @@ import (
 // Time(ns) and int64(t). No float ever holds a Time inside a simulator: the
 // float views below are for reporting only.
 type Time int64
-
-// Units of Time.
-const (
-	Nanosecond  Time = 1
-	Microsecond      = 1000 * Nanosecond
-	Millisecond      = 1000 * Microsecond
-	Second           = 1000 * Millisecond
-)
 
 // Never is the largest Time, used as "no limit" (RunUntil(Never) runs every
 // event) and as the saturated value of a time past int64 nanoseconds.
@@ -29,7 +18,3 @@ func (t Time) Seconds() float64 { return float64(t) / 1e9 }
 
 // Milliseconds returns t in milliseconds, for reporting.
 func (t Time) Milliseconds() float64 { return float64(t) / 1e6 }
-
-// Duration returns t as a time.Duration (the same nanoseconds), for pacing
-// real time after virtual time (kvsim serve).
-func (t Time) Duration() time.Duration { return time.Duration(t) }

@@ -177,7 +177,7 @@ func (s *Sim) Run(src engine.Source) (*engine.Result, error) {
 		return nil, err
 	}
 	for {
-		ok, err := s.step(math.MaxInt64)
+		ok, err := s.step(engine.Never)
 		if err != nil {
 			return nil, err
 		}
@@ -216,7 +216,7 @@ func (s *Sim) pull() error {
 
 // nextTime is the time of the next event, if any.
 func (s *Sim) nextTime() (engine.Time, bool) {
-	t, ok := engine.Time(math.MaxInt64), false
+	t, ok := engine.Never, false
 	if s.busy {
 		t, ok = s.batchEnd, true
 	}
