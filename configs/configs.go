@@ -16,6 +16,7 @@ import (
 
 	"github.com/kvsim/kvsim/internal/fielderr"
 	"github.com/kvsim/kvsim/sim"
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/sim/hw"
 	"github.com/kvsim/kvsim/sim/llamacpp"
 	"github.com/kvsim/kvsim/traces"
@@ -758,17 +759,24 @@ type Built struct {
 	Sizing hw.Sizing
 	// Explain says where the numbers came from, one line each.
 	Explain []string
+	// Engine builds engines of Sim and Cost, open or closed loop as
+	// workload.open_loop says. Set by Build.
+	Engine engine.Factory
 }
 
 // Build composes the simulator's configuration and cost model. A
 // llama-server file (engine.kind = "llamacpp") has no SGLang simulator:
 // Build returns an error that says so; use BuildLlama.
 func (f *File) Build() (*Built, error) {
-	if f.IsLlamaCpp() {
-		return nil, fmt.Errorf(`%s: engine.kind: this command simulates SGLang only (got "llamacpp": a llama-server, which kvsim sim, replay --target sim, compare and calibrate run)`, cmp.Or(f.path, "config"))
+	if err := f.SGLangOnly("this command simulates"); err != nil {
+		return nil, fmt.Errorf("%s: %w", cmp.Or(f.path, "config"), err)
 	}
 	b, _, err := f.build(true)
-	return b, err
+	if err != nil {
+		return nil, err
+	}
+	b.Engine = &sim.Factory{Config: b.Sim, Cost: b.Cost, OpenLoop: f.Workload.OpenLoop}
+	return b, nil
 }
 
 func (f *File) build(withCost bool) (*Built, hw.Sizing, error) {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/sim/hw"
 	"github.com/kvsim/kvsim/traces"
 	"github.com/kvsim/kvsim/tree"
@@ -130,7 +131,7 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := s.Run(NewSliceSource(c.recs(t)))
+			res, err := s.Run(engine.NewSliceSource(c.recs(t)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -153,7 +154,7 @@ func TestGolden(t *testing.T) {
 	}
 }
 
-func goldenText(res *Result) string {
+func goldenText(res *engine.Result) string {
 	var b strings.Builder
 	round := func(v any) any {
 		if f, ok := v.(float64); ok {

@@ -6,10 +6,10 @@ import (
 	"reflect"
 	"testing"
 
-	"pgregory.net/rapid"
-
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 	"github.com/kvsim/kvsim/tree"
+	"pgregory.net/rapid"
 )
 
 // Submitting a trace request by request, advancing time in arbitrary steps,
@@ -23,7 +23,7 @@ func TestPropOnlineMatchesBatch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := b.Run(NewSliceSource(recs))
+		want, err := b.Run(engine.NewSliceSource(recs))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,8 +39,8 @@ func TestPropOnlineMatchesBatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		tokens := map[string]int64{}
-		last := Time(0)
-		check := func(evs []Event) {
+		last := engine.Time(0)
+		check := func(evs []engine.Event) {
 			for _, e := range evs {
 				if e.Time < last {
 					t.Fatalf("event at %d after one at %d", e.Time, last)
@@ -56,8 +56,8 @@ func TestPropOnlineMatchesBatch(t *testing.T) {
 		}
 		for _, r := range recs {
 			// Advance to a random point before the arrival, then submit.
-			if r.Arrival > o.Now() {
-				step := o.Now() + Time(rapid.Int64Range(0, r.Arrival-o.Now()).Draw(t, "advance"))
+			if engine.Time(r.Arrival) > o.Now() {
+				step := o.Now() + engine.Time(rapid.Int64Range(0, r.Arrival-int64(o.Now())).Draw(t, "advance"))
 				evs, err := o.RunUntil(step)
 				if err != nil {
 					t.Fatal(err)

@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"pgregory.net/rapid"
-
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 	"github.com/kvsim/kvsim/tree"
+	"pgregory.net/rapid"
 )
 
 // drawBlockTrace draws block-hash requests that share prefixes, with a
@@ -105,7 +105,7 @@ func TestBeladyBeatsLRUOnConversation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := s.Run(NewSliceSource(recs))
+		res, err := s.Run(engine.NewSliceSource(recs))
 		if err != nil {
 			t.Fatal(err)
 		}

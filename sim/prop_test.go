@@ -7,10 +7,10 @@ import (
 	"reflect"
 	"testing"
 
-	"pgregory.net/rapid"
-
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 	"github.com/kvsim/kvsim/tree"
+	"pgregory.net/rapid"
 )
 
 // TestMain raises rapid's default to 200 cases for plain `go test` unless
@@ -141,7 +141,7 @@ func checkRun(t *rapid.T, cfg Config, recs []traces.Record) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.Run(NewSliceSource(recs))
+	res, err := s.Run(engine.NewSliceSource(recs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func checkRun(t *rapid.T, cfg Config, recs []traces.Record) {
 	}
 	// Determinism: the same inputs give the same results.
 	s2, _ := New(cfg, linearCost{})
-	res2, err := s2.Run(NewSliceSource(recs))
+	res2, err := s2.Run(engine.NewSliceSource(recs))
 	if err != nil || !reflect.DeepEqual(res, res2) {
 		t.Fatalf("second run differs (err %v)", err)
 	}

@@ -5,11 +5,11 @@ import (
 	"sort"
 	"testing"
 
-	"pgregory.net/rapid"
-
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/sim/hw"
 	"github.com/kvsim/kvsim/traces"
 	"github.com/kvsim/kvsim/tree"
+	"pgregory.net/rapid"
 )
 
 // storageConfig is a server small enough to push a prefix out of the host
@@ -67,10 +67,10 @@ func evictedToStorage(extra ...traces.Record) []traces.Record {
 func TestStoragePrefetchWaitComplete(t *testing.T) {
 	res := runSim(t, storageConfig(WaitComplete), evictedToStorage()...)
 	b := byID(res)["b"]
-	if got, want := b.Admitted, int64(1_011_600_000); got != want {
+	if got, want := b.Admitted, engine.Time(1_011_600_000); got != want {
 		t.Fatalf("b admitted at %d, want %d (after the whole fetch)", got, want)
 	}
-	if got, want := b.TTFT(), int64(13_610_001); got != want {
+	if got, want := b.TTFT(), engine.Time(13_610_001); got != want {
 		t.Fatalf("b TTFT = %d, want %d", got, want)
 	}
 	if b.CachedTokens != 999 || b.CachedStorage != 999 || b.CachedHost != 0 || b.CachedDevice != 0 || b.StorageTokens != 1000 {
@@ -101,7 +101,7 @@ func TestStoragePrefetchBestEffortPartial(t *testing.T) {
 	g := rec("g", 994e6, tokens(100, 300_000), 3)
 	res := runSim(t, storageConfig(BestEffort), evictedToStorage(g)...)
 	b := byID(res)["b"]
-	if got, want := b.Admitted, int64(1_005_100_101); got != want {
+	if got, want := b.Admitted, engine.Time(1_005_100_101); got != want {
 		t.Fatalf("b admitted at %d, want %d", got, want)
 	}
 	if b.StorageTokens != 384 || b.CachedStorage != 384 || b.CachedTokens != 384 {
@@ -131,7 +131,7 @@ func TestStoragePrefetchTimeout(t *testing.T) {
 	cfg.Storage.PrefetchTimeoutPerKiToken = 1e6
 	res := runSim(t, cfg, evictedToStorage()...)
 	b := byID(res)["b"]
-	if got, want := b.Admitted, int64(1e9+1_976_563); got != want {
+	if got, want := b.Admitted, engine.Time(1e9+1_976_563); got != want {
 		t.Fatalf("b admitted at %d, want %d", got, want)
 	}
 	if b.StorageTokens != 0 || res.Counters.PrefetchesTerminatedEarly != 1 {
@@ -171,7 +171,7 @@ func TestStoragePrefetchRateLimit(t *testing.T) {
 // Hits shorter than the threshold (256 tokens by default, at least a page)
 // are not prefetched.
 func TestStoragePrefetchThreshold(t *testing.T) {
-	short := func(cfg Config) *Result {
+	short := func(cfg Config) *engine.Result {
 		p := tokens(200, 1)
 		return runSim(t, cfg,
 			rec("a", 0, p, 1),
@@ -287,7 +287,7 @@ func BenchmarkDefaultStorage(b *testing.B) {
 			cfg, cost := defaultStorageConfig(b)
 			cfg.Storage.Enabled = on
 			b.ReportAllocs()
-			var res *Result
+			var res *engine.Result
 			for b.Loop() {
 				s, err := New(cfg, cost)
 				if err != nil {

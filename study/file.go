@@ -600,8 +600,8 @@ func (p *parser) point(s *Study, base *baseDoc, baseFile string, i int, idx []in
 	if err != nil {
 		return pt, p.mapConfigErr(s, pt, base, err)
 	}
-	if f.IsLlamaCpp() {
-		return pt, p.pointErr(s, pt, p.pos("base"), `engine.kind: studies simulate SGLang only (got "llamacpp": a llama-server, which kvsim sim, replay --target sim, compare and calibrate run)`)
+	if err := f.SGLangOnly("studies simulate"); err != nil {
+		return pt, p.pointErr(s, pt, p.pos("base"), err.Error())
 	}
 	if pt.Trace == "" {
 		// Checked here, before anything runs, rather than by the first
