@@ -35,6 +35,10 @@ func scalarString(raw json.RawMessage) (string, bool) {
 		return "", false
 	}
 	if raw[0] == '"' {
+		sc := newScanner(raw)
+		if _, ok := sc.rawString(); ok && sc.i == len(raw) {
+			return string(raw[1 : len(raw)-1]), true // no escapes
+		}
 		var s string
 		if json.Unmarshal(raw, &s) != nil {
 			return "", false

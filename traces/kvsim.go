@@ -124,10 +124,23 @@ var kvsimNames = map[string]string{
 }
 
 type kvsimDecoder struct {
-	path  string
-	lines lineReader
-	hdr   Header
-	last  int64
+	path    string
+	lines   lineReader
+	hdr     Header
+	last    int64
+	scratch scratch // the scanner's working space
+	slow    bool    // decode with encoding/json only (tests)
+}
+
+// scratch is the scanner's working space: what the required fields of a
+// readRecord point to (valid until the next line) and the arrays being
+// read.
+type scratch struct {
+	id          string
+	arrival     int64
+	in, out, bs int
+	u64         []uint64
+	i32         []int32
 }
 
 func newKVSim(br *bufio.Reader, path string) (*kvsimDecoder, error) {
@@ -184,13 +197,10 @@ func (d *kvsimDecoder) next() (Record, error) {
 	line := d.lines.line
 	var rec Record
 	wr := readRecord{recordAlias: (*recordAlias)(&rec)}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&wr); err != nil {
-		return Record{}, strictJSONError(d.path, line, data, err)
-	}
-	if dec.More() {
-		return Record{}, &ParseError{Path: d.path, Line: line, Col: int(dec.InputOffset()) + 1, Err: errors.New("expected one JSON object per line, found more")}
+	if d.slow || !scanKVSim(data, &wr, &d.scratch) {
+		if rec, wr, err = decodeKVSimLine(d.path, line, data); err != nil {
+			return Record{}, err
+		}
 	}
 	bad := func(field, format string, args ...any) error {
 		return badField(d.path, line, data, field, format, args...)
@@ -223,6 +233,96 @@ func (d *kvsimDecoder) next() (Record, error) {
 	}
 	d.last = rec.Arrival
 	return rec, nil
+}
+
+// decodeKVSimLine decodes a record line with encoding/json. wr's embedded
+// record is a copy: use the returned one.
+func decodeKVSimLine(path string, line int, data []byte) (Record, readRecord, error) {
+	var rec Record
+	wr := readRecord{recordAlias: (*recordAlias)(&rec)}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&wr); err != nil {
+		return Record{}, wr, strictJSONError(path, line, data, err)
+	}
+	if dec.More() {
+		return Record{}, wr, &ParseError{Path: path, Line: line, Col: int(dec.InputOffset()) + 1, Err: errors.New("expected one JSON object per line, found more")}
+	}
+	return rec, wr, nil
+}
+
+// scanKVSim decodes a record line into wr as the strict json.Decoder of
+// next would, or returns false when the line is outside the scanner's
+// subset (see scanner); wr and its record are then partly filled and must
+// be reset. Sampling and observed, rare and nested, go to encoding/json.
+func scanKVSim(data []byte, wr *readRecord, sc *scratch) bool {
+	s := newScanner(data)
+	rec := (*Record)(wr.recordAlias)
+	return s.object(func(key []byte) uint32 {
+		switch string(key) {
+		case "id":
+			sc.id = s.str()
+			wr.ID = &sc.id
+			return 1 << 0
+		case "arrival_ns":
+			sc.arrival = s.int(64)
+			wr.Arrival = &sc.arrival
+			return 1 << 1
+		case "session":
+			rec.Session = s.str()
+			return 1 << 2
+		case "turn":
+			rec.Turn = int(s.int(64))
+			return 1 << 3
+		case "parent":
+			rec.Parent = s.str()
+			return 1 << 4
+		case "wait_for":
+			rec.WaitFor = s.strs()
+			return 1 << 5
+		case "think_ns":
+			rec.ThinkTime = s.int(64)
+			return 1 << 6
+		case "input_len":
+			sc.in = int(s.int(64))
+			wr.InputLen = &sc.in
+			return 1 << 7
+		case "tokens":
+			rec.Tokens = s.int32s(&sc.i32)
+			return 1 << 8
+		case "blocks":
+			rec.Blocks = s.uint64s(&sc.u64)
+			return 1 << 9
+		case "block_size":
+			sc.bs = int(s.int(64))
+			wr.BlockSize = &sc.bs
+			return 1 << 10
+		case "output_len":
+			sc.out = int(s.int(64))
+			wr.OutputLen = &sc.out
+			return 1 << 11
+		case "output_tokens":
+			rec.OutputTokens = s.int32s(&sc.i32)
+			return 1 << 12
+		case "model":
+			rec.Model = s.str()
+			return 1 << 13
+		case "kind":
+			rec.Kind = s.str()
+			return 1 << 14
+		case "sampling":
+			var v *Sampling // a new variable, so that rec stays on the stack
+			s.decodeValue(&v, true)
+			rec.Sampling = v
+			return 1 << 15
+		case "observed":
+			var v *Observed
+			s.decodeValue(&v, true)
+			rec.Observed = v
+			return 1 << 16
+		}
+		return 0
+	})
 }
 
 func (d *kvsimDecoder) lineNo() int { return d.lines.line }

@@ -39,6 +39,8 @@ type mooncakeDecoder struct {
 	n        int   // records returned so far
 	last     int64 // previous arrival (ns)
 	sessions *sessionChain
+	scan     mooncakeScratch // the scanner's working space
+	slow     bool            // decode with encoding/json only (tests)
 }
 
 func newMooncake(br *bufio.Reader, path string) *mooncakeDecoder {
@@ -52,8 +54,10 @@ func (d *mooncakeDecoder) next() (Record, error) {
 	}
 	line := d.lines.line
 	var m mooncakeLine
-	if err := json.Unmarshal(data, &m); err != nil {
-		return Record{}, jsonError(d.path, line, data, err)
+	if d.slow || !scanMooncake(data, &m, &d.scan) {
+		if m, err = unmarshalMooncake(data); err != nil {
+			return Record{}, jsonError(d.path, line, data, err)
+		}
 	}
 	bad := func(field, format string, args ...any) error {
 		return badField(d.path, line, data, field, format, args...)
@@ -107,6 +111,52 @@ func (d *mooncakeDecoder) next() (Record, error) {
 	}
 	d.n++
 	return rec, nil
+}
+
+// unmarshalMooncake decodes a line with encoding/json.
+func unmarshalMooncake(data []byte) (mooncakeLine, error) {
+	var m mooncakeLine
+	err := json.Unmarshal(data, &m)
+	return m, err
+}
+
+// mooncakeScratch is the scanner's working space: the lengths m points to
+// (valid until the next line) and the hash ids being read.
+type mooncakeScratch struct {
+	in, out int
+	ids     []uint64
+}
+
+// scanMooncake decodes a line into m as json.Unmarshal would, or returns
+// false when the line is outside the scanner's subset (see scanner); m is
+// then partly filled and must not be used.
+func scanMooncake(data []byte, m *mooncakeLine, sc *mooncakeScratch) bool {
+	s := newScanner(data)
+	return s.object(func(key []byte) uint32 {
+		switch string(key) {
+		case "timestamp":
+			m.Timestamp = s.number()
+			return 1 << 0
+		case "input_length":
+			sc.in = int(s.int(64))
+			m.InputLength = &sc.in
+			return 1 << 1
+		case "output_length":
+			sc.out = int(s.int(64))
+			m.OutputLength = &sc.out
+			return 1 << 2
+		case "hash_ids":
+			m.HashIDs = s.uint64s(&sc.ids)
+			return 1 << 3
+		case "session_id":
+			m.SessionID = s.scalar()
+			return 1 << 4
+		case "delay":
+			m.Delay = s.number()
+			return 1 << 5
+		}
+		return 0
+	})
 }
 
 func (d *mooncakeDecoder) lineNo() int { return d.lines.line }

@@ -709,6 +709,13 @@ func describeType(t reflect.Type) string {
 // numberToNs converts a JSON number in units of unit nanoseconds (integer
 // or decimal) to nanoseconds, rounding to the nearest nanosecond.
 func numberToNs(raw json.RawMessage, unit float64) (int64, error) {
+	if i, ok := plainInt(raw); ok { // the common case, as n.Int64 below
+		v := float64(i) * unit
+		if v > 9e18 || v < -9e18 {
+			return 0, fmt.Errorf("out of range")
+		}
+		return i * int64(unit), nil
+	}
 	n, err := rawNumber(raw)
 	if err != nil {
 		return 0, err
@@ -732,6 +739,18 @@ func numberToNs(raw json.RawMessage, unit float64) (int64, error) {
 		return int64(v - 0.5), nil
 	}
 	return int64(v + 0.5), nil
+}
+
+// plainInt parses raw when it is exactly an integer literal that fits in
+// an int64 (no blanks, fraction or exponent).
+func plainInt(raw []byte) (int64, bool) {
+	s := newScanner(raw)
+	lit := s.intLit()
+	if !s.ok || s.i != len(raw) {
+		return 0, false
+	}
+	v, bad := parseInt(lit, 64)
+	return v, !bad
 }
 
 // isNull reports whether a raw JSON field is absent or null.
