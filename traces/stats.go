@@ -2,7 +2,6 @@ package traces
 
 import (
 	"fmt"
-	"io"
 	"math"
 	"slices"
 	"strconv"
@@ -164,7 +163,7 @@ func ComputeStats(open func() (*Reader, error), opt StatsOptions) (*Stats, error
 	var hits, total int
 	blockSizes := map[int]bool{}
 	hasBlocks, hasTokens := false, false
-	err = eachRecord(r, func(rec *Record) {
+	err = eachRecord(r, func(rec *Record) error {
 		if st.Requests == 0 {
 			first = rec.Arrival
 		}
@@ -206,6 +205,7 @@ func ComputeStats(open func() (*Reader, error), opt StatsOptions) (*Stats, error
 		if optErr == nil {
 			optErr = future.Add(bl)
 		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -258,20 +258,6 @@ func ComputeStats(open func() (*Reader, error), opt StatsOptions) (*Stats, error
 		st.OPTHitRate[key] = ratio(oracle.Run(c).HitPages, total)
 	}
 	return st, nil
-}
-
-func eachRecord(r *Reader, fn func(*Record)) error {
-	defer r.Close()
-	for {
-		rec, err := r.Next()
-		if err == io.EOF {
-			return r.Close()
-		}
-		if err != nil {
-			return err
-		}
-		fn(&rec)
-	}
 }
 
 func ratio(a, b int) float64 {
