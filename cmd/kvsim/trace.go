@@ -257,6 +257,7 @@ func traceStats(args []string, stdout, stderr io.Writer) int {
 	in.registerGapCap(fs)
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	blockSize := fs.Int("token-block-size", traces.DefaultTokenBlockSize, "block size for hashing token-id traces")
+	withOPT := fs.Bool("opt", true, "compute the OPT (Belady) hit rates, whose memory grows with the trace's block references; --opt=false keeps memory to the unique blocks")
 	out := fs.String("out", "", "write to `FILE` instead of stdout")
 	if !in.parse(fs, args, stderr) {
 		return exitUsage
@@ -265,7 +266,7 @@ func traceStats(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: --token-block-size: must be > 0 (got %d)\n", fs.Name(), *blockSize)
 		return exitUsage
 	}
-	st, err := traces.ComputeStats(in.open, traces.StatsOptions{TokenBlockSize: *blockSize})
+	st, err := traces.ComputeStats(in.open, traces.StatsOptions{TokenBlockSize: *blockSize, NoOPT: !*withOPT})
 	if err != nil {
 		return fail(stderr, err)
 	}

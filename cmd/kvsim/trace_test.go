@@ -378,3 +378,21 @@ func TestTraceGenRepeat(t *testing.T) {
 		t.Errorf("a failed repeat left %s", bad)
 	}
 }
+
+func TestTraceStatsWithoutOPT(t *testing.T) {
+	in := "testdata/trace/mooncake.jsonl"
+	_, with, _ := runCLI(t, "trace", "stats", in)
+	code, without, errOut := runCLI(t, "trace", "stats", "--opt=false", in)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var kept []string
+	for _, l := range strings.SplitAfter(with, "\n") {
+		if !strings.HasPrefix(l, "OPT hit rate") {
+			kept = append(kept, l)
+		}
+	}
+	if want := strings.Join(kept, ""); without != want || want == with {
+		t.Errorf("--opt=false:\n%s\nwant the full table without its OPT row:\n%s", without, want)
+	}
+}
