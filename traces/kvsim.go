@@ -123,9 +123,7 @@ var kvsimNames = map[string]string{
 	"block_size": "block_size",
 }
 
-type kvsimDecoder struct {
-	path    string
-	lines   lineReader
+type kvsimFormat struct {
 	hdr     Header
 	last    int64
 	scratch scratch // the scanner's working space
@@ -143,20 +141,32 @@ type scratch struct {
 	i32         []int32
 }
 
-func newKVSim(br *bufio.Reader, path string) (*kvsimDecoder, error) {
-	d := &kvsimDecoder{path: path, lines: lineReader{path: path, br: br}}
-	data, err := d.lines.next()
+// newKVSim reads the header line and returns the decoder of the records
+// and the header.
+func newKVSim(br *bufio.Reader, path string) (*jsonlDecoder, Header, error) {
+	d := newJSONL(br, path, nil)
+	h, err := readKVSimHeader(&d.lines)
+	if err != nil {
+		return nil, Header{}, err
+	}
+	d.format = &kvsimFormat{hdr: h}
+	return d, h, nil
+}
+
+func readKVSimHeader(lines *lineReader) (Header, error) {
+	path := lines.path
+	data, err := lines.next()
 	if err == io.EOF {
-		return nil, &ParseError{Path: path, Line: 1, Col: 1, Field: "kvsim_trace", Err: errors.New("expected a header line, found an empty file")}
+		return Header{}, &ParseError{Path: path, Line: 1, Col: 1, Field: "kvsim_trace", Err: errors.New("expected a header line, found an empty file")}
 	}
 	var pe *ParseError
 	if errors.As(err, &pe) {
-		return nil, err
+		return Header{}, err
 	}
 	if err != nil {
-		return nil, &readError{path: path, line: d.lines.line + 1, err: err}
+		return Header{}, &readError{path: path, line: lines.line + 1, err: err}
 	}
-	line := d.lines.line
+	line := lines.line
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var raw struct {
@@ -164,19 +174,19 @@ func newKVSim(br *bufio.Reader, path string) (*kvsimDecoder, error) {
 		Version *int `json:"kvsim_trace"`
 	}
 	if err := dec.Decode(&raw); err != nil {
-		return nil, strictJSONError(path, line, data, err)
+		return Header{}, strictJSONError(path, line, data, err)
 	}
 	switch {
 	case raw.Version == nil:
-		return nil, badField(path, line, data, "kvsim_trace", "expected the header's format version (%d), found nothing (field missing)", KVSimVersion)
+		return Header{}, badField(path, line, data, "kvsim_trace", "expected the header's format version (%d), found nothing (field missing)", KVSimVersion)
 	case *raw.Version != KVSimVersion:
-		return nil, badField(path, line, data, "kvsim_trace", "expected format version %d, found %d", KVSimVersion, *raw.Version)
+		return Header{}, badField(path, line, data, "kvsim_trace", "expected format version %d, found %d", KVSimVersion, *raw.Version)
 	case raw.BlockSize < 0:
-		return nil, badField(path, line, data, "block_size", "expected a non-negative block size, found %d", raw.BlockSize)
+		return Header{}, badField(path, line, data, "block_size", "expected a non-negative block size, found %d", raw.BlockSize)
 	}
-	d.hdr = raw.Header
-	d.hdr.Version = *raw.Version
-	return d, nil
+	h := raw.Header
+	h.Version = *raw.Version
+	return h, nil
 }
 
 // strictJSONError maps an unknown-field error of a strict decoder, and
@@ -189,22 +199,16 @@ func strictJSONError(path string, line int, data []byte, err error) *ParseError 
 	return jsonError(path, line, data, err)
 }
 
-func (d *kvsimDecoder) next() (Record, error) {
-	data, err := d.lines.next()
-	if err != nil {
-		return Record{}, err
-	}
-	line := d.lines.line
+func (d *kvsimFormat) record(l jsonLine) (Record, error) {
 	var rec Record
 	wr := readRecord{recordAlias: (*recordAlias)(&rec)}
-	if d.slow || !scanKVSim(data, &wr, &d.scratch) {
-		if rec, wr, err = decodeKVSimLine(d.path, line, data); err != nil {
+	if d.slow || !scanKVSim(l.data, &wr, &d.scratch) {
+		var err error
+		if rec, wr, err = decodeKVSimLine(l.path, l.line, l.data); err != nil {
 			return Record{}, err
 		}
 	}
-	bad := func(field, format string, args ...any) error {
-		return badField(d.path, line, data, field, format, args...)
-	}
+	bad := l.bad
 	switch {
 	case wr.ID == nil:
 		return Record{}, bad("id", "expected a request id (a string), found nothing (field missing)")
@@ -324,5 +328,3 @@ func scanKVSim(data []byte, wr *readRecord, sc *scratch) bool {
 		return 0
 	})
 }
-
-func (d *kvsimDecoder) lineNo() int { return d.lines.line }

@@ -33,9 +33,7 @@ var mooncakeNames = map[string]string{
 	"blocks":     "hash_ids",
 }
 
-type mooncakeDecoder struct {
-	path     string
-	lines    lineReader
+type mooncakeFormat struct {
 	n        int   // records returned so far
 	last     int64 // previous arrival (ns)
 	sessions *sessionChain
@@ -43,25 +41,19 @@ type mooncakeDecoder struct {
 	slow     bool            // decode with encoding/json only (tests)
 }
 
-func newMooncake(br *bufio.Reader, path string) *mooncakeDecoder {
-	return &mooncakeDecoder{path: path, lines: lineReader{path: path, br: br}, sessions: newSessionChain()}
+func newMooncake(br *bufio.Reader, path string) *jsonlDecoder {
+	return newJSONL(br, path, &mooncakeFormat{sessions: newSessionChain()})
 }
 
-func (d *mooncakeDecoder) next() (Record, error) {
-	data, err := d.lines.next()
-	if err != nil {
-		return Record{}, err
-	}
-	line := d.lines.line
+func (d *mooncakeFormat) record(l jsonLine) (Record, error) {
 	var m mooncakeLine
-	if d.slow || !scanMooncake(data, &m, &d.scan) {
-		if m, err = unmarshalMooncake(data); err != nil {
-			return Record{}, jsonError(d.path, line, data, err)
+	if d.slow || !scanMooncake(l.data, &m, &d.scan) {
+		var err error
+		if m, err = unmarshalMooncake(l.data); err != nil {
+			return Record{}, jsonError(l.path, l.line, l.data, err)
 		}
 	}
-	bad := func(field, format string, args ...any) error {
-		return badField(d.path, line, data, field, format, args...)
-	}
+	bad := l.bad
 	switch {
 	case isNull(m.Timestamp):
 		return Record{}, bad("timestamp", "expected milliseconds since the trace start, found nothing (field missing)")
@@ -158,5 +150,3 @@ func scanMooncake(data []byte, m *mooncakeLine, sc *mooncakeScratch) bool {
 		return 0
 	})
 }
-
-func (d *mooncakeDecoder) lineNo() int { return d.lines.line }

@@ -132,22 +132,39 @@ func newReader(r io.Reader, name string, f Format) (_ *Reader, err error) {
 	}
 	rd.format = f
 	rd.hdr = Header{Version: KVSimVersion, Format: f.String(), Source: name}
-	switch f {
-	case FormatMooncake:
-		rd.dec = newMooncake(br, name)
-		rd.hdr.BlockSize = MooncakeBlockSize
-	case FormatBailian:
-		rd.dec = newBailian(br, name)
-		rd.hdr.BlockSize = BailianBlockSize
-	case FormatTokens:
-		rd.dec = newTokens(br, name)
-	case FormatAzure:
-		d, err := newAzure(br, name)
-		if err != nil {
-			return nil, err
-		}
-		rd.dec = d
-	case FormatWEKA:
+	if int(f) <= 0 || int(f) >= len(formatDecoders) {
+		return nil, fmt.Errorf("%s: %w %q", name, ErrUnknownFormat, f.String())
+	}
+	dec, err := formatDecoders[f](br, name, &rd.hdr)
+	if err != nil {
+		return nil, err
+	}
+	rd.dec = dec
+	return rd, nil
+}
+
+// formatDecoders plugs each format into newReader, which has opened,
+// decompressed and detected it: given the plain input from its first
+// non-blank byte, each returns its decoder and sets what it implies in the
+// header (a kvsim file's own header replaces it). The JSON Lines formats
+// share one skeleton (jsonlDecoder); Azure is CSV, and a WEKA file is one
+// JSON document.
+var formatDecoders = [...]func(br *bufio.Reader, name string, hdr *Header) (decoder, error){
+	FormatMooncake: func(br *bufio.Reader, name string, hdr *Header) (decoder, error) {
+		hdr.BlockSize = MooncakeBlockSize
+		return newMooncake(br, name), nil
+	},
+	FormatBailian: func(br *bufio.Reader, name string, hdr *Header) (decoder, error) {
+		hdr.BlockSize = BailianBlockSize
+		return newBailian(br, name), nil
+	},
+	FormatTokens: func(br *bufio.Reader, name string, _ *Header) (decoder, error) {
+		return newTokens(br, name), nil
+	},
+	FormatAzure: func(br *bufio.Reader, name string, _ *Header) (decoder, error) {
+		return newAzure(br, name)
+	},
+	FormatWEKA: func(br *bufio.Reader, name string, hdr *Header) (decoder, error) {
 		data, err := io.ReadAll(br)
 		if err != nil {
 			return nil, &readError{path: name, line: 1 + bytes.Count(data, []byte("\n")), err: err}
@@ -156,19 +173,17 @@ func newReader(r io.Reader, name string, f Format) (_ *Reader, err error) {
 		if err != nil {
 			return nil, err
 		}
-		rd.dec = d
-		rd.hdr.BlockSize = bs
-	case FormatKVSim:
-		d, err := newKVSim(br, name)
+		hdr.BlockSize = bs
+		return d, nil
+	},
+	FormatKVSim: func(br *bufio.Reader, name string, hdr *Header) (decoder, error) {
+		d, h, err := newKVSim(br, name)
 		if err != nil {
 			return nil, err
 		}
-		rd.dec = d
-		rd.hdr = d.hdr
-	default:
-		return nil, fmt.Errorf("%s: %w %q", name, ErrUnknownFormat, f.String())
-	}
-	return rd, nil
+		*hdr = h
+		return d, nil
+	},
 }
 
 // blanks are the bytes skipped before the first record.

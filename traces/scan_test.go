@@ -105,10 +105,10 @@ func readEach(t *testing.T, data []byte, f Format, slow bool) []string {
 		return []string{"open: " + err.Error()}
 	}
 	defer r.Close()
-	switch d := r.dec.(type) {
-	case *mooncakeDecoder:
+	switch d := r.dec.(*jsonlDecoder).format.(type) {
+	case *mooncakeFormat:
 		d.slow = slow
-	case *kvsimDecoder:
+	case *kvsimFormat:
 		d.slow = slow
 	}
 	var out []string
