@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -188,5 +190,41 @@ func TestScannerTakesTheCommonCase(t *testing.T) {
 		if !scanKVSim([]byte(l), &wr, &ks) {
 			t.Errorf("the scanner gave up on %s", l)
 		}
+	}
+}
+
+// TestScannerSameAsJSONMutations is a seeded, always-run sample of what
+// FuzzScannerSameAsJSON explores: random byte edits of the seed traces
+// (JSON punctuation and digits favoured), read with and without the
+// scanner.
+func TestScannerSameAsJSONMutations(t *testing.T) {
+	seeds := [][]byte{
+		[]byte(strings.Join(scanEdgeLines[:26], "\n")),
+		[]byte(`{"kvsim_trace":1,"block_size":512}` + "\n" + strings.Join(scanEdgeLines[26:], "\n")),
+	}
+	for _, p := range []string{"testdata/mooncake.jsonl", "testdata/kvsim.jsonl"} {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seeds = append(seeds, data)
+	}
+	const alphabet = "[]{}\",:0123456789-e. \n"
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 3000 {
+		in := slices.Clone(seeds[rng.IntN(len(seeds))])
+		for m := rng.IntN(8); m >= 0 && len(in) > 0; m-- {
+			i := rng.IntN(len(in))
+			switch rng.IntN(3) {
+			case 0:
+				in[i] = byte(rng.IntN(256))
+			case 1:
+				in = slices.Delete(in, i, i+1)
+			case 2:
+				in = slices.Insert(in, i, alphabet[rng.IntN(len(alphabet))])
+			}
+		}
+		sameAsJSON(t, in, FormatMooncake)
+		sameAsJSON(t, in, FormatKVSim)
 	}
 }
