@@ -55,6 +55,10 @@ fuzz: ## run every fuzz target for $(FUZZTIME)
 bench: ## run the Go benchmarks (BENCHCOUNT=10 for benchstat)
 	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) $(PKGS)
 
+.PHONY: bench-scale
+bench-scale: build ## wall time and peak RSS of trace stats and policy on the conversation trace repeated 1x/4x/24x (scripts/bench-scale.sh)
+	KVSIM=./$(BIN) bash scripts/bench-scale.sh
+
 .PHONY: golden
 golden: ## rewrite golden files (review the diff before committing)
 	@pkgs=$$(grep -l 'flag.Bool("update"' $$(git ls-files '*_test.go') | xargs -n1 dirname | sort -u | sed 's|^|./|'); \
