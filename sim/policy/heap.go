@@ -12,8 +12,8 @@ package policy
 // beside the arena rather than a node field, because the sift loops write it
 // on every swap.
 type leafHeap struct {
-	nodes   *[]node // the simulator's arena (a pointer: the arena grows)
-	pos     []int32 // indexed by nodeID; as long as the arena
+	info    *[]nodeInfo // the simulator's cold arena (a pointer: it grows)
+	pos     []int32     // indexed by nodeID; as long as the arena
 	entries []heapEntry
 }
 
@@ -46,7 +46,7 @@ func (h *leafHeap) swap(i, j int) {
 }
 
 func (h *leafHeap) push(id nodeID) {
-	n := &(*h.nodes)[id]
+	n := &(*h.info)[id]
 	h.pos[id] = int32(len(h.entries))
 	h.entries = append(h.entries, heapEntry{lastAccess: n.lastAccess, depth: n.depth, id: id})
 	h.up(len(h.entries) - 1)
@@ -71,7 +71,7 @@ func (h *leafHeap) remove(id nodeID) {
 // fix refreshes id's key from its node and restores the order; id must be
 // a member.
 func (h *leafHeap) fix(id nodeID) {
-	n := &(*h.nodes)[id]
+	n := &(*h.info)[id]
 	i := int(h.pos[id])
 	e := &h.entries[i]
 	if e.lastAccess == n.lastAccess && e.depth == n.depth {
