@@ -18,8 +18,8 @@ func (s *Simulator) checkInvariants() {
 		panic("policy: invariant: " + fmt.Sprintf(format, args...))
 	}
 	boundary := s.cfg.Policy == BoundaryL1L2
-	if len(s.info) != len(s.nodes) {
-		fail("%d infos for %d nodes", len(s.info), len(s.nodes))
+	if len(s.info) != len(s.nodes) || s.stamp && len(s.lastAccess) != len(s.nodes) {
+		fail("%d infos, %d last accesses for %d nodes", len(s.info), len(s.lastAccess), len(s.nodes))
 	}
 	// Count every node's live children from the arena.
 	nc := make([]int32, len(s.nodes))
@@ -112,7 +112,7 @@ func (s *Simulator) checkInvariants() {
 	}
 	for i, e := range hp.entries {
 		id := e.id
-		if in := &s.info[id]; e.lastAccess != in.lastAccess || e.depth != in.depth {
+		if e.lastAccess != s.lastAccess[id] || e.depth != s.info[id].depth {
 			fail("duplicate heap: node %d has a stale key", id)
 		}
 		if int(hp.pos[id]) != i {
@@ -145,9 +145,9 @@ func (s *Simulator) checkList(name string, l *recencyList, want int, member func
 			fail("node %d links back to %d, not %d", v, n.prev, prev)
 		}
 		if prev != noNode && s.stamp {
-			p, in := &s.info[prev], &s.info[v]
-			if p.lastAccess > in.lastAccess || p.lastAccess == in.lastAccess && p.depth <= in.depth {
-				fail("node %d (access %d, depth %d) after node %d (access %d, depth %d)", v, in.lastAccess, in.depth, prev, p.lastAccess, p.depth)
+			pa, pd, na, nd := s.lastAccess[prev], s.info[prev].depth, s.lastAccess[v], s.info[v].depth
+			if pa > na || pa == na && pd <= nd {
+				fail("node %d (access %d, depth %d) after node %d (access %d, depth %d)", v, na, nd, prev, pa, pd)
 			}
 		}
 		prev = v

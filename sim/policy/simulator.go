@@ -137,13 +137,14 @@ type node struct {
 // by the walk is live before it gets its copy, but the walk never asks.
 func (n *node) live() bool { return n.hasD || n.hasH || n.nChildren > 0 }
 
-// nodeInfo is the cold part of a node: written once a request at most,
-// read by BoundaryL1L2's victim searches and by the checks.
+// nodeInfo is the cold part of a node, 16 bytes, written when the node is
+// created or protected; BoundaryL1L2's victim searches and the checks read
+// it. The last access is apart (Simulator.lastAccess), since only
+// BoundaryL1L2 needs it.
 type nodeInfo struct {
-	lastAccess int64  // request clock of the last touch
-	page       uint64 // the page key
-	depth      int32  // pages from the root; the root is 0
-	protect    uint32 // == Simulator.epoch: protected from L2 eviction (BoundaryL1L2)
+	page    uint64 // the page key
+	depth   int32  // pages from the root; the root is 0
+	protect uint32 // == Simulator.epoch: protected from L2 eviction (BoundaryL1L2)
 }
 
 type edge struct {
@@ -157,10 +158,13 @@ type Simulator struct {
 	cfg   Config
 	nodes []node
 	info  []nodeInfo // index for index with nodes
-	index childIndex
-	live  int // live nodes, the root excluded
-	clock int64
-	err   error // the abort that stopped the simulator, or nil
+	// lastAccess is each node's request clock of its last touch, index
+	// for index with nodes when stamp is set, else empty.
+	lastAccess []int64
+	index      childIndex
+	live       int // live nodes, the root excluded
+	clock      int64
+	err        error // the abort that stopped the simulator, or nil
 
 	dPages, hPages, dhPages int
 	res                     Result
@@ -175,7 +179,7 @@ type Simulator struct {
 	dup              leafHeap
 
 	epoch uint32 // bumped per host reservation; see nodeInfo.protect
-	// stamp is whether Process keeps nodeInfo.lastAccess: BoundaryL1L2's
+	// stamp is whether Process keeps lastAccess: BoundaryL1L2's
 	// victim searches read it, MainWriteThrough's only in the checks.
 	stamp   bool
 	path    []nodeID
@@ -201,7 +205,7 @@ func New(cfg Config) (*Simulator, error) {
 }
 
 // maxArenaHint caps the arena that [Run] allocates up front (2^18 nodes,
-// 14 MB): a trace's pages bound its distinct pages, but a long trace
+// 12 MB, 14 MB under BoundaryL1L2): a trace's pages bound its distinct pages, but a long trace
 // repeats most of them.
 const maxArenaHint = 1 << 18
 
@@ -214,9 +218,12 @@ func newSimulator(cfg Config, hint int) *Simulator {
 	s.info = append(s.info, nodeInfo{})
 	s.device = recencyList{head: noNode, tail: noNode}
 	s.hostOnly = recencyList{head: noNode, tail: noNode}
-	s.dup = leafHeap{info: &s.info, pos: []int32{-1}}
+	s.dup = leafHeap{info: &s.info, lastAccess: &s.lastAccess, pos: []int32{-1}}
 	s.res.Policy = cfg.Policy
 	s.stamp = cfg.Policy == BoundaryL1L2 || invariants.Enabled
+	if s.stamp {
+		s.lastAccess = make([]int64, 1, hint)
+	}
 	return s
 }
 
@@ -322,7 +329,7 @@ func (s *Simulator) Process(pages []uint64) (l1Hits, l2Hits int, err error) {
 	for i := len(path) - 1; i >= 0; i-- {
 		id := path[i]
 		if s.stamp {
-			s.info[id].lastAccess = s.clock
+			s.lastAccess[id] = s.clock
 		}
 		n := &s.nodes[id]
 		if !n.hasD {
@@ -508,7 +515,7 @@ func (s *Simulator) minHostOnly() nodeID {
 	found := noNode
 	for v := s.hostOnly.head; v != noNode; v = s.nodes[v].next {
 		in := &s.info[v]
-		if found != noNode && in.lastAccess != s.info[found].lastAccess {
+		if found != noNode && s.lastAccess[v] != s.lastAccess[found] {
 			break
 		}
 		if s.nodes[v].hChildren > 0 || in.protect == s.epoch {
@@ -718,10 +725,16 @@ func (s *Simulator) newChild(parent nodeID, p uint64) nodeID {
 		// which copies the whole arena several times over.
 		s.nodes = slices.Grow(s.nodes, len(s.nodes))
 		s.info = slices.Grow(s.info, len(s.info))
+		if s.stamp {
+			s.lastAccess = slices.Grow(s.lastAccess, len(s.lastAccess))
+		}
 	}
 	s.nodes = append(s.nodes, node{parent: parent, prev: noNode, next: noNode})
 	s.nodes[parent].nChildren++
 	s.info = append(s.info, nodeInfo{page: p, depth: s.info[parent].depth + 1})
+	if s.stamp {
+		s.lastAccess = append(s.lastAccess, 0)
+	}
 	s.live++
 	if s.cfg.Policy == BoundaryL1L2 {
 		s.dup.pos = append(s.dup.pos, -1)
