@@ -9,7 +9,8 @@ import "fmt"
 // Checked: the page and child counters, the child index,
 // capacities, device residency closed under ancestors, the policy's host
 // invariant (MainWriteThrough: host residency closed under ancestors;
-// BoundaryL1L2 has none: see doc.go, "Aborts"), no empty node kept, the
+// BoundaryL1L2 has none: see doc.go, "Aborts"), the gap leaves of
+// BoundaryL1L2 (see regap), no empty node kept, the
 // two recency lists holding exactly the device and the host-only pages in
 // (last access, deeper first) order, and the duplicate heap holding
 // exactly the valid candidates in heap order.
@@ -47,7 +48,7 @@ func (s *Simulator) checkInvariants() {
 			hc[n.parent]++
 		}
 	}
-	var d, h, dh, live, hostOnly int
+	var d, h, dh, live, hostOnly, gaps int
 	for id := range s.nodes {
 		n := &s.nodes[id]
 		if nc[id] != n.nChildren || dc[id] != n.dChildren || hc[id] != n.hChildren {
@@ -55,6 +56,13 @@ func (s *Simulator) checkInvariants() {
 		}
 		if id == int(rootID) {
 			continue
+		}
+		gap := boundary && n.hasH && !n.hasD && n.hChildren == 0 && n.prev != noNode && s.lastAccess[n.prev] == s.lastAccess[id]
+		if gap != n.gap {
+			fail("node %d: gap flag %v, gap leaf %v", id, n.gap, gap)
+		}
+		if gap {
+			gaps++
 		}
 		if !n.live() {
 			if n.hitCount != 0 {
@@ -88,6 +96,9 @@ func (s *Simulator) checkInvariants() {
 				fail("node %d: in the duplicate heap = %v, candidate = %v", id, in, valid)
 			}
 		}
+	}
+	if gaps != s.gaps {
+		fail("%d gap leaves, %d counted", s.gaps, gaps)
 	}
 	if live != s.live {
 		fail("%d live nodes, %d counted", s.live, live)

@@ -129,6 +129,7 @@ type node struct {
 	// math.MaxInt32, which takes as many requests to the page.
 	hitCount   int32
 	hasD, hasH bool // resident on device (L1) / host (L2)
+	gap        bool // a gap leaf (BoundaryL1L2; see regap)
 }
 
 // live reports whether the node is in the trie. Between requests a node
@@ -167,6 +168,7 @@ type Simulator struct {
 	err        error // the abort that stopped the simulator, or nil
 
 	dPages, hPages, dhPages int
+	gaps                    int // gap leaves (BoundaryL1L2; see regap)
 	res                     Result
 
 	// SGLang's three candidate sets (see doc.go, "Eviction order and
@@ -514,6 +516,11 @@ func (s *Simulator) minHostOnly() nodeID {
 	}
 	found := noNode
 	for v := s.hostOnly.head; v != noNode; v = s.nodes[v].next {
+		if found != noNode && s.gaps == 0 {
+			// The members after found in its run are not leaves: a
+			// leaf there would be a gap leaf.
+			break
+		}
 		in := &s.info[v]
 		if found != noNode && s.lastAccess[v] != s.lastAccess[found] {
 			break
@@ -652,13 +659,13 @@ func (s *Simulator) setD(v nodeID, on bool) {
 	s.nodes[n.parent].dChildren += int32(d)
 	if on {
 		if n.hasH {
-			s.hostOnly.remove(s.nodes, v)
+			s.dropHostOnly(v)
 		}
 		s.device.pushBack(s.nodes, v)
 	} else {
 		s.device.remove(s.nodes, v)
 		if n.hasH {
-			s.hostOnly.pushBack(s.nodes, v)
+			s.addHostOnly(v)
 		}
 	}
 	if s.cfg.Policy == BoundaryL1L2 {
@@ -685,14 +692,57 @@ func (s *Simulator) setH(v nodeID, on bool) {
 	s.nodes[n.parent].hChildren += int32(d)
 	if !n.hasD {
 		if on {
-			s.hostOnly.pushBack(s.nodes, v)
+			s.addHostOnly(v)
 		} else {
-			s.hostOnly.remove(s.nodes, v)
+			s.dropHostOnly(v)
 		}
 	}
 	if s.cfg.Policy == BoundaryL1L2 {
 		s.placeDup(v)
 		s.placeDup(n.parent)
+		s.regap(n.parent)
+	}
+}
+
+// addHostOnly appends v, which has just become host-only, to the host-only
+// list.
+func (s *Simulator) addHostOnly(v nodeID) {
+	s.hostOnly.pushBack(s.nodes, v)
+	if s.cfg.Policy == BoundaryL1L2 {
+		s.regap(v)
+	}
+}
+
+// dropHostOnly takes v, which has just stopped being host-only, out of the
+// host-only list.
+func (s *Simulator) dropHostOnly(v nodeID) {
+	next := s.nodes[v].next
+	s.hostOnly.remove(s.nodes, v)
+	if s.cfg.Policy == BoundaryL1L2 {
+		s.regap(v)
+		s.regap(next)
+	}
+}
+
+// regap refreshes v's gap flag and the count of gap leaves (BoundaryL1L2
+// only). A gap leaf is a host-only leaf (no child on host) that is not the
+// first of its run in the host-only list: its predecessor there has the
+// same last access. While there are none, the first host-only leaf is the
+// L2 victim without a look at the rest of its run (see minHostOnly).
+func (s *Simulator) regap(v nodeID) {
+	if v == noNode || v == rootID {
+		return
+	}
+	n := &s.nodes[v]
+	g := n.hasH && !n.hasD && n.hChildren == 0 && n.prev != noNode && s.lastAccess[n.prev] == s.lastAccess[v]
+	if g == n.gap {
+		return
+	}
+	n.gap = g
+	if g {
+		s.gaps++
+	} else {
+		s.gaps--
 	}
 }
 
