@@ -71,8 +71,11 @@ import (
 //
 // # Cost
 //
-// Building costs one hash-map lookup per page and memory of two int32 per
-// page reference plus three per distinct page. A run costs O(pages · log C)
+// Building costs one array read per page when the keys are small integers
+// that always follow one parent (as block ids are; see [OPTBuilder]), a
+// hash-map lookup otherwise, and memory of two int32 per page reference
+// plus three per distinct page (and one per key value below the bound of
+// the key table while building). A run costs O(pages · log C)
 // time (one heap operation per page reference and per eviction) and one
 // int32 per distinct page plus the heap.
 type OPT struct {
