@@ -207,8 +207,8 @@ func New(cfg Config) (*Simulator, error) {
 }
 
 // maxArenaHint caps the arena that [Run] allocates up front (2^18 nodes,
-// 12 MB, 14 MB under BoundaryL1L2): a trace's pages bound its distinct pages, but a long trace
-// repeats most of them.
+// 12 MiB, 15 MiB under BoundaryL1L2): a trace's pages bound its distinct
+// pages, but a long trace repeats most of them.
 const maxArenaHint = 1 << 18
 
 // newSimulator returns an empty simulator for a valid online cfg, with
