@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // OPT is Belady's offline optimal eviction ("MIN": L. A. Belady, "A study
@@ -70,8 +71,11 @@ import (
 //
 // # Cost
 //
-// Building costs one hash-map lookup per page and memory of two int32 per
-// page reference plus three per distinct page. A run costs O(pages · log C)
+// Building costs one array read per page when the keys are small integers
+// that always follow one parent (as block ids are; see [OPTBuilder]), a
+// hash-map lookup otherwise, and memory of two int32 per page reference
+// plus three per distinct page (and one per key value below the bound of
+// the key table while building). A run costs O(pages · log C)
 // time (one heap operation per page reference and per eviction) and one
 // int32 per distinct page plus the heap.
 type OPT struct {
@@ -91,10 +95,24 @@ var ErrOPTTooLarge = errors.New("too many page references for the offline optimu
 
 // OPTBuilder collects the requests of an [OPT]. The zero value is not
 // usable; call [NewOPTBuilder].
+//
+// Its trie index maps an edge (parent, key) to the child. Block-hash traces
+// (Mooncake's among them) number their blocks densely from 0, and a key
+// names one prefix, so it always hangs below the same parent: the index
+// keeps, for every key below a bound, the first node created with that key
+// in a flat array (byKey), and checks the parent on lookup; edges that do
+// not fit (keys past the bound, or a key seen below a second parent) go to
+// a map, which is then empty and skipped for such traces.
 type OPTBuilder struct {
 	o     *OPT
+	byKey []int32 // byKey[k]: 1 + the first node with key k, 0 for none
 	child map[optEdge]int32
 }
+
+// optKeySlack is how far past the number of nodes a key may lie and still
+// get a slot in byKey (4 bytes a slot; the bound keeps byKey within a
+// small multiple of the builder's other memory).
+const optKeySlack = 1 << 16
 
 type optEdge struct {
 	parent int32
@@ -115,12 +133,11 @@ func (b *OPTBuilder) Add(pages []uint64) error {
 	}
 	cur := int32(-1)
 	for _, p := range pages {
-		e := optEdge{cur, p}
-		id, ok := b.child[e]
+		id, ok := b.lookup(cur, p)
 		if !ok {
 			id = int32(len(o.parent))
 			o.parent = append(o.parent, cur)
-			b.child[e] = id
+			b.insert(cur, p, id)
 		}
 		o.node = append(o.node, id)
 		cur = id
@@ -129,11 +146,38 @@ func (b *OPTBuilder) Add(pages []uint64) error {
 	return nil
 }
 
+// lookup returns the child of parent with key p.
+func (b *OPTBuilder) lookup(parent int32, p uint64) (int32, bool) {
+	if p < uint64(len(b.byKey)) {
+		if id := b.byKey[p] - 1; id >= 0 && b.o.parent[id] == parent {
+			return id, true
+		}
+	}
+	if len(b.child) == 0 {
+		return 0, false
+	}
+	id, ok := b.child[optEdge{parent, p}]
+	return id, ok
+}
+
+// insert records the new edge (parent, p) -> id; the edge must be absent.
+func (b *OPTBuilder) insert(parent int32, p uint64, id int32) {
+	if p >= uint64(len(b.byKey)) && p < uint64(4*len(b.o.parent)+optKeySlack) {
+		b.byKey = slices.Grow(b.byKey, max(int(p)+1, 2*len(b.byKey))-len(b.byKey))
+		b.byKey = b.byKey[:cap(b.byKey)]
+	}
+	if p < uint64(len(b.byKey)) && b.byKey[p] == 0 {
+		b.byKey[p] = id + 1
+		return
+	}
+	b.child[optEdge{parent, p}] = id
+}
+
 // Build computes the next references and returns the OPT. The builder must
 // not be used afterwards.
 func (b *OPTBuilder) Build() *OPT {
 	o := b.o
-	b.o, b.child = nil, nil
+	b.o, b.byKey, b.child = nil, nil, nil
 	o.next = make([]int32, len(o.node))
 	last := make([]int32, len(o.parent))
 	for i := range last {

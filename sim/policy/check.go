@@ -9,7 +9,8 @@ import "fmt"
 // Checked: the page and child counters, the child index,
 // capacities, device residency closed under ancestors, the policy's host
 // invariant (MainWriteThrough: host residency closed under ancestors;
-// BoundaryL1L2 has none: see doc.go, "Aborts"), no empty node kept, the
+// BoundaryL1L2 has none: see doc.go, "Aborts"), the gap leaves of
+// BoundaryL1L2 (see regap), no empty node kept, the
 // two recency lists holding exactly the device and the host-only pages in
 // (last access, deeper first) order, and the duplicate heap holding
 // exactly the valid candidates in heap order.
@@ -18,8 +19,8 @@ func (s *Simulator) checkInvariants() {
 		panic("policy: invariant: " + fmt.Sprintf(format, args...))
 	}
 	boundary := s.cfg.Policy == BoundaryL1L2
-	if len(s.pages) != len(s.nodes) {
-		fail("%d keys for %d nodes", len(s.pages), len(s.nodes))
+	if len(s.info) != len(s.nodes) || s.stamp && len(s.lastAccess) != len(s.nodes) {
+		fail("%d infos, %d last accesses for %d nodes", len(s.info), len(s.lastAccess), len(s.nodes))
 	}
 	// Count every node's live children from the arena.
 	nc := make([]int32, len(s.nodes))
@@ -27,16 +28,16 @@ func (s *Simulator) checkInvariants() {
 	hc := make([]int32, len(s.nodes))
 	for id := nodeID(1); int(id) < len(s.nodes); id++ {
 		n := &s.nodes[id]
-		if n.parent < 0 || n.parent >= id || n.depth != s.nodes[n.parent].depth+1 {
-			fail("node %d: parent %d, depth %d", id, n.parent, n.depth)
+		if n.parent < 0 || n.parent >= id || s.info[id].depth != s.info[n.parent].depth+1 {
+			fail("node %d: parent %d, depth %d", id, n.parent, s.info[id].depth)
 		}
-		if got := s.index.lookup(s.nodes, n.parent, s.pages[id]); got != id {
-			fail("node %d (page %d below %d) indexed as %d", id, s.pages[id], n.parent, got)
+		if got := s.index.lookup(s.nodes, n.parent, s.info[id].page); got != id {
+			fail("node %d (page %d below %d) indexed as %d", id, s.info[id].page, n.parent, got)
 		}
-		if !n.live {
+		if !n.live() {
 			continue
 		}
-		if !s.nodes[n.parent].live {
+		if !s.nodes[n.parent].live() {
 			fail("live node %d below detached node %d", id, n.parent)
 		}
 		nc[n.parent]++
@@ -47,7 +48,7 @@ func (s *Simulator) checkInvariants() {
 			hc[n.parent]++
 		}
 	}
-	var d, h, dh, live, hostOnly int
+	var d, h, dh, live, hostOnly, gaps int
 	for id := range s.nodes {
 		n := &s.nodes[id]
 		if nc[id] != n.nChildren || dc[id] != n.dChildren || hc[id] != n.hChildren {
@@ -56,9 +57,16 @@ func (s *Simulator) checkInvariants() {
 		if id == int(rootID) {
 			continue
 		}
-		if !n.live {
-			if n.hasD || n.hasH || n.hitCount != 0 {
-				fail("detached node %d holds d %v h %v, %d hits", id, n.hasD, n.hasH, n.hitCount)
+		gap := boundary && n.hasH && !n.hasD && n.hChildren == 0 && n.prev != noNode && s.lastAccess[n.prev] == s.lastAccess[id]
+		if gap != n.gap {
+			fail("node %d: gap flag %v, gap leaf %v", id, n.gap, gap)
+		}
+		if gap {
+			gaps++
+		}
+		if !n.live() {
+			if n.hitCount != 0 {
+				fail("detached node %d holds %d hits", id, n.hitCount)
 			}
 			continue
 		}
@@ -79,9 +87,6 @@ func (s *Simulator) checkInvariants() {
 		if n.hasH && !n.hasD {
 			hostOnly++
 		}
-		if !n.hasD && !n.hasH && n.nChildren == 0 {
-			fail("node %d holds nothing and has no children", id)
-		}
 		if s.cfg.Policy == MainWriteThrough && n.hasH && n.parent != rootID && !par.hasH {
 			fail("write-through: node %d on host below parent %d that is not", id, n.parent)
 		}
@@ -91,6 +96,9 @@ func (s *Simulator) checkInvariants() {
 				fail("node %d: in the duplicate heap = %v, candidate = %v", id, in, valid)
 			}
 		}
+	}
+	if gaps != s.gaps {
+		fail("%d gap leaves, %d counted", s.gaps, gaps)
 	}
 	if live != s.live {
 		fail("%d live nodes, %d counted", s.live, live)
@@ -115,7 +123,7 @@ func (s *Simulator) checkInvariants() {
 	}
 	for i, e := range hp.entries {
 		id := e.id
-		if n := &s.nodes[id]; e.lastAccess != n.lastAccess || e.depth != n.depth {
+		if e.lastAccess != s.lastAccess[id] || e.depth != s.info[id].depth {
 			fail("duplicate heap: node %d has a stale key", id)
 		}
 		if int(hp.pos[id]) != i {
@@ -128,7 +136,8 @@ func (s *Simulator) checkInvariants() {
 }
 
 // checkList checks that l links exactly want live nodes, each a member by
-// member, in (last access, deeper first) order with consistent links.
+// member, with consistent links, and, when the simulator keeps last
+// accesses, in (last access, deeper first) order.
 func (s *Simulator) checkList(name string, l *recencyList, want int, member func(*node) bool) {
 	fail := func(format string, args ...any) {
 		panic("policy: invariant: " + name + " list: " + fmt.Sprintf(format, args...))
@@ -140,16 +149,16 @@ func (s *Simulator) checkList(name string, l *recencyList, want int, member func
 		if count++; count > want {
 			fail("more than the %d members", want)
 		}
-		if !n.live || !member(n) {
+		if !n.live() || !member(n) {
 			fail("node %d is not a member", v)
 		}
 		if n.prev != prev {
 			fail("node %d links back to %d, not %d", v, n.prev, prev)
 		}
-		if prev != noNode {
-			p := &s.nodes[prev]
-			if p.lastAccess > n.lastAccess || p.lastAccess == n.lastAccess && p.depth <= n.depth {
-				fail("node %d (access %d, depth %d) after node %d (access %d, depth %d)", v, n.lastAccess, n.depth, prev, p.lastAccess, p.depth)
+		if prev != noNode && s.stamp {
+			pa, pd, na, nd := s.lastAccess[prev], s.info[prev].depth, s.lastAccess[v], s.info[v].depth
+			if pa > na || pa == na && pd <= nd {
+				fail("node %d (access %d, depth %d) after node %d (access %d, depth %d)", v, na, nd, prev, pa, pd)
 			}
 		}
 		prev = v

@@ -215,9 +215,13 @@
 // # Cost
 //
 // Pages get dense ids, in order of first sight, and the simulator's state
-// is flat arrays indexed by them: 48 bytes of state and 8 bytes of key a
-// distinct page, for as long as the simulator lives (a page that leaves
-// the cache keeps its id, and only forgets its hit count). Finding a
+// is flat arrays indexed by them, for as long as the simulator lives (a
+// page that leaves the cache keeps its id, and only forgets its hit
+// count): a 32-byte node that every request reads and writes and 16 bytes
+// of cold data (key, depth, protection), 48 bytes a distinct page under
+// main_write_through; boundary_l1_l2 adds 8 bytes of last access and 4 of
+// duplicate-heap position, 60 in all; the child index adds 4 bytes per key
+// value below its bound. Finding a
 // page's id is one array read when the trace's keys are small integers
 // that always follow the same parent (Mooncake's block ids are), and a
 // hash-map lookup otherwise. Each request then costs O(pages) list and

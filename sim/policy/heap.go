@@ -12,9 +12,10 @@ package policy
 // beside the arena rather than a node field, because the sift loops write it
 // on every swap.
 type leafHeap struct {
-	nodes   *[]node // the simulator's arena (a pointer: the arena grows)
-	pos     []int32 // indexed by nodeID; as long as the arena
-	entries []heapEntry
+	info       *[]nodeInfo // the simulator's cold arena (a pointer: it grows)
+	lastAccess *[]int64    // the simulator's last accesses (likewise)
+	pos        []int32     // indexed by nodeID; as long as the arena
+	entries    []heapEntry
 }
 
 type heapEntry struct {
@@ -46,9 +47,8 @@ func (h *leafHeap) swap(i, j int) {
 }
 
 func (h *leafHeap) push(id nodeID) {
-	n := &(*h.nodes)[id]
 	h.pos[id] = int32(len(h.entries))
-	h.entries = append(h.entries, heapEntry{lastAccess: n.lastAccess, depth: n.depth, id: id})
+	h.entries = append(h.entries, heapEntry{lastAccess: (*h.lastAccess)[id], depth: (*h.info)[id].depth, id: id})
 	h.up(len(h.entries) - 1)
 }
 
@@ -71,13 +71,13 @@ func (h *leafHeap) remove(id nodeID) {
 // fix refreshes id's key from its node and restores the order; id must be
 // a member.
 func (h *leafHeap) fix(id nodeID) {
-	n := &(*h.nodes)[id]
+	at, depth := (*h.lastAccess)[id], (*h.info)[id].depth
 	i := int(h.pos[id])
 	e := &h.entries[i]
-	if e.lastAccess == n.lastAccess && e.depth == n.depth {
+	if e.lastAccess == at && e.depth == depth {
 		return
 	}
-	e.lastAccess, e.depth = n.lastAccess, n.depth
+	e.lastAccess, e.depth = at, depth
 	if !h.down(i) {
 		h.up(i)
 	}

@@ -109,16 +109,15 @@ const checkBudget = 256
 // node is one page of the trie: the page key sequence from the root to it.
 // Ids are dense and stable: a page keeps its id for the simulator's life,
 // so the arena grows with the distinct pages seen, not with the cache. A
-// page that leaves the cache entirely is "detached" (live false, hit count
-// forgotten) instead of freed, and revived when a request walks to it
-// again; to the model it is a new page.
+// page that leaves the cache entirely is "detached" (hit count forgotten)
+// instead of freed, and revived when a request walks to it again; to the
+// model it is a new page.
 //
-// node holds everything a request reads and writes, in 48 bytes; the page
-// keys, which only the checks read, are in Simulator.pages.
+// node holds what every request reads and writes, in 32 bytes, so that
+// two nodes share a cache line; what only BoundaryL1L2's eviction order and
+// the checks read is in Simulator.info, index for index.
 type node struct {
-	lastAccess int64 // request clock of the last touch
-	parent     nodeID
-	depth      int32 // pages from the root; the root is 0
+	parent nodeID
 	// prev and next link the node into the recency list of its residency
 	// class: the device list when hasD, the host-only list when hasH and
 	// not hasD, none otherwise (see lru.go).
@@ -129,9 +128,24 @@ type node struct {
 	// hitCount is MainWriteThrough's per-page count. It saturates at
 	// math.MaxInt32, which takes as many requests to the page.
 	hitCount   int32
-	protect    uint32 // == Simulator.epoch: protected from L2 eviction
-	hasD, hasH bool   // resident on device (L1) / host (L2)
-	live       bool   // in the trie (holds a copy or has live children)
+	hasD, hasH bool // resident on device (L1) / host (L2)
+	gap        bool // a gap leaf (BoundaryL1L2; see regap)
+}
+
+// live reports whether the node is in the trie. Between requests a node
+// is live exactly when it holds a copy or has live children: detachIfEmpty
+// detaches every other node. Within a request, a node created or revived
+// by the walk is live before it gets its copy, but the walk never asks.
+func (n *node) live() bool { return n.hasD || n.hasH || n.nChildren > 0 }
+
+// nodeInfo is the cold part of a node, 16 bytes, written when the node is
+// created or protected; BoundaryL1L2's victim searches and the checks read
+// it. The last access is apart (Simulator.lastAccess), since only
+// BoundaryL1L2 needs it.
+type nodeInfo struct {
+	page    uint64 // the page key
+	depth   int32  // pages from the root; the root is 0
+	protect uint32 // == Simulator.epoch: protected from L2 eviction (BoundaryL1L2)
 }
 
 type edge struct {
@@ -144,13 +158,17 @@ type edge struct {
 type Simulator struct {
 	cfg   Config
 	nodes []node
-	pages []uint64 // the key of each node, index for index
-	index childIndex
-	live  int // live nodes, the root excluded
-	clock int64
-	err   error // the abort that stopped the simulator, or nil
+	info  []nodeInfo // index for index with nodes
+	// lastAccess is each node's request clock of its last touch, index
+	// for index with nodes when stamp is set, else empty.
+	lastAccess []int64
+	index      childIndex
+	live       int // live nodes, the root excluded
+	clock      int64
+	err        error // the abort that stopped the simulator, or nil
 
 	dPages, hPages, dhPages int
+	gaps                    int // gap leaves (BoundaryL1L2; see regap)
 	res                     Result
 
 	// SGLang's three candidate sets (see doc.go, "Eviction order and
@@ -162,7 +180,10 @@ type Simulator struct {
 	device, hostOnly recencyList
 	dup              leafHeap
 
-	epoch   uint32 // bumped per host reservation; see node.protect
+	epoch uint32 // bumped per host reservation; see nodeInfo.protect
+	// stamp is whether Process keeps lastAccess: BoundaryL1L2's
+	// victim searches read it, MainWriteThrough's only in the checks.
+	stamp   bool
 	path    []nodeID
 	missing []nodeID
 	stack   []nodeID
@@ -186,21 +207,25 @@ func New(cfg Config) (*Simulator, error) {
 }
 
 // maxArenaHint caps the arena that [Run] allocates up front (2^18 nodes,
-// 16 MB): a trace's pages bound its distinct pages, but a long trace
-// repeats most of them.
+// 12 MiB, 15 MiB under BoundaryL1L2): a trace's pages bound its distinct
+// pages, but a long trace repeats most of them.
 const maxArenaHint = 1 << 18
 
 // newSimulator returns an empty simulator for a valid online cfg, with
 // room for about hint distinct pages before the arena grows.
 func newSimulator(cfg Config, hint int) *Simulator {
 	hint = max(hint, 1024)
-	s := &Simulator{cfg: cfg, nodes: make([]node, 0, hint), pages: make([]uint64, 0, hint)}
-	s.nodes = append(s.nodes, node{parent: noNode, prev: noNode, next: noNode, live: true})
-	s.pages = append(s.pages, 0)
+	s := &Simulator{cfg: cfg, nodes: make([]node, 0, hint), info: make([]nodeInfo, 0, hint)}
+	s.nodes = append(s.nodes, node{parent: noNode, prev: noNode, next: noNode})
+	s.info = append(s.info, nodeInfo{})
 	s.device = recencyList{head: noNode, tail: noNode}
 	s.hostOnly = recencyList{head: noNode, tail: noNode}
-	s.dup = leafHeap{nodes: &s.nodes, pos: []int32{-1}}
+	s.dup = leafHeap{info: &s.info, lastAccess: &s.lastAccess, pos: []int32{-1}}
 	s.res.Policy = cfg.Policy
+	s.stamp = cfg.Policy == BoundaryL1L2 || invariants.Enabled
+	if s.stamp {
+		s.lastAccess = make([]int64, 1, hint)
+	}
 	return s
 }
 
@@ -275,7 +300,7 @@ func (s *Simulator) Process(pages []uint64) (l1Hits, l2Hits int, err error) {
 		case c == noNode:
 			c = s.newChild(cur, p)
 			counting = false
-		case !s.nodes[c].live:
+		case !s.nodes[c].live():
 			s.revive(c)
 			counting = false
 		case counting:
@@ -305,8 +330,10 @@ func (s *Simulator) Process(pages []uint64) (l1Hits, l2Hits int, err error) {
 	boundary := s.cfg.Policy == BoundaryL1L2
 	for i := len(path) - 1; i >= 0; i-- {
 		id := path[i]
+		if s.stamp {
+			s.lastAccess[id] = s.clock
+		}
 		n := &s.nodes[id]
-		n.lastAccess = s.clock
 		if !n.hasD {
 			s.setD(id, true)
 			continue
@@ -366,7 +393,10 @@ func (s *Simulator) Result() Result {
 // the request counts one hit; a page not on host whose count reached the
 // threshold, and whose parent is the root or on host, gets a host copy if
 // one can be allocated (parents first, so a whole new prefix can be
-// written in one request).
+// written in one request). It is reserveHost for one page at a time, cut
+// down: no protection, since the page is on the device and L2 eviction
+// under MainWriteThrough only takes host-only pages, and at most one
+// eviction, since the host is never over capacity.
 func (s *Simulator) writeThroughTouch(path []nodeID) {
 	for _, id := range path {
 		n := &s.nodes[id]
@@ -379,8 +409,15 @@ func (s *Simulator) writeThroughTouch(path []nodeID) {
 		if n.parent != rootID && !s.nodes[n.parent].hasH {
 			continue
 		}
-		s.one[0] = id
-		s.reserveHost(s.one[:1], noNode)
+		if s.hPages >= s.cfg.L2Pages {
+			v := s.minHostOnly()
+			if v == noNode {
+				s.res.FailedHAllocations++
+				continue
+			}
+			s.deleteHostOnlyLeaf(v)
+		}
+		s.setH(id, true)
 	}
 }
 
@@ -390,20 +427,27 @@ func (s *Simulator) writeThroughTouch(path []nodeID) {
 // left to evict) counts one failed host allocation; pages evicted before a
 // failure stay evicted.
 func (s *Simulator) reserveHost(nodes []nodeID, extra nodeID) bool {
-	s.epoch++
-	if s.epoch == 0 {
-		// Wrapped: forget every old protection, so that none matches.
-		for i := range s.nodes {
-			s.nodes[i].protect = 0
+	// Protection only matters to the duplicate leaves of BoundaryL1L2:
+	// the nodes are device pages, and host-only leaves are never protected.
+	boundary := s.cfg.Policy == BoundaryL1L2
+	if boundary {
+		s.epoch++
+		if s.epoch == 0 {
+			// Wrapped: forget every old protection, so that none matches.
+			for i := range s.info {
+				s.info[i].protect = 0
+			}
+			s.epoch = 1
 		}
-		s.epoch = 1
-	}
-	if extra != noNode {
-		s.nodes[extra].protect = s.epoch
+		if extra != noNode {
+			s.info[extra].protect = s.epoch
+		}
 	}
 	missing := s.missing[:0]
 	for _, id := range nodes {
-		s.nodes[id].protect = s.epoch
+		if boundary {
+			s.info[id].protect = s.epoch
+		}
 		if !s.nodes[id].hasH {
 			missing = append(missing, id)
 		}
@@ -448,33 +492,43 @@ func (s *Simulator) evictL2One() bool {
 	return false
 }
 
-// minHostOnly returns the first host-only leaf in eviction order that is
-// not protected by the current reservation, or noNode. The host-only list
-// is in (last access, deeper first) order (lru.go), and its first valid
-// member is the answer, but for a tie on last access, which SGLang breaks
-// shallower first. Under MainWriteThrough host residency is closed under
-// ancestors, so two host-only leaves never share a last access (they would
-// lie on one path, the shallower with a host child) and the first valid
-// member is returned at once. Under BoundaryL1L2 a host-only page can sit
-// below a page without a host copy (see doc.go, "Aborts"), so the members
-// with the same last access, a run of one request's path, are looked at
-// too. The head is valid in practice: a host-only page's host children are
-// older, so they come first, and reservations protect only device pages.
+// minHostOnly returns the first host-only leaf in eviction order, or
+// noNode. The host-only list is in (last access, deeper first) order
+// (lru.go), and its first leaf is the answer, but for a tie on last access,
+// which SGLang breaks shallower first. Under MainWriteThrough host
+// residency is closed under ancestors, so two host-only leaves never share
+// a last access (they would lie on one path, the shallower with a host
+// child) and the first leaf is returned at once. Under BoundaryL1L2 a
+// host-only page can sit below a page without a host copy (see doc.go,
+// "Aborts"), so the members with the same last access, a run of one
+// request's path, are looked at too. Reservations protect only device
+// pages (see reserveHost), so no host-only page is protected; the head is
+// a leaf in practice: a host-only page's host children are older, so they
+// come first.
 func (s *Simulator) minHostOnly() nodeID {
+	if s.cfg.Policy != BoundaryL1L2 {
+		for v := s.hostOnly.head; v != noNode; v = s.nodes[v].next {
+			if s.nodes[v].hChildren == 0 {
+				return v
+			}
+		}
+		return noNode
+	}
 	found := noNode
-	ties := s.cfg.Policy == BoundaryL1L2
 	for v := s.hostOnly.head; v != noNode; v = s.nodes[v].next {
-		n := &s.nodes[v]
-		if found != noNode && n.lastAccess != s.nodes[found].lastAccess {
+		if found != noNode && s.gaps == 0 {
+			// The members after found in its run are not leaves: a
+			// leaf there would be a gap leaf.
 			break
 		}
-		if n.hChildren > 0 || n.protect == s.epoch {
+		in := &s.info[v]
+		if found != noNode && s.lastAccess[v] != s.lastAccess[found] {
+			break
+		}
+		if s.nodes[v].hChildren > 0 || in.protect == s.epoch {
 			continue
 		}
-		if !ties {
-			return v
-		}
-		if found == noNode || n.depth < s.nodes[found].depth {
+		if found == noNode || in.depth < s.info[found].depth {
 			found = v
 		}
 	}
@@ -489,7 +543,7 @@ func (s *Simulator) minDup() nodeID {
 	stash := s.stack[:0]
 	for h.len() > 0 {
 		id := h.min()
-		if s.nodes[id].protect != s.epoch {
+		if s.info[id].protect != s.epoch {
 			found = id
 			break
 		}
@@ -605,13 +659,13 @@ func (s *Simulator) setD(v nodeID, on bool) {
 	s.nodes[n.parent].dChildren += int32(d)
 	if on {
 		if n.hasH {
-			s.hostOnly.remove(s.nodes, v)
+			s.dropHostOnly(v)
 		}
 		s.device.pushBack(s.nodes, v)
 	} else {
 		s.device.remove(s.nodes, v)
 		if n.hasH {
-			s.hostOnly.pushBack(s.nodes, v)
+			s.addHostOnly(v)
 		}
 	}
 	if s.cfg.Policy == BoundaryL1L2 {
@@ -638,14 +692,57 @@ func (s *Simulator) setH(v nodeID, on bool) {
 	s.nodes[n.parent].hChildren += int32(d)
 	if !n.hasD {
 		if on {
-			s.hostOnly.pushBack(s.nodes, v)
+			s.addHostOnly(v)
 		} else {
-			s.hostOnly.remove(s.nodes, v)
+			s.dropHostOnly(v)
 		}
 	}
 	if s.cfg.Policy == BoundaryL1L2 {
 		s.placeDup(v)
 		s.placeDup(n.parent)
+		s.regap(n.parent)
+	}
+}
+
+// addHostOnly appends v, which has just become host-only, to the host-only
+// list.
+func (s *Simulator) addHostOnly(v nodeID) {
+	s.hostOnly.pushBack(s.nodes, v)
+	if s.cfg.Policy == BoundaryL1L2 {
+		s.regap(v)
+	}
+}
+
+// dropHostOnly takes v, which has just stopped being host-only, out of the
+// host-only list.
+func (s *Simulator) dropHostOnly(v nodeID) {
+	next := s.nodes[v].next
+	s.hostOnly.remove(s.nodes, v)
+	if s.cfg.Policy == BoundaryL1L2 {
+		s.regap(v)
+		s.regap(next)
+	}
+}
+
+// regap refreshes v's gap flag and the count of gap leaves (BoundaryL1L2
+// only). A gap leaf is a host-only leaf (no child on host) that is not the
+// first of its run in the host-only list: its predecessor there has the
+// same last access. While there are none, the first host-only leaf is the
+// L2 victim without a look at the rest of its run (see minHostOnly).
+func (s *Simulator) regap(v nodeID) {
+	if v == noNode || v == rootID {
+		return
+	}
+	n := &s.nodes[v]
+	g := n.hasH && !n.hasD && n.hChildren == 0 && n.prev != noNode && s.lastAccess[n.prev] == s.lastAccess[v]
+	if g == n.gap {
+		return
+	}
+	n.gap = g
+	if g {
+		s.gaps++
+	} else {
+		s.gaps--
 	}
 }
 
@@ -677,18 +774,17 @@ func (s *Simulator) newChild(parent nodeID, p uint64) nodeID {
 		// Double the arena: append grows large slices by about 1.25x,
 		// which copies the whole arena several times over.
 		s.nodes = slices.Grow(s.nodes, len(s.nodes))
-		s.pages = slices.Grow(s.pages, len(s.pages))
+		s.info = slices.Grow(s.info, len(s.info))
+		if s.stamp {
+			s.lastAccess = slices.Grow(s.lastAccess, len(s.lastAccess))
+		}
 	}
-	par := &s.nodes[parent]
-	s.nodes = append(s.nodes, node{
-		parent: parent,
-		depth:  par.depth + 1,
-		prev:   noNode,
-		next:   noNode,
-		live:   true,
-	})
-	par.nChildren++
-	s.pages = append(s.pages, p)
+	s.nodes = append(s.nodes, node{parent: parent, prev: noNode, next: noNode})
+	s.nodes[parent].nChildren++
+	s.info = append(s.info, nodeInfo{page: p, depth: s.info[parent].depth + 1})
+	if s.stamp {
+		s.lastAccess = append(s.lastAccess, 0)
+	}
 	s.live++
 	if s.cfg.Policy == BoundaryL1L2 {
 		s.dup.pos = append(s.dup.pos, -1)
@@ -699,7 +795,6 @@ func (s *Simulator) newChild(parent nodeID, p uint64) nodeID {
 
 // revive puts a detached node back into the trie, as a new page.
 func (s *Simulator) revive(v nodeID) {
-	s.nodes[v].live = true
 	s.nodes[s.nodes[v].parent].nChildren++
 	s.live++
 }
@@ -715,7 +810,6 @@ func (s *Simulator) detachIfEmpty(v nodeID) {
 		if s.cfg.Policy == BoundaryL1L2 && s.dup.contains(v) {
 			panic("policy: detaching a node that is still an eviction candidate")
 		}
-		n.live = false
 		n.hitCount = 0
 		s.nodes[n.parent].nChildren--
 		s.live--
