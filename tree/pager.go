@@ -3,6 +3,7 @@ package tree
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 )
 
 // Token is a token id.
@@ -77,6 +78,8 @@ func (p *Pager) BlockPages(blocks []uint64, blockSize, inputLen int, dst []PageI
 	n := covered / p.pageSize
 	if blockSize%p.pageSize == 0 {
 		per := blockSize / p.pageSize
+		dst = slices.Grow(dst, n)
+		out := dst[len(dst) : len(dst)+n]
 		for j := 0; j*per < n; j++ {
 			base, ok := p.blocks[blocks[j]]
 			if !ok {
@@ -84,11 +87,12 @@ func (p *Pager) BlockPages(blocks []uint64, blockSize, inputLen int, dst []PageI
 				p.next += PageID(per)
 				p.blocks[blocks[j]] = base
 			}
-			for k := 0; k < per && j*per+k < n; k++ {
-				dst = append(dst, base+PageID(k))
+			run := out[j*per : min((j+1)*per, n)]
+			for k := range run {
+				run[k] = base + PageID(k)
 			}
 		}
-		return dst, nil
+		return dst[:len(dst)+n], nil
 	}
 	for i := 0; i < n; i++ {
 		b := p.buf[:0]
