@@ -26,14 +26,19 @@ const (
 	benchOut        = 300
 )
 
-// benchPrompt returns request i's block hashes.
-func benchPrompt(i int) []uint64 {
+// benchPrompt returns request i's block hashes: numbered densely from 0,
+// as Mooncake's hash_ids are, or scattered over 64 bits, as real hashes
+// are.
+func benchPrompt(i int, scattered bool) []uint64 {
 	blocks := make([]uint64, benchBlocks)
 	for j := range blocks {
 		if j < benchSharedBlks {
 			blocks[j] = uint64(i/2*benchBlocks + j) // requests 2k and 2k+1 share a prefix
 		} else {
-			blocks[j] = uint64(i*benchBlocks+j) + 1<<32
+			blocks[j] = uint64(i*benchBlocks + j)
+		}
+		if scattered {
+			blocks[j] *= 0x9E3779B97F4A7C15 // odd: a bijection of uint64
 		}
 	}
 	return blocks
@@ -42,21 +47,33 @@ func benchPrompt(i int) []uint64 {
 // BenchmarkBlockPages turns one request's block hashes into page keys, as
 // the simulator does at every arrival.
 func BenchmarkBlockPages(b *testing.B) {
-	p := NewPager(1)
-	dst := make([]PageID, 0, benchBlocks*benchBlock)
-	i := 0
-	b.ReportAllocs()
-	cpu0 := cpuNanos(b)
-	for b.Loop() {
-		var err error
-		dst, err = p.BlockPages(benchPrompt(i), benchBlock, benchBlocks*benchBlock, dst[:0])
-		if err != nil {
-			b.Fatal(err)
+	for _, scattered := range []bool{false, true} {
+		name := "dense"
+		if scattered {
+			name = "scattered"
 		}
-		i++
+		b.Run(name, func(b *testing.B) {
+			p := NewPager(1)
+			dst := make([]PageID, 0, benchBlocks*benchBlock)
+			prompts := make([][]uint64, 1<<14) // 200k blocks, the conversation trace's count
+			for i := range prompts {
+				prompts[i] = benchPrompt(i, scattered)
+			}
+			i := 0
+			b.ReportAllocs()
+			cpu0 := cpuNanos(b)
+			for b.Loop() {
+				var err error
+				dst, err = p.BlockPages(prompts[i%len(prompts)], benchBlock, benchBlocks*benchBlock, dst[:0])
+				if err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+			b.ReportMetric(float64(cpuNanos(b)-cpu0)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(b.N)*benchBlocks*benchBlock/b.Elapsed().Seconds()/1e6, "Mpages/s")
+		})
 	}
-	b.ReportMetric(float64(cpuNanos(b)-cpu0)/float64(b.N), "cpu-ns/op")
-	b.ReportMetric(float64(b.N)*benchBlocks*benchBlock/b.Elapsed().Seconds()/1e6, "Mpages/s")
 }
 
 // BenchmarkRequestInserts runs the tree operations of one request's life
@@ -97,7 +114,7 @@ func BenchmarkRequestInserts(b *testing.B) {
 			cpu0 := cpuNanos(b)
 			for b.Loop() {
 				now++
-				key, err := p.BlockPages(benchPrompt(i), benchBlock, benchBlocks*benchBlock, nil)
+				key, err := p.BlockPages(benchPrompt(i, false), benchBlock, benchBlocks*benchBlock, nil)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -20,8 +20,15 @@ type Pager struct {
 	pageSize int
 	ids      map[string]PageID
 	blocks   map[uint64]PageID // block hash -> first PageID of its pages (page size divides block size)
-	next     PageID
-	buf      []byte
+	// dense holds the blocks whose hash is below its length, indexed by
+	// hash (0: not seen), instead of blocks: traces that number their
+	// blocks 0, 1, 2, ... (Mooncake's hash_ids) take 8 bytes a block and
+	// no hashing. It grows only while the hashes seen stay dense (see
+	// firstPage); a block is in exactly one of dense and blocks.
+	dense   []PageID
+	nBlocks int // blocks seen
+	next    PageID
+	buf     []byte
 }
 
 // NewPager returns a Pager for pageSize-token pages.
@@ -81,12 +88,7 @@ func (p *Pager) BlockPages(blocks []uint64, blockSize, inputLen int, dst []PageI
 		dst = slices.Grow(dst, n)
 		out := dst[len(dst) : len(dst)+n]
 		for j := 0; j*per < n; j++ {
-			base, ok := p.blocks[blocks[j]]
-			if !ok {
-				base = p.next
-				p.next += PageID(per)
-				p.blocks[blocks[j]] = base
-			}
+			base := p.firstPage(blocks[j], per)
 			run := out[j*per : min((j+1)*per, n)]
 			for k := range run {
 				run[k] = base + PageID(k)
@@ -111,6 +113,39 @@ func (p *Pager) BlockPages(blocks []uint64, blockSize, inputLen int, dst []PageI
 	}
 	return dst, nil
 }
+
+// firstPage returns the first PageID of block h's run of per pages,
+// allocating the run the first time h is seen.
+func (p *Pager) firstPage(h uint64, per int) PageID {
+	if h < uint64(len(p.dense)) {
+		if base := p.dense[h]; base != 0 {
+			return base
+		}
+	}
+	if base, ok := p.blocks[h]; ok {
+		return base
+	}
+	base := p.next
+	p.next += PageID(per)
+	p.nBlocks++
+	// Grow dense to cover h if that keeps it at most four times the
+	// blocks seen (plus a start of denseMin): with dense hashes it then
+	// holds them all; with scattered ones (real hashes) it stays empty.
+	if h >= uint64(len(p.dense)) && h < uint64(4*p.nBlocks+denseMin) {
+		grown := make([]PageID, max(2*len(p.dense), int(h)+1, denseMin))
+		copy(grown, p.dense)
+		p.dense = grown
+	}
+	if h < uint64(len(p.dense)) {
+		p.dense[h] = base
+	} else {
+		p.blocks[h] = base
+	}
+	return base
+}
+
+// denseMin is the smallest dense table (8 KiB).
+const denseMin = 1024
 
 // Fresh returns a PageID that no page has had before and none will have:
 // for pages whose contents are unknown (generated tokens of a block-hash
