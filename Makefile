@@ -55,6 +55,10 @@ fuzz: ## run every fuzz target for $(FUZZTIME)
 bench: ## run the Go benchmarks (BENCHCOUNT=10 for benchstat)
 	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) $(PKGS)
 
+.PHONY: bench-scale
+bench-scale: build ## wall time and peak RSS of trace stats and policy on the conversation trace repeated 1x/4x/24x (scripts/bench-scale.sh)
+	KVSIM=./$(BIN) bash scripts/bench-scale.sh
+
 .PHONY: golden
 golden: ## rewrite golden files (review the diff before committing)
 	@pkgs=$$(grep -l 'flag.Bool("update"' $$(git ls-files '*_test.go') | xargs -n1 dirname | sort -u | sed 's|^|./|'); \
@@ -75,6 +79,14 @@ tidy-check: ## fail if go mod tidy changes go.mod or go.sum
 .PHONY: e2e-real
 e2e-real: ## end-to-end checks against a real llama-server (root; Debian sid chroot + tiny model); skips loudly if the Debian mirror lacks llama.cpp
 	bash e2e/run.sh
+
+.PHONY: e2e-slurm
+e2e-slurm: ## the default study on a real one-node Slurm cluster started here (root): 4 array tasks + merge, one task cancelled and resubmitted; byte-identical to one machine; skips loudly if Debian lacks slurm-wlm
+	bash e2e/slurm/run.sh
+
+.PHONY: docker-build-check
+docker-build-check: ## build bin/kvsim-static with deploy/k8s/Dockerfile's own build line (no container runtime needed) and check it is static and finds the studies' files
+	bash deploy/k8s/build-check.sh
 
 .PHONY: faults
 faults: ## the fault-injection suites: bad inputs, full disks, /dev/full, signals (e2e/faults; root mounts a tmpfs); faulty servers under -race

@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/kvsim/kvsim/configs"
-	"github.com/kvsim/kvsim/sim"
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/sim/hw"
 	"github.com/kvsim/kvsim/sim/llamacpp"
 	"github.com/kvsim/kvsim/traces"
@@ -852,7 +852,7 @@ func llamaCopies(recs []traces.Record, cfg llamacpp.Config) (map[string]llamacpp
 	if err != nil {
 		return nil, fmt.Errorf("calibrate: %w", err)
 	}
-	if _, err := s.Run(sim.NewSliceSource(in)); err != nil {
+	if _, err := s.Run(engine.NewSliceSource(in)); err != nil {
 		return nil, fmt.Errorf("calibrate: replaying the cache decisions: %w", err)
 	}
 	out := make(map[string]llamacpp.Copies, len(in))
@@ -1237,10 +1237,10 @@ func meanAfterPrompt(steps []calStep, curve []llamacpp.AfterPromptPoint) float64
 }
 
 // median returns the middle value of v (the mean of the middle two for an
-// even count: sim.Percentile's 50th); it sorts v.
+// even count: engine.Percentile's 50th); it sorts v.
 func median(v []float64) float64 {
 	slices.Sort(v)
-	return sim.Percentile(v, 50)
+	return engine.Percentile(v, 50)
 }
 
 // shapeTag is the nominal shape of a calibration trace record: its ID

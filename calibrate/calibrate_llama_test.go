@@ -342,7 +342,7 @@ func simCalibrationRun(t *testing.T, cfg llamacpp.Config, cost *llamacpp.CPUCost
 	rc := replay.Default()
 	rc.MaxConcurrency = cfg.Slots
 	rc.Vocab = vocab
-	return recs, replaySim(t, replay.SimConfig{Llama: &cfg, LlamaCost: cost}, rc, recs)
+	return recs, replaySim(t, replay.SimConfig{Engine: &llamacpp.Factory{Config: cfg, Cost: cost}}, rc, recs)
 }
 
 // With tiles, the fit recovers the simulator's tiled attention: prompt

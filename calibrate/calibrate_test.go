@@ -59,7 +59,7 @@ func calibrationTrace(t testing.TB, truth hw.Fitted, n int) []traces.Record {
 	}
 	c := replay.Default()
 	c.MaxConcurrency = 1
-	res := replaySim(t, replay.SimConfig{Sim: cfg, Cost: &truth}, c, recs)
+	res := replaySim(t, replay.SimConfig{Engine: &sim.Factory{Config: cfg, Cost: &truth}}, c, recs)
 	var out []traces.Record
 	for i, rr := range res.Requests {
 		rec := recs[i]

@@ -1,9 +1,9 @@
 package configs
 
 import (
-	"fmt"
 	"strings"
 
+	"github.com/kvsim/kvsim/internal/fielderr"
 	"github.com/kvsim/kvsim/sim/hw"
 )
 
@@ -33,20 +33,20 @@ func coefficientErrors(raw map[string]any, f *File) []error {
 		v, ok := lookup(raw, key)
 		if !ok {
 			switch {
-			case c.table == "cost.fitted" && f.Cost.Kind == "fitted" && !f.IsLlamaCpp():
-				errs = append(errs, fmt.Errorf(`cost.kind: "fitted" needs %s: %d coefficients %s (got none)`, key, c.n, c.names))
+			case c.table == "cost.fitted" && f.enums.cost == costFitted && !f.IsLlamaCpp():
+				errs = append(errs, fielderr.New(fielderr.Dotted("cost.kind"), `"fitted" needs %s: %d coefficients %s (got none)`, key, c.n, c.names))
 			case c.table == "llamacpp.cost" && f.IsLlamaCpp():
-				errs = append(errs, fmt.Errorf("%s: must be set: %d coefficients %s (kvsim calibrate writes them) (got none)", key, c.n, c.names))
+				errs = append(errs, fielderr.New(fielderr.Dotted(key), "must be set: %d coefficients %s (kvsim calibrate writes them) (got none)", c.n, c.names))
 			}
 			continue
 		}
-		if c.table == "cost.fitted" && f.Cost.Kind != "fitted" && !f.IsLlamaCpp() {
+		if c.table == "cost.fitted" && f.enums.cost != costFitted && !f.IsLlamaCpp() {
 			// Coefficients the roofline would silently ignore.
 			kind := f.Cost.Kind
 			if kind == "" {
 				kind = "roofline"
 			}
-			errs = append(errs, fmt.Errorf(`%s: given, but cost.kind is %q: set cost.kind = "fitted" to use it, or remove it`, key, kind))
+			errs = append(errs, fielderr.New(fielderr.Dotted(key), `given, but cost.kind is %q: set cost.kind = "fitted" to use it, or remove it`, kind))
 			continue
 		}
 		list, ok := v.([]any)
@@ -54,7 +54,7 @@ func coefficientErrors(raw map[string]any, f *File) []error {
 			continue // the decoder reports the type
 		}
 		if len(list) != c.n {
-			errs = append(errs, fmt.Errorf("%s: must have %d coefficients %s (got %d)", key, c.n, c.names, len(list)))
+			errs = append(errs, fielderr.New(fielderr.Dotted(key), "must have %d coefficients %s (got %d)", c.n, c.names, len(list)))
 		}
 	}
 	return errs

@@ -9,14 +9,18 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
 
+	"github.com/kvsim/kvsim/internal/fielderr"
 	"github.com/kvsim/kvsim/sim"
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/sim/hw"
 	"github.com/kvsim/kvsim/sim/llamacpp"
 	"github.com/kvsim/kvsim/traces"
+	"github.com/kvsim/kvsim/tree"
 )
 
 // DefaultTOML is the bundled default server: Qwen2.5-14B on a TP-4 group
@@ -59,6 +63,102 @@ type File struct {
 	path      string // where the file was read from, for relative paths
 	bundled   bool   // the bundled default: its trace is embedded
 	badPreset bool   // Parse reported an unknown model or GPU preset
+	enums     enums  // the enum-like strings, parsed once by Parse
+}
+
+// enums are a file's enum-like strings parsed into the simulator's types:
+// 0 when unset (the simulator's default), -1 when the string names no
+// value, which the simulator's Validate reports ([File.simErrors] words it
+// with the string as written).
+type enums struct {
+	eviction    tree.Strategy
+	writePolicy tree.WritePolicy
+	lanes       tree.LaneMode
+	planner     sim.Planner
+	policy      sim.SchedulePolicy
+	prefetch    sim.PrefetchPolicy
+	cost        costKind // cost.kind; 0 when it does not parse
+}
+
+// costKind is cost.kind: which cost model a file's server uses.
+type costKind int
+
+// Cost kinds.
+const (
+	costRoofline costKind = 1 + iota // "roofline" (default): hw.Roofline
+	costFitted                       // "fitted": hw.Fitted's coefficients
+)
+
+// parseEnums parses the file's enum-like strings once, where they are
+// read.
+func (f *File) parseEnums() {
+	e := &f.enums
+	e.eviction = parseEnum(f.Cache.Eviction, tree.ParseStrategy)
+	e.writePolicy = parseEnum(f.Cache.WritePolicy, tree.ParseWritePolicy)
+	e.lanes = parseEnum(f.Cache.Lanes, sim.ParseLanes)
+	e.planner = parseEnum(f.Cache.Planner, sim.ParsePlanner)
+	e.policy = parseEnum(f.Scheduler.Policy, sim.ParseSchedulePolicy)
+	e.prefetch = parseEnum(f.Storage.PrefetchPolicy, sim.ParsePrefetchPolicy)
+	switch f.Cost.Kind {
+	case "", "roofline":
+		e.cost = costRoofline
+	case "fitted":
+		e.cost = costFitted
+	}
+}
+
+// parseEnum is the value s names: 0 for "" (the default), -1 for a name
+// parse does not know.
+func parseEnum[T ~int](s string, parse func(string) (T, error)) T {
+	if s == "" {
+		return 0
+	}
+	v, err := parse(s)
+	if err != nil {
+		return -1
+	}
+	return v
+}
+
+// simKeys are the simulator's fields that a file writes otherwise: in
+// other units (seconds, 10^9 bytes/s, µs) or as a name. A range error
+// about one is reported at the file's key with the value as written.
+var simKeys = []struct {
+	sim, file fielderr.Path
+	written   func(*File) any
+}{
+	{fielderr.Dotted("cache.eviction"), fielderr.Dotted("cache.eviction"), func(f *File) any { return fmt.Sprintf("%q", f.Cache.Eviction) }},
+	{fielderr.Dotted("cache.write_policy"), fielderr.Dotted("cache.write_policy"), func(f *File) any { return fmt.Sprintf("%q", f.Cache.WritePolicy) }},
+	{fielderr.Dotted("cache.lanes"), fielderr.Dotted("cache.lanes"), func(f *File) any { return fmt.Sprintf("%q", f.Cache.Lanes) }},
+	{fielderr.Dotted("cache.planner"), fielderr.Dotted("cache.planner"), func(f *File) any { return fmt.Sprintf("%q", f.Cache.Planner) }},
+	{fielderr.Dotted("scheduler.policy"), fielderr.Dotted("scheduler.policy"), func(f *File) any { return fmt.Sprintf("%q", f.Scheduler.Policy) }},
+	{fielderr.Dotted("storage.prefetch_policy"), fielderr.Dotted("storage.prefetch_policy"), func(f *File) any { return fmt.Sprintf("%q", f.Storage.PrefetchPolicy) }},
+	{fielderr.Dotted("storage.prefetch_timeout_base_ns"), fielderr.Dotted("storage.prefetch_timeout_base"), func(f *File) any { return f.Storage.PrefetchTimeoutBase }},
+	{fielderr.Dotted("storage.prefetch_timeout_per_ki_token_ns"), fielderr.Dotted("storage.prefetch_timeout_per_ki_token"), func(f *File) any { return f.Storage.PrefetchTimeoutPerKiToken }},
+	{fielderr.Dotted("storage.prefetch_timeout_max_ns"), fielderr.Dotted("storage.prefetch_timeout_max"), func(f *File) any { return f.Storage.PrefetchTimeoutMax }},
+	{fielderr.Dotted("storage.read_bandwidth"), fielderr.Dotted("storage.read_gbps"), func(f *File) any { return f.Storage.ReadGBps }},
+	{fielderr.Dotted("storage.write_bandwidth"), fielderr.Dotted("storage.write_gbps"), func(f *File) any { return f.Storage.WriteGBps }},
+	{fielderr.Dotted("storage.read_latency_ns"), fielderr.Dotted("storage.read_latency_us"), func(f *File) any { return f.Storage.ReadLatencyUs }},
+	{fielderr.Dotted("storage.write_latency_ns"), fielderr.Dotted("storage.write_latency_us"), func(f *File) any { return f.Storage.WriteLatencyUs }},
+}
+
+// simErrors returns the simulator's validation error err with each range
+// error about a field of [simKeys] at the file's key and with the value as
+// written.
+func (f *File) simErrors(err error) error {
+	var out []error
+	for _, e := range fielderr.Flatten(err) {
+		if fe, ok := e.(*fielderr.Error); ok {
+			var re *fielderr.RangeError
+			for _, k := range simKeys {
+				if slices.Equal(fe.Path, k.sim) && errors.As(fe.Err, &re) {
+					e = fielderr.Range(k.file, re.Want, k.written(f))
+				}
+			}
+		}
+		out = append(out, e)
+	}
+	return errors.Join(out...)
 }
 
 // The engines a file can describe.
@@ -301,6 +401,11 @@ func Parse(data []byte, name string) (*File, error) {
 	if err := toml.Unmarshal(data, &raw); err != nil {
 		return nil, TOMLError(name, data, &raw, err)
 	}
+	// The document parses: where every key is written, read once.
+	ps, err := KeyPositions(data)
+	if err != nil {
+		return nil, TOMLError(name, data, &raw, err)
+	}
 	f := &File{Server: hw.DefaultServer(), path: name}
 	f.Cost.Efficiency = hw.DefaultEfficiency()
 	f.Llama.Config = llamacpp.DefaultConfig()
@@ -308,29 +413,29 @@ func Parse(data []byte, name string) (*File, error) {
 	switch presets.Engine.Kind {
 	case "", EngineSGLang:
 		if _, ok := raw["llamacpp"]; ok {
-			errs = append(errs, tableError(name, data, "llamacpp", `only for engine.kind = "llamacpp"`))
+			errs = append(errs, ps.Place(name, fielderr.New(fielderr.Key("llamacpp"), `only for engine.kind = "llamacpp"`), nil))
 		}
 	case EngineLlamaCpp:
 		for _, t := range sglangOnly {
 			if _, ok := raw[t]; ok {
-				errs = append(errs, tableError(name, data, t, `only for engine.kind = "sglang" (this file describes a llama-server)`))
+				errs = append(errs, ps.Place(name, fielderr.New(fielderr.Key(t), `only for engine.kind = "sglang" (this file describes a llama-server)`), nil))
 			}
 		}
-		return decodeStrict(data, name, f, errs...)
+		return decodeStrict(data, name, ps, f, errs...)
 	default:
-		return nil, positioned(name, data, fmt.Errorf(`engine.kind: must be "sglang" or "llamacpp" (got %q)`, presets.Engine.Kind))
+		return nil, ps.Place(name, fielderr.New(fielderr.Dotted("engine.kind"), `must be "sglang" or "llamacpp" (got %q)`, presets.Engine.Kind), nil)
 	}
 	if p := presets.Model.Preset; p != "" {
 		m, err := hw.ModelPreset(p)
 		if err != nil {
-			errs = append(errs, positioned(name, data, fmt.Errorf("model.preset: %w", err)))
+			errs = append(errs, ps.Place(name, fielderr.Wrap(fielderr.Key("model", "preset"), err), nil))
 		}
 		f.Model.Model = m
 	}
 	if p := presets.GPU.Preset; p != "" {
 		g, err := hw.GPUPreset(p)
 		if err != nil {
-			errs = append(errs, positioned(name, data, fmt.Errorf("gpu.preset: %w", err)))
+			errs = append(errs, ps.Place(name, fielderr.Wrap(fielderr.Key("gpu", "preset"), err), nil))
 		}
 		f.GPU.GPU = g
 	}
@@ -338,14 +443,14 @@ func Parse(data []byte, name string) (*File, error) {
 	// but the rest of the file is still checked (Validate skips what
 	// depends on them).
 	f.badPreset = len(errs) > 0
-	return decodeStrict(data, name, f, errs...)
+	return decodeStrict(data, name, ps, f, errs...)
 }
 
 // decodeStrict decodes data into f over its defaults, refusing unknown
 // keys, and validates it; errors name the file, line and key. It serves
 // both engines: a llama-server file has [engine], [llamacpp] and
 // [workload] only (checked by the caller, whose errors come first in errs).
-func decodeStrict(data []byte, name string, f *File, errs ...error) (*File, error) {
+func decodeStrict(data []byte, name string, ps Positions, f *File, errs ...error) (*File, error) {
 	dec := toml.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(f); err != nil {
@@ -358,6 +463,7 @@ func decodeStrict(data []byte, name string, f *File, errs ...error) (*File, erro
 		}
 		errs = append(errs, unknownKeys(name, data, se)...)
 	}
+	f.parseEnums()
 	var raw map[string]any
 	if err := toml.Unmarshal(data, &raw); err != nil {
 		return nil, TOMLError(name, data, &raw, err)
@@ -368,23 +474,12 @@ func decodeStrict(data []byte, name string, f *File, errs ...error) (*File, erro
 	}
 	invalid = append(coefficientErrors(raw, f), invalid...)
 	if len(invalid) > 0 {
-		errs = append(errs, positioned(name, data, errors.Join(invalid...)))
+		errs = append(errs, ps.Place(name, errors.Join(invalid...), fileKey))
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	return f, nil
-}
-
-// tableError is an error about a whole [table], placed at its header.
-func tableError(name string, data []byte, table, msg string) error {
-	for n, l := range strings.Split(string(data), "\n") {
-		t := strings.TrimSpace(l)
-		if t == "["+table+"]" || strings.HasPrefix(t, "["+table+".") {
-			return fmt.Errorf("%s:%d:%d: %s: %s", name, n+1, strings.Index(l, "[")+1, table, msg)
-		}
-	}
-	return fmt.Errorf("%s: %s: %s", name, table, msg)
 }
 
 // IsLlamaCpp reports whether the file describes a llama-server
@@ -405,7 +500,7 @@ func (f *File) Validate() error {
 		// Parse has reported the unknown preset; without it the model's
 		// and GPU's fields, the sizing and the cost mean nothing.
 	case f.Model.Name == "":
-		errs = append(errs, errors.New("model: set model.preset or the model's fields"))
+		errs = append(errs, fielderr.New(fielderr.Key("model"), "set model.preset or the model's fields"))
 	default:
 		if err := f.Model.Validate(); err != nil {
 			errs = append(errs, err)
@@ -414,7 +509,7 @@ func (f *File) Validate() error {
 	switch {
 	case f.badPreset:
 	case f.GPU.Name == "":
-		errs = append(errs, errors.New("gpu: set gpu.preset or the GPU's fields"))
+		errs = append(errs, fielderr.New(fielderr.Key("gpu"), "set gpu.preset or the GPU's fields"))
 	default:
 		if err := f.GPU.Validate(); err != nil {
 			errs = append(errs, err)
@@ -423,24 +518,24 @@ func (f *File) Validate() error {
 	if err := f.Server.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	switch f.Cost.Kind {
-	case "", "roofline":
+	switch f.enums.cost {
+	case costRoofline:
 		if err := f.Cost.Efficiency.Validate(); err != nil {
 			errs = append(errs, err)
 		}
-	case "fitted":
+	case costFitted:
 		if err := f.Cost.Fitted.Validate(); err != nil {
 			errs = append(errs, err)
 		}
 	default:
-		errs = append(errs, fmt.Errorf(`cost.kind: must be "roofline" or "fitted" (got %q)`, f.Cost.Kind))
+		errs = append(errs, fielderr.New(fielderr.Dotted("cost.kind"), `must be "roofline" or "fitted" (got %q)`, f.Cost.Kind))
 	}
 	for _, c := range []struct {
 		key string
 		v   int64
 	}{{"cache.device_tokens", f.Cache.DeviceTokens}, {"cache.host_tokens", f.Cache.HostTokens}} {
 		if c.v < 0 {
-			errs = append(errs, fmt.Errorf("%s: must be 0 (the pool from sizing) or > 0 tokens (got %d)", c.key, c.v))
+			errs = append(errs, fielderr.New(fielderr.Dotted(c.key), "must be 0 (the pool from sizing) or > 0 tokens (got %d)", c.v))
 		}
 	}
 	l := f.Links
@@ -449,31 +544,15 @@ func (f *File) Validate() error {
 		v   float64
 	}{{"links.h2d_gbps", l.H2DGBps}, {"links.d2h_gbps", l.D2HGBps}, {"links.latency_us", l.LatencyUs}} {
 		if !(c.v >= 0) || math.IsInf(c.v, 0) {
-			errs = append(errs, fmt.Errorf("%s: must be a finite number >= 0 (got %v)", c.key, c.v))
+			errs = append(errs, fielderr.New(fielderr.Dotted(c.key), "must be a finite number >= 0 (got %v)", c.v))
 		}
 	}
 	if !(l.Efficiency >= 0 && l.Efficiency <= 1) {
-		errs = append(errs, fmt.Errorf("links.efficiency: must be in (0, 1] (got %v)", l.Efficiency))
+		errs = append(errs, fielderr.New(fielderr.Dotted("links.efficiency"), "must be in (0, 1] (got %v)", l.Efficiency))
 	}
-	st := f.Storage
-	for _, c := range []struct {
-		key string
-		v   float64
-	}{
-		{"storage.prefetch_timeout_base", st.PrefetchTimeoutBase},
-		{"storage.prefetch_timeout_per_ki_token", st.PrefetchTimeoutPerKiToken},
-		{"storage.prefetch_timeout_max", st.PrefetchTimeoutMax},
-		{"storage.read_gbps", st.ReadGBps},
-		{"storage.write_gbps", st.WriteGBps},
-		{"storage.read_latency_us", st.ReadLatencyUs},
-		{"storage.write_latency_us", st.WriteLatencyUs},
-	} {
-		if c.v < 0 {
-			errs = append(errs, fmt.Errorf("%s: must be >= 0 (got %v)", c.key, c.v))
-		}
-	}
-	// The simulator's own checks of the cache and scheduler sections, with
-	// the sizes sizing would give (checked above).
+	// The simulator's own checks of the cache, scheduler and storage
+	// sections (the storage ranges are checked there only), with the sizes
+	// sizing would give (checked above).
 	probe := f.simConfig(hw.Sizing{DeviceTokens: 1, HostTokens: 1, MaxRunningRequests: 1, MaxPrefillTokens: 1, ChunkedPrefillSize: -1})
 	probe.Cache.PageSize = 1
 	probe.Scheduler.ContextLen = 0 // model.context_len, checked by the model
@@ -481,7 +560,7 @@ func (f *File) Validate() error {
 		probe.Links.H2DBandwidth, probe.Links.D2HBandwidth = 1, 1 // from the unknown GPU
 	}
 	if err := probe.Validate(); err != nil {
-		errs = append(errs, err)
+		errs = append(errs, f.simErrors(err))
 	}
 	if len(errs) == 0 && !f.badPreset {
 		// Sizing: does the model fit the GPU? And is every step of the
@@ -499,71 +578,49 @@ func (f *File) Validate() error {
 func (f *File) validateWorkload() error {
 	var errs []error
 	if _, err := traces.ParseFormat(f.Workload.Format); err != nil {
-		errs = append(errs, fmt.Errorf("workload.format: must be one of %s, or empty to detect it (got %q)", strings.Join(traces.FormatNames(), ", "), f.Workload.Format))
+		errs = append(errs, fielderr.New(fielderr.Dotted("workload.format"), "must be one of %s, or empty to detect it (got %q)", strings.Join(traces.FormatNames(), ", "), f.Workload.Format))
 	}
 	if c := f.Workload.IdleGapCap; !(c >= 0 && c <= 9e9) {
-		errs = append(errs, fmt.Errorf("workload.idle_gap_cap: must be a number of seconds from 0 (none) to 9e9 (got %v)", c))
+		errs = append(errs, fielderr.New(fielderr.Dotted("workload.idle_gap_cap"), "must be a number of seconds from 0 (none) to 9e9 (got %v)", c))
 	}
 	return errors.Join(errs...)
 }
 
-// validateLlama checks the [llamacpp] section.
+// validateLlama checks the [llamacpp] section: the server's arguments,
+// the CPU cost model ([llamacpp.CPUCost.Validate]) and what only the file
+// has (the one after-prompt point), and, when the arguments are valid, the
+// largest calls' times; every problem at once.
 func (f *File) validateLlama() error {
 	var errs []error
-	if err := f.Llama.Config.Validate(); err != nil {
-		errs = append(errs, err)
-	}
-	if err := f.Llama.Cost.Validate(); err != nil {
-		for _, e := range unjoin(err) {
-			errs = append(errs, errors.New(strings.Replace(e.Error(), "hw.fitted.", "llamacpp.cost.", 1)))
-		}
-	}
-	if c := f.Llama.Cost.StateCopy; !(c >= 0) || math.IsInf(c, 1) {
-		errs = append(errs, fmt.Errorf("llamacpp.cost.state_copy_ns_per_byte: must be a finite number >= 0 (got %v)", c))
-	}
-	if c := f.Llama.Cost.StateFresh; !(c >= 0) || math.IsInf(c, 1) {
-		errs = append(errs, fmt.Errorf("llamacpp.cost.state_fresh_ns_per_byte: must be a finite number >= 0 (got %v)", c))
-	}
-	if c := f.Llama.Cost.StateRestore; c != nil && (!(*c >= 0) || math.IsInf(*c, 1)) {
-		errs = append(errs, fmt.Errorf("llamacpp.cost.state_restore_ns_per_byte: must be a finite number >= 0 (got %v)", *c))
-	}
-	// A call-size tier: its bound in tokens (0: off) and its rate per
-	// pair, which it needs and which needs it.
-	tier := func(name string, tokens int, pair float64) {
-		switch {
-		case tokens < 0:
-			errs = append(errs, fmt.Errorf("llamacpp.cost.%s_tokens: must be >= 0 (got %d)", name, tokens))
-		case tokens > 0 && !(pair > 0 && !math.IsInf(pair, 1)):
-			errs = append(errs, fmt.Errorf("llamacpp.cost.%s_pair_ns: must be a finite number > 0 with %s_tokens (got %v)", name, name, pair))
-		case tokens == 0 && pair != 0:
-			errs = append(errs, fmt.Errorf("llamacpp.cost.%s_pair_ns: needs %s_tokens > 0 (got %v)", name, name, pair))
-		}
+	cfgErr := f.Llama.Config.Validate()
+	if cfgErr != nil {
+		errs = append(errs, cfgErr)
 	}
 	c := f.Llama.Cost
-	tier("small_call", c.SmallCall, c.SmallPair)
-	if c.MediumCall > 0 && c.MediumCall <= c.SmallCall {
-		errs = append(errs, fmt.Errorf("llamacpp.cost.medium_call_tokens: must be above small_call_tokens (%d) (got %d)", c.SmallCall, c.MediumCall))
-	} else {
-		tier("medium_call", c.MediumCall, c.MediumPair)
-	}
-	switch {
-	case c.Tile < 0:
-		errs = append(errs, fmt.Errorf("llamacpp.cost.tile_size: must be >= 0 (got %d)", c.Tile))
-	case c.Tile > 0 && (c.SmallCall != 0 || c.MediumCall != 0):
-		errs = append(errs, fmt.Errorf("llamacpp.cost.tile_size: excludes small_call_tokens and medium_call_tokens (got %d and %d): the tiles replace the call-size tiers", c.SmallCall, c.MediumCall))
-	case !(c.ShortPair >= 0) || math.IsInf(c.ShortPair, 1):
-		errs = append(errs, fmt.Errorf("llamacpp.cost.short_pair_ns: must be a finite number >= 0 (got %v)", c.ShortPair))
-	case c.Tile == 0 && c.ShortPair != 0:
-		errs = append(errs, fmt.Errorf("llamacpp.cost.short_pair_ns: needs tile_size > 0 (got %v)", c.ShortPair))
-	}
-	if c.Delay < 0 {
-		errs = append(errs, fmt.Errorf("llamacpp.cost.request_delay_ns: must be >= 0 (got %d)", c.Delay))
+	cost := f.cpuCost()
+	var points []error // the curve's, reported last
+	for _, e := range fielderr.Flatten(cost.Validate()) {
+		var fe *fielderr.Error
+		if !errors.As(e, &fe) {
+			errs = append(errs, e)
+			continue
+		}
+		switch {
+		case fe.Path.HasPrefix(llamaCostKey("state_restore_ns_per_byte")) && c.StateRestore == nil:
+			// Not written: restores cost state_copy_ns_per_byte, checked.
+		case fe.Path.HasPrefix(llamaCostKey("after_prompt")):
+			if len(c.AfterPromptCurve) > 0 {
+				points = append(points, e)
+			} // else the one point of after_prompt_ns, checked below
+		default:
+			errs = append(errs, e)
+		}
 	}
 	if !(c.AfterPrompt >= 0) || math.IsInf(c.AfterPrompt, 1) {
-		errs = append(errs, fmt.Errorf("llamacpp.cost.after_prompt_ns: must be a finite number >= 0 (got %v)", c.AfterPrompt))
+		errs = append(errs, fielderr.New(llamaCostKey("after_prompt_ns"), "must be a finite number >= 0 (got %v)", c.AfterPrompt))
 	}
 	if !(c.AfterPromptDecay >= 0 && c.AfterPromptDecay < 1) {
-		errs = append(errs, fmt.Errorf("llamacpp.cost.after_prompt_decay: must be a number in [0, 1) (got %v)", c.AfterPromptDecay))
+		errs = append(errs, fielderr.New(llamaCostKey("after_prompt_decay"), "must be a number in [0, 1) (got %v)", c.AfterPromptDecay))
 	}
 	if len(c.AfterPromptCurve) > 0 {
 		for _, k := range []struct {
@@ -571,30 +628,18 @@ func (f *File) validateLlama() error {
 			v   float64
 		}{{"after_prompt_ns", c.AfterPrompt}, {"after_prompt_decay", c.AfterPromptDecay}} {
 			if k.v != 0 {
-				errs = append(errs, fmt.Errorf("llamacpp.cost.%s: excludes [[llamacpp.cost.after_prompt]] (got %v with %d points): the curve replaces the one point", k.key, k.v, len(c.AfterPromptCurve)))
+				errs = append(errs, fielderr.New(llamaCostKey(k.key), "excludes [[llamacpp.cost.after_prompt]] (got %v with %d points): the curve replaces the one point", k.v, len(c.AfterPromptCurve)))
 			}
 		}
 	}
-	if len(errs) == 0 {
-		errs = append(errs, f.checkLlamaSteps()...)
+	if cfgErr == nil {
+		errs = append(errs, f.checkLlamaSteps(errs)...)
 	}
-	for i, p := range c.AfterPromptCurve {
-		key := fmt.Sprintf("llamacpp.cost.after_prompt[%d]", i)
-		switch {
-		case p.Context < 0:
-			errs = append(errs, fmt.Errorf("%s.context_tokens: must be >= 0 (got %d)", key, p.Context))
-		case i > 0 && p.Context <= c.AfterPromptCurve[i-1].Context:
-			errs = append(errs, fmt.Errorf("%s.context_tokens: must be above the previous point's %d (got %d)", key, c.AfterPromptCurve[i-1].Context, p.Context))
-		}
-		if !(p.Ns >= 0) || math.IsInf(p.Ns, 1) {
-			errs = append(errs, fmt.Errorf("%s.ns: must be a finite number >= 0 (got %v)", key, p.Ns))
-		}
-		if !(p.Decay >= 0 && p.Decay < 1) {
-			errs = append(errs, fmt.Errorf("%s.decay: must be a number in [0, 1) (got %v)", key, p.Decay))
-		}
-	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, points...)...)
 }
+
+// llamaCostKey is the path of [llamacpp.cost]'s key.
+func llamaCostKey(key string) fielderr.Path { return fielderr.Key("llamacpp", "cost", key) }
 
 // checkLlamaSteps bounds llama-server's call times as build bounds
 // SGLang's forwards ([hw.MaxStep]): at the largest call (batch_size prompt
@@ -602,9 +647,18 @@ func (f *File) validateLlama() error {
 // context; a decode call of every slot over ctx_size tokens), each term
 // of the cost and the whole must take at most an hour, and so must a
 // request's delay, an after-prompt extra and saving or restoring a whole
-// context's state.
-func (f *File) checkLlamaSteps() []error {
+// context's state. A key among reported (the section's other errors) is
+// not checked again. The server's arguments must be valid.
+func (f *File) checkLlamaSteps(reported []error) []error {
 	cfg, c := f.Llama.Config, f.Llama.Cost
+	bad := map[string]bool{}
+	for _, e := range reported {
+		for _, e := range fielderr.Flatten(e) {
+			if fe, ok := e.(*fielderr.Error); ok {
+				bad[fe.Path.String()] = true
+			}
+		}
+	}
 	slots := int64(cfg.Slots)
 	slotCtx := int64(cfg.SlotContext())
 	n := max(1, min(int64(cfg.Batch)/slots, slotCtx))
@@ -612,56 +666,56 @@ func (f *File) checkLlamaSteps() []error {
 		PrefillRequests: slots, Prefill: hw.Extend{New: n, Cached: max(0, slotCtx-n)},
 		DecodeBatch: cfg.Slots, DecodeContext: int64(cfg.Context),
 	}
+	coefsBad := false
+	for k := range bad {
+		coefsBad = coefsBad || strings.HasPrefix(k, "llamacpp.cost.prefill") || strings.HasPrefix(k, "llamacpp.cost.decode")
+	}
 	var errs []error
-	for _, e := range unjoin(c.Fitted.Check(w)) {
-		if e != nil {
-			errs = append(errs, errors.New(strings.Replace(e.Error(), "hw.fitted.", "llamacpp.cost.", 1)))
-		}
+	if !coefsBad {
+		errs = fielderr.Flatten(fielderr.Map(c.Fitted.Check(w), func(p fielderr.Path) fielderr.Path {
+			return p.Replace(fielderr.Key("hw", "fitted"), fielderr.Key("llamacpp", "cost"))
+		}))
 	}
 	pairs := float64(slots) * (float64(n)*float64(w.Prefill.Cached) + float64(n)*float64(n+1)/2)
 	state := float64(cfg.StateBytesPerToken) * float64(cfg.Context)
-	terms := []struct {
-		key string
+	type term struct {
+		key fielderr.Path
 		v   float64
 		ns  float64
-	}{
-		{"small_call_pair_ns", c.SmallPair, c.SmallPair * pairs},
-		{"medium_call_pair_ns", c.MediumPair, c.MediumPair * pairs},
-		{"short_pair_ns", c.ShortPair, c.ShortPair * pairs},
-		{"state_copy_ns_per_byte", c.StateCopy, c.StateCopy * state},
-		{"state_fresh_ns_per_byte", c.StateFresh, c.StateFresh * state},
-		{"request_delay_ns", float64(c.Delay), float64(c.Delay)},
-		{"after_prompt_ns", c.AfterPrompt, c.AfterPrompt},
+	}
+	terms := []term{
+		{llamaCostKey("small_call_pair_ns"), c.SmallPair, c.SmallPair * pairs},
+		{llamaCostKey("medium_call_pair_ns"), c.MediumPair, c.MediumPair * pairs},
+		{llamaCostKey("short_pair_ns"), c.ShortPair, c.ShortPair * pairs},
+		{llamaCostKey("state_copy_ns_per_byte"), c.StateCopy, c.StateCopy * state},
+		{llamaCostKey("state_fresh_ns_per_byte"), c.StateFresh, c.StateFresh * state},
+		{llamaCostKey("request_delay_ns"), float64(c.Delay), float64(c.Delay)},
+		{llamaCostKey("after_prompt_ns"), c.AfterPrompt, c.AfterPrompt},
 	}
 	if c.StateRestore != nil {
-		terms = append(terms, struct {
-			key string
-			v   float64
-			ns  float64
-		}{"state_restore_ns_per_byte", *c.StateRestore, *c.StateRestore * state})
+		terms = append(terms, term{llamaCostKey("state_restore_ns_per_byte"), *c.StateRestore, *c.StateRestore * state})
 	}
 	for i, p := range c.AfterPromptCurve {
-		terms = append(terms, struct {
-			key string
-			v   float64
-			ns  float64
-		}{fmt.Sprintf("after_prompt[%d].ns", i), p.Ns, p.Ns})
+		terms = append(terms, term{llamaCostKey("after_prompt").At(i).Key("ns"), p.Ns, p.Ns})
 	}
 	for _, t := range terms {
-		if !(t.ns <= float64(hw.MaxStep)) {
-			errs = append(errs, fmt.Errorf("llamacpp.cost.%s: makes one call or copy take %.2g s at the largest (%d slots of %d tokens, %d-token batches), over the %s a step may take (got %g)",
-				t.key, t.ns/1e9, cfg.Slots, slotCtx, cfg.Batch, hw.MaxStep, t.v))
+		if !(t.ns <= float64(hw.MaxStep)) && !bad[t.key.String()] {
+			errs = append(errs, fielderr.New(t.key, "makes one call or copy take %.2g s at the largest (%d slots of %d tokens, %d-token batches), over the %s a step may take (got %g)",
+				t.ns/1e9, cfg.Slots, slotCtx, cfg.Batch, hw.MaxStep, t.v))
 		}
 	}
 	return errs
 }
 
-// unjoin returns the errors of a joined error, or err alone.
-func unjoin(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
+// cpuCost is the file's CPU cost model: an unset state_restore_ns_per_byte
+// is state_copy_ns_per_byte, and the one after-prompt point a curve.
+func (f *File) cpuCost() *llamacpp.CPUCost {
+	c := f.Llama.Cost
+	restore := c.StateCopy
+	if c.StateRestore != nil {
+		restore = *c.StateRestore
 	}
-	return []error{err}
+	return &llamacpp.CPUCost{Fitted: c.Fitted, StateCopy: c.StateCopy, StateFresh: c.StateFresh, StateRestore: restore, SmallCall: c.SmallCall, SmallPair: c.SmallPair, MediumCall: c.MediumCall, MediumPair: c.MediumPair, Tile: c.Tile, ShortPair: c.ShortPair, Delay: c.Delay, AfterPromptCurve: c.afterPromptCurve()}
 }
 
 // LlamaBuilt is a llama-server file turned into what sim/llamacpp runs.
@@ -679,12 +733,7 @@ func (f *File) BuildLlama() (*LlamaBuilt, error) {
 	if err := f.validateLlama(); err != nil {
 		return nil, err
 	}
-	c := f.Llama.Cost
-	restore := c.StateCopy
-	if c.StateRestore != nil {
-		restore = *c.StateRestore
-	}
-	return &LlamaBuilt{Config: f.Llama.Config, Cost: &llamacpp.CPUCost{Fitted: c.Fitted, StateCopy: c.StateCopy, StateFresh: c.StateFresh, StateRestore: restore, SmallCall: c.SmallCall, SmallPair: c.SmallPair, MediumCall: c.MediumCall, MediumPair: c.MediumPair, Tile: c.Tile, ShortPair: c.ShortPair, Delay: c.Delay, AfterPromptCurve: c.afterPromptCurve()}}, nil
+	return &LlamaBuilt{Config: f.Llama.Config, Cost: f.cpuCost()}, nil
 }
 
 // afterPromptCurve is the cost's after-prompt curve: its points, or the one
@@ -710,17 +759,24 @@ type Built struct {
 	Sizing hw.Sizing
 	// Explain says where the numbers came from, one line each.
 	Explain []string
+	// Engine builds engines of Sim and Cost, open or closed loop as
+	// workload.open_loop says. Set by Build.
+	Engine engine.Factory
 }
 
 // Build composes the simulator's configuration and cost model. A
 // llama-server file (engine.kind = "llamacpp") has no SGLang simulator:
 // Build returns an error that says so; use BuildLlama.
 func (f *File) Build() (*Built, error) {
-	if f.IsLlamaCpp() {
-		return nil, fmt.Errorf(`%s: engine.kind: this command simulates SGLang only (got "llamacpp": a llama-server, which kvsim sim, replay --target sim, compare and calibrate run)`, cmp.Or(f.path, "config"))
+	if err := f.SGLangOnly("this command simulates"); err != nil {
+		return nil, fmt.Errorf("%s: %w", cmp.Or(f.path, "config"), err)
 	}
 	b, _, err := f.build(true)
-	return b, err
+	if err != nil {
+		return nil, err
+	}
+	b.Engine = &sim.Factory{Config: b.Sim, Cost: b.Cost, OpenLoop: f.Workload.OpenLoop}
+	return b, nil
 }
 
 func (f *File) build(withCost bool) (*Built, hw.Sizing, error) {
@@ -736,8 +792,8 @@ func (f *File) build(withCost bool) (*Built, hw.Sizing, error) {
 	if !withCost {
 		return b, z, nil
 	}
-	switch f.Cost.Kind {
-	case "fitted":
+	switch f.enums.cost {
+	case costFitted:
 		fit := f.Cost.Fitted
 		b.Cost = &fit
 		b.Explain = append(b.Explain, fmt.Sprintf("cost: fitted coefficients prefill %v decode %v (ns per feature)", fit.Prefill, fit.Decode))
@@ -812,7 +868,7 @@ func (f *File) checkTransfers(cfg sim.Config) error {
 		{"storage.prefetch_timeout_max", f.Storage.PrefetchTimeoutMax, f.Storage.PrefetchTimeoutMax * 1e9},
 	} {
 		if !(c.ns <= limit) {
-			errs = append(errs, fmt.Errorf("%s: makes one transfer or wait take %.2g s, over the %s a step may take (got %v)", c.key, c.ns/1e9, hw.MaxStep, c.written))
+			errs = append(errs, fielderr.New(fielderr.Dotted(c.key), "makes one transfer or wait take %.2g s, over the %s a step may take (got %v)", c.ns/1e9, hw.MaxStep, c.written))
 		}
 	}
 	return errors.Join(errs...)
@@ -835,9 +891,9 @@ func (f *File) simConfig(z hw.Sizing) sim.Config {
 	cfg := sim.Config{Seed: f.Seed}
 	cfg.Cache = sim.CacheConfig{
 		Disable: k.Disable, PageSize: f.Server.PageSize,
-		DeviceTokens: z.DeviceTokens, Eviction: k.Eviction, ProtectedShare: k.ProtectedShare,
-		WritePolicy: k.WritePolicy, LoadBackThreshold: k.LoadBackThreshold,
-		CP: k.CP, Lanes: k.Lanes, Planner: k.Planner,
+		DeviceTokens: z.DeviceTokens, Eviction: f.enums.eviction, ProtectedShare: k.ProtectedShare,
+		WritePolicy: f.enums.writePolicy, LoadBackThreshold: k.LoadBackThreshold,
+		CP: k.CP, Lanes: f.enums.lanes, Planner: f.enums.planner,
 	}
 	if k.DeviceTokens > 0 {
 		cfg.Cache.DeviceTokens = k.DeviceTokens
@@ -850,13 +906,13 @@ func (f *File) simConfig(z hw.Sizing) sim.Config {
 	}
 	if cfg.Cache.CP == 0 && f.Server.DCPSize > 1 {
 		cfg.Cache.CP = f.Server.DCPSize
-		if cfg.Cache.Lanes == "" {
-			cfg.Cache.Lanes = "token"
+		if cfg.Cache.Lanes == 0 {
+			cfg.Cache.Lanes = tree.LaneTokens
 		}
 	}
 	s := f.Scheduler
 	cfg.Scheduler = sim.SchedulerConfig{
-		Policy: s.Policy, MaxRunningRequests: z.MaxRunningRequests,
+		Policy: f.enums.policy, MaxRunningRequests: z.MaxRunningRequests,
 		MaxPrefillTokens: z.MaxPrefillTokens, ChunkedPrefillSize: z.ChunkedPrefillSize,
 		ScheduleConservativeness: s.ScheduleConservativeness, InitNewTokenRatio: s.InitNewTokenRatio,
 		MinNewTokenRatioFactor: s.MinNewTokenRatioFactor, NewTokenRatioDecaySteps: s.NewTokenRatioDecaySteps,
@@ -882,25 +938,27 @@ func (f *File) simConfig(z hw.Sizing) sim.Config {
 		H2DBandwidth: bw(f.Links.H2DGBps), D2HBandwidth: bw(f.Links.D2HGBps),
 		H2DLatency: clampNs(lat * 1e3), D2HLatency: clampNs(lat * 1e3),
 	}
-	cfg.Storage = f.Storage.simConfig()
+	cfg.Storage = f.Storage.simConfig(f.enums.prefetch)
 	return cfg
 }
 
-// simConfig converts the storage section to the simulator's units. Zero
-// and negative values (the latter reported by Validate) are left zero, which
-// the simulator reads as its default.
-func (st StorageSection) simConfig() sim.StorageConfig {
-	scale := func(v, unit float64) float64 {
-		if v > 0 {
-			return v * unit
+// simConfig converts the storage section to the simulator's units, which
+// checks their ranges ([sim.Config.Validate]; [File.simErrors] reports
+// them at the file's keys). Zero is the simulator's default too; a
+// negative value stays negative, however small.
+func (st StorageSection) simConfig(prefetch sim.PrefetchPolicy) sim.StorageConfig {
+	scale := func(v, unit float64) float64 { return v * unit }
+	ns := func(v, unit float64) int64 {
+		n := clampNs(math.Round(v * unit))
+		if v < 0 && n == 0 {
+			n = -1
 		}
-		return 0
+		return n
 	}
-	ns := func(v, unit float64) int64 { return clampNs(math.Round(scale(v, unit))) }
 	return sim.StorageConfig{
 		Enabled:                   st.Enabled,
 		CapacityTokens:            st.CapacityTokens,
-		PrefetchPolicy:            st.PrefetchPolicy,
+		PrefetchPolicy:            prefetch,
 		PrefetchThreshold:         st.PrefetchThreshold,
 		PrefetchTimeoutBase:       ns(st.PrefetchTimeoutBase, 1e9),
 		PrefetchTimeoutPerKiToken: ns(st.PrefetchTimeoutPerKiToken, 1e9),

@@ -36,7 +36,7 @@ write_latency_us = 150
 		t.Fatal(err)
 	}
 	want := sim.StorageConfig{
-		Enabled: true, CapacityTokens: 1e6, PrefetchPolicy: "timeout", PrefetchThreshold: 512,
+		Enabled: true, CapacityTokens: 1e6, PrefetchPolicy: sim.PrefetchTimeout, PrefetchThreshold: 512,
 		PrefetchTimeoutBase: 1.5e9, PrefetchTimeoutPerKiToken: 0.25e9, PrefetchTimeoutMax: 20e9,
 		PrefetchCapacityRatio: 0.25, ReadBandwidth: 12.5e9, WriteBandwidth: 6e9,
 		ReadLatency: 80_000, WriteLatency: 150_000,
@@ -51,5 +51,25 @@ write_latency_us = 150
 	}
 	if d.Sim.Storage != (sim.StorageConfig{}) {
 		t.Fatalf("default storage %+v, want off and zero", d.Sim.Storage)
+	}
+}
+
+// The storage ranges are checked once, by the simulator, and reported at
+// the file's keys with the values as written: a negative value too small
+// to survive the conversion to ns, and an infinite bandwidth (which the
+// simulator used to report at its own key, with no position).
+func TestStorageRangesAtFileKeys(t *testing.T) {
+	_, err := Parse([]byte(`[model]
+preset = "qwen2.5-14b"
+[gpu]
+preset = "h200"
+[storage]
+read_latency_us = -1e-9
+write_gbps = inf
+`), "s.toml")
+	want := "s.toml:7:1: storage.write_gbps: must be >= 0 (got +Inf)\n" +
+		"s.toml:6:1: storage.read_latency_us: must be >= 0 (got -1e-09)"
+	if err == nil || err.Error() != want {
+		t.Fatalf("Parse: %v, want\n%s", err, want)
 	}
 }

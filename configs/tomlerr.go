@@ -13,6 +13,8 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 	"github.com/pelletier/go-toml/v2/unstable"
+
+	"github.com/kvsim/kvsim/internal/fielderr"
 )
 
 // bom is the UTF-8 byte order mark some editors write at the start of a
@@ -68,32 +70,7 @@ func TOMLError(name string, data []byte, target any, err error) error {
 
 // KeyPath writes a key path as TOML does: parts joined by dots, a part
 // that is not a bare key quoted (sweep."cache.host_tokens").
-func KeyPath(parts []string) string {
-	var b strings.Builder
-	for i, p := range parts {
-		if i > 0 {
-			b.WriteByte('.')
-		}
-		if isBareKey(p) {
-			b.WriteString(p)
-		} else {
-			b.WriteString(strconv.Quote(p))
-		}
-	}
-	return b.String()
-}
-
-func isBareKey(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
-			return false
-		}
-	}
-	return true
-}
+func KeyPath(parts []string) string { return fielderr.Key(parts...).String() }
 
 var (
 	reMismatch = regexp.MustCompile(`^cannot decode TOML (.+?) into (?:struct field .* of type )?(.+)$`)
@@ -434,32 +411,24 @@ func clip(s string) string {
 }
 
 // keyAt is the key path whose value is written at row:col, or nil: the
-// last key assignment that starts before it.
+// last key assignment ([ScanKeys]) that starts before it, without array
+// indices (fieldType follows an array to its element type).
 func keyAt(data []byte, row, col int) []string {
-	var p unstable.Parser
-	p.Reset(data)
-	var table, last []string
-	for p.NextExpression() {
-		e := p.Expression()
-		var parts []string
-		at := unstable.Position{}
-		it := e.Key()
-		for it.Next() {
-			n := it.Node()
-			if len(parts) == 0 {
-				at = p.Shape(n.Raw).Start
-			}
-			parts = append(parts, string(n.Data))
-		}
-		if at.Line > row || (at.Line == row && at.Column > col) {
+	keys, _ := ScanKeys(data) // the keys up to a parse error will do
+	var last fielderr.Path
+	for _, k := range keys {
+		if k.At.Line > row || (k.At.Line == row && k.At.Col > col) {
 			break
 		}
-		switch e.Kind {
-		case unstable.Table, unstable.ArrayTable:
-			table = parts
-		case unstable.KeyValue:
-			last = append(append([]string(nil), table...), parts...)
+		if !k.Header && !k.Implied && !k.Inline {
+			last = k.Path
 		}
 	}
-	return last
+	var parts []string
+	for _, st := range last {
+		if st.Index < 0 {
+			parts = append(parts, st.Key)
+		}
+	}
+	return parts
 }

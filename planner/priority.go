@@ -5,7 +5,7 @@ import "cmp"
 // Priority is a node's SLRU eviction key, as in SGLang's `slru` strategy
 // (evict_policy.py): Segment is 0 for the probationary segment (fewer than
 // two hits) and 1 for the protected one, and LastAccess is the time of the
-// node's last access in the caller's clock (kvsim uses sim.Time, int64 ns).
+// node's last access in the caller's clock (kvsim uses engine.Time, int64 ns).
 // Smaller keys are evicted first: every probationary node before any
 // protected one, least recently used first inside a segment. The planner only
 // compares keys, so any integers work; SGLang uses segments 0 and 1.

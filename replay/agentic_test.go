@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/kvsim/kvsim/sim"
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/sim/hw"
 	"github.com/kvsim/kvsim/traces"
 )
@@ -112,7 +113,7 @@ func readTraceFile(t *testing.T, path string) []traces.Record {
 // --timestamps, on the same server, and returns both results. The sim gets
 // the prompts and output ids the replay sends, so the two see the same
 // tokens.
-func closedLoopPair(t *testing.T, cfg sim.Config, cost sim.CostModel, recs []traces.Record) (*sim.Result, *Result) {
+func closedLoopPair(t *testing.T, cfg sim.Config, cost sim.CostModel, recs []traces.Record) (*engine.Result, *Result) {
 	t.Helper()
 	direct := make([]traces.Record, len(recs))
 	for i, rec := range recs {
@@ -129,11 +130,11 @@ func closedLoopPair(t *testing.T, cfg sim.Config, cost sim.CostModel, recs []tra
 	if err != nil {
 		t.Fatal(err)
 	}
-	sres, err := s.RunClosedLoop(sim.NewSliceSource(direct))
+	sres, err := s.RunClosedLoop(engine.NewSliceSource(direct))
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := NewSimTarget(SimConfig{Sim: cfg, Cost: cost})
+	st, err := NewSimTarget(SimConfig{Engine: &sim.Factory{Config: cfg, Cost: cost}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +171,7 @@ func TestSimClosedLoopMatchesReplay(t *testing.T) {
 			recs := readTraceFile(t, c.path)
 			fitted := c.cost
 			sres, rres := closedLoopPair(t, testSimConfig(1<<20), &fitted, recs)
-			rel := map[string]sim.RequestResult{}
+			rel := map[string]engine.RequestResult{}
 			for _, r := range sres.Requests {
 				rel[r.ID] = r
 			}
@@ -180,11 +181,11 @@ func TestSimClosedLoopMatchesReplay(t *testing.T) {
 				if !ok {
 					t.Fatalf("%s: not in the sim's results", recs[i].ID)
 				}
-				if sr.Release != rr.Start {
+				if int64(sr.Release) != rr.Start {
 					t.Fatalf("%s: sim releases it at %d ns, the replay sends it at %d ns", recs[i].ID, sr.Release, rr.Start)
 				}
-				if sr.DepWait != sr.Release-recs[i].Arrival {
-					t.Fatalf("%s: dep wait %d, want release - arrival = %d", recs[i].ID, sr.DepWait, sr.Release-recs[i].Arrival)
+				if int64(sr.DepWait) != int64(sr.Release)-recs[i].Arrival {
+					t.Fatalf("%s: dep wait %d, want release - arrival = %d", recs[i].ID, sr.DepWait, int64(sr.Release)-recs[i].Arrival)
 				}
 				if sr.DepWait > 0 {
 					waited++

@@ -519,7 +519,7 @@ func TestCaptureTextPromptsKeepPrefixes(t *testing.T) {
 	if got[2].Blocks[0] == got[0].Blocks[0] {
 		t.Errorf("another conversation shares the first block")
 	}
-	st, err := NewSimTarget(SimConfig{Sim: sim.Default(400000), Cost: &hw.Fitted{Prefill: [4]float64{1e6, 1e4, 0, 0}, Decode: [3]float64{1e6, 0, 0}}})
+	st, err := NewSimTarget(SimConfig{Engine: &sim.Factory{Config: sim.Default(400000), Cost: &hw.Fitted{Prefill: [4]float64{1e6, 1e4, 0, 0}, Decode: [3]float64{1e6, 0, 0}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

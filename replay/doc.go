@@ -19,8 +19,9 @@
 // testing/synctest's fake time in tests. Measurements are recorded, never
 // fed back into any simulation. A [Replayer] whose target is a
 // [SimTarget] does not use the clock: it runs single-threaded in the
-// simulator's virtual time ([OnlineSim]: sim.Online for SGLang,
-// llamacpp.Online for llama-server), applying the same pacing
+// simulator's virtual time (an [engine.Engine] from the configured
+// [engine.Factory]: sim.Online for SGLang, llamacpp.Online for
+// llama-server), applying the same pacing
 // decisions (one clock-free pacer serves both runners) at simulated
 // instants, and measures each request from the simulator's token events
 // through the same recorder as an HTTP stream, so every output (table,
@@ -56,7 +57,7 @@
 // # Metrics
 //
 // Exactly as bench_serving.py / bench_warm_cache.py compute them, with
-// [sim.Summarize] and [sim.Percentile]: TTFT is the time from Start to the
+// [engine.Summarize] and [engine.Percentile]: TTFT is the time from Start to the
 // first streamed chunk that carries output; each later chunk that adds k
 // tokens adds k inter-token latencies of gap/k (gap since the previous
 // such chunk); E2E is Start to the end of the stream ([DONE]); TPOT is
@@ -88,7 +89,7 @@
 // # Serving, capturing, comparing
 //
 // [Server] answers SGLang's /generate and OpenAI's completions and chat
-// APIs from one goroutine that owns a sim.Online, streaming tokens at
+// APIs from one goroutine that owns an engine.Engine, streaming tokens at
 // their simulated times scaled to the wall clock, or as fast as possible;
 // output ids are [OutputTokens] of the prompt, as in SimTarget, so a
 // closed-loop replay against it reproduces the in-process target's cached

@@ -5,7 +5,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/kvsim/kvsim/sim"
+	"github.com/kvsim/kvsim/sim/engine"
 )
 
 // recorder turns a stream of chunks into TTFT and ITL exactly as SGLang's
@@ -107,7 +107,7 @@ type Summary struct {
 	MaxConcurrency *int   `json:"max_concurrency"`
 	NumPrompts     int    `json:"num_prompts"`
 	// Serving is the seed's metric set (completed ... concurrency).
-	sim.Serving
+	engine.Serving
 
 	// CacheHitRate is sum(cached_tokens) / sum(server prompt_tokens) over
 	// the completed requests that reported both; nil when none did.
@@ -157,14 +157,14 @@ func (r Rate) String() string {
 }
 
 // Summarize computes the metric set of results (warm-up records are left
-// out) with sim.Summarize: TTFT, TPOT = (latency - ttft)/(output - 1) for
+// out) with engine.Summarize: TTFT, TPOT = (latency - ttft)/(output - 1) for
 // outputs longer than one token, ITL, E2E, completed, token totals,
 // throughputs over the time from the first send to the last completion,
 // and concurrency = sum of latencies / duration. Percentiles interpolate
 // linearly (numpy's default) and std is the population deviation, as in
 // the benchmarks.
 func Summarize(results []RequestResult) Summary {
-	var rs []sim.RequestResult
+	var rs []engine.RequestResult
 	var itls, late, wait []float64
 	s := Summary{FailedReasons: map[string]int64{}}
 	for i := range results {
@@ -182,8 +182,8 @@ func Summarize(results []RequestResult) Summary {
 		}
 		late = append(late, float64(r.Start-r.Slot)/1e6)
 		wait = append(wait, float64(r.Slot-r.Due)/1e6)
-		rr := sim.RequestResult{
-			ID: r.ID, Arrival: r.Start, FirstToken: r.FirstToken, Finish: r.End,
+		rr := engine.RequestResult{
+			ID: r.ID, Arrival: engine.Time(r.Start), FirstToken: engine.Time(r.FirstToken), Finish: engine.Time(r.End),
 			PromptTokens: int64(r.PromptTokens), OutputTokens: int64(r.OutputTokens),
 			Failed: r.Failed,
 		}
@@ -203,7 +203,7 @@ func Summarize(results []RequestResult) Summary {
 			itls = append(itls, float64(x)/1e6)
 		}
 	}
-	s.Serving = sim.Summarize(rs, itls).Serving
+	s.Serving = engine.Summarize(rs, itls).Serving
 	// The hit rate uses the server's prompt counts, over the requests
 	// that reported a cached count.
 	var prompt int64
@@ -220,7 +220,7 @@ func Summarize(results []RequestResult) Summary {
 	if len(late) > 0 {
 		sort.Float64s(late)
 		s.MeanLateness = mean(late)
-		s.P99Lateness = sim.Percentile(late, 99)
+		s.P99Lateness = engine.Percentile(late, 99)
 		s.MaxLateness = late[len(late)-1]
 		s.MeanQueueWait = mean(wait)
 	}

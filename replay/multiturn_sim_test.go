@@ -14,7 +14,7 @@ import (
 func defaultSimTarget(t *testing.T) *SimTarget {
 	t.Helper()
 	fitted := testFitted
-	st, err := NewSimTarget(SimConfig{Sim: sim.Default(400000), Cost: &fitted})
+	st, err := NewSimTarget(SimConfig{Engine: &sim.Factory{Config: sim.Default(400000), Cost: &fitted}})
 	if err != nil {
 		t.Fatal(err)
 	}

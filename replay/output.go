@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/kvsim/kvsim/sim"
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 )
 
@@ -24,8 +24,8 @@ type TableHeader struct {
 // (print_benchmark_result), without the retokenized line (kvsim has no
 // tokenizer), followed by kvsim's failure, cache and client sections.
 func PrintTable(w io.Writer, h TableHeader, s *Summary) {
-	line := func(k string, v any) { sim.TableLine(w, k, v) }
-	head := func(title string, fill string) { sim.TableHeading(w, title, fill[0]) }
+	line := func(k string, v any) { engine.TableLine(w, k, v) }
+	head := func(title string, fill string) { engine.TableHeading(w, title, fill[0]) }
 	fmt.Fprintln(w)
 	head(" Serving Benchmark Result ", "=")
 	line("Backend:", h.Backend)

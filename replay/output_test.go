@@ -6,13 +6,14 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"github.com/kvsim/kvsim/sim"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvsim/kvsim/sim/engine"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -22,7 +23,7 @@ func TestPrintTableGolden(t *testing.T) {
 	mc := 4
 	s := Summary{
 		Backend: "sglang", RequestRate: Rate(math.Inf(1)), MaxConcurrency: &mc,
-		Serving: sim.Serving{
+		Serving: engine.Serving{
 			Completed: 62, Duration: 12.3456,
 			TotalInput: 4340000, TotalOutput: 12400, RequestThroughput: 5.02, InputThroughput: 351543.2, OutputThroughput: 1004.4,
 			TotalThroughput: 352547.6, MeanTTFT: 812.5, MedianTTFT: 790.25, P90TTFT: 1200, P99TTFT: 1350.75,

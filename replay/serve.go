@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kvsim/kvsim/sim"
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 )
 
@@ -47,9 +47,9 @@ const (
 )
 
 // Server answers SGLang's and OpenAI's HTTP APIs from the simulator. One
-// goroutine owns the simulator (sim.Online): handlers submit requests to
-// it over a channel, and it publishes each request's progress to the
-// request's mailbox, which the handler streams. The simulator never waits
+// goroutine owns the simulator (an [engine.Engine]): handlers submit
+// requests to it over a channel, and it publishes each request's progress
+// to the request's mailbox, which the handler streams. The simulator never waits
 // for a client: a slow or vanished client only stops its own stream.
 //
 // Requests are submitted at the current virtual time. With TimeScale > 0
@@ -109,7 +109,7 @@ type job struct {
 	tokens  int  // tokens generated so far
 	cached  int  // cached_tokens, known from the first token on
 	done    bool // finished (res is set)
-	res     sim.RequestResult
+	res     engine.RequestResult
 	arrival int64 // virtual ns (absolute)
 	notify  chan struct{}
 }
@@ -132,7 +132,10 @@ func NewServer(cfg ServeConfig) (*Server, error) {
 	if err := cfg.Sim.OutputVocab.Validate(); err != nil {
 		return nil, fmt.Errorf("output vocab: %w", err)
 	}
-	if _, err := sim.NewOnline(cfg.Sim.Sim, cfg.Sim.Cost); err != nil {
+	if cfg.Sim.Engine == nil {
+		return nil, errors.New("replay: server without an engine")
+	}
+	if _, err := cfg.Sim.Engine.New(); err != nil {
 		return nil, err
 	}
 	if cfg.MaxBodyBytes == 0 {
@@ -184,19 +187,19 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 
 // loop owns the simulator.
 func (s *Server) loop(ctx context.Context) error {
-	o, err := sim.NewOnline(s.cfg.Sim.Sim, s.cfg.Sim.Cost)
+	o, err := s.cfg.Sim.Engine.New()
 	if err != nil {
 		return err
 	}
-	var base int64 // virtual time at which o started
+	var base engine.Time // virtual time at which o started
 	jobs := map[string]*job{}
 	var seq uint64
 	scale := s.cfg.TimeScale
 	wall0 := time.Now()
 	// vOf maps a wall time to the virtual time it stands for.
-	vOf := func(w time.Time) int64 { return int64(float64(w.Sub(wall0)) / scale) }
+	vOf := func(w time.Time) engine.Time { return engine.Time(float64(w.Sub(wall0)) / scale) }
 	// wallOf maps an absolute virtual time to its wall time.
-	wallOf := func(v int64) time.Time { return wall0.Add(time.Duration(float64(v) * scale)) }
+	wallOf := func(v engine.Time) time.Time { return wall0.Add(time.Duration(float64(v) * scale)) }
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -205,7 +208,7 @@ func (s *Server) loop(ctx context.Context) error {
 	}()
 	touched := map[*job]bool{}
 
-	dispatch := func(evs []sim.Event) {
+	dispatch := func(evs []engine.Event) {
 		for _, e := range evs {
 			j := jobs[e.ID]
 			if j == nil {
@@ -234,8 +237,8 @@ func (s *Server) loop(ctx context.Context) error {
 			seq++
 			id := fmt.Sprintf("r%d", seq)
 			j := c.job
-			j.arrival = base + o.Now()
-			rec := traces.Record{ID: id, Arrival: o.Now(), InputLen: len(j.prompt), Tokens: j.prompt, OutputLen: j.n, OutputTokens: j.out}
+			j.arrival = int64(base + o.Now())
+			rec := traces.Record{ID: id, Arrival: int64(o.Now()), InputLen: len(j.prompt), Tokens: j.prompt, OutputLen: j.n, OutputTokens: j.out}
 			if err := o.Submit(rec); err != nil {
 				return err
 			}
@@ -251,7 +254,7 @@ func (s *Server) loop(ctx context.Context) error {
 				c.reply <- fmt.Errorf("%d requests running or waiting", len(jobs))
 				return nil
 			}
-			fresh, err := sim.NewOnline(s.cfg.Sim.Sim, s.cfg.Sim.Cost)
+			fresh, err := s.cfg.Sim.Engine.New()
 			if err != nil {
 				c.reply <- err
 				return nil
@@ -289,7 +292,7 @@ func (s *Server) loop(ctx context.Context) error {
 			}
 		}
 		s.statsMu.Lock()
-		s.stats.VirtualNs = base + o.Now()
+		s.stats.VirtualNs = int64(base + o.Now())
 		s.extraStats(o)
 		s.statsMu.Unlock()
 		next, ok := o.Next()
@@ -344,7 +347,7 @@ func (s *Server) loop(ctx context.Context) error {
 }
 
 // account updates the counters with one simulator event.
-func (s *Server) account(e sim.Event) {
+func (s *Server) account(e engine.Event) {
 	s.statsMu.Lock()
 	defer s.statsMu.Unlock()
 	if !e.Done {
@@ -369,14 +372,25 @@ func (s *Server) account(e sim.Event) {
 	s.stats.CachedStorage += r.CachedStorage
 }
 
-// extraStats refreshes the metrics taken from the simulator itself
-// (statsMu held).
-func (s *Server) extraStats(o *sim.Online) {
+// What /metrics reports of an engine that offers it (sim.Online does):
+// its counters, its evictions (device tokens deleted, demoted to host,
+// host tokens evicted) and its queues.
+type (
+	counterer  interface{ Counters() engine.Counters }
+	evictioner interface {
+		Evictions() (deviceDeleted, demoted, hostEvicted int64)
+	}
+	queuer interface{ Queue() (waiting, running int) }
+)
+
+// extraStats refreshes the metrics taken from the simulator itself, those
+// it offers (statsMu held).
+func (s *Server) extraStats(o engine.Engine) {
 	s.stats.Extra = s.stats.Extra[:0]
 	add := func(name, help, kind string, v float64) {
 		s.stats.Extra = append(s.stats.Extra, metric{name, help, kind, v})
 	}
-	{
+	if o, ok := o.(counterer); ok {
 		k := o.Counters()
 		add("kvsim_load_back_tokens_total", "Tokens loaded back from host to device since the last flush.", "counter", float64(k.LoadBackTokens))
 		add("kvsim_write_through_tokens_total", "Tokens copied device to host by write-through since the last flush.", "counter", float64(k.WriteThroughTokens))
@@ -385,13 +399,13 @@ func (s *Server) extraStats(o *sim.Online) {
 		add("kvsim_prefill_batches_total", "Prefill forwards since the last flush.", "counter", float64(k.PrefillBatches))
 		add("kvsim_decode_steps_total", "Decode steps since the last flush.", "counter", float64(k.DecodeSteps))
 	}
-	{
+	if o, ok := o.(evictioner); ok {
 		del, dem, host := o.Evictions()
 		add("kvsim_device_evicted_tokens_total", "Device tokens evicted (deleted or demoted to host) since the last flush.", "counter", float64(del+dem))
 		add("kvsim_demoted_tokens_total", "Device tokens evicted to a host copy since the last flush.", "counter", float64(dem))
 		add("kvsim_host_evicted_tokens_total", "Host tokens evicted since the last flush.", "counter", float64(host))
 	}
-	{
+	if o, ok := o.(queuer); ok {
 		w, r := o.Queue()
 		add("kvsim_queue_waiting", "Requests in the scheduler's waiting queue.", "gauge", float64(w))
 		add("kvsim_queue_running", "Requests in the running (decode) batch.", "gauge", float64(r))

@@ -198,20 +198,17 @@ func textTokens(text []byte, v traces.Vocab, dst []int32) []int32 {
 // Text prompts are checked before they are tokenized, so a huge one costs
 // no memory beyond its body.
 func (s *Server) tooLong(input int) string {
-	if l := s.cfg.Sim.Llama; l != nil {
-		if nctx := l.SlotContext(); input > nctx {
-			return fmt.Sprintf("request (%d tokens) exceeds the available context size (%d tokens)", input, nctx)
-		}
-		return ""
-	}
-	c := s.cfg.Sim.Sim
-	if l := c.Scheduler.ContextLen; l > 0 && int64(input) >= l {
-		return fmt.Sprintf("prompt of %d tokens exceeds the model's context length of %d tokens", input, l)
-	}
-	if capTokens := c.Cache.DeviceTokens * int64(max(c.Cache.CP, 1)); capTokens > 0 && int64(input)+1 > capTokens {
-		return fmt.Sprintf("prompt of %d tokens plus at least 1 output token exceeds the KV pool of %d tokens", input, capTokens)
+	if r, ok := s.cfg.Sim.Engine.(refuser); ok {
+		return r.Refuse(input)
 	}
 	return ""
+}
+
+// refuser is an engine factory that knows which prompts its server
+// refuses outright (sim.Factory, llamacpp.Factory): Refuse says why, or
+// returns "".
+type refuser interface {
+	Refuse(input int) string
 }
 
 // rejected answers a request with a prompt of input tokens that the
@@ -530,7 +527,7 @@ func (s *Server) serveGen(w http.ResponseWriter, r *http.Request, prompt []int32
 		if !g.stream {
 			if done {
 				g.cached = int(res.CachedTokens)
-				g.e2e = float64(res.Finish-res.Arrival) / 1e9
+				g.e2e = (res.Finish - res.Arrival).Seconds()
 				w.Header().Set("Content-Type", "application/json")
 				buf.Reset()
 				g.whole(&buf)
@@ -546,7 +543,7 @@ func (s *Server) serveGen(w http.ResponseWriter, r *http.Request, prompt []int32
 		buf.Reset()
 		if done {
 			g.cached = int(res.CachedTokens)
-			g.e2e = float64(res.Finish-res.Arrival) / 1e9
+			g.e2e = (res.Finish - res.Arrival).Seconds()
 		}
 		for k := sent + 1; k <= tokens; k++ {
 			g.chunk(&buf, k, done && k == tokens)
@@ -731,19 +728,24 @@ func (s *Server) handleFlush(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, "Cache flushed.\n")
 }
 
+// serverInfoer is an engine factory that reports server arguments for
+// /server_info (sim.Factory: SGLang's fields).
+type serverInfoer interface {
+	ServerInfo() map[string]any
+}
+
 func (s *Server) handleInfo(w http.ResponseWriter, r *http.Request) {
-	c := s.cfg.Sim.Sim
 	info := map[string]any{}
 	for k, v := range s.cfg.Info {
 		info[k] = v
 	}
+	if si, ok := s.cfg.Sim.Engine.(serverInfoer); ok {
+		for k, v := range si.ServerInfo() {
+			info[k] = v
+		}
+	}
 	for k, v := range map[string]any{
 		"model_path": s.model(), "served_model_name": s.model(), "version": "kvsim-" + s.cfg.Version,
-		"page_size": c.Cache.PageSize, "max_total_num_tokens": c.Cache.DeviceTokens,
-		"enable_hierarchical_cache": c.Cache.HostTokens > 0, "hicache_host_tokens": c.Cache.HostTokens,
-		"max_running_requests": c.Scheduler.MaxRunningRequests, "chunked_prefill_size": c.Scheduler.ChunkedPrefillSize,
-		"schedule_policy": c.Scheduler.Policy, "radix_eviction_policy": c.Cache.Eviction,
-		"hicache_write_policy": c.Cache.WritePolicy, "disable_radix_cache": c.Cache.Disable,
 		"kvsim_time_scale": s.cfg.TimeScale,
 	} {
 		info[k] = v

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvsim/kvsim/sim"
 	"github.com/kvsim/kvsim/traces"
 )
 
@@ -21,7 +22,7 @@ import (
 func startServer(t testing.TB, deviceTokens int64, scale float64) (string, *Server) {
 	t.Helper()
 	cost := testFitted
-	srv, err := NewServer(ServeConfig{Sim: SimConfig{Sim: testSimConfig(deviceTokens), Cost: &cost, Model: "sim-model"}, TimeScale: scale, Version: "test"})
+	srv, err := NewServer(ServeConfig{Sim: SimConfig{Engine: &sim.Factory{Config: testSimConfig(deviceTokens), Cost: &cost}, Model: "sim-model"}, TimeScale: scale, Version: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +340,7 @@ func BenchmarkServeLoopback(b *testing.B) {
 // connection.
 func TestServeSlowClient(t *testing.T) {
 	cost := testFitted
-	srv, err := NewServer(ServeConfig{Sim: SimConfig{Sim: testSimConfig(1 << 20), Cost: &cost, Model: "sim-model"}, WriteStall: 300 * time.Millisecond})
+	srv, err := NewServer(ServeConfig{Sim: SimConfig{Engine: &sim.Factory{Config: testSimConfig(1 << 20), Cost: &cost}, Model: "sim-model"}, WriteStall: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

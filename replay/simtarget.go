@@ -9,42 +9,17 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kvsim/kvsim/sim"
-	"github.com/kvsim/kvsim/sim/llamacpp"
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
-)
-
-// OnlineSim is what a SimTarget needs of a simulated server: requests
-// submitted while it runs, virtual time advanced on demand, token and
-// completion events back. sim.Online (SGLang) and llamacpp.Online
-// (llama-server) both have it; the pacing, measurement and timeouts of a
-// replay are written once, over this interface.
-type OnlineSim interface {
-	// Now is the virtual time reached.
-	Now() sim.Time
-	// Submit queues a request arriving at rec.Arrival (>= Now()).
-	Submit(rec traces.Record) error
-	// Next is the time of the next pending event, if any.
-	Next() (sim.Time, bool)
-	// RunUntil processes the events up to t and returns them.
-	RunUntil(t sim.Time) ([]sim.Event, error)
-}
-
-var (
-	_ OnlineSim = (*sim.Online)(nil)
-	_ OnlineSim = (*llamacpp.Online)(nil)
 )
 
 // SimConfig configures a SimTarget.
 type SimConfig struct {
-	// Sim and Cost are the simulated SGLang server (configs.File.Build
-	// gives both). Ignored when Llama is set.
-	Sim  sim.Config
-	Cost sim.CostModel
-	// Llama, when not nil, makes the target a simulated llama-server
-	// (sim/llamacpp) with LlamaCost (configs.File.BuildLlama gives both).
-	Llama     *llamacpp.Config
-	LlamaCost llamacpp.CostModel
+	// Engine builds the simulated server (configs.File.BuildServer gives
+	// it). The pacing, measurement and timeouts of a replay are written
+	// once, over [engine.Engine]; what a model offers beyond it is found
+	// through the small interfaces below (textStreamer, refuser).
+	Engine engine.Factory
 	// TraceOutputs makes a replayed record's OutputTokens, when it has at
 	// least OutputLen of them, the ids the simulator generates (and
 	// caches) for it, instead of [OutputTokens] of the prompt: the ids a
@@ -86,9 +61,9 @@ type SimTarget struct {
 	cfg SimConfig
 
 	mu   sync.Mutex
-	o    OnlineSim
-	base int64 // virtual time at which o started (flushes keep time going)
-	seq  int64 // submissions, for unique simulator ids
+	o    engine.Engine
+	base engine.Time // virtual time at which o started (flushes keep time going)
+	seq  int64       // submissions, for unique simulator ids
 }
 
 var (
@@ -115,15 +90,15 @@ func NewSimTarget(cfg SimConfig) (*SimTarget, error) {
 }
 
 // newOnline starts a fresh simulator of the configured server.
-func (t *SimTarget) newOnline() (OnlineSim, error) {
-	if t.cfg.Llama != nil {
-		return llamacpp.NewOnline(*t.cfg.Llama, t.cfg.LlamaCost)
+func (t *SimTarget) newOnline() (engine.Engine, error) {
+	if t.cfg.Engine == nil {
+		return nil, errors.New("replay: simulator target without an engine")
 	}
-	return sim.NewOnline(t.cfg.Sim, t.cfg.Cost)
+	return t.cfg.Engine.New()
 }
 
 // vtime maps a virtual time (ns) to the time.Time the measurements use.
-func vtime(ns int64) time.Time { return time.Unix(0, ns).UTC() }
+func vtime(ns engine.Time) time.Time { return time.Unix(0, int64(ns)).UTC() }
 
 // Flush implements Flusher: the simulator is replaced by a fresh one, with
 // an empty cache.
@@ -141,10 +116,8 @@ func (t *SimTarget) Flush(context.Context) error {
 
 // Info implements Describer.
 func (t *SimTarget) Info(context.Context) (Info, error) {
-	if t.cfg.Llama != nil {
-		return Info{Server: "kvsim-sim-llamacpp", Model: t.cfg.Model, PageSize: 1}, nil
-	}
-	return Info{Server: "kvsim-sim", Model: t.cfg.Model, PageSize: t.cfg.Sim.Cache.PageSize}, nil
+	i := t.cfg.Engine.Info()
+	return Info{Server: i.Server, Model: t.cfg.Model, PageSize: i.PageSize}, nil
 }
 
 // OutputTokens returns the n output ids kvsim's simulated servers generate
@@ -179,7 +152,7 @@ func simRecord(id string, at int64, req *Request, out []int32) traces.Record {
 }
 
 // simResponse is the response of a finished simulated request.
-func simResponse(r *sim.RequestResult, out []int32, end time.Time) (Response, error) {
+func simResponse(r *engine.RequestResult, out []int32, end time.Time) (Response, error) {
 	resp := Response{
 		PromptTokens: int(r.PromptTokens), CompletionTokens: int(r.OutputTokens),
 		CachedTokens: int(r.CachedTokens), FinishReason: "length", End: end,
@@ -200,7 +173,7 @@ func (t *SimTarget) Submit(ctx context.Context, req Request, sink Sink) (Respons
 	t.seq++
 	id := fmt.Sprintf("s%d", t.seq)
 	out := OutputTokens(req.Tokens, req.MaxNewTokens, t.cfg.OutputVocab)
-	if err := t.o.Submit(simRecord(id, t.o.Now(), &req, out)); err != nil {
+	if err := t.o.Submit(simRecord(id, int64(t.o.Now()), &req, out)); err != nil {
 		return Response{CachedTokens: -1, End: vtime(t.base + t.o.Now())}, &RequestError{Reason: "rejected", Err: err}
 	}
 	for {
@@ -236,20 +209,25 @@ func (t *SimTarget) outputs(rec *traces.Record, req *Request) ([]int32, bool) {
 	return OutputTokens(req.Tokens, req.MaxNewTokens, t.cfg.OutputVocab), false
 }
 
+// textStreamer is an engine factory whose server streams text, not
+// tokens (llamacpp.Factory): TextStream returns a function that takes each
+// sampled id of a request and reports whether the server sends text now,
+// or nil when every token is streamed as it comes.
+type textStreamer interface {
+	TextStream() func(id int32) bool
+}
+
 // stream is what the simulated server streams of a request whose output
 // ids are the server's own (fromTrace): a llama-server whose token text
-// is not whole holds back tokens that leave an incomplete UTF-8 sequence
-// (llamacpp.Stream). Nil when every token is streamed as it comes:
-// synthetic ids carry no text to split.
-func (t *SimTarget) stream(fromTrace bool) *llamacpp.Stream {
-	if !fromTrace || t.cfg.Llama == nil || t.cfg.Llama.TokenText == llamacpp.TokenTextWhole {
+// is not whole holds back tokens that leave an incomplete UTF-8 sequence.
+// Nil when every token is streamed as it comes: synthetic ids carry no
+// text to split.
+func (t *SimTarget) stream(fromTrace bool) func(id int32) bool {
+	ts, ok := t.cfg.Engine.(textStreamer)
+	if !fromTrace || !ok {
 		return nil
 	}
-	s, err := llamacpp.NewStream(t.cfg.Llama.TokenText)
-	if err != nil {
-		panic("replay: " + err.Error()) // the config was validated when the simulator was made
-	}
-	return s
+	return ts.TextStream()
 }
 
 // flight is a request in the simulator during a replay.
@@ -258,11 +236,11 @@ type flight struct {
 	start    time.Time
 	rc       recorder
 	out      []int32
-	stream   *llamacpp.Stream // nil: every token is streamed as it comes
-	streamed int              // tokens given to stream
-	sent     int              // chunks of text sent, with a stream
-	deadline int64            // simulator time; 0: none
-	gone     bool             // timed out: later events are ignored
+	stream   func(id int32) bool // nil: every token is streamed as it comes
+	streamed int                 // tokens given to stream
+	sent     int                 // chunks of text sent, with a stream
+	deadline int64               // simulator time; 0: none
+	gone     bool                // timed out: later events are ignored
 }
 
 // chunk reports whether the client receives the tokens of event e (the
@@ -272,13 +250,13 @@ type flight struct {
 // of llama-server's OpenAI stream counts it (replay's SSE reader), one per
 // chunk of text, so that tokens held back and sent together make one gap
 // on both sides.
-func (f *flight) chunk(e *sim.Event) (int, bool) {
+func (f *flight) chunk(e *engine.Event) (int, bool) {
 	if f.stream == nil {
 		return int(e.Tokens), true
 	}
 	send := false
 	for ; f.streamed < int(e.Tokens) && f.streamed < len(f.out); f.streamed++ {
-		send = f.stream.Add(f.out[f.streamed])
+		send = f.stream(f.out[f.streamed])
 	}
 	if send {
 		f.sent++
@@ -292,8 +270,8 @@ func (f *flight) chunk(e *sim.Event) (int, bool) {
 // simulator's clock. The caller holds t.mu.
 type simRun struct {
 	t         *SimTarget
-	off       int64     // simulator time of the run's start
-	start     time.Time // the run's start, as measurements read it
+	off       engine.Time // simulator time of the run's start
+	start     time.Time   // the run's start, as measurements read it
 	flights   map[string]*flight
 	deadlines deadlineHeap
 }
@@ -304,7 +282,7 @@ func (t *SimTarget) newRun() *simRun {
 }
 
 // abs maps a simulator time to the time.Time the measurements use.
-func (r *simRun) abs(simT int64) time.Time { return vtime(r.t.base + simT) }
+func (r *simRun) abs(simT engine.Time) time.Time { return vtime(r.t.base + simT) }
 
 // submit sends rec as req at now (ns since the run's start), with a
 // deadline timeout later (0: none), and returns its flight.
@@ -313,13 +291,13 @@ func (r *simRun) submit(rec *traces.Record, req *Request, now int64, timeout tim
 	t.seq++
 	id := fmt.Sprintf("s%d", t.seq)
 	out, fromTrace := t.outputs(rec, req)
-	f := &flight{start: r.abs(r.off + now), out: out, stream: t.stream(fromTrace)}
+	f := &flight{start: r.abs(r.off + engine.Time(now)), out: out, stream: t.stream(fromTrace)}
 	f.rc.start = f.start
 	if timeout > 0 {
-		f.deadline = r.off + now + int64(timeout)
+		f.deadline = int64(r.off) + now + int64(timeout)
 		heap.Push(&r.deadlines, deadline{at: f.deadline, id: id})
 	}
-	if err := t.o.Submit(simRecord(id, r.off+now, req, f.out)); err != nil {
+	if err := t.o.Submit(simRecord(id, int64(r.off)+now, req, f.out)); err != nil {
 		return nil, err
 	}
 	r.flights[id] = f
@@ -329,15 +307,16 @@ func (r *simRun) submit(rec *traces.Record, req *Request, now int64, timeout tim
 // next is the next instant (ns since the run's start) of a simulator event
 // or a deadline, or wake when it comes first (wok).
 func (r *simRun) next(wake int64, wok bool) (int64, bool) {
-	next, ok := r.t.o.Next()
+	t, ok := r.t.o.Next()
+	var next int64
 	if ok {
-		next -= r.off
+		next = int64(t - r.off)
 	}
 	if wok && (!ok || wake < next) {
 		next, ok = wake, true
 	}
-	if len(r.deadlines) > 0 && (!ok || r.deadlines[0].at-r.off < next) {
-		next, ok = r.deadlines[0].at-r.off, true
+	if len(r.deadlines) > 0 && (!ok || r.deadlines[0].at-int64(r.off) < next) {
+		next, ok = r.deadlines[0].at-int64(r.off), true
 	}
 	return next, ok
 }
@@ -348,7 +327,7 @@ func (r *simRun) next(wake int64, wok bool) (int64, bool) {
 // passed (it fails as "timeout"; the simulator, which has no abort, still
 // serves it, and its later events are ignored).
 func (r *simRun) advance(next int64, done func(f *flight, resp Response, err error)) error {
-	evs, err := r.t.o.RunUntil(r.off + next)
+	evs, err := r.t.o.RunUntil(r.off + engine.Time(next))
 	if err != nil {
 		return err
 	}
@@ -367,14 +346,14 @@ func (r *simRun) advance(next int64, done func(f *flight, resp Response, err err
 		resp, err := simResponse(&e.Result, f.out, r.abs(e.Time))
 		done(f, resp, err)
 	}
-	for len(r.deadlines) > 0 && r.deadlines[0].at <= r.off+next {
+	for len(r.deadlines) > 0 && r.deadlines[0].at <= int64(r.off)+next {
 		d := heap.Pop(&r.deadlines).(deadline)
 		f := r.flights[d.id]
 		if f == nil {
 			continue
 		}
 		delete(r.flights, d.id)
-		done(f, Response{CachedTokens: -1, End: r.abs(d.at)}, &RequestError{Reason: "timeout", Err: errors.New("past the per-request timeout in virtual time")})
+		done(f, Response{CachedTokens: -1, End: r.abs(engine.Time(d.at))}, &RequestError{Reason: "timeout", Err: errors.New("past the per-request timeout in virtual time")})
 	}
 	return nil
 }

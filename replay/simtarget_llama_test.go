@@ -11,7 +11,7 @@ func newLlamaTarget(t testing.TB, slots int, traceOutputs bool) *SimTarget {
 	t.Helper()
 	cfg := llamacpp.DefaultConfig()
 	cfg.Slots, cfg.Context = slots, slots*2048
-	st, err := NewSimTarget(SimConfig{Llama: &cfg, LlamaCost: &llamacpp.CPUCost{Fitted: testFitted}, TraceOutputs: traceOutputs})
+	st, err := NewSimTarget(SimConfig{Engine: &llamacpp.Factory{Config: cfg, Cost: &llamacpp.CPUCost{Fitted: testFitted}}, TraceOutputs: traceOutputs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestLlamaSimTargetHoldsBackSplitUTF8(t *testing.T) {
 	run := func(tokenText string, traceOutputs bool) RequestResult {
 		cfg := llamacpp.DefaultConfig()
 		cfg.TokenText = tokenText
-		st, err := NewSimTarget(SimConfig{Llama: &cfg, LlamaCost: &llamacpp.CPUCost{Fitted: testFitted}, TraceOutputs: traceOutputs})
+		st, err := NewSimTarget(SimConfig{Engine: &llamacpp.Factory{Config: cfg, Cost: &llamacpp.CPUCost{Fitted: testFitted}}, TraceOutputs: traceOutputs})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -30,7 +30,7 @@ func newSimTarget(t testing.TB, deviceTokens int64) *SimTarget {
 	t.Helper()
 	cfg := testSimConfig(deviceTokens)
 	cost := testFitted
-	st, err := NewSimTarget(SimConfig{Sim: cfg, Cost: &cost, Model: "sim-model"})
+	st, err := NewSimTarget(SimConfig{Engine: &sim.Factory{Config: cfg, Cost: &cost}, Model: "sim-model"})
 	if err != nil {
 		t.Fatal(err)
 	}

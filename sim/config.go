@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/kvsim/kvsim/internal/fielderr"
 	"github.com/kvsim/kvsim/tree"
 )
 
@@ -40,33 +41,33 @@ type CacheConfig struct {
 	// Eviction is the eviction order (--radix-eviction-policy): lru, lfu,
 	// fifo, mru, filo, priority, slru, or slru-segmented; or belady, kvsim's
 	// offline oracle (evict the node whose next use in the trace is
-	// furthest; [Sim.Run] only, see docs/model.md). Default lru.
-	Eviction string `toml:"eviction"`
+	// furthest; [Sim.Run] only, see docs/model.md). Default (0) lru.
+	Eviction tree.Strategy `toml:"eviction"`
 	// ProtectedShare is the protected segment's share of the device under
 	// slru-segmented. Default 0.8.
 	ProtectedShare float64 `toml:"protected_share"`
 	// WritePolicy is --hicache-write-policy: write_through (default),
-	// write_through_selective or write_back.
-	WritePolicy string `toml:"write_policy"`
+	// write_through_selective or write_back. 0 means the default.
+	WritePolicy tree.WritePolicy `toml:"write_policy"`
 	// LoadBackThreshold is the smallest host hit loaded back, in tokens.
 	// Default 10.
 	LoadBackThreshold int64 `toml:"load_back_threshold"`
 	// CP is the number of owner lanes (context-parallel ranks). Default 1.
 	CP int `toml:"cp"`
-	// Lanes is "page" (page k on lane k mod cp, default) or "token".
-	Lanes string `toml:"lanes"`
-	// Planner chooses device victims when memory is short: "sglang"
-	// (SGLang's evict: strategy order until the request is covered),
-	// "owner-lane" (the lazy-heap planner covering each lane's deficit), or
-	// "auto" (default): sglang for cp = 1, owner-lane otherwise.
-	Planner string `toml:"planner"`
+	// Lanes is tree.LanePages (page k on lane k mod cp, default) or
+	// tree.LaneTokens; [ParseLanes] reads "page" and "token".
+	Lanes tree.LaneMode `toml:"lanes"`
+	// Planner chooses device victims when memory is short: PlannerSGLang,
+	// PlannerOwnerLane, or PlannerAuto (default): sglang for cp = 1,
+	// owner-lane otherwise.
+	Planner Planner `toml:"planner"`
 }
 
 // SchedulerConfig is SGLang's scheduler and admission control.
 type SchedulerConfig struct {
-	// Policy is --schedule-policy: fcfs (default), lpm, dfs-weight, lof or
-	// random.
-	Policy string `toml:"policy"`
+	// Policy is --schedule-policy: FCFS (default), LPM, DFSWeight, LOF or
+	// Random.
+	Policy SchedulePolicy `toml:"policy"`
 	// MaxRunningRequests caps the running batch (--max-running-requests).
 	// Default 2048.
 	MaxRunningRequests int `toml:"max_running_requests"`
@@ -131,11 +132,11 @@ type StorageConfig struct {
 	// CapacityTokens is the storage capacity in tokens; beyond it the least
 	// recently written or read pages are dropped. 0 (default) is unlimited.
 	CapacityTokens int64 `toml:"capacity_tokens"`
-	// PrefetchPolicy is --hicache-storage-prefetch-policy: best_effort
-	// (default: admit with whatever has arrived), wait_complete (hold the
-	// request until the whole hit is fetched) or timeout (hold it until
-	// fetched or the timeout passes).
-	PrefetchPolicy string `toml:"prefetch_policy"`
+	// PrefetchPolicy is --hicache-storage-prefetch-policy: BestEffort
+	// (default: admit with whatever has arrived), WaitComplete (hold the
+	// request until the whole hit is fetched) or PrefetchTimeout (hold it
+	// until fetched or the timeout passes).
+	PrefetchPolicy PrefetchPolicy `toml:"prefetch_policy"`
 	// PrefetchThreshold is the smallest storage hit worth prefetching, in
 	// tokens (extra-config prefetch_threshold). Default 256; values below
 	// the page size act as the page size, as SGLang's controller clamps.
@@ -185,14 +186,14 @@ func (c Config) withDefaults() Config {
 	if k.PageSize == 0 {
 		k.PageSize = 1
 	}
-	if k.Eviction == "" {
-		k.Eviction = "lru"
+	if k.Eviction == 0 {
+		k.Eviction = tree.LRU
 	}
 	if k.ProtectedShare == 0 {
 		k.ProtectedShare = 0.8
 	}
-	if k.WritePolicy == "" {
-		k.WritePolicy = "write_through"
+	if k.WritePolicy == 0 {
+		k.WritePolicy = tree.WriteThrough
 	}
 	if k.LoadBackThreshold == 0 {
 		k.LoadBackThreshold = 10
@@ -200,15 +201,15 @@ func (c Config) withDefaults() Config {
 	if k.CP == 0 {
 		k.CP = 1
 	}
-	if k.Lanes == "" {
-		k.Lanes = "page"
+	if k.Lanes == 0 {
+		k.Lanes = tree.LanePages
 	}
-	if k.Planner == "" {
-		k.Planner = "auto"
+	if k.Planner == 0 {
+		k.Planner = PlannerAuto
 	}
 	s := &c.Scheduler
-	if s.Policy == "" {
-		s.Policy = "fcfs"
+	if s.Policy == 0 {
+		s.Policy = FCFS
 	}
 	if s.MaxRunningRequests == 0 {
 		s.MaxRunningRequests = 2048
@@ -257,8 +258,8 @@ func (c Config) withDefaults() Config {
 		l.D2HLatency = 10_000
 	}
 	st := &c.Storage
-	if st.PrefetchPolicy == "" {
-		st.PrefetchPolicy = "best_effort"
+	if st.PrefetchPolicy == 0 {
+		st.PrefetchPolicy = BestEffort
 	}
 	if st.PrefetchThreshold == 0 {
 		st.PrefetchThreshold = 256
@@ -290,34 +291,36 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-var schedulePolicies = []string{"fcfs", "lpm", "dfs-weight", "lof", "random"}
-
-// Validate reports every problem with c (after defaults), each with its key
-// path and the value found.
+// Validate reports every problem with c (after defaults), each a
+// [fielderr.Error] with its key path and the value found (a
+// [fielderr.RangeError] for a value out of range). The storage tier's
+// times, bandwidths and latencies are checked as given, 0 meaning the
+// default.
 func (c Config) Validate() error {
+	c0 := c
 	c = c.withDefaults()
 	var errs []error
 	bad := func(key, want string, got any) {
-		errs = append(errs, fmt.Errorf("%s: must be %s (got %v)", key, want, got))
+		errs = append(errs, fielderr.Range(fielderr.Dotted(key), want, got))
 	}
 	k := c.Cache
-	if _, err := tree.ParseStrategy(k.Eviction); err != nil {
-		bad("cache.eviction", "one of lru, lfu, fifo, mru, filo, priority, slru, slru-segmented, belady", fmt.Sprintf("%q", k.Eviction))
+	if _, err := tree.ParseStrategy(k.Eviction.String()); err != nil {
+		bad("cache.eviction", "one of lru, lfu, fifo, mru, filo, priority, slru, slru-segmented, belady", k.Eviction)
 	}
-	if _, err := tree.ParseWritePolicy(k.WritePolicy); err != nil {
-		bad("cache.write_policy", "one of write_through, write_through_selective, write_back", fmt.Sprintf("%q", k.WritePolicy))
+	if _, err := tree.ParseWritePolicy(k.WritePolicy.String()); err != nil {
+		bad("cache.write_policy", "one of write_through, write_through_selective, write_back", k.WritePolicy)
 	}
-	if k.Lanes != "page" && k.Lanes != "token" {
-		bad("cache.lanes", `"page" or "token"`, fmt.Sprintf("%q", k.Lanes))
+	if k.Lanes != tree.LanePages && k.Lanes != tree.LaneTokens {
+		bad("cache.lanes", `"page" or "token"`, k.Lanes)
 	}
 	switch k.Planner {
-	case "owner-lane":
-		if k.Eviction == "belady" {
+	case PlannerOwnerLane:
+		if k.Eviction == tree.Belady {
 			bad("cache.planner", `"auto" or "sglang" under cache.eviction = "belady" (the owner-lane planner has its own eviction order)`, fmt.Sprintf("%q", k.Planner))
 		}
-	case "auto", "sglang":
+	case PlannerAuto, PlannerSGLang:
 	default:
-		bad("cache.planner", `"auto", "sglang" or "owner-lane"`, fmt.Sprintf("%q", k.Planner))
+		bad("cache.planner", `"auto", "sglang" or "owner-lane"`, k.Planner)
 	}
 	if k.PageSize < 1 {
 		bad("cache.page_size", ">= 1", k.PageSize)
@@ -338,12 +341,8 @@ func (c Config) Validate() error {
 		bad("cache.load_back_threshold", ">= 0", k.LoadBackThreshold)
 	}
 	s := c.Scheduler
-	known := false
-	for _, p := range schedulePolicies {
-		known = known || p == s.Policy
-	}
-	if !known {
-		bad("scheduler.policy", "one of fcfs, lpm, dfs-weight, lof, random", fmt.Sprintf("%q", s.Policy))
+	if s.Policy < FCFS || s.Policy > Random {
+		bad("scheduler.policy", "one of fcfs, lpm, dfs-weight, lof, random", s.Policy)
 	}
 	if s.MaxRunningRequests < 1 {
 		bad("scheduler.max_running_requests", ">= 1", s.MaxRunningRequests)
@@ -399,11 +398,40 @@ func (c Config) Validate() error {
 	if l.D2HLatency < 0 {
 		bad("links.d2h_latency_ns", ">= 0", l.D2HLatency)
 	}
+	// The storage tier's ranges, in the order a file lists them; 0 is the
+	// default, so they are checked as written.
+	raw := c0.Storage
+	for _, f := range []struct {
+		key string
+		v   int64
+	}{
+		{"storage.prefetch_timeout_base_ns", raw.PrefetchTimeoutBase},
+		{"storage.prefetch_timeout_per_ki_token_ns", raw.PrefetchTimeoutPerKiToken},
+		{"storage.prefetch_timeout_max_ns", raw.PrefetchTimeoutMax},
+	} {
+		if f.v < 0 {
+			bad(f.key, ">= 0", f.v)
+		}
+	}
+	for _, f := range []struct {
+		key string
+		v   float64
+	}{{"storage.read_bandwidth", raw.ReadBandwidth}, {"storage.write_bandwidth", raw.WriteBandwidth}} {
+		if !(f.v >= 0) || math.IsInf(f.v, 0) {
+			bad(f.key, ">= 0", f.v)
+		}
+	}
+	for _, f := range []struct {
+		key string
+		v   int64
+	}{{"storage.read_latency_ns", raw.ReadLatency}, {"storage.write_latency_ns", raw.WriteLatency}} {
+		if f.v < 0 {
+			bad(f.key, ">= 0", f.v)
+		}
+	}
 	st := c.Storage
-	switch st.PrefetchPolicy {
-	case "best_effort", "wait_complete", "timeout":
-	default:
-		bad("storage.prefetch_policy", "one of best_effort, wait_complete, timeout", fmt.Sprintf("%q", st.PrefetchPolicy))
+	if st.PrefetchPolicy < BestEffort || st.PrefetchPolicy > PrefetchTimeout {
+		bad("storage.prefetch_policy", "one of best_effort, wait_complete, timeout", st.PrefetchPolicy)
 	}
 	if st.Enabled && k.HostTokens == 0 {
 		bad("storage.enabled", "false without a host tier (HiCache off or host_tokens = 0)", st.Enabled)
@@ -414,28 +442,8 @@ func (c Config) Validate() error {
 	if st.PrefetchThreshold < 0 {
 		bad("storage.prefetch_threshold", ">= 0", st.PrefetchThreshold)
 	}
-	for _, f := range []struct {
-		key string
-		v   int64
-	}{
-		{"storage.prefetch_timeout_base_ns", st.PrefetchTimeoutBase},
-		{"storage.prefetch_timeout_per_ki_token_ns", st.PrefetchTimeoutPerKiToken},
-		{"storage.prefetch_timeout_max_ns", st.PrefetchTimeoutMax},
-		{"storage.read_latency_ns", st.ReadLatency},
-		{"storage.write_latency_ns", st.WriteLatency},
-	} {
-		if f.v < 0 {
-			bad(f.key, ">= 0", f.v)
-		}
-	}
 	if !(st.PrefetchCapacityRatio > 0 && st.PrefetchCapacityRatio <= 1) {
 		bad("storage.prefetch_capacity_ratio", "in (0, 1]", st.PrefetchCapacityRatio)
-	}
-	if !(st.ReadBandwidth > 0) || math.IsInf(st.ReadBandwidth, 0) {
-		bad("storage.read_bandwidth", "> 0", st.ReadBandwidth)
-	}
-	if !(st.WriteBandwidth > 0) || math.IsInf(st.WriteBandwidth, 0) {
-		bad("storage.write_bandwidth", "> 0", st.WriteBandwidth)
 	}
 	if c.TimelineInterval < -1 {
 		bad("timeline_interval_ns", "-1 (off) or > 0", c.TimelineInterval)
@@ -446,17 +454,11 @@ func (c Config) Validate() error {
 // treeConfig translates the cache section for package tree.
 func (c Config) treeConfig() tree.Config {
 	k := c.Cache
-	ev, _ := tree.ParseStrategy(k.Eviction)
-	wp, _ := tree.ParseWritePolicy(k.WritePolicy)
-	lanes := tree.LanePages
-	if k.Lanes == "token" {
-		lanes = tree.LaneTokens
-	}
 	return tree.Config{
-		PageSize: k.PageSize, CP: k.CP, Lanes: lanes,
+		PageSize: k.PageSize, CP: k.CP, Lanes: k.Lanes,
 		DeviceTokens: k.DeviceTokens, HostTokens: k.HostTokens,
-		Eviction: ev, ProtectedShare: k.ProtectedShare,
-		WritePolicy: wp, LoadBackThreshold: k.LoadBackThreshold,
+		Eviction: k.Eviction, ProtectedShare: k.ProtectedShare,
+		WritePolicy: k.WritePolicy, LoadBackThreshold: k.LoadBackThreshold,
 		HoldWriteBacks: c.storageOn(),
 	}
 }

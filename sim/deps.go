@@ -2,8 +2,8 @@ package sim
 
 import (
 	"fmt"
-	"math"
 
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 )
 
@@ -22,7 +22,7 @@ import (
 type depTracker struct {
 	slot    map[string]int32 // record ID -> its index among the records seen
 	done    []bool           // by index: finished
-	end     []Time           // by index: finish time, once done
+	end     []engine.Time    // by index: finish time, once done
 	waiters [][]int32        // by index: held records waiting for it (indices into held)
 
 	held []heldRecord // records waiting for dependencies; reused through free
@@ -37,18 +37,18 @@ type depTracker struct {
 	// ignored counts the dependencies that named no earlier request (the
 	// trace is inconsistent: kvsim trace validate says where).
 	ignored int
-	onDue   func(Time) // called for every record that becomes due, with its time
+	onDue   func(engine.Time) // called for every record that becomes due, with its time
 }
 
 type heldRecord struct {
 	rec       *traces.Record
-	left      int   // unfinished dependencies
-	parent    int32 // index of the Parent record, or -1
-	depEnd    Time  // max(arrival, finished dependencies' finishes)
-	parentEnd Time  // the Parent's finish, once finished
+	left      int         // unfinished dependencies
+	parent    int32       // index of the Parent record, or -1
+	depEnd    engine.Time // max(arrival, finished dependencies' finishes)
+	parentEnd engine.Time // the Parent's finish, once finished
 }
 
-func newDepTracker(onDue func(Time)) *depTracker {
+func newDepTracker(onDue func(engine.Time)) *depTracker {
 	return &depTracker{slot: map[string]int32{}, due: map[uint64]*traces.Record{}, onDue: onDue}
 }
 
@@ -56,7 +56,7 @@ func newDepTracker(onDue func(Time)) *depTracker {
 // whether rec may be released now; otherwise the tracker holds it, calls
 // onDue with its release time once that is known, and returns it from
 // release then.
-func (d *depTracker) arrive(rec *traces.Record, now Time) (bool, error) {
+func (d *depTracker) arrive(rec *traces.Record, now engine.Time) (bool, error) {
 	if _, dup := d.slot[rec.ID]; dup {
 		return false, fmt.Errorf("request %q: expected unique request ids to run the trace's dependencies (closed loop), found a repeat", rec.ID)
 	}
@@ -122,14 +122,14 @@ func (d *depTracker) arrive(rec *traces.Record, now Time) (bool, error) {
 }
 
 // due is a record's release time once its dependencies have finished.
-func (h *heldRecord) due() Time {
+func (h *heldRecord) due() engine.Time {
 	at := h.depEnd
 	if h.parent >= 0 && h.rec.ThinkTime > 0 {
-		end := h.parentEnd + h.rec.ThinkTime
+		end := h.parentEnd + engine.Time(h.rec.ThinkTime)
 		if end < h.parentEnd {
 			// Past int64 nanoseconds: the largest time, which the event
 			// queue then reports as a clock past its end (sim.schedule).
-			end = math.MaxInt64
+			end = engine.Never
 		}
 		at = max(at, end)
 	}
@@ -138,7 +138,7 @@ func (h *heldRecord) due() Time {
 
 // finish records that the request with this ID finished (or failed) at
 // now, and makes the records that waited only for it due.
-func (d *depTracker) finish(id string, now Time) {
+func (d *depTracker) finish(id string, now engine.Time) {
 	j, ok := d.slot[id]
 	if !ok {
 		return
@@ -160,7 +160,7 @@ func (d *depTracker) finish(id string, now Time) {
 	d.waiters[j] = nil
 }
 
-func (d *depTracker) push(at Time, rec *traces.Record) {
+func (d *depTracker) push(at engine.Time, rec *traces.Record) {
 	d.seq++
 	d.ready.push(event{at: at, seq: d.seq})
 	d.due[d.seq] = rec

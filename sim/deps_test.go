@@ -5,16 +5,17 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 )
 
-func runClosed(t *testing.T, recs ...traces.Record) *Result {
+func runClosed(t *testing.T, recs ...traces.Record) *engine.Result {
 	t.Helper()
 	s, err := New(Default(1<<20), linearCost{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.RunClosedLoop(NewSliceSource(recs))
+	res, err := s.RunClosedLoop(engine.NewSliceSource(recs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +89,7 @@ func TestClosedLoopRepeatedID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.RunClosedLoop(NewSliceSource([]traces.Record{rec("x", 0, tokens(10, 0), 1), rec("x", 1, tokens(10, 0), 1)}))
+	_, err = s.RunClosedLoop(engine.NewSliceSource([]traces.Record{rec("x", 0, tokens(10, 0), 1), rec("x", 1, tokens(10, 0), 1)}))
 	if err == nil || !strings.Contains(err.Error(), `request "x"`) {
 		t.Fatalf("err = %v, want one naming the repeated id", err)
 	}
@@ -109,7 +110,7 @@ func BenchmarkClosedLoop(b *testing.B) {
 			cfg, cost := defaultStorageConfig(b)
 			cfg.Storage.Enabled = false
 			b.ReportAllocs()
-			var res *Result
+			var res *engine.Result
 			for b.Loop() {
 				s, err := New(cfg, cost)
 				if err != nil {
@@ -146,7 +147,7 @@ func TestIgnoredDependencies(t *testing.T) {
 	b := rec("b", 0, tokens(10, 1), 2)
 	b.Parent = "nobody"
 	b.WaitFor = []string{"a", "later"}
-	res, err := s.RunClosedLoop(NewSliceSource([]traces.Record{rec("a", 0, tokens(10, 1), 2), b, rec("later", 0, tokens(10, 1), 2)}))
+	res, err := s.RunClosedLoop(engine.NewSliceSource([]traces.Record{rec("a", 0, tokens(10, 1), 2), b, rec("later", 0, tokens(10, 1), 2)}))
 	if err != nil {
 		t.Fatal(err)
 	}

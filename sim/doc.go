@@ -99,9 +99,12 @@
 //
 // # Results
 //
-// [Result] holds every request's times and cached tokens, the run's metric
-// set in the field names of SGLang's serving benchmarks ([Summarize]), the
-// counters of cache and transfer activity, and an occupancy timeline.
+// An [engine.Result] holds every request's times and cached tokens, the
+// run's metric set in the field names of SGLang's serving benchmarks
+// ([engine.Summarize]), the counters of cache and transfer activity, and an
+// occupancy timeline. [Online] is this model's [engine.Engine] and
+// [Factory] its [engine.Factory]: the types and the driving contract are
+// shared with every other server model (package sim/engine).
 //
 // # Simplifications
 //

@@ -1,7 +1,6 @@
 package sim
 
-// Time is simulated time in integer nanoseconds since the start of the trace.
-type Time = int64
+import "github.com/kvsim/kvsim/sim/engine"
 
 type eventKind uint8
 
@@ -17,7 +16,7 @@ const (
 // bumped at every schedule, so simultaneous events run in the order they
 // were scheduled and the run is deterministic.
 type event struct {
-	at   Time
+	at   engine.Time
 	seq  uint64
 	kind eventKind
 }

@@ -11,8 +11,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/sim/hw"
 	"github.com/kvsim/kvsim/traces"
+	"github.com/kvsim/kvsim/tree"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -90,10 +92,10 @@ func TestGolden(t *testing.T) {
 	q7 := roofline(t, "qwen2.5-7b", "h100-sxm", 1)
 	cases := []tc{
 		{"chat_write_through_lru", small(func(*Config) {}), chatTrace, q7},
-		{"chat_write_back_slru", small(func(c *Config) { c.Cache.WritePolicy = "write_back"; c.Cache.Eviction = "slru" }), chatTrace, q7},
+		{"chat_write_back_slru", small(func(c *Config) { c.Cache.WritePolicy = tree.WriteBack; c.Cache.Eviction = tree.SLRU }), chatTrace, q7},
 		{"chat_selective_lpm", small(func(c *Config) {
-			c.Cache.WritePolicy = "write_through_selective"
-			c.Scheduler.Policy = "lpm"
+			c.Cache.WritePolicy = tree.WriteThroughSelective
+			c.Scheduler.Policy = LPM
 		}), chatTrace, q7},
 		{"chat_no_host", small(func(c *Config) { c.Cache.HostTokens = 0 }), chatTrace, q7},
 		{"chat_cp4_owner_lane", small(func(c *Config) { c.Cache.CP = 4; c.Cache.DeviceTokens = 1500; c.Cache.HostTokens = 3000 }), chatTrace, q7},
@@ -108,7 +110,7 @@ func TestGolden(t *testing.T) {
 		// leaves the host and comes back from storage.
 		{"chat_storage_wait_complete", small(func(c *Config) {
 			c.Cache.HostTokens = 6000
-			c.Storage = StorageConfig{Enabled: true, PrefetchPolicy: "wait_complete", ReadBandwidth: 2e9, WriteBandwidth: 2e9}
+			c.Storage = StorageConfig{Enabled: true, PrefetchPolicy: WaitComplete, ReadBandwidth: 2e9, WriteBandwidth: 2e9}
 		}), chatTrace, q7},
 		{"chat_storage_best_effort_capped", small(func(c *Config) {
 			c.Cache.HostTokens = 6000
@@ -119,7 +121,7 @@ func TestGolden(t *testing.T) {
 			c.Cache.HostTokens = 200000
 			c.Links.KVBytesPerToken = 196608 / 4
 			c.Links.Layers = 48
-			c.Storage = StorageConfig{Enabled: true, PrefetchPolicy: "timeout"}
+			c.Storage = StorageConfig{Enabled: true, PrefetchPolicy: PrefetchTimeout}
 			return c
 		}, func(t *testing.T) []traces.Record { return mooncakeHead(t, 300) }, roofline(t, "qwen2.5-14b", "h200", 4)},
 	}
@@ -129,7 +131,7 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := s.Run(NewSliceSource(c.recs(t)))
+			res, err := s.Run(engine.NewSliceSource(c.recs(t)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -152,7 +154,7 @@ func TestGolden(t *testing.T) {
 	}
 }
 
-func goldenText(res *Result) string {
+func goldenText(res *engine.Result) string {
 	var b strings.Builder
 	round := func(v any) any {
 		if f, ok := v.(float64); ok {

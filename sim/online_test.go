@@ -6,7 +6,9 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
+	"github.com/kvsim/kvsim/tree"
 	"pgregory.net/rapid"
 )
 
@@ -21,12 +23,12 @@ func TestPropOnlineMatchesBatch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := b.Run(NewSliceSource(recs))
+		want, err := b.Run(engine.NewSliceSource(recs))
 		if err != nil {
 			t.Fatal(err)
 		}
 		o, err := NewOnline(cfg, linearCost{})
-		if cfg.Cache.Eviction == "belady" {
+		if cfg.Cache.Eviction == tree.Belady {
 			// The oracle needs the trace in advance: online is refused.
 			if !errors.Is(err, ErrOracleOnline) {
 				t.Fatalf("NewOnline(belady) = %v, want ErrOracleOnline", err)
@@ -37,8 +39,8 @@ func TestPropOnlineMatchesBatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		tokens := map[string]int64{}
-		last := Time(0)
-		check := func(evs []Event) {
+		last := engine.Time(0)
+		check := func(evs []engine.Event) {
 			for _, e := range evs {
 				if e.Time < last {
 					t.Fatalf("event at %d after one at %d", e.Time, last)
@@ -54,8 +56,8 @@ func TestPropOnlineMatchesBatch(t *testing.T) {
 		}
 		for _, r := range recs {
 			// Advance to a random point before the arrival, then submit.
-			if r.Arrival > o.Now() {
-				step := o.Now() + Time(rapid.Int64Range(0, r.Arrival-o.Now()).Draw(t, "advance"))
+			if engine.Time(r.Arrival) > o.Now() {
+				step := o.Now() + engine.Time(rapid.Int64Range(0, r.Arrival-int64(o.Now())).Draw(t, "advance"))
 				evs, err := o.RunUntil(step)
 				if err != nil {
 					t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 	"github.com/kvsim/kvsim/tree"
 )
@@ -139,7 +140,7 @@ func (o *oracle) add(idx int, keys []tree.PageID) error {
 // the oracle from the prompts and gives it to the tree, and returns a
 // source that replays the records read. Records that fail on arrival
 // (admissionError) never use the cache and are left out of the oracle.
-func (s *Sim) readAhead(src Source) (Source, error) {
+func (s *Sim) readAhead(src engine.Source) (engine.Source, error) {
 	var recs []traces.Record
 	blockSize, tokens := 0, false
 	for {
@@ -203,5 +204,5 @@ func (s *Sim) readAhead(src Source) (Source, error) {
 		return nil, err
 	}
 	s.oracle = o
-	return NewSliceSource(recs), nil
+	return engine.NewSliceSource(recs), nil
 }

@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
+	"github.com/kvsim/kvsim/tree"
 	"pgregory.net/rapid"
 )
 
@@ -48,9 +50,9 @@ func drawBlockTrace(t *rapid.T, pageSize int) []traces.Record {
 func TestPropBeladyBlocks(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		cfg := drawConfig(t)
-		cfg.Cache.Eviction = "belady"
-		if cfg.Cache.Planner == "owner-lane" {
-			cfg.Cache.Planner = "auto"
+		cfg.Cache.Eviction = tree.Belady
+		if cfg.Cache.Planner == PlannerOwnerLane {
+			cfg.Cache.Planner = PlannerAuto
 		}
 		checkRun(t, cfg, drawBlockTrace(t, cfg.Cache.PageSize))
 	})
@@ -61,11 +63,11 @@ func TestPropBeladyBlocks(t *testing.T) {
 // order, is refused with it.
 func TestBeladyRefusedOnline(t *testing.T) {
 	cfg := Default(4096)
-	cfg.Cache.Eviction = "belady"
+	cfg.Cache.Eviction = tree.Belady
 	if _, err := NewOnline(cfg, linearCost{}); !errors.Is(err, ErrOracleOnline) {
 		t.Fatalf("NewOnline(belady) = %v, want ErrOracleOnline", err)
 	}
-	cfg.Cache.Planner = "owner-lane"
+	cfg.Cache.Planner = PlannerOwnerLane
 	err := cfg.Validate()
 	if err == nil || !strings.Contains(err.Error(), `cache.planner: must be "auto" or "sglang" under cache.eviction = "belady"`) {
 		t.Fatalf("Validate(belady, owner-lane) = %v", err)
@@ -95,7 +97,7 @@ func TestBeladyBeatsLRUOnConversation(t *testing.T) {
 		recs = append(recs, r)
 	}
 	cached := map[string]int64{}
-	for _, ev := range []string{"lru", "belady"} {
+	for _, ev := range []tree.Strategy{tree.LRU, tree.Belady} {
 		cfg := Default(300_000)
 		cfg.Cache.PageSize = 16
 		cfg.Cache.Eviction = ev
@@ -103,12 +105,12 @@ func TestBeladyBeatsLRUOnConversation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := s.Run(NewSliceSource(recs))
+		res, err := s.Run(engine.NewSliceSource(recs))
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, r := range res.Requests {
-			cached[ev] += r.CachedTokens
+			cached[ev.String()] += r.CachedTokens
 		}
 	}
 	t.Logf("cached prompt tokens: lru %d, belady %d", cached["lru"], cached["belady"])

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 	"github.com/kvsim/kvsim/tree"
 	"pgregory.net/rapid"
@@ -32,21 +33,21 @@ func drawConfig(t *rapid.T) Config {
 	cfg := Default(int64(rapid.IntRange(64, 2048).Draw(t, "device_tokens")))
 	cfg.Cache.PageSize = rapid.SampledFrom([]int{1, 4, 16}).Draw(t, "page_size")
 	cfg.Cache.CP = rapid.IntRange(1, 4).Draw(t, "cp")
-	cfg.Cache.Lanes = rapid.SampledFrom([]string{"page", "token"}).Draw(t, "lanes")
-	cfg.Cache.Eviction = rapid.SampledFrom([]string{"lru", "lfu", "fifo", "mru", "filo", "priority", "slru", "slru-segmented", "belady"}).Draw(t, "eviction")
-	cfg.Cache.Planner = rapid.SampledFrom([]string{"auto", "sglang", "owner-lane"}).Draw(t, "planner")
-	if cfg.Cache.Eviction == "belady" && cfg.Cache.Planner == "owner-lane" {
-		cfg.Cache.Planner = "auto" // the planner has its own order; Validate refuses the pair
+	cfg.Cache.Lanes = rapid.SampledFrom([]tree.LaneMode{tree.LanePages, tree.LaneTokens}).Draw(t, "lanes")
+	cfg.Cache.Eviction = rapid.SampledFrom([]tree.Strategy{tree.LRU, tree.LFU, tree.FIFO, tree.MRU, tree.FILO, tree.Priority, tree.SLRU, tree.SegmentedLRU, tree.Belady}).Draw(t, "eviction")
+	cfg.Cache.Planner = rapid.SampledFrom([]Planner{PlannerAuto, PlannerSGLang, PlannerOwnerLane}).Draw(t, "planner")
+	if cfg.Cache.Eviction == tree.Belady && cfg.Cache.Planner == PlannerOwnerLane {
+		cfg.Cache.Planner = PlannerAuto // the planner has its own order; Validate refuses the pair
 	}
 	if rapid.Bool().Draw(t, "hicache") {
 		cfg.Cache.HostTokens = int64(rapid.IntRange(32, 4096).Draw(t, "host_tokens"))
-		cfg.Cache.WritePolicy = rapid.SampledFrom([]string{"write_through", "write_through_selective", "write_back"}).Draw(t, "write_policy")
+		cfg.Cache.WritePolicy = rapid.SampledFrom([]tree.WritePolicy{tree.WriteThrough, tree.WriteThroughSelective, tree.WriteBack}).Draw(t, "write_policy")
 		if rapid.Bool().Draw(t, "storage") {
 			cfg.Storage = drawStorage(t)
 		}
 	}
 	cfg.Cache.Disable = rapid.IntRange(0, 9).Draw(t, "disable") == 0
-	cfg.Scheduler.Policy = rapid.SampledFrom(schedulePolicies).Draw(t, "policy")
+	cfg.Scheduler.Policy = rapid.SampledFrom([]SchedulePolicy{FCFS, LPM, DFSWeight, LOF, Random}).Draw(t, "policy")
 	cfg.Scheduler.MaxRunningRequests = rapid.IntRange(1, 64).Draw(t, "max_running")
 	cfg.Scheduler.MaxPrefillTokens = int64(rapid.IntRange(16, 4096).Draw(t, "max_prefill"))
 	if rapid.Bool().Draw(t, "chunked") {
@@ -67,7 +68,7 @@ func drawStorage(t *rapid.T) StorageConfig {
 	return StorageConfig{
 		Enabled:               true,
 		CapacityTokens:        int64(rapid.SampledFrom([]int{0, 64, 512, 4096}).Draw(t, "storage_capacity")),
-		PrefetchPolicy:        rapid.SampledFrom([]string{"best_effort", "wait_complete", "timeout"}).Draw(t, "prefetch_policy"),
+		PrefetchPolicy:        rapid.SampledFrom([]PrefetchPolicy{BestEffort, WaitComplete, PrefetchTimeout}).Draw(t, "prefetch_policy"),
 		PrefetchThreshold:     int64(rapid.IntRange(1, 64).Draw(t, "prefetch_threshold")),
 		PrefetchTimeoutBase:   int64(rapid.IntRange(1, 50).Draw(t, "timeout_base_ms")) * 1e6,
 		PrefetchTimeoutMax:    int64(rapid.IntRange(1, 100).Draw(t, "timeout_max_ms")) * 1e6,
@@ -140,7 +141,7 @@ func checkRun(t *rapid.T, cfg Config, recs []traces.Record) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.Run(NewSliceSource(recs))
+	res, err := s.Run(engine.NewSliceSource(recs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +197,7 @@ func checkRun(t *rapid.T, cfg Config, recs []traces.Record) {
 	}
 	// Determinism: the same inputs give the same results.
 	s2, _ := New(cfg, linearCost{})
-	res2, err := s2.Run(NewSliceSource(recs))
+	res2, err := s2.Run(engine.NewSliceSource(recs))
 	if err != nil || !reflect.DeepEqual(res, res2) {
 		t.Fatalf("second run differs (err %v)", err)
 	}

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 	"github.com/kvsim/kvsim/tree"
 )
@@ -11,7 +12,7 @@ import (
 type request struct {
 	id     string
 	idx    int // arrival order
-	arrive Time
+	arrive engine.Time
 	input  int64 // prompt tokens
 	maxNew int64 // tokens to generate (max_new_tokens with ignore_eos)
 
@@ -40,8 +41,8 @@ type request struct {
 	prefetch    *prefetchOp // storage prefetch in flight (nil: none)
 	l3From      int64       // tokens [l3From, l3To) of the sequence came from storage
 	l3To        int64
-	res         RequestResult
-	lastToken   Time
+	res         engine.RequestResult
+	lastToken   engine.Time
 }
 
 func (r *request) fill() int64 { return r.input + r.out }
@@ -49,11 +50,11 @@ func (r *request) fill() int64 { return r.input + r.out }
 // newRequest builds a request from a trace record.
 func newRequest(rec *traces.Record, idx int, lanes int) *request {
 	r := &request{
-		id: rec.ID, idx: idx, arrive: rec.Arrival,
+		id: rec.ID, idx: idx, arrive: engine.Time(rec.Arrival),
 		input: int64(rec.InputLen), maxNew: int64(max(rec.OutputLen, 1)),
 		held: make([]int64, lanes),
 	}
-	r.res = RequestResult{ID: rec.ID, Arrival: rec.Arrival, PromptTokens: r.input}
+	r.res = engine.RequestResult{ID: rec.ID, Arrival: engine.Time(rec.Arrival), PromptTokens: r.input}
 	return r
 }
 

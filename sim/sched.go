@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/kvsim/kvsim/planner"
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/sim/hw"
 	"github.com/kvsim/kvsim/tree"
 )
@@ -69,7 +70,7 @@ func (s *Sim) match(r *request) tree.MatchResult {
 		root := s.tree.Root()
 		return tree.MatchResult{Last: root, LastDevice: root, LastHost: root}
 	}
-	return s.tree.Match(s.pagesFor(r, r.fill()-1), s.now)
+	return s.tree.Match(s.pagesFor(r, r.fill()-1), int64(s.now))
 }
 
 // newPrefillBatch is SGLang's get_new_batch_prefill: it admits requests in
@@ -157,14 +158,14 @@ func (s *Sim) newPrefillBatch() []*request {
 
 // startLoads moves all queued load-back tokens over the H2D link, merged into
 // one copy, and returns when it completes.
-func (s *Sim) startLoads() Time {
-	load := s.cfg.Links.H2DLatency + s.bytesTime(s.pendingLoad, s.cfg.Links.H2DBandwidth)
+func (s *Sim) startLoads() engine.Time {
+	load := engine.Time(s.cfg.Links.H2DLatency) + s.bytesTime(s.pendingLoad, s.cfg.Links.H2DBandwidth)
 	start := max(s.now+s.stall, s.h2dFree)
 	done := start + load
 	s.h2dFree = done
 	s.counters.H2DBytes += s.bytes(s.pendingLoad)
 	for i := range s.loadDone {
-		if s.loadDone[i] == math.MaxInt64 {
+		if s.loadDone[i] == engine.Never {
 			s.loadDone[i] = done
 		}
 	}
@@ -250,14 +251,14 @@ func (s *Sim) addOne(a *adder, r *request) (addResult, bool) {
 	last := m.LastDevice
 	var loaded int64
 	if host > 0 {
-		lr := s.tree.LoadBack(m.LastHost, s.now)
+		lr := s.tree.LoadBack(m.LastHost, int64(s.now))
 		s.trackWritesAfterEviction()
 		switch {
 		case lr.Tokens > 0:
 			loaded = lr.Tokens
 			prefix += loaded
 			last = lr.Last
-			s.loadDone = append(s.loadDone, math.MaxInt64) // set when the batch launches
+			s.loadDone = append(s.loadDone, engine.Never) // set when the batch launches
 		case lr.Skipped:
 			s.counters.LoadSkippedTokens += host
 		case lr.Failed:
@@ -339,11 +340,11 @@ func (s *Sim) trackWritesAfterEviction() {
 func (s *Sim) orderQueue() {
 	q := s.waiting
 	switch s.cfg.Scheduler.Policy {
-	case "lof":
+	case LOF:
 		sort.SliceStable(q, func(i, j int) bool { return q[i].maxNew > q[j].maxNew })
-	case "random":
+	case Random:
 		s.rng.Shuffle(len(q), func(i, j int) { q[i], q[j] = q[j], q[i] })
-	case "lpm":
+	case LPM:
 		if len(q) > s.cfg.Scheduler.LPMFallbackQueue || s.cfg.Cache.Disable {
 			return
 		}
@@ -352,7 +353,7 @@ func (s *Sim) orderQueue() {
 			r.sortKey = m.DeviceTokens + m.HostTokens
 		}
 		sort.SliceStable(q, func(i, j int) bool { return q[i].sortKey > q[j].sortKey })
-	case "dfs-weight":
+	case DFSWeight:
 		if s.cfg.Cache.Disable {
 			return
 		}
@@ -406,17 +407,17 @@ func (s *Sim) launchPrefill(b []*request) {
 		// overlapped layer by layer with the forward (SGLang's
 		// LayerDoneCounter): the last layer waits for the whole copy.
 		done := s.startLoads()
-		dur = max(compute, done-s.now-s.stall+compute/int64(s.cfg.Links.Layers))
+		dur = max(compute, int64(done-s.now-s.stall)+compute/int64(s.cfg.Links.Layers))
 	}
-	dur += s.stall
-	s.counters.StallNs += s.stall
+	dur += int64(s.stall)
+	s.counters.StallNs += int64(s.stall)
 	s.stall = 0
 	s.counters.PrefillBatches++
 	s.counters.PrefillNs += dur
 	s.batch = b
 	s.decode = false
 	s.busy = true
-	s.schedule(s.now+max(dur, 1), evForwardDone)
+	s.schedule(s.now+engine.Time(max(dur, 1)), evForwardDone)
 }
 
 func (s *Sim) forwardDone() {
@@ -470,7 +471,7 @@ func (s *Sim) emitToken(r *request) {
 	}
 	r.lastToken = s.now
 	if s.observe != nil {
-		s.observe(Event{ID: r.id, Time: s.now, Tokens: r.out, CachedTokens: r.res.CachedTokens})
+		s.observe(engine.Event{ID: r.id, Time: s.now, Tokens: r.out, CachedTokens: r.res.CachedTokens})
 	}
 }
 
@@ -493,7 +494,7 @@ func (s *Sim) insert(r *request, aligned int64, chunked bool) {
 	if aligned <= r.protected {
 		return
 	}
-	res := s.tree.Insert(s.pagesFor(r, aligned), s.now, tree.InsertOptions{Chunked: chunked})
+	res := s.tree.Insert(s.pagesFor(r, aligned), int64(s.now), tree.InsertOptions{Chunked: chunked})
 	dup := s.lanesOf(r.protected, aligned, s.lanesB)
 	for o := range dup {
 		r.held[o] -= res.Adopted[o]
@@ -548,7 +549,7 @@ func (s *Sim) finishBookkeeping(r *request) {
 		s.deps.finish(r.id, s.now)
 	}
 	if s.observe != nil {
-		s.observe(Event{ID: r.id, Time: s.now, Tokens: r.out, CachedTokens: r.res.CachedTokens, Done: true, Result: r.res})
+		s.observe(engine.Event{ID: r.id, Time: s.now, Tokens: r.out, CachedTokens: r.res.CachedTokens, Done: true, Result: r.res})
 	}
 }
 
@@ -578,15 +579,15 @@ func (s *Sim) launchDecode() {
 		s.iterate()
 		return
 	}
-	dur := s.cost.DecodeTime(len(s.running), ctx) + s.stall
-	s.counters.StallNs += s.stall
+	dur := s.cost.DecodeTime(len(s.running), ctx) + int64(s.stall)
+	s.counters.StallNs += int64(s.stall)
 	s.stall = 0
 	s.counters.DecodeSteps++
 	s.counters.DecodeNs += dur
 	s.batch = s.running
 	s.decode = true
 	s.busy = true
-	s.schedule(s.now+max(dur, 1), evForwardDone)
+	s.schedule(s.now+engine.Time(max(dur, 1)), evForwardDone)
 }
 
 func (s *Sim) decodeMemOK(need int64) bool {

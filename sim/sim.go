@@ -9,6 +9,7 @@ import (
 
 	"github.com/kvsim/kvsim/internal/invariants"
 	"github.com/kvsim/kvsim/planner"
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/sim/hw"
 	"github.com/kvsim/kvsim/traces"
 	"github.com/kvsim/kvsim/tree"
@@ -24,12 +25,6 @@ type CostModel interface {
 	DecodeTime(batchSize int, contextTokens int64) int64
 }
 
-// Source yields trace records in non-decreasing arrival order and io.EOF
-// at the end. *traces.Reader implements it.
-type Source interface {
-	Next() (traces.Record, error)
-}
-
 // Sim simulates one SGLang server replica with HiCache over a trace. It is
 // single-threaded and deterministic: the same Config, cost model and trace
 // give identical results.
@@ -42,19 +37,19 @@ type Sim struct {
 	rng     *rand.Rand
 	lanes   int
 
-	now    Time
+	now    engine.Time
 	events eventHeap
 	seq    uint64
 
-	src      Source
+	src      engine.Source
 	srcDone  bool
-	sampling bool           // a timeline sample is scheduled
-	clockErr error          // set when an event's time would pass int64 ns
-	observe  func(Event)    // online runs: reports tokens and completions
-	pending  *traces.Record // the next record, scheduled as an arrival
-	deps     *depTracker    // closed loop only (RunClosedLoop)
+	sampling bool               // a timeline sample is scheduled
+	clockErr error              // set when an event's time would pass int64 ns
+	observe  func(engine.Event) // online runs: reports tokens and completions
+	pending  *traces.Record     // the next record, scheduled as an arrival
+	deps     *depTracker        // closed loop only (RunClosedLoop)
 	nextIdx  int
-	lastArr  Time
+	lastArr  engine.Time
 
 	waiting   []*request
 	running   []*request
@@ -67,21 +62,21 @@ type Sim struct {
 	ratioMin  float64
 	ratioDec  float64
 
-	writeDone       []Time // completion time of each in-flight write, FIFO (tree.Writes)
-	d2hFree         Time   // when the D2H link is next free
-	loadDone        []Time // completion time of each in-flight load (tree.Loads)
-	h2dFree         Time
-	stall           Time  // write-back stall accrued while forming the current batch
-	pendingLoad     int64 // tokens of load-back queued for the next forward
-	seenWrittenBack int64 // tree.Stats().WrittenBack already charged
+	writeDone       []engine.Time // completion time of each in-flight write, FIFO (tree.Writes)
+	d2hFree         engine.Time   // when the D2H link is next free
+	loadDone        []engine.Time // completion time of each in-flight load (tree.Loads)
+	h2dFree         engine.Time
+	stall           engine.Time // write-back stall accrued while forming the current batch
+	pendingLoad     int64       // tokens of load-back queued for the next forward
+	seenWrittenBack int64       // tree.Stats().WrittenBack already charged
 	nodeByID        map[tree.NodeID]*tree.Node
 	st              *storageState // nil without a storage tier
 	oracle          *oracle       // cache.eviction = "belady" only
 
-	results  []RequestResult
+	results  []engine.RequestResult
 	itls     []float64 // every inter-token latency, ms
-	counters Counters
-	timeline []Sample
+	counters engine.Counters
+	timeline []engine.Sample
 	active   int // requests arrived and not finished
 
 	// scratch
@@ -109,7 +104,7 @@ func New(cfg Config, cost CostModel) (*Sim, error) {
 		rng:   rand.New(rand.NewPCG(cfg.Seed, 0x6b7673696d)), // stream constant: "kvsim"
 		lanes: cfg.Cache.CP,
 	}
-	if cfg.Cache.Planner == "owner-lane" || (cfg.Cache.Planner == "auto" && cfg.Cache.CP > 1 && cfg.Cache.Eviction != "belady") {
+	if cfg.Cache.Planner == PlannerOwnerLane || (cfg.Cache.Planner == PlannerAuto && cfg.Cache.CP > 1 && cfg.Cache.Eviction != tree.Belady) {
 		s.planner, err = planner.New(planner.Config{Lanes: cfg.Cache.CP})
 		if err != nil {
 			return nil, err
@@ -133,8 +128,8 @@ func New(cfg Config, cost CostModel) (*Sim, error) {
 func (s *Sim) Tree() *tree.Tree { return s.tree }
 
 // Run simulates the whole trace and returns the results.
-func (s *Sim) Run(src Source) (*Result, error) {
-	if s.cfg.Cache.Eviction == "belady" {
+func (s *Sim) Run(src engine.Source) (*engine.Result, error) {
+	if s.cfg.Cache.Eviction == tree.Belady {
 		var err error
 		if src, err = s.readAhead(src); err != nil {
 			return nil, err
@@ -162,8 +157,8 @@ func (s *Sim) Run(src Source) (*Result, error) {
 // (see depTracker). RequestResult.Release and DepWait say when and how
 // long after its arrival. A trace without dependencies runs as with Run.
 // Record IDs must be unique.
-func (s *Sim) RunClosedLoop(src Source) (*Result, error) {
-	s.deps = newDepTracker(func(at Time) { s.schedule(at, evRelease) })
+func (s *Sim) RunClosedLoop(src engine.Source) (*engine.Result, error) {
+	s.deps = newDepTracker(func(at engine.Time) { s.schedule(at, evRelease) })
 	res, err := s.Run(src)
 	if err == nil && s.deps.pending() != 0 {
 		panic(fmt.Sprintf("sim: closed-loop run ended with %d records held", s.deps.pending()))
@@ -208,7 +203,7 @@ func (s *Sim) processNext() error {
 		// starts sampling again.
 		s.sample()
 		if s.active > 0 {
-			next := s.now + s.cfg.TimelineInterval
+			next := s.now + engine.Time(s.cfg.TimelineInterval)
 			if len(s.events) > 0 && s.events[0].at > next {
 				next = s.events[0].at
 			}
@@ -229,7 +224,7 @@ func (s *Sim) processNext() error {
 
 // finish lands what is still in flight after the last request and returns
 // the results.
-func (s *Sim) finish() *Result {
+func (s *Sim) finish() *engine.Result {
 	// Copies still in flight land after the last request; acknowledge them
 	// so the final state has no transient locks.
 	if s.st != nil {
@@ -247,15 +242,15 @@ func (s *Sim) finish() *Result {
 	return s.result()
 }
 
-func (s *Sim) schedule(at Time, kind eventKind) {
-	if at < s.now || at == math.MaxInt64 {
+func (s *Sim) schedule(at engine.Time, kind eventKind) {
+	if at < s.now || at == engine.Never {
 		// Only a time past int64 nanoseconds (292 years) wraps below now
 		// (or is saturated to its end, as a release after a huge delay is):
 		// stop the run with an error rather than let the clock go back.
 		if s.clockErr == nil {
 			s.clockErr = fmt.Errorf("simulated time would pass %d ns (292 years) at %d ns: the trace spans too long or its steps are too slow", int64(math.MaxInt64), s.now)
 		}
-		at = math.MaxInt64
+		at = engine.Never
 	}
 	s.seq++
 	s.events.push(event{at: at, seq: s.seq, kind: kind})
@@ -266,7 +261,7 @@ func (s *Sim) scheduleNextArrival() error {
 		return nil
 	}
 	rec, err := s.src.Next()
-	if err == ErrNoneYet {
+	if err == engine.ErrNoneYet {
 		s.pending = nil // online: more records may be submitted later
 		return nil
 	}
@@ -278,12 +273,12 @@ func (s *Sim) scheduleNextArrival() error {
 	if err != nil {
 		return err
 	}
-	if rec.Arrival < s.lastArr {
+	if engine.Time(rec.Arrival) < s.lastArr {
 		return fmt.Errorf("request %q arrives at %d ns, before the previous request (%d ns): traces must be sorted by arrival", rec.ID, rec.Arrival, s.lastArr)
 	}
-	s.lastArr = rec.Arrival
+	s.lastArr = engine.Time(rec.Arrival)
 	s.pending = &rec
-	s.schedule(rec.Arrival, evArrival)
+	s.schedule(engine.Time(rec.Arrival), evArrival)
 	return nil
 }
 
@@ -317,7 +312,7 @@ func (s *Sim) admit(rec *traces.Record) error {
 	r := newRequest(rec, s.nextIdx, s.lanes)
 	r.arrive = s.now
 	if s.deps != nil {
-		r.res.Release, r.res.DepWait = s.now, s.now-rec.Arrival
+		r.res.Release, r.res.DepWait = s.now, s.now-engine.Time(rec.Arrival)
 	}
 	s.nextIdx++
 	s.active++
@@ -394,8 +389,8 @@ func (s *Sim) iterate() {
 	s.schedule(s.now, evWake)
 }
 
-func (s *Sim) nextTransferDone() (Time, bool) {
-	best, ok := Time(0), false
+func (s *Sim) nextTransferDone() (engine.Time, bool) {
+	best, ok := engine.Time(0), false
 	if len(s.writeDone) > 0 {
 		best, ok = s.writeDone[0], true
 	}
@@ -446,7 +441,7 @@ func (s *Sim) trackWrites() {
 	ws := s.tree.Writes()
 	for i := len(s.writeDone); i < len(ws); i++ {
 		start := max(s.now, s.d2hFree)
-		done := start + s.cfg.Links.D2HLatency + s.bytesTime(maxLane(ws[i].Lanes), s.cfg.Links.D2HBandwidth)
+		done := start + engine.Time(s.cfg.Links.D2HLatency) + s.bytesTime(maxLane(ws[i].Lanes), s.cfg.Links.D2HBandwidth)
 		s.d2hFree = done
 		s.writeDone = append(s.writeDone, done)
 		s.counters.D2HBytes += s.bytes(ws[i].Tokens)
@@ -464,8 +459,8 @@ func maxLane(lanes []int64) int64 {
 
 // bytesTime is the time to move tokens' KV (one lane's share: lanes move in
 // parallel on their own links) at bw bytes/s.
-func (s *Sim) bytesTime(tokens int64, bw float64) Time {
-	return Time(math.Ceil(float64(tokens) * s.cfg.Links.KVBytesPerToken / bw * 1e9))
+func (s *Sim) bytesTime(tokens int64, bw float64) engine.Time {
+	return engine.Time(math.Ceil(float64(tokens) * s.cfg.Links.KVBytesPerToken / bw * 1e9))
 }
 
 func (s *Sim) bytes(tokens int64) float64 { return float64(tokens) * s.cfg.Links.KVBytesPerToken }
@@ -546,7 +541,7 @@ func (s *Sim) applyEviction(res tree.EvictResult) {
 		s.counters.WriteBackTokens += res.WrittenBack
 		s.counters.D2HBytes += s.bytes(res.WrittenBack)
 		// Write-back blocks the scheduler until the copy is done.
-		s.stall += s.cfg.Links.D2HLatency + s.bytesTime(res.WrittenBack, s.cfg.Links.D2HBandwidth)
+		s.stall += engine.Time(s.cfg.Links.D2HLatency) + s.bytesTime(res.WrittenBack, s.cfg.Links.D2HBandwidth)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/sim/hw"
 	"github.com/kvsim/kvsim/traces"
 )
@@ -38,21 +39,21 @@ func rec(id string, at int64, prompt []int32, out int) traces.Record {
 	return traces.Record{ID: id, Arrival: at, InputLen: len(prompt), Tokens: prompt, OutputLen: out}
 }
 
-func runSim(t *testing.T, cfg Config, recs ...traces.Record) *Result {
+func runSim(t *testing.T, cfg Config, recs ...traces.Record) *engine.Result {
 	t.Helper()
 	s, err := New(cfg, linearCost{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.Run(NewSliceSource(recs))
+	res, err := s.Run(engine.NewSliceSource(recs))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return res
 }
 
-func byID(res *Result) map[string]RequestResult {
-	m := map[string]RequestResult{}
+func byID(res *engine.Result) map[string]engine.RequestResult {
+	m := map[string]engine.RequestResult{}
 	for _, r := range res.Requests {
 		m[r.ID] = r
 	}
@@ -64,10 +65,10 @@ func TestSingleRequestTiming(t *testing.T) {
 	r := res.Requests[0]
 	// Prefill: 1 ms + 100 µs. Then 3 decode steps of 10 ms + context
 	// (101, 102, 103 tokens of KV) ns.
-	if got, want := r.TTFT(), int64(1_100_000); got != want {
+	if got, want := r.TTFT(), engine.Time(1_100_000); got != want {
 		t.Fatalf("TTFT = %d, want %d", got, want)
 	}
-	if got, want := r.E2E(), int64(1_100_000+3*10_000_000+101+102+103); got != want {
+	if got, want := r.E2E(), engine.Time(1_100_000+3*10_000_000+101+102+103); got != want {
 		t.Fatalf("E2E = %d, want %d", got, want)
 	}
 	if r.CachedTokens != 0 || r.OutputTokens != 4 {
@@ -150,7 +151,7 @@ func TestDeterministic(t *testing.T) {
 	}
 	cfg := Default(2000)
 	cfg.Cache.HostTokens = 4000
-	cfg.Scheduler.Policy = "random"
+	cfg.Scheduler.Policy = Random
 	a := runSim(t, cfg, recs...)
 	b := runSim(t, cfg, recs...)
 	if !reflect.DeepEqual(a, b) {
@@ -185,8 +186,8 @@ func TestHugeRequestsFailFast(t *testing.T) {
 // second until it ran out of memory) give a handful of samples, and the
 // samples around each request still show it.
 func TestTimelineSkipsIdleGaps(t *testing.T) {
-	const gap = int64(9e18) // 9e12 ms, within int64 nanoseconds
-	res := runSim(t, Default(10000), rec("a", 0, tokens(100, 1), 4), rec("b", gap, tokens(100, 1), 4))
+	const gap = engine.Time(9e18) // 9e12 ms, within int64 nanoseconds
+	res := runSim(t, Default(10000), rec("a", 0, tokens(100, 1), 4), rec("b", int64(gap), tokens(100, 1), 4))
 	if n := len(res.Timeline); n == 0 || n > 10 {
 		t.Fatalf("%d timeline samples for two short requests", n)
 	}
@@ -231,7 +232,7 @@ func TestClockOverflowIsAnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.Run(NewSliceSource([]traces.Record{rec("a", math.MaxInt64-1000, tokens(100, 1), 4)}))
+	_, err = s.Run(engine.NewSliceSource([]traces.Record{rec("a", math.MaxInt64-1000, tokens(100, 1), 4)}))
 	if err == nil || !strings.Contains(err.Error(), "would pass 9223372036854775807 ns (292 years)") {
 		t.Fatalf("Run = %v", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/kvsim/kvsim/internal/invariants"
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/tree"
 )
 
@@ -601,14 +602,14 @@ func (s *l3Store) verify() error {
 // into host tokens reserved for it.
 type prefetchOp struct {
 	r        *request
-	key      pathKey    // the sequence's pages up to the end of the hit
-	from     int        // position in key of the first fetched page
-	hitPages int        // hit pages: key positions [from, from+hitPages)
-	hit      int64      // hit tokens
-	lanes    []int64    // reserved host tokens per lane
-	pinned   *tree.Node // the node whose host copy is protected (nil: root)
-	issued   Time       // operation start (the timeout counts from here)
-	ready    Time       // reads may start: after the hit query
+	key      pathKey     // the sequence's pages up to the end of the hit
+	from     int         // position in key of the first fetched page
+	hitPages int         // hit pages: key positions [from, from+hitPages)
+	hit      int64       // hit tokens
+	lanes    []int64     // reserved host tokens per lane
+	pinned   *tree.Node  // the node whose host copy is protected (nil: root)
+	issued   engine.Time // operation start (the timeout counts from here)
+	ready    engine.Time // reads may start: after the hit query
 	batches  int
 	done     int // batches read
 	queued   bool
@@ -621,7 +622,7 @@ type backupOp struct {
 	node  *tree.Node
 	path  pathKey // the pages of the node and its ancestors, root first, as queued
 	spans []span  // the positions on the path to write
-	done  Time
+	done  engine.Time
 }
 
 // storageState is the simulator's storage tier: contents, links, and the
@@ -632,8 +633,8 @@ type storageState struct {
 	limit     int64         // prefetch capacity limit, tokens
 	occupied  int64         // tokens reserved by prefetches in flight
 	reads     []*prefetchOp // FIFO on the read link
-	readFree  Time          // the read link is idle from here until the head's next batch
-	writeFree Time
+	readFree  engine.Time   // the read link is idle from here until the head's next batch
+	writeFree engine.Time
 	backups   []*backupOp // FIFO; done times never decrease
 	landed    int         // backups[:landed] are written to storage
 
@@ -685,9 +686,9 @@ func (st *storageState) flushReads() {
 
 // storageTime is the time to move tokens over a storage link at bw bytes/s:
 // the CP ranks each move their share in parallel.
-func (s *Sim) storageTime(tokens int64, bw float64) Time {
+func (s *Sim) storageTime(tokens int64, bw float64) engine.Time {
 	per := (tokens + int64(s.lanes) - 1) / int64(s.lanes)
-	return Time(math.Ceil(float64(per) * s.cfg.Links.KVBytesPerToken / bw * 1e9))
+	return engine.Time(math.Ceil(float64(per) * s.cfg.Links.KVBytesPerToken / bw * 1e9))
 }
 
 // ---- Backup (L2 -> L3) ----
@@ -715,7 +716,7 @@ func (s *Sim) backup(n *tree.Node, protected bool) {
 	}
 	for k := 0; k < pages; k += storageBatchPages {
 		tok := int64(min(storageBatchPages, pages-k)) * ps
-		op.done = max(s.now, st.writeFree) + s.cfg.Storage.WriteLatency + s.storageTime(tok, s.cfg.Storage.WriteBandwidth)
+		op.done = max(s.now, st.writeFree) + engine.Time(s.cfg.Storage.WriteLatency) + s.storageTime(tok, s.cfg.Storage.WriteBandwidth)
 		st.writeFree = op.done
 		s.counters.StorageWriteTokens += tok
 		s.counters.StorageWriteBytes += s.bytes(tok)
@@ -726,7 +727,7 @@ func (s *Sim) backup(n *tree.Node, protected bool) {
 // landBackups writes to storage every backup whose last batch has landed by
 // now. Storage sees the pages from that moment; the scheduler learns of it
 // at its next iteration (ackBackups).
-func (s *Sim) landBackups(now Time) {
+func (s *Sim) landBackups(now engine.Time) {
 	st := s.st
 	for st.landed < len(st.backups) && st.backups[st.landed].done <= now {
 		if op := st.backups[st.landed]; len(op.spans) > 0 {
@@ -769,11 +770,11 @@ func (s *Sim) drainWriteBacks() {
 // that lands is acknowledged (and backed up to storage) at once, and a
 // landed backup releases its host copy. Without storage an idle server
 // acknowledges at its next event, which changes nothing it decides.
-func (s *Sim) storageIdleWake() (Time, bool) {
+func (s *Sim) storageIdleWake() (engine.Time, bool) {
 	if s.st == nil {
 		return 0, false
 	}
-	best, ok := Time(0), false
+	best, ok := engine.Time(0), false
 	if len(s.writeDone) > 0 {
 		best, ok = s.writeDone[0], true
 	}
@@ -821,7 +822,7 @@ func (s *Sim) prefetch(r *request) {
 	}
 	op := &prefetchOp{
 		r: r, key: newPathKey(pages[:from+hitPages]), from: from, hitPages: hitPages, hit: hit, issued: s.now,
-		ready:   s.now + int64(calls)*s.cfg.Storage.ReadLatency,
+		ready:   s.now + engine.Time(int64(calls)*s.cfg.Storage.ReadLatency),
 		batches: (hitPages + storageBatchPages - 1) / storageBatchPages,
 		lanes:   s.tree.LaneTokens(int64(from)*ps, int64(from)*ps+hit, make([]int64, s.lanes)),
 	}
@@ -849,8 +850,8 @@ func (s *Sim) batchTokens(op *prefetchOp, k int) int64 {
 	return int64(min(storageBatchPages, op.hitPages-k*storageBatchPages)) * int64(s.cfg.Cache.PageSize)
 }
 
-func (s *Sim) readBatchTime(op *prefetchOp, k int) Time {
-	return s.cfg.Storage.ReadLatency + s.storageTime(s.batchTokens(op, k), s.cfg.Storage.ReadBandwidth)
+func (s *Sim) readBatchTime(op *prefetchOp, k int) engine.Time {
+	return engine.Time(s.cfg.Storage.ReadLatency) + s.storageTime(s.batchTokens(op, k), s.cfg.Storage.ReadBandwidth)
 }
 
 // readBatch accounts for batch k of op having been read.
@@ -869,13 +870,13 @@ func (s *Sim) readBatch(op *prefetchOp, k int) {
 // Backups that landed by now are written to storage first. Both are played
 // lazily, at the same decision points whatever else happens (timeline
 // samples change nothing), so runs stay deterministic.
-func (s *Sim) advanceReads(now Time) {
+func (s *Sim) advanceReads(now engine.Time) {
 	s.landBackups(now)
 	s.playReads(now)
 	s.st.flushReads()
 }
 
-func (s *Sim) playReads(now Time) {
+func (s *Sim) playReads(now engine.Time) {
 	st := s.st
 	for len(st.reads) > 0 {
 		op := st.reads[0]
@@ -896,7 +897,7 @@ func (s *Sim) playReads(now Time) {
 
 // projectedDone is when op's last batch will be read if nothing is
 // cancelled before it.
-func (s *Sim) projectedDone(op *prefetchOp) Time {
+func (s *Sim) projectedDone(op *prefetchOp) engine.Time {
 	t := s.st.readFree
 	for _, o := range s.st.reads {
 		for k := o.done; k < o.batches; k++ {
@@ -909,9 +910,9 @@ func (s *Sim) projectedDone(op *prefetchOp) Time {
 	return s.now
 }
 
-func (s *Sim) prefetchTimeout(hit int64) Time {
+func (s *Sim) prefetchTimeout(hit int64) engine.Time {
 	st := s.cfg.Storage
-	return min(st.PrefetchTimeoutMax, st.PrefetchTimeoutBase+st.PrefetchTimeoutPerKiToken*hit/1024)
+	return engine.Time(min(st.PrefetchTimeoutMax, st.PrefetchTimeoutBase+st.PrefetchTimeoutPerKiToken*hit/1024))
 }
 
 // prefetchTerminable is SGLang's check_prefetch_progress for a request the
@@ -923,11 +924,11 @@ func (s *Sim) prefetchTerminable(r *request) bool {
 	s.advanceReads(s.now)
 	complete := op.done == op.batches
 	switch s.cfg.Storage.PrefetchPolicy {
-	case "wait_complete":
+	case WaitComplete:
 		if !complete {
 			return false
 		}
-	case "timeout":
+	case PrefetchTimeout:
 		if !complete && s.now-op.issued <= s.prefetchTimeout(op.hit) {
 			return false
 		}
@@ -942,19 +943,19 @@ func (s *Sim) prefetchTerminable(r *request) bool {
 // prefetchWake is the earliest time after now at which a request held back
 // by its prefetch becomes admissible (its fetch completes or its timeout
 // passes). Requests admissible already are not waiting for a wake.
-func (s *Sim) prefetchWake() (Time, bool) {
-	if s.st == nil || s.cfg.Storage.PrefetchPolicy == "best_effort" {
+func (s *Sim) prefetchWake() (engine.Time, bool) {
+	if s.st == nil || s.cfg.Storage.PrefetchPolicy == BestEffort {
 		return 0, false
 	}
 	s.advanceReads(s.now)
-	best, ok := Time(0), false
+	best, ok := engine.Time(0), false
 	for _, r := range s.waiting {
 		op := r.prefetch
 		if op == nil {
 			continue
 		}
 		t := s.projectedDone(op)
-		if s.cfg.Storage.PrefetchPolicy == "timeout" {
+		if s.cfg.Storage.PrefetchPolicy == PrefetchTimeout {
 			t = min(t, op.issued+s.prefetchTimeout(op.hit)+1)
 		}
 		if t > s.now && (!ok || t < best) {
@@ -995,7 +996,7 @@ func (s *Sim) endPrefetch(op *prefetchOp, insert bool) {
 	completed := min(op.done*storageBatchPages, op.hitPages)
 	if insert && completed > 0 {
 		ps := int64(s.cfg.Cache.PageSize)
-		res := s.tree.InsertHost(r.pages[:op.from+completed], op.from, s.now)
+		res := s.tree.InsertHost(r.pages[:op.from+completed], op.from, int64(s.now))
 		for o := range release {
 			release[o] -= res.Lanes[o]
 		}
@@ -1022,7 +1023,7 @@ func (s *Sim) finishStorage() {
 		panic(fmt.Sprintf("sim: run ended with %d prefetches reading, %d tokens reserved", len(st.reads), st.occupied))
 	}
 	s.drainWriteBacks()
-	s.landBackups(math.MaxInt64)
+	s.landBackups(engine.Never)
 	for _, op := range st.backups {
 		s.tree.ReleaseHost(op.node)
 	}

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/sim/hw"
 	"github.com/kvsim/kvsim/traces"
 	"github.com/kvsim/kvsim/tree"
@@ -21,7 +22,7 @@ import (
 //     up to 128 pages; writes at 1e9 B/s, 100 µs per call.
 //
 // Prefill costs 1 ms + 1 µs per new token (linearCost).
-func storageConfig(policy string) Config {
+func storageConfig(policy PrefetchPolicy) Config {
 	cfg := Default(2000)
 	cfg.Cache.HostTokens = 3000
 	cfg.Links.KVBytesPerToken = 1000
@@ -64,12 +65,12 @@ func evictedToStorage(extra ...traces.Record) []traces.Record {
 // 1009 + 1001 µs and the first token comes at 1.01361 s (and 1 ns: the H2D
 // time is rounded up to whole ns after float arithmetic).
 func TestStoragePrefetchWaitComplete(t *testing.T) {
-	res := runSim(t, storageConfig("wait_complete"), evictedToStorage()...)
+	res := runSim(t, storageConfig(WaitComplete), evictedToStorage()...)
 	b := byID(res)["b"]
-	if got, want := b.Admitted, int64(1_011_600_000); got != want {
+	if got, want := b.Admitted, engine.Time(1_011_600_000); got != want {
 		t.Fatalf("b admitted at %d, want %d (after the whole fetch)", got, want)
 	}
-	if got, want := b.TTFT(), int64(13_610_001); got != want {
+	if got, want := b.TTFT(), engine.Time(13_610_001); got != want {
 		t.Fatalf("b TTFT = %d, want %d", got, want)
 	}
 	if b.CachedTokens != 999 || b.CachedStorage != 999 || b.CachedHost != 0 || b.CachedDevice != 0 || b.StorageTokens != 1000 {
@@ -98,9 +99,9 @@ func TestStoragePrefetchWaitComplete(t *testing.T) {
 func TestStoragePrefetchBestEffortPartial(t *testing.T) {
 	// g: prefill 1 ms + 100 µs from 0.994 s, then 10 ms + 101 ns of decode.
 	g := rec("g", 994e6, tokens(100, 300_000), 3)
-	res := runSim(t, storageConfig("best_effort"), evictedToStorage(g)...)
+	res := runSim(t, storageConfig(BestEffort), evictedToStorage(g)...)
 	b := byID(res)["b"]
-	if got, want := b.Admitted, int64(1_005_100_101); got != want {
+	if got, want := b.Admitted, engine.Time(1_005_100_101); got != want {
 		t.Fatalf("b admitted at %d, want %d", got, want)
 	}
 	if b.StorageTokens != 384 || b.CachedStorage != 384 || b.CachedTokens != 384 {
@@ -113,7 +114,7 @@ func TestStoragePrefetchBestEffortPartial(t *testing.T) {
 
 	// With an idle GPU the check comes at once: nothing has been read, so
 	// b recomputes its prompt.
-	res = runSim(t, storageConfig("best_effort"), evictedToStorage()...)
+	res = runSim(t, storageConfig(BestEffort), evictedToStorage()...)
 	b = byID(res)["b"]
 	if b.Admitted != 1e9 || b.CachedTokens != 0 || res.Counters.PrefetchesTerminatedEarly != 1 || res.Counters.StoragePrefetchedTokens != 0 {
 		t.Fatalf("idle best_effort: b %+v, counters %+v", b, res.Counters)
@@ -125,12 +126,12 @@ func TestStoragePrefetchBestEffortPartial(t *testing.T) {
 // first iteration after 1 s + 1,976,562 ns, with nothing read (the first
 // batch lands at 1.00218 s). The timeout wake comes 1 ns after the limit.
 func TestStoragePrefetchTimeout(t *testing.T) {
-	cfg := storageConfig("timeout")
+	cfg := storageConfig(PrefetchTimeout)
 	cfg.Storage.PrefetchTimeoutBase = 1e6
 	cfg.Storage.PrefetchTimeoutPerKiToken = 1e6
 	res := runSim(t, cfg, evictedToStorage()...)
 	b := byID(res)["b"]
-	if got, want := b.Admitted, int64(1e9+1_976_563); got != want {
+	if got, want := b.Admitted, engine.Time(1e9+1_976_563); got != want {
 		t.Fatalf("b admitted at %d, want %d", got, want)
 	}
 	if b.StorageTokens != 0 || res.Counters.PrefetchesTerminatedEarly != 1 {
@@ -148,7 +149,7 @@ func TestStoragePrefetchTimeout(t *testing.T) {
 // prefetches while reservations reach it; a request held by wait_complete
 // is passed by the others.
 func TestStoragePrefetchRateLimit(t *testing.T) {
-	cfg := storageConfig("wait_complete")
+	cfg := storageConfig(WaitComplete)
 	cfg.Storage.PrefetchCapacityRatio = 0.2 // 600 tokens: one 1000-token prefetch reaches it
 	b2 := rec("b2", 1e9, tokens(1000, 1), 1)
 	res := runSim(t, cfg, evictedToStorage(b2)...)
@@ -170,7 +171,7 @@ func TestStoragePrefetchRateLimit(t *testing.T) {
 // Hits shorter than the threshold (256 tokens by default, at least a page)
 // are not prefetched.
 func TestStoragePrefetchThreshold(t *testing.T) {
-	short := func(cfg Config) *Result {
+	short := func(cfg Config) *engine.Result {
 		p := tokens(200, 1)
 		return runSim(t, cfg,
 			rec("a", 0, p, 1),
@@ -178,18 +179,18 @@ func TestStoragePrefetchThreshold(t *testing.T) {
 			rec("f2", 200e6, tokens(1500, 200_000), 1),
 			rec("b", 1e9, p, 1))
 	}
-	res := short(storageConfig("wait_complete"))
+	res := short(storageConfig(WaitComplete))
 	if c := res.Counters; c.PrefetchesIssued != 0 || byID(res)["b"].CachedTokens != 0 {
 		t.Fatalf("a 200-token hit was prefetched: %+v", c)
 	}
-	cfg := storageConfig("wait_complete")
+	cfg := storageConfig(WaitComplete)
 	cfg.Storage.PrefetchThreshold = 128
 	res = short(cfg)
 	if b := byID(res)["b"]; res.Counters.PrefetchesIssued != 1 || b.CachedStorage != 199 {
 		t.Fatalf("threshold 128: issued %d, b from storage %d", res.Counters.PrefetchesIssued, b.CachedStorage)
 	}
 	// The threshold is at least one page.
-	cfg = storageConfig("wait_complete")
+	cfg = storageConfig(WaitComplete)
 	cfg.Cache.PageSize = 64
 	cfg.Storage.PrefetchThreshold = 1
 	s, err := New(cfg, linearCost{})
@@ -204,7 +205,7 @@ func TestStoragePrefetchThreshold(t *testing.T) {
 // Storage capacity drops the least recently used pages; a lookup stops at
 // the first missing page.
 func TestStorageCapacityLRU(t *testing.T) {
-	cfg := storageConfig("wait_complete")
+	cfg := storageConfig(WaitComplete)
 	// a (1000) and f1 (1500) fit; f2 pushes a's 1000 pages out. b then
 	// recomputes a's prompt, and its backup pushes out 1000 of f1's.
 	cfg.Storage.CapacityTokens = 3000
@@ -219,12 +220,12 @@ func TestStorageCapacityLRU(t *testing.T) {
 
 func TestStorageConfigValidate(t *testing.T) {
 	cfg := Default(100)
-	cfg.Storage = StorageConfig{Enabled: true, PrefetchPolicy: "eager", ReadBandwidth: -1, PrefetchCapacityRatio: 2}
+	cfg.Storage = StorageConfig{Enabled: true, PrefetchPolicy: PrefetchPolicy(99), ReadBandwidth: -1, PrefetchCapacityRatio: 2}
 	err := cfg.Validate()
-	want := "storage.prefetch_policy: must be one of best_effort, wait_complete, timeout (got \"eager\")\n" +
+	want := "storage.read_bandwidth: must be >= 0 (got -1)\n" +
+		"storage.prefetch_policy: must be one of best_effort, wait_complete, timeout (got PrefetchPolicy(99))\n" +
 		"storage.enabled: must be false without a host tier (HiCache off or host_tokens = 0) (got true)\n" +
-		"storage.prefetch_capacity_ratio: must be in (0, 1] (got 2)\n" +
-		"storage.read_bandwidth: must be > 0 (got -1)"
+		"storage.prefetch_capacity_ratio: must be in (0, 1] (got 2)"
 	if err == nil || err.Error() != want {
 		t.Fatalf("Validate() = %v, want\n%s", err, want)
 	}
@@ -258,8 +259,8 @@ func defaultStorageConfig(tb testing.TB) (Config, CostModel) {
 		tb.Fatal(err)
 	}
 	cfg := Config{Seed: 1}
-	cfg.Cache = CacheConfig{PageSize: 1, DeviceTokens: z.DeviceTokens, HostTokens: z.HostTokens, Eviction: "lru", WritePolicy: "write_through"}
-	cfg.Scheduler = SchedulerConfig{Policy: "fcfs", MaxRunningRequests: z.MaxRunningRequests,
+	cfg.Cache = CacheConfig{PageSize: 1, DeviceTokens: z.DeviceTokens, HostTokens: z.HostTokens, Eviction: tree.LRU, WritePolicy: tree.WriteThrough}
+	cfg.Scheduler = SchedulerConfig{Policy: FCFS, MaxRunningRequests: z.MaxRunningRequests,
 		MaxPrefillTokens: z.MaxPrefillTokens, ChunkedPrefillSize: z.ChunkedPrefillSize}
 	bw := g.HostLinkGBps * 1e9 * 0.85
 	lat := int64(g.HostLinkLatencyUs * 1e3)
@@ -286,7 +287,7 @@ func BenchmarkDefaultStorage(b *testing.B) {
 			cfg, cost := defaultStorageConfig(b)
 			cfg.Storage.Enabled = on
 			b.ReportAllocs()
-			var res *Result
+			var res *engine.Result
 			for b.Loop() {
 				s, err := New(cfg, cost)
 				if err != nil {

@@ -14,9 +14,9 @@ import (
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
-	"github.com/pelletier/go-toml/v2/unstable"
 
 	"github.com/kvsim/kvsim/configs"
+	"github.com/kvsim/kvsim/internal/fielderr"
 )
 
 // Study is a parsed and validated study file: a base server configuration,
@@ -258,54 +258,32 @@ func (p *parser) errAt(path, format string, args ...any) {
 }
 
 func (p *parser) errPos(at pos, format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	if at.line > 0 {
-		p.errs = append(p.errs, fmt.Errorf("%s:%d:%d: %s", p.name, at.line, at.col, msg))
-		return
-	}
-	p.errs = append(p.errs, fmt.Errorf("%s: %s", p.name, msg))
+	p.errs = append(p.errs, &fielderr.At{File: p.name, Line: at.line, Col: at.col, Err: fmt.Errorf(format, args...)})
 }
 
 // scanKeys lists the study file's key assignments and table headers with
 // their positions, in file order (go-toml's maps lose the order, and the
-// order of [sweep] keys is the grid's order).
+// order of [sweep] keys is the grid's order), from configs.ScanKeys; an
+// element of an array of tables has its index as a part ("zip", "0").
+// Keys inside values and implied tables are left out: a [sweep] key is
+// one key = [values] line.
 func scanKeys(data []byte) ([]keyInfo, error) {
-	var out []keyInfo
-	var p unstable.Parser
-	p.Reset(data)
-	var table []string
-	arrays := map[string]int{}
-	keyParts := func(it unstable.Iterator) ([]string, pos) {
-		var parts []string
-		var at pos
-		for it.Next() {
-			n := it.Node()
-			if at.line == 0 {
-				sh := p.Shape(n.Raw)
-				at = pos{sh.Start.Line, sh.Start.Column}
-			}
-			parts = append(parts, string(n.Data))
+	keys, err := configs.ScanKeys(data)
+	out := make([]keyInfo, 0, len(keys))
+	for _, k := range keys {
+		if k.Inline || k.Implied {
+			continue
 		}
-		return parts, at
-	}
-	for p.NextExpression() {
-		e := p.Expression()
-		switch e.Kind {
-		case unstable.Table, unstable.ArrayTable:
-			parts, at := keyParts(e.Key())
-			if e.Kind == unstable.ArrayTable {
-				name := strings.Join(parts, ".")
-				parts = append(parts, strconv.Itoa(arrays[name]))
-				arrays[name]++
+		parts := make([]string, len(k.Path))
+		for i, st := range k.Path {
+			parts[i] = st.Key
+			if st.Index >= 0 {
+				parts[i] = strconv.Itoa(st.Index)
 			}
-			table = parts
-			out = append(out, keyInfo{parts: parts, at: pos{at.line, max(at.col-1, 1)}, table: true})
-		case unstable.KeyValue:
-			parts, at := keyParts(e.Key())
-			out = append(out, keyInfo{parts: append(slices.Clone(table), parts...), at: at})
 		}
+		out = append(out, keyInfo{parts: parts, at: pos{k.At.Line, k.At.Col}, table: k.Header})
 	}
-	return out, p.Error()
+	return out, err
 }
 
 // baseDoc is the decoded base configuration.
@@ -622,8 +600,8 @@ func (p *parser) point(s *Study, base *baseDoc, baseFile string, i int, idx []in
 	if err != nil {
 		return pt, p.mapConfigErr(s, pt, base, err)
 	}
-	if f.IsLlamaCpp() {
-		return pt, p.pointErr(s, pt, p.pos("base"), `engine.kind: studies simulate SGLang only (got "llamacpp": a llama-server, which kvsim sim, replay --target sim, compare and calibrate run)`)
+	if err := f.SGLangOnly("studies simulate"); err != nil {
+		return pt, p.pointErr(s, pt, p.pos("base"), err.Error())
 	}
 	if pt.Trace == "" {
 		// Checked here, before anything runs, rather than by the first
@@ -653,23 +631,8 @@ func (p *parser) pointErr(s *Study, pt Point, at pos, msg string) error {
 // anything else at the point as a whole.
 func (p *parser) mapConfigErr(s *Study, pt Point, base *baseDoc, err error) error {
 	var errs []error
-	for _, line := range strings.Split(err.Error(), "\n") {
-		rest := strings.TrimPrefix(line, pointName)
-		// Strip ":line:col" of the generated document.
-		if strings.HasPrefix(rest, ":") {
-			r := rest[1:]
-			for range 2 {
-				if j := strings.IndexFunc(r, func(c rune) bool { return c < '0' || c > '9' }); j > 0 && r[j] == ':' {
-					r = r[j+1:]
-				}
-			}
-			rest = strings.TrimSpace(r)
-		}
-		rest = strings.TrimPrefix(rest, ": ")
-		key, _, _ := strings.Cut(rest, ": ")
-		if i := strings.IndexByte(key, '['); i >= 0 {
-			key = key[:i]
-		}
+	for _, e := range fielderr.Flatten(err) {
+		key, rest := configErrKey(e)
 		at := pos{}
 		found := false
 		for _, a := range s.Axes {
@@ -688,6 +651,46 @@ func (p *parser) mapConfigErr(s *Study, pt Point, base *baseDoc, err error) erro
 		errs = append(errs, p.pointErr(s, pt, at, rest))
 	}
 	return errors.Join(errs...)
+}
+
+// configErrKey is the key (its parts up to any array index, joined by
+// dots) that one of configs.Parse's errors about a point's document is
+// about, and the error without the document's name and position. A field
+// error carries its key; any other error's is the text before its first
+// ": ".
+func configErrKey(e error) (key, rest string) {
+	var at *fielderr.At
+	if errors.As(e, &at) {
+		if fe, ok := at.Err.(*fielderr.Error); ok {
+			var parts []string
+			for _, st := range fe.Path {
+				if st.Index >= 0 {
+					break
+				}
+				parts = append(parts, st.Key)
+			}
+			return strings.Join(parts, "."), fe.Error()
+		}
+		rest = at.Err.Error()
+	} else {
+		rest = strings.TrimPrefix(e.Error(), pointName)
+		// Strip ":line:col" of the generated document.
+		if strings.HasPrefix(rest, ":") {
+			r := rest[1:]
+			for range 2 {
+				if j := strings.IndexFunc(r, func(c rune) bool { return c < '0' || c > '9' }); j > 0 && r[j] == ':' {
+					r = r[j+1:]
+				}
+			}
+			rest = strings.TrimSpace(r)
+		}
+		rest = strings.TrimPrefix(rest, ": ")
+	}
+	key, _, _ = strings.Cut(rest, ": ")
+	if i := strings.IndexByte(key, '['); i >= 0 {
+		key = key[:i]
+	}
+	return key, rest
 }
 
 // hashFile returns the hex sha256 of a file's bytes (of every file below

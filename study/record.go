@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/kvsim/kvsim/internal/atomicfile"
-	"github.com/kvsim/kvsim/internal/jsonerr"
 	"io"
 	"os"
 	"reflect"
@@ -16,8 +14,12 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/kvsim/kvsim/internal/atomicfile"
+	"github.com/kvsim/kvsim/internal/jsonerr"
+	"github.com/kvsim/kvsim/tree"
+
 	"github.com/kvsim/kvsim/configs"
-	"github.com/kvsim/kvsim/sim"
+	"github.com/kvsim/kvsim/sim/engine"
 )
 
 // Record is one point's result: one line of results.jsonl.
@@ -37,7 +39,7 @@ type Record struct {
 	// Sizing is the point's memory layout.
 	Sizing Sizing `json:"sizing"`
 	// Metrics is the simulator's full metric set.
-	Metrics sim.Summary `json:"metrics"`
+	Metrics engine.Summary `json:"metrics"`
 }
 
 // Sizing is what SGLang's memory derivation gave a point, per GPU (rank).
@@ -74,7 +76,7 @@ func sizingOf(f *configs.File, b *configs.Built) Sizing {
 		DeviceTokens: c.DeviceTokens, HostTokens: c.HostTokens, KVBytesPerToken: cell,
 		DeviceKVGB: float64(c.DeviceTokens*cell) / 1e9, HostKVGB: float64(c.HostTokens*cell) / 1e9,
 	}
-	if c.WritePolicy == "write_back" {
+	if c.WritePolicy == tree.WriteBack {
 		z.CacheCapacityTokens = int64(lanes) * (c.DeviceTokens + c.HostTokens)
 	} else {
 		z.CacheCapacityTokens = int64(lanes) * max(c.DeviceTokens, c.HostTokens)
@@ -82,7 +84,7 @@ func sizingOf(f *configs.File, b *configs.Built) Sizing {
 	return z
 }
 
-// metricField locates a metric: a field of Sizing or of sim.Summary.
+// metricField locates a metric: a field of Sizing or of engine.Summary.
 type metricField struct {
 	name   string
 	sizing bool
@@ -94,8 +96,8 @@ type metricField struct {
 var metricFields = sync.OnceValue(func() []metricField {
 	var out []metricField
 	add := func(t reflect.Type, sizing bool) {
-		// VisibleFields flattens embedded structs (sim.Summary embeds the
-		// serving benchmark's sim.Serving) in declaration order.
+		// VisibleFields flattens embedded structs (engine.Summary embeds the
+		// serving benchmark's engine.Serving) in declaration order.
 		for _, f := range reflect.VisibleFields(t) {
 			if f.Anonymous {
 				continue
@@ -105,7 +107,7 @@ var metricFields = sync.OnceValue(func() []metricField {
 		}
 	}
 	add(reflect.TypeFor[Sizing](), true)
-	add(reflect.TypeFor[sim.Summary](), false)
+	add(reflect.TypeFor[engine.Summary](), false)
 	return out
 })
 

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kvsim/kvsim/sim"
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 )
 
@@ -303,15 +303,7 @@ func simulatePoint(s *Study, pt Point, opt Options) (*Record, []byte, error) {
 			return nil, nil, traces.InFile(pt.Trace, err)
 		}
 	}
-	sm, err := sim.New(b.Sim, b.Cost)
-	if err != nil {
-		return nil, nil, err
-	}
-	run := sm.RunClosedLoop
-	if pt.File.Workload.OpenLoop {
-		run = sm.Run
-	}
-	res, err := run(rd)
+	res, err := b.Engine.Run(rd)
 	if err != nil {
 		return nil, nil, traces.InFile(pt.Trace, err)
 	}
@@ -343,12 +335,12 @@ func timelineName(point int) string { return fmt.Sprintf("point-%04d.csv", point
 
 const timelineHeader = "t_s,device_tree_tokens,device_request_tokens,device_evictable_tokens,host_tokens,host_reserved_tokens,storage_tokens,waiting,running"
 
-func writeTimeline(w io.Writer, tl []sim.Sample) error {
+func writeTimeline(w io.Writer, tl []engine.Sample) error {
 	if _, err := fmt.Fprintln(w, timelineHeader); err != nil {
 		return err
 	}
 	for _, x := range tl {
-		if _, err := fmt.Fprintf(w, "%.3f,%d,%d,%d,%d,%d,%d,%d,%d\n", float64(x.Time)/1e9, x.Device, x.Held, x.Evictable,
+		if _, err := fmt.Fprintf(w, "%.3f,%d,%d,%d,%d,%d,%d,%d,%d\n", x.Time.Seconds(), x.Device, x.Held, x.Evictable,
 			x.Host, x.HostReserved, x.Storage, x.Waiting, x.Running); err != nil {
 			return err
 		}

@@ -32,32 +32,23 @@ var bailianNames = map[string]string{
 	"blocks":     "hash_ids",
 }
 
-type bailianDecoder struct {
-	path  string
-	lines lineReader
-	last  int64
+type bailianFormat struct {
+	last int64
 	// root maps a chat id to the first chat of its conversation, which
 	// names the session. One entry per request (two int64s).
 	root map[int64]int64
 }
 
-func newBailian(br *bufio.Reader, path string) *bailianDecoder {
-	return &bailianDecoder{path: path, lines: lineReader{path: path, br: br}, root: map[int64]int64{}}
+func newBailian(br *bufio.Reader, path string) *jsonlDecoder {
+	return newJSONL(br, path, &bailianFormat{root: map[int64]int64{}})
 }
 
-func (d *bailianDecoder) next() (Record, error) {
-	data, err := d.lines.next()
-	if err != nil {
-		return Record{}, err
-	}
-	line := d.lines.line
+func (d *bailianFormat) record(l jsonLine) (Record, error) {
 	var m bailianLine
-	if err := json.Unmarshal(data, &m); err != nil {
-		return Record{}, jsonError(d.path, line, data, err)
+	if err := json.Unmarshal(l.data, &m); err != nil {
+		return Record{}, jsonError(l.path, l.line, l.data, err)
 	}
-	bad := func(field, format string, args ...any) error {
-		return badField(d.path, line, data, field, format, args...)
-	}
+	bad := l.bad
 	switch {
 	case isNull(m.ChatID):
 		return Record{}, bad("chat_id", "expected an integer request id, found nothing (field missing)")
@@ -127,5 +118,3 @@ func (d *bailianDecoder) next() (Record, error) {
 func fmtSec(ns int64) string {
 	return strconv.FormatFloat(float64(ns)/1e9, 'f', -1, 64)
 }
-
-func (d *bailianDecoder) lineNo() int { return d.lines.line }

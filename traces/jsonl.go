@@ -1,11 +1,56 @@
 package traces
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
 )
+
+// jsonlDecoder is the skeleton of the JSON Lines formats (Mooncake,
+// Bailian, token ids, kvsim): it yields the non-blank lines with their
+// positions (lineReader: any length, UTF-8 checked) and hands each to the
+// format, which decodes and checks one record. What comes before (opening,
+// decompression, format detection) is newReader's, the same for every
+// format.
+type jsonlDecoder struct {
+	lines  lineReader
+	format lineFormat
+}
+
+// lineFormat is what a JSON Lines format plugs into jsonlDecoder: the
+// decoding of one line into a record. A *ParseError concerns that line
+// only.
+type lineFormat interface {
+	record(l jsonLine) (Record, error)
+}
+
+// jsonLine is one non-blank line of a trace and where it is.
+type jsonLine struct {
+	path string
+	line int // 1-based
+	data []byte
+}
+
+// bad reports a problem with one field of the line (see badField).
+func (l jsonLine) bad(field, format string, args ...any) error {
+	return badField(l.path, l.line, l.data, field, format, args...)
+}
+
+func newJSONL(br *bufio.Reader, path string, f lineFormat) *jsonlDecoder {
+	return &jsonlDecoder{lines: lineReader{path: path, br: br}, format: f}
+}
+
+func (d *jsonlDecoder) next() (Record, error) {
+	data, err := d.lines.next()
+	if err != nil {
+		return Record{}, err
+	}
+	return d.format.record(jsonLine{path: d.lines.path, line: d.lines.line, data: data})
+}
+
+func (d *jsonlDecoder) lineNo() int { return d.lines.line }
 
 // badField builds the ParseError for a problem with one field of a JSON
 // line. The column is where the field's key starts (1 if the field is
@@ -35,6 +80,10 @@ func scalarString(raw json.RawMessage) (string, bool) {
 		return "", false
 	}
 	if raw[0] == '"' {
+		sc := newScanner(raw)
+		if _, ok := sc.rawString(); ok && sc.i == len(raw) {
+			return string(raw[1 : len(raw)-1]), true // no escapes
+		}
 		var s string
 		if json.Unmarshal(raw, &s) != nil {
 			return "", false

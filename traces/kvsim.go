@@ -123,27 +123,50 @@ var kvsimNames = map[string]string{
 	"block_size": "block_size",
 }
 
-type kvsimDecoder struct {
-	path  string
-	lines lineReader
-	hdr   Header
-	last  int64
+type kvsimFormat struct {
+	hdr     Header
+	last    int64
+	scratch scratch // the scanner's working space
+	slow    bool    // decode with encoding/json only (tests)
 }
 
-func newKVSim(br *bufio.Reader, path string) (*kvsimDecoder, error) {
-	d := &kvsimDecoder{path: path, lines: lineReader{path: path, br: br}}
-	data, err := d.lines.next()
+// scratch is the scanner's working space: what the required fields of a
+// readRecord point to (valid until the next line) and the arrays being
+// read.
+type scratch struct {
+	id          string
+	arrival     int64
+	in, out, bs int
+	u64         []uint64
+	i32         []int32
+}
+
+// newKVSim reads the header line and returns the decoder of the records
+// and the header.
+func newKVSim(br *bufio.Reader, path string) (*jsonlDecoder, Header, error) {
+	d := newJSONL(br, path, nil)
+	h, err := readKVSimHeader(&d.lines)
+	if err != nil {
+		return nil, Header{}, err
+	}
+	d.format = &kvsimFormat{hdr: h}
+	return d, h, nil
+}
+
+func readKVSimHeader(lines *lineReader) (Header, error) {
+	path := lines.path
+	data, err := lines.next()
 	if err == io.EOF {
-		return nil, &ParseError{Path: path, Line: 1, Col: 1, Field: "kvsim_trace", Err: errors.New("expected a header line, found an empty file")}
+		return Header{}, &ParseError{Path: path, Line: 1, Col: 1, Field: "kvsim_trace", Err: errors.New("expected a header line, found an empty file")}
 	}
 	var pe *ParseError
 	if errors.As(err, &pe) {
-		return nil, err
+		return Header{}, err
 	}
 	if err != nil {
-		return nil, &readError{path: path, line: d.lines.line + 1, err: err}
+		return Header{}, &readError{path: path, line: lines.line + 1, err: err}
 	}
-	line := d.lines.line
+	line := lines.line
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var raw struct {
@@ -151,19 +174,19 @@ func newKVSim(br *bufio.Reader, path string) (*kvsimDecoder, error) {
 		Version *int `json:"kvsim_trace"`
 	}
 	if err := dec.Decode(&raw); err != nil {
-		return nil, strictJSONError(path, line, data, err)
+		return Header{}, strictJSONError(path, line, data, err)
 	}
 	switch {
 	case raw.Version == nil:
-		return nil, badField(path, line, data, "kvsim_trace", "expected the header's format version (%d), found nothing (field missing)", KVSimVersion)
+		return Header{}, badField(path, line, data, "kvsim_trace", "expected the header's format version (%d), found nothing (field missing)", KVSimVersion)
 	case *raw.Version != KVSimVersion:
-		return nil, badField(path, line, data, "kvsim_trace", "expected format version %d, found %d", KVSimVersion, *raw.Version)
+		return Header{}, badField(path, line, data, "kvsim_trace", "expected format version %d, found %d", KVSimVersion, *raw.Version)
 	case raw.BlockSize < 0:
-		return nil, badField(path, line, data, "block_size", "expected a non-negative block size, found %d", raw.BlockSize)
+		return Header{}, badField(path, line, data, "block_size", "expected a non-negative block size, found %d", raw.BlockSize)
 	}
-	d.hdr = raw.Header
-	d.hdr.Version = *raw.Version
-	return d, nil
+	h := raw.Header
+	h.Version = *raw.Version
+	return h, nil
 }
 
 // strictJSONError maps an unknown-field error of a strict decoder, and
@@ -176,25 +199,16 @@ func strictJSONError(path string, line int, data []byte, err error) *ParseError 
 	return jsonError(path, line, data, err)
 }
 
-func (d *kvsimDecoder) next() (Record, error) {
-	data, err := d.lines.next()
-	if err != nil {
-		return Record{}, err
-	}
-	line := d.lines.line
+func (d *kvsimFormat) record(l jsonLine) (Record, error) {
 	var rec Record
 	wr := readRecord{recordAlias: (*recordAlias)(&rec)}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&wr); err != nil {
-		return Record{}, strictJSONError(d.path, line, data, err)
+	if d.slow || !scanKVSim(l.data, &wr, &d.scratch) {
+		var err error
+		if rec, wr, err = decodeKVSimLine(l.path, l.line, l.data); err != nil {
+			return Record{}, err
+		}
 	}
-	if dec.More() {
-		return Record{}, &ParseError{Path: d.path, Line: line, Col: int(dec.InputOffset()) + 1, Err: errors.New("expected one JSON object per line, found more")}
-	}
-	bad := func(field, format string, args ...any) error {
-		return badField(d.path, line, data, field, format, args...)
-	}
+	bad := l.bad
 	switch {
 	case wr.ID == nil:
 		return Record{}, bad("id", "expected a request id (a string), found nothing (field missing)")
@@ -225,4 +239,92 @@ func (d *kvsimDecoder) next() (Record, error) {
 	return rec, nil
 }
 
-func (d *kvsimDecoder) lineNo() int { return d.lines.line }
+// decodeKVSimLine decodes a record line with encoding/json. wr's embedded
+// record is a copy: use the returned one.
+func decodeKVSimLine(path string, line int, data []byte) (Record, readRecord, error) {
+	var rec Record
+	wr := readRecord{recordAlias: (*recordAlias)(&rec)}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&wr); err != nil {
+		return Record{}, wr, strictJSONError(path, line, data, err)
+	}
+	if dec.More() {
+		return Record{}, wr, &ParseError{Path: path, Line: line, Col: int(dec.InputOffset()) + 1, Err: errors.New("expected one JSON object per line, found more")}
+	}
+	return rec, wr, nil
+}
+
+// scanKVSim decodes a record line into wr as the strict json.Decoder of
+// next would, or returns false when the line is outside the scanner's
+// subset (see scanner); wr and its record are then partly filled and must
+// be reset. Sampling and observed, rare and nested, go to encoding/json.
+func scanKVSim(data []byte, wr *readRecord, sc *scratch) bool {
+	s := newScanner(data)
+	rec := (*Record)(wr.recordAlias)
+	return s.object(func(key []byte) uint32 {
+		switch string(key) {
+		case "id":
+			sc.id = s.str()
+			wr.ID = &sc.id
+			return 1 << 0
+		case "arrival_ns":
+			sc.arrival = s.int(64)
+			wr.Arrival = &sc.arrival
+			return 1 << 1
+		case "session":
+			rec.Session = s.str()
+			return 1 << 2
+		case "turn":
+			rec.Turn = int(s.int(64))
+			return 1 << 3
+		case "parent":
+			rec.Parent = s.str()
+			return 1 << 4
+		case "wait_for":
+			rec.WaitFor = s.strs()
+			return 1 << 5
+		case "think_ns":
+			rec.ThinkTime = s.int(64)
+			return 1 << 6
+		case "input_len":
+			sc.in = int(s.int(64))
+			wr.InputLen = &sc.in
+			return 1 << 7
+		case "tokens":
+			rec.Tokens = s.int32s(&sc.i32)
+			return 1 << 8
+		case "blocks":
+			rec.Blocks = s.uint64s(&sc.u64)
+			return 1 << 9
+		case "block_size":
+			sc.bs = int(s.int(64))
+			wr.BlockSize = &sc.bs
+			return 1 << 10
+		case "output_len":
+			sc.out = int(s.int(64))
+			wr.OutputLen = &sc.out
+			return 1 << 11
+		case "output_tokens":
+			rec.OutputTokens = s.int32s(&sc.i32)
+			return 1 << 12
+		case "model":
+			rec.Model = s.str()
+			return 1 << 13
+		case "kind":
+			rec.Kind = s.str()
+			return 1 << 14
+		case "sampling":
+			var v *Sampling // a new variable, so that rec stays on the stack
+			s.decodeValue(&v, true)
+			rec.Sampling = v
+			return 1 << 15
+		case "observed":
+			var v *Observed
+			s.decodeValue(&v, true)
+			rec.Observed = v
+			return 1 << 16
+		}
+		return 0
+	})
+}

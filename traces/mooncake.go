@@ -33,31 +33,27 @@ var mooncakeNames = map[string]string{
 	"blocks":     "hash_ids",
 }
 
-type mooncakeDecoder struct {
-	path     string
-	lines    lineReader
+type mooncakeFormat struct {
 	n        int   // records returned so far
 	last     int64 // previous arrival (ns)
 	sessions *sessionChain
+	scan     mooncakeScratch // the scanner's working space
+	slow     bool            // decode with encoding/json only (tests)
 }
 
-func newMooncake(br *bufio.Reader, path string) *mooncakeDecoder {
-	return &mooncakeDecoder{path: path, lines: lineReader{path: path, br: br}, sessions: newSessionChain()}
+func newMooncake(br *bufio.Reader, path string) *jsonlDecoder {
+	return newJSONL(br, path, &mooncakeFormat{sessions: newSessionChain()})
 }
 
-func (d *mooncakeDecoder) next() (Record, error) {
-	data, err := d.lines.next()
-	if err != nil {
-		return Record{}, err
-	}
-	line := d.lines.line
+func (d *mooncakeFormat) record(l jsonLine) (Record, error) {
 	var m mooncakeLine
-	if err := json.Unmarshal(data, &m); err != nil {
-		return Record{}, jsonError(d.path, line, data, err)
+	if d.slow || !scanMooncake(l.data, &m, &d.scan) {
+		var err error
+		if m, err = unmarshalMooncake(l.data); err != nil {
+			return Record{}, jsonError(l.path, l.line, l.data, err)
+		}
 	}
-	bad := func(field, format string, args ...any) error {
-		return badField(d.path, line, data, field, format, args...)
-	}
+	bad := l.bad
 	switch {
 	case isNull(m.Timestamp):
 		return Record{}, bad("timestamp", "expected milliseconds since the trace start, found nothing (field missing)")
@@ -109,4 +105,48 @@ func (d *mooncakeDecoder) next() (Record, error) {
 	return rec, nil
 }
 
-func (d *mooncakeDecoder) lineNo() int { return d.lines.line }
+// unmarshalMooncake decodes a line with encoding/json.
+func unmarshalMooncake(data []byte) (mooncakeLine, error) {
+	var m mooncakeLine
+	err := json.Unmarshal(data, &m)
+	return m, err
+}
+
+// mooncakeScratch is the scanner's working space: the lengths m points to
+// (valid until the next line) and the hash ids being read.
+type mooncakeScratch struct {
+	in, out int
+	ids     []uint64
+}
+
+// scanMooncake decodes a line into m as json.Unmarshal would, or returns
+// false when the line is outside the scanner's subset (see scanner); m is
+// then partly filled and must not be used.
+func scanMooncake(data []byte, m *mooncakeLine, sc *mooncakeScratch) bool {
+	s := newScanner(data)
+	return s.object(func(key []byte) uint32 {
+		switch string(key) {
+		case "timestamp":
+			m.Timestamp = s.number()
+			return 1 << 0
+		case "input_length":
+			sc.in = int(s.int(64))
+			m.InputLength = &sc.in
+			return 1 << 1
+		case "output_length":
+			sc.out = int(s.int(64))
+			m.OutputLength = &sc.out
+			return 1 << 2
+		case "hash_ids":
+			m.HashIDs = s.uint64s(&sc.ids)
+			return 1 << 3
+		case "session_id":
+			m.SessionID = s.scalar()
+			return 1 << 4
+		case "delay":
+			m.Delay = s.number()
+			return 1 << 5
+		}
+		return 0
+	})
+}

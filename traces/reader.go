@@ -132,22 +132,39 @@ func newReader(r io.Reader, name string, f Format) (_ *Reader, err error) {
 	}
 	rd.format = f
 	rd.hdr = Header{Version: KVSimVersion, Format: f.String(), Source: name}
-	switch f {
-	case FormatMooncake:
-		rd.dec = newMooncake(br, name)
-		rd.hdr.BlockSize = MooncakeBlockSize
-	case FormatBailian:
-		rd.dec = newBailian(br, name)
-		rd.hdr.BlockSize = BailianBlockSize
-	case FormatTokens:
-		rd.dec = newTokens(br, name)
-	case FormatAzure:
-		d, err := newAzure(br, name)
-		if err != nil {
-			return nil, err
-		}
-		rd.dec = d
-	case FormatWEKA:
+	if int(f) <= 0 || int(f) >= len(formatDecoders) {
+		return nil, fmt.Errorf("%s: %w %q", name, ErrUnknownFormat, f.String())
+	}
+	dec, err := formatDecoders[f](br, name, &rd.hdr)
+	if err != nil {
+		return nil, err
+	}
+	rd.dec = dec
+	return rd, nil
+}
+
+// formatDecoders plugs each format into newReader, which has opened,
+// decompressed and detected it: given the plain input from its first
+// non-blank byte, each returns its decoder and sets what it implies in the
+// header (a kvsim file's own header replaces it). The JSON Lines formats
+// share one skeleton (jsonlDecoder); Azure is CSV, and a WEKA file is one
+// JSON document.
+var formatDecoders = [...]func(br *bufio.Reader, name string, hdr *Header) (decoder, error){
+	FormatMooncake: func(br *bufio.Reader, name string, hdr *Header) (decoder, error) {
+		hdr.BlockSize = MooncakeBlockSize
+		return newMooncake(br, name), nil
+	},
+	FormatBailian: func(br *bufio.Reader, name string, hdr *Header) (decoder, error) {
+		hdr.BlockSize = BailianBlockSize
+		return newBailian(br, name), nil
+	},
+	FormatTokens: func(br *bufio.Reader, name string, _ *Header) (decoder, error) {
+		return newTokens(br, name), nil
+	},
+	FormatAzure: func(br *bufio.Reader, name string, _ *Header) (decoder, error) {
+		return newAzure(br, name)
+	},
+	FormatWEKA: func(br *bufio.Reader, name string, hdr *Header) (decoder, error) {
 		data, err := io.ReadAll(br)
 		if err != nil {
 			return nil, &readError{path: name, line: 1 + bytes.Count(data, []byte("\n")), err: err}
@@ -156,19 +173,17 @@ func newReader(r io.Reader, name string, f Format) (_ *Reader, err error) {
 		if err != nil {
 			return nil, err
 		}
-		rd.dec = d
-		rd.hdr.BlockSize = bs
-	case FormatKVSim:
-		d, err := newKVSim(br, name)
+		hdr.BlockSize = bs
+		return d, nil
+	},
+	FormatKVSim: func(br *bufio.Reader, name string, hdr *Header) (decoder, error) {
+		d, h, err := newKVSim(br, name)
 		if err != nil {
 			return nil, err
 		}
-		rd.dec = d
-		rd.hdr = d.hdr
-	default:
-		return nil, fmt.Errorf("%s: %w %q", name, ErrUnknownFormat, f.String())
-	}
-	return rd, nil
+		*hdr = h
+		return d, nil
+	},
 }
 
 // blanks are the bytes skipped before the first record.
@@ -709,6 +724,13 @@ func describeType(t reflect.Type) string {
 // numberToNs converts a JSON number in units of unit nanoseconds (integer
 // or decimal) to nanoseconds, rounding to the nearest nanosecond.
 func numberToNs(raw json.RawMessage, unit float64) (int64, error) {
+	if i, ok := plainInt(raw); ok { // the common case, as n.Int64 below
+		v := float64(i) * unit
+		if v > 9e18 || v < -9e18 {
+			return 0, fmt.Errorf("out of range")
+		}
+		return i * int64(unit), nil
+	}
 	n, err := rawNumber(raw)
 	if err != nil {
 		return 0, err
@@ -732,6 +754,18 @@ func numberToNs(raw json.RawMessage, unit float64) (int64, error) {
 		return int64(v - 0.5), nil
 	}
 	return int64(v + 0.5), nil
+}
+
+// plainInt parses raw when it is exactly an integer literal that fits in
+// an int64 (no blanks, fraction or exponent).
+func plainInt(raw []byte) (int64, bool) {
+	s := newScanner(raw)
+	lit := s.intLit()
+	if !s.ok || s.i != len(raw) {
+		return 0, false
+	}
+	v, bad := parseInt(lit, 64)
+	return v, !bad
 }
 
 // isNull reports whether a raw JSON field is absent or null.

@@ -2,7 +2,7 @@ package traces
 
 import (
 	"fmt"
-	"io"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -24,6 +24,10 @@ type StatsOptions struct {
 	// Fractions are the LRU and OPT capacities as fractions of the unique
 	// blocks (default DefaultLRUFractions), each in (0, 1].
 	Fractions []float64
+	// NoOPT leaves out the OPT hit rates, the one figure whose memory
+	// grows with the trace's length (two int32 per block reference)
+	// rather than with its unique blocks.
+	NoOPT bool
 }
 
 // Dist summarises a distribution of token counts. Percentiles interpolate
@@ -131,8 +135,8 @@ func (s *blockStream) blocks(r *Record) []uint64 {
 // come from LRU stack distances (see stackDist): a block hits in an LRU of
 // capacity c exactly when its distance is < c. The OPT hit rates replay
 // the trace's blocks, kept in memory (two int32 per block), once per
-// fraction. Memory is proportional to the number of requests (one int per
-// length) plus the blocks.
+// fraction (unless opt.NoOPT). Memory is proportional to the unique blocks
+// (and distinct lengths and sessions), plus the block references for OPT.
 func ComputeStats(open func() (*Reader, error), opt StatsOptions) (*Stats, error) {
 	if opt.TokenBlockSize <= 0 {
 		opt.TokenBlockSize = DefaultTokenBlockSize
@@ -150,7 +154,7 @@ func ComputeStats(open func() (*Reader, error), opt StatsOptions) (*Stats, error
 		return nil, err
 	}
 	st := &Stats{Format: r.Format().String()}
-	var ins, outs []int
+	ins, outs := lengthCounts{}, lengthCounts{}
 	var first, last int64
 	sessions := map[string]bool{}
 	sd := newStackDist()
@@ -164,14 +168,14 @@ func ComputeStats(open func() (*Reader, error), opt StatsOptions) (*Stats, error
 	var hits, total int
 	blockSizes := map[int]bool{}
 	hasBlocks, hasTokens := false, false
-	err = eachRecord(r, func(rec *Record) {
+	err = eachRecord(r, func(rec *Record) error {
 		if st.Requests == 0 {
 			first = rec.Arrival
 		}
 		last = rec.Arrival
 		st.Requests++
-		ins = append(ins, rec.InputLen)
-		outs = append(outs, rec.OutputLen)
+		ins[rec.InputLen]++
+		outs[rec.OutputLen]++
 		if rec.Session != "" {
 			sessions[rec.Session] = true
 		}
@@ -203,9 +207,10 @@ func ComputeStats(open func() (*Reader, error), opt StatsOptions) (*Stats, error
 			sd.use(b)
 		}
 		total += len(bl)
-		if optErr == nil {
+		if optErr == nil && !opt.NoOPT {
 			optErr = future.Add(bl)
 		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -218,8 +223,8 @@ func ComputeStats(open func() (*Reader, error), opt StatsOptions) (*Stats, error
 	if st.DurationS > 0 {
 		st.ArrivalRate = float64(st.Requests) / st.DurationS
 	}
-	st.Input = dist(ins)
-	st.Output = dist(outs)
+	st.Input = ins.dist()
+	st.Output = outs.dist()
 	switch {
 	case hasBlocks && hasTokens:
 		st.PrefixInfo = "mixed"
@@ -255,23 +260,14 @@ func ComputeStats(open func() (*Reader, error), opt StatsOptions) (*Stats, error
 		}
 		key := strconv.FormatFloat(f, 'f', -1, 64)
 		st.LRUHitRate[key] = ratio(h, total)
-		st.OPTHitRate[key] = ratio(oracle.Run(c).HitPages, total)
+		if !opt.NoOPT {
+			st.OPTHitRate[key] = ratio(oracle.Run(c).HitPages, total)
+		}
+	}
+	if opt.NoOPT {
+		st.OPTHitRate = nil
 	}
 	return st, nil
-}
-
-func eachRecord(r *Reader, fn func(*Record)) error {
-	defer r.Close()
-	for {
-		rec, err := r.Next()
-		if err == io.EOF {
-			return r.Close()
-		}
-		if err != nil {
-			return err
-		}
-		fn(&rec)
-	}
 }
 
 func ratio(a, b int) float64 {
@@ -281,30 +277,50 @@ func ratio(a, b int) float64 {
 	return float64(a) / float64(b)
 }
 
-func dist(xs []int) Dist {
-	if len(xs) == 0 {
+// lengthCounts counts the requests of each length, so that the exact
+// distribution takes memory per distinct length, not per request.
+type lengthCounts map[int]int
+
+// dist summarises the lengths as if they were sorted in a slice: the mean
+// sums them in ascending order (so the figure is the same to the bit) and
+// the percentiles interpolate between order statistics.
+func (c lengthCounts) dist() Dist {
+	if len(c) == 0 {
 		return Dist{}
 	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	sum := 0.0
-	for _, x := range s {
-		sum += float64(x)
+	vals := slices.Sorted(maps.Keys(c))
+	n, sum := 0, 0.0
+	for _, v := range vals {
+		for range c[v] {
+			sum += float64(v)
+		}
+		n += c[v]
+	}
+	// rank returns the value of order statistic i (0-based).
+	rank := func(i int) int {
+		for _, v := range vals {
+			if i < c[v] {
+				return v
+			}
+			i -= c[v]
+		}
+		return vals[len(vals)-1]
 	}
 	return Dist{
-		Mean: sum / float64(len(s)),
-		P50:  percentile(s, 50),
-		P90:  percentile(s, 90),
-		P99:  percentile(s, 99),
-		Max:  s[len(s)-1],
+		Mean: sum / float64(n),
+		P50:  percentile(n, rank, 50),
+		P90:  percentile(n, rank, 90),
+		P99:  percentile(n, rank, 99),
+		Max:  vals[len(vals)-1],
 	}
 }
 
-// percentile interpolates linearly between the closest ranks of sorted s.
-func percentile(s []int, p float64) float64 {
-	pos := p / 100 * float64(len(s)-1)
+// percentile interpolates linearly between the closest ranks of n sorted
+// values, rank(i) being the i-th.
+func percentile(n int, rank func(int) int, p float64) float64 {
+	pos := p / 100 * float64(n-1)
 	lo := int(math.Floor(pos))
-	hi := min(lo+1, len(s)-1)
+	hi := min(lo+1, n-1)
 	frac := pos - float64(lo)
-	return float64(s[lo]) + frac*float64(s[hi]-s[lo])
+	return float64(rank(lo)) + frac*float64(rank(hi)-rank(lo))
 }

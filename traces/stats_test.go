@@ -3,8 +3,11 @@ package traces
 import (
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"time"
+
+	"pgregory.net/rapid"
 )
 
 func statsOf(t *testing.T, path string, f Format, opt StatsOptions) *Stats {
@@ -76,4 +79,31 @@ func TestStatsAzureHasNoPrefix(t *testing.T) {
 	if st.PrefixInfo != "none" || st.IdealHitRate != nil || st.LRUHitRate != nil || st.Note == "" {
 		t.Fatalf("azure stats claim prefix information: %+v", st)
 	}
+}
+
+// TestLengthCountsDist checks the distribution from counts against the
+// plain definition over a sorted slice: the same figures to the bit.
+func TestLengthCountsDist(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		xs := rapid.SliceOfN(rapid.IntRange(0, 300), 1, 200).Draw(t, "lengths")
+		c := lengthCounts{}
+		for _, x := range xs {
+			c[x]++
+		}
+		s := slices.Sorted(slices.Values(xs))
+		sum := 0.0
+		for _, x := range s {
+			sum += float64(x)
+		}
+		pct := func(p float64) float64 {
+			pos := p / 100 * float64(len(s)-1)
+			lo := int(math.Floor(pos))
+			hi := min(lo+1, len(s)-1)
+			return float64(s[lo]) + (pos-float64(lo))*float64(s[hi]-s[lo])
+		}
+		want := Dist{Mean: sum / float64(len(s)), P50: pct(50), P90: pct(90), P99: pct(99), Max: s[len(s)-1]}
+		if got := c.dist(); got != want {
+			t.Fatalf("dist(%v) = %+v, want %+v", xs, got, want)
+		}
+	})
 }

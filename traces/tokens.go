@@ -28,30 +28,21 @@ var tokensNames = map[string]string{
 	"tokens":     "input_tok_ids",
 }
 
-type tokensDecoder struct {
-	path  string
-	lines lineReader
-	n     int
-	last  int64
+type tokensFormat struct {
+	n    int
+	last int64
 }
 
-func newTokens(br *bufio.Reader, path string) *tokensDecoder {
-	return &tokensDecoder{path: path, lines: lineReader{path: path, br: br}}
+func newTokens(br *bufio.Reader, path string) *jsonlDecoder {
+	return newJSONL(br, path, &tokensFormat{})
 }
 
-func (d *tokensDecoder) next() (Record, error) {
-	data, err := d.lines.next()
-	if err != nil {
-		return Record{}, err
-	}
-	line := d.lines.line
+func (d *tokensFormat) record(l jsonLine) (Record, error) {
 	var m tokensLine
-	if err := json.Unmarshal(data, &m); err != nil {
-		return Record{}, jsonError(d.path, line, data, err)
+	if err := json.Unmarshal(l.data, &m); err != nil {
+		return Record{}, jsonError(l.path, l.line, l.data, err)
 	}
-	bad := func(field, format string, args ...any) error {
-		return badField(d.path, line, data, field, format, args...)
-	}
+	bad := l.bad
 	switch {
 	case m.ArrivalNs == nil:
 		return Record{}, bad("arrival_time_ns", "expected nanoseconds since the trace start, found nothing (field missing)")
@@ -90,5 +81,3 @@ func (d *tokensDecoder) next() (Record, error) {
 	d.n++
 	return rec, nil
 }
-
-func (d *tokensDecoder) lineNo() int { return d.lines.line }

@@ -6,10 +6,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/kvsim/kvsim/internal/jsonerr"
 	"io"
 	"os"
 
+	"github.com/kvsim/kvsim/internal/fielderr"
+	"github.com/kvsim/kvsim/internal/jsonerr"
 	"github.com/kvsim/kvsim/planner"
 )
 
@@ -137,21 +138,11 @@ type planNodeJSON struct {
 	SLRU   []int64  `json:"slru"`
 }
 
-// planPosError is an input error at a byte offset of a file; it prints as
-// FILE:LINE:COL: MSG.
-type planPosError struct {
-	path      string
-	line, col int
-	msg       string
-}
-
-func (e *planPosError) Error() string {
-	return fmt.Sprintf("%s:%d:%d: %s", e.path, e.line, e.col, e.msg)
-}
-
+// errAt is an input error at a byte offset of the file: FILE:LINE:COL: MSG,
+// the positioned error configs and study files use too.
 func (in *planInput) errAt(off int, format string, args ...any) error {
 	line, col := planLineCol(in.data, off)
-	return &planPosError{path: in.path, line: line, col: col, msg: fmt.Sprintf(format, args...)}
+	return &fielderr.At{File: in.path, Line: line, Col: col, Err: fmt.Errorf(format, args...)}
 }
 
 // planLineCol converts a byte offset into a 1-based line and column (in

@@ -13,7 +13,7 @@ import (
 
 	"github.com/kvsim/kvsim/planner"
 	"github.com/kvsim/kvsim/planner/synth"
-	"github.com/kvsim/kvsim/sim"
+	"github.com/kvsim/kvsim/sim/engine"
 )
 
 func init() {
@@ -187,7 +187,7 @@ func planBenchMeasure(reference, heap func() error) (planBenchMeasurement, error
 		refs, heaps = append(refs, float64(r)), append(heaps, float64(h))
 		ratios = append(ratios, float64(r)/float64(max(h, 1)))
 	}
-	median := func(v []float64) float64 { slices.Sort(v); return sim.Percentile(v, 50) }
+	median := func(v []float64) float64 { slices.Sort(v); return engine.Percentile(v, 50) }
 	m.ref, m.heap = time.Duration(median(refs)), time.Duration(median(heaps))
 	m.speedup = median(ratios)
 	return m, nil

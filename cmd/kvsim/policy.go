@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -121,27 +122,17 @@ func runPolicy(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
-	reqs, ids, err := policyReadTrace(*tracePath, f, *maxReq)
+	results, errs, ids, n, err := policyReplay(*tracePath, f, *maxReq, cfgs)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvsim policy: %v\n", err)
 		return exitFail
 	}
-	// The policies are independent simulations over the same read-only
-	// requests: run them side by side; each result lands at its index, so
-	// the output does not depend on scheduling.
-	results := make([]policy.Result, len(cfgs))
-	errs := make([]error, len(cfgs))
-	var wg sync.WaitGroup
-	for i, cfg := range cfgs {
-		wg.Go(func() { results[i], errs[i] = policy.Run(cfg, reqs) })
-	}
-	wg.Wait()
 	for i, cfg := range cfgs {
 		if err := errs[i]; err != nil {
 			var ae *policy.AbortError
 			if errors.As(err, &ae) {
 				fmt.Fprintf(stderr, "kvsim policy: %s: %s: request %q (replayed as number %d): %v (AssertionError: %s); SGLang reports no results\n",
-					cfg.Policy, *tracePath, ids[ae.Index], ae.Request, policy.ErrAborted, ae.Reason)
+					cfg.Policy, *tracePath, ids(ae.Index), ae.Request, policy.ErrAborted, ae.Reason)
 			} else {
 				fmt.Fprintf(stderr, "kvsim policy: %s: %v\n", cfg.Policy, err)
 			}
@@ -151,7 +142,7 @@ func runPolicy(args []string, stdout, stderr io.Writer) int {
 	if *asJSON {
 		err = policyWriteJSON(stdout, results)
 	} else {
-		err = policyWriteTable(stdout, *tracePath, len(reqs), cfgs[0], results)
+		err = policyWriteTable(stdout, *tracePath, n, cfgs[0], results)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "kvsim policy: %v\n", err)
@@ -160,17 +151,97 @@ func runPolicy(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
+// policyReplay replays up to limit records (0: all) of the trace through
+// each configuration and returns each one's result or error, the ids of
+// the requests (by index; for the requests an error names only) and the
+// number of requests. The policies are independent simulations over the
+// same read-only requests: they run side by side, each result landing at
+// its index, so the output does not depend on scheduling. Without Belady,
+// which must see the whole trace in advance, the trace streams through the
+// online simulators in batches (a Reader yields records in arrival order,
+// which is Run's replay order), so memory is the simulators' state (unique
+// pages) and one batch, not the trace.
+func policyReplay(path string, f traces.Format, limit int, cfgs []policy.Config) (results []policy.Result, errs []error, ids func(int) string, n int, err error) {
+	results, errs = make([]policy.Result, len(cfgs)), make([]error, len(cfgs))
+	if slices.ContainsFunc(cfgs, func(c policy.Config) bool { return c.Policy == policy.Belady }) {
+		reqs, all, err := policyReadTrace(path, f, limit, nil)
+		if err != nil {
+			return nil, nil, nil, 0, err
+		}
+		var wg sync.WaitGroup
+		for i, cfg := range cfgs {
+			wg.Go(func() { results[i], errs[i] = policy.Run(cfg, reqs) })
+		}
+		wg.Wait()
+		return results, errs, func(i int) string { return all[i] }, len(reqs), nil
+	}
+	sims := make([]*policy.Simulator, len(cfgs))
+	for i, cfg := range cfgs {
+		if sims[i], err = policy.New(cfg); err != nil {
+			return nil, nil, nil, 0, err
+		}
+	}
+	named := map[int]string{} // the ids of the requests an error names
+	run := func(reqs []policy.Request, batchIDs []string, base int) {
+		var wg sync.WaitGroup
+		for i, s := range sims {
+			if errs[i] != nil {
+				continue
+			}
+			wg.Go(func() {
+				for j, r := range reqs {
+					if _, _, err := s.Process(r.Pages); err != nil {
+						if ae, ok := errors.AsType[*policy.AbortError](err); ok {
+							ae.Index = base + j
+						}
+						errs[i] = err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if ae, ok := errors.AsType[*policy.AbortError](err); ok && ae.Index >= base && ae.Index < base+len(reqs) {
+				named[ae.Index] = batchIDs[ae.Index-base]
+			}
+		}
+	}
+	const batch = 4096
+	var reqs []policy.Request
+	var batchIDs []string
+	if _, _, err := policyReadTrace(path, f, limit, func(r policy.Request, id string) {
+		reqs, batchIDs = append(reqs, r), append(batchIDs, id)
+		if len(reqs) == batch {
+			run(reqs, batchIDs, n)
+			n += len(reqs)
+			reqs, batchIDs = reqs[:0], batchIDs[:0]
+		}
+	}); err != nil {
+		return nil, nil, nil, 0, err
+	}
+	run(reqs, batchIDs, n)
+	n += len(reqs)
+	for i, s := range sims {
+		if errs[i] == nil {
+			results[i] = s.Result()
+		}
+	}
+	return results, errs, func(i int) string { return named[i] }, n, nil
+}
+
 // policyReadTrace reads up to limit records (0: all) and turns each into a
 // request whose pages are the record's block hashes; ids are the records'
-// IDs, index for index.
-func policyReadTrace(path string, f traces.Format, limit int) (reqs []policy.Request, ids []string, err error) {
+// IDs, index for index. With each set, it passes every request to each
+// instead, as it is read, and returns none.
+func policyReadTrace(path string, f traces.Format, limit int, each func(policy.Request, string)) (reqs []policy.Request, ids []string, err error) {
 	rd, err := traces.Open(path, f)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer rd.Close()
 	hashed := rd.Header().BlockSize > 0
-	for limit == 0 || len(reqs) < limit {
+	for n := 0; limit == 0 || n < limit; n++ {
 		rec, err := rd.Next()
 		if errors.Is(err, io.EOF) {
 			break
@@ -181,7 +252,12 @@ func policyReadTrace(path string, f traces.Format, limit int) (reqs []policy.Req
 		if rec.Blocks == nil && (rec.Tokens != nil || !hashed) {
 			return nil, nil, fmt.Errorf("%s: request %q: no block hashes: policy mode needs a block-hash trace (%s has none)", path, rec.ID, rd.Format())
 		}
-		reqs = append(reqs, policy.Request{Timestamp: rec.Arrival, Pages: rec.Blocks})
+		req := policy.Request{Timestamp: rec.Arrival, Pages: rec.Blocks}
+		if each != nil {
+			each(req, rec.ID)
+			continue
+		}
+		reqs = append(reqs, req)
 		ids = append(ids, rec.ID)
 	}
 	return reqs, ids, nil

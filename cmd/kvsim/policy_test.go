@@ -223,3 +223,36 @@ func TestPolicyMooncakeMatchesPackage(t *testing.T) {
 		t.Errorf("hits %d/%d, want 56479/33599 (sim/policy/testdata/mooncake_conversation.golden)", want.L1HitPages, want.L2HitPages)
 	}
 }
+
+// TestPolicyStreamsAsRun checks the streamed replay (batches through the
+// online simulators) against policy.Run over the whole trace in memory, on
+// a trace of several batches, for every online policy and both a small and
+// a large cache.
+func TestPolicyStreamsAsRun(t *testing.T) {
+	p := filepath.Join("..", "..", "..", "shared", "data", "traces", "mooncake_fast25", "conversation_trace.jsonl")
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("shared trace %s not available (%v)", p, err)
+	}
+	reqs, _, err := policyReadTrace(p, traces.FormatAuto, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l1 := range []int{500, 18279} {
+		var cfgs []policy.Config
+		for _, pol := range policy.Policies() {
+			c := policy.Default()
+			c.Policy, c.L1Pages, c.L2Pages = pol, l1, 2*l1
+			cfgs = append(cfgs, c)
+		}
+		got, errs, _, n, err := policyReplay(p, traces.FormatAuto, 0, cfgs)
+		if err != nil || n != len(reqs) {
+			t.Fatalf("streamed: %d requests, %v", n, err)
+		}
+		for i, cfg := range cfgs {
+			want, werr := policy.Run(cfg, reqs)
+			if !reflect.DeepEqual(got[i], want) || (errs[i] == nil) != (werr == nil) {
+				t.Errorf("%v L1 %d streamed:\n%+v (%v)\nwant policy.Run's:\n%+v (%v)", cfg.Policy, l1, got[i], errs[i], want, werr)
+			}
+		}
+	}
+}

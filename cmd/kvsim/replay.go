@@ -247,20 +247,11 @@ func simTarget(cfgPath string) (*replay.SimTarget, error) {
 			return nil, err
 		}
 	}
-	if f.IsLlamaCpp() {
-		lb, err := f.BuildLlama()
-		if err != nil {
-			return nil, err
-		}
-		// A llama-server's outputs are its own: a trace that recorded them
-		// (a realized chat, a capture) gives them to the simulator.
-		return replay.NewSimTarget(replay.SimConfig{Llama: &lb.Config, LlamaCost: lb.Cost, Model: "llama-server", TraceOutputs: true})
-	}
-	built, err := f.Build()
+	srv, err := f.BuildServer(configs.ServerOptions{})
 	if err != nil {
 		return nil, err
 	}
-	return replay.NewSimTarget(replay.SimConfig{Sim: built.Sim, Cost: built.Cost, Model: f.Model.Name})
+	return replay.NewSimTarget(replay.SimConfig{Engine: srv.Factory, Model: srv.Model, TraceOutputs: srv.TraceOutputs})
 }
 
 // replayJob is one replay run: the flags of kvsim replay, parsed.

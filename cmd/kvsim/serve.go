@@ -86,7 +86,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return usageErr("%v", err)
 	}
 	srv, err := replay.NewServer(replay.ServeConfig{
-		Sim:       replay.SimConfig{Sim: built.Sim, Cost: built.Cost, Model: f.Model.Name},
+		Sim:       replay.SimConfig{Engine: built.Engine, Model: f.Model.Name},
 		TimeScale: *scale, Version: version, ShutdownTimeout: *shutdown,
 		Info: map[string]any{"kvsim_config": *cfgPath, "kvsim_explain": built.Explain},
 	})

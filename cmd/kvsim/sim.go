@@ -8,13 +8,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/kvsim/kvsim/configs"
 	"github.com/kvsim/kvsim/internal/atomicfile"
-	"github.com/kvsim/kvsim/sim"
-	"github.com/kvsim/kvsim/sim/llamacpp"
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 )
 
@@ -93,45 +91,15 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		}
 		capNs = int64(*gapCap)
 	}
-	// The server model: SGLang (the default) or llama.cpp's llama-server.
-	type runner interface {
-		Run(sim.Source) (*sim.Result, error)
-	}
-	var (
-		built     *configs.Built
-		llama     *configs.LlamaBuilt
-		newRunner func() (runner, error)
-		explains  []string
-		seedUsed  uint64
-		err       error
-	)
-	if f.IsLlamaCpp() {
-		if llama, err = f.BuildLlama(); err != nil {
-			fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
-			return exitUsage
-		}
-		newRunner = func() (runner, error) { return llamacpp.New(llama.Config, llama.Cost) }
-		explains = []string{fmt.Sprintf("llama-server model: %+v", llama.Config), fmt.Sprintf("cost (fitted, ns): %+v", *llama.Cost)}
-	} else {
-		if built, err = f.Build(); err != nil {
-			fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
-			return exitUsage
-		}
-		if *timeline == "" {
-			built.Sim.TimelineInterval = -1 // nobody asked for it: keep none
-		}
-		newRunner = func() (runner, error) {
-			s, err := sim.New(built.Sim, built.Cost)
-			if err != nil || f.Workload.OpenLoop {
-				return s, err
-			}
-			return closedLoop{s}, nil
-		}
-		explains = built.Explain
-		seedUsed = built.Sim.Seed
+	// The server model, whichever the config describes (SGLang or
+	// llama.cpp's llama-server). Nobody asked for a timeline: keep none.
+	srv, err := f.BuildServer(configs.ServerOptions{NoTimeline: *timeline == ""})
+	if err != nil {
+		fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
+		return exitUsage
 	}
 	if *explain {
-		for _, l := range explains {
+		for _, l := range srv.Explain {
 			fmt.Fprintln(stdout, l)
 		}
 		fmt.Fprintln(stdout)
@@ -170,12 +138,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stderr, "kvsim sim: %s\n", gapCutNote(cut))
 	}
-	s, err := newRunner()
-	if err != nil {
-		fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
-		return exitUsage
-	}
-	res, err := s.Run(rd)
+	res, err := srv.Run(rd)
 	if err == nil && res.IgnoredDeps > 0 {
 		fmt.Fprintf(stderr, "kvsim sim: warning: %d dependencies (parent, wait_for) name no earlier request, and their requests ran without them; kvsim trace validate says where\n", res.IgnoredDeps)
 	}
@@ -201,7 +164,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		if err := writeAtomic(*timeline, func(w io.Writer) error {
 			fmt.Fprintln(w, "t_s,device_tree_tokens,device_request_tokens,device_evictable_tokens,host_tokens,waiting,running")
 			for _, x := range res.Timeline {
-				fmt.Fprintf(w, "%.3f,%d,%d,%d,%d,%d,%d\n", float64(x.Time)/1e9, x.Device, x.Held, x.Evictable, x.Host, x.Waiting, x.Running)
+				fmt.Fprintf(w, "%.3f,%d,%d,%d,%d,%d,%d\n", x.Time.Seconds(), x.Device, x.Held, x.Evictable, x.Host, x.Waiting, x.Running)
 			}
 			return nil
 		}); err != nil {
@@ -211,12 +174,12 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	}
 	if *asJSON {
 		out := struct {
-			sim.Summary
+			engine.Summary
 			Trace   string `json:"trace"`
 			Config  string `json:"config"`
 			Seed    uint64 `json:"seed"`
 			Version string `json:"kvsim_version"`
-		}{res.Summary, tp, nameOr(*cfgPath, "default"), seedUsed, version}
+		}{res.Summary, tp, nameOr(*cfgPath, "default"), srv.Seed, version}
 		enc := json.NewEncoder(stdout)
 		if err := enc.Encode(out); err != nil {
 			fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
@@ -224,11 +187,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
-	if llama != nil {
-		printLlamaTable(stdout, tp, llama, res)
-		return exitOK
-	}
-	printSimTable(stdout, tp, f, built, res)
+	srv.WriteTable(stdout, tp, res)
 	return exitOK
 }
 
@@ -253,11 +212,6 @@ func openTrace(f *configs.File, fromConfig bool, path string, tf traces.Format) 
 	}
 	return rd, func() { rd.Close(); rc.Close() }, nil
 }
-
-// closedLoop runs a simulation closed-loop (sim.Sim.RunClosedLoop).
-type closedLoop struct{ *sim.Sim }
-
-func (c closedLoop) Run(src sim.Source) (*sim.Result, error) { return c.RunClosedLoop(src) }
 
 // gapCutNote says what an idle-gap cap cut.
 func gapCutNote(c traces.GapCut) string {
@@ -297,60 +251,4 @@ func nameOr(s, def string) string {
 // failure never leaves a truncated file behind.
 func writeAtomic(path string, fill func(io.Writer) error) error {
 	return atomicfile.Write(path, fill)
-}
-
-// printSimTable prints the results in the layout of SGLang's serving
-// benchmark, followed by the cache section.
-func printSimTable(w io.Writer, trace string, f *configs.File, b *configs.Built, res *sim.Result) {
-	s := res.Summary
-	c := b.Sim.WithDefaults().Cache
-	line := func(k string, v any) { sim.TableLine(w, k, v) }
-	head := sim.TableHeading
-	head(w, " kvsim simulation ", '=')
-	line("Server:", fmt.Sprintf("%s on %s, tp %d", f.Model.Name, f.GPU.Name, f.Server.TPSize))
-	hostDesc := "off"
-	if c.HostTokens > 0 {
-		hostDesc = fmt.Sprintf("%d tokens, %s", c.HostTokens, c.WritePolicy)
-	}
-	line("Device KV pool (tokens per rank):", c.DeviceTokens)
-	line("Host KV pool:", hostDesc)
-	line("Trace:", filepath.Base(trace))
-	if s.Failed > 0 {
-		line("Failed requests:", s.Failed)
-	}
-	s.Serving.WriteTable(w)
-	head(w, "KV Cache", '-')
-	line("Cache hit rate (cached/prompt):", fmt.Sprintf("%.4f", s.CacheHitRate))
-	line("  device hit rate:", fmt.Sprintf("%.4f", s.DeviceHitRate))
-	line("  host hit rate (loaded back):", fmt.Sprintf("%.4f", s.HostHitRate))
-	line("Device evicted tokens:", s.DeviceEvictions)
-	line("  demoted to host:", s.Demoted)
-	line("Host evicted tokens:", s.HostEvictions)
-	line("Write-through tokens (D2H):", s.WriteThroughTokens)
-	if s.WriteBackTokens > 0 {
-		line("Write-back tokens (D2H, stalling):", s.WriteBackTokens)
-	}
-	line("Load-back tokens (H2D):", s.LoadBackTokens)
-	line("PCIe H2D / D2H (GB):", fmt.Sprintf("%.2f / %.2f", s.H2DGB, s.D2HGB))
-	line("Retractions:", s.Retractions)
-	fmt.Fprintln(w, strings.Repeat("=", 50))
-}
-
-// printLlamaTable prints the results of the llama-server model: the serving
-// benchmark's block and the slot and RAM-cache hits.
-func printLlamaTable(w io.Writer, trace string, lb *configs.LlamaBuilt, res *sim.Result) {
-	s := res.Summary
-	line := func(k string, v any) { sim.TableLine(w, k, v) }
-	sim.TableHeading(w, " kvsim simulation ", '=')
-	line("Server:", fmt.Sprintf("llama-server model, %d slots of %d tokens", lb.Config.Slots, lb.Config.Context/max(lb.Config.Slots, 1)))
-	line("Trace:", filepath.Base(trace))
-	if s.Failed > 0 {
-		line("Failed requests:", s.Failed)
-	}
-	s.Serving.WriteTable(w)
-	sim.TableHeading(w, "Prompt cache", '-')
-	line("Cache hit rate (cached/prompt):", fmt.Sprintf("%.4f", s.CacheHitRate))
-	line("  kept in the slot:", fmt.Sprintf("%.4f", s.DeviceHitRate))
-	line("  restored from the RAM cache:", fmt.Sprintf("%.4f", s.HostHitRate))
-	fmt.Fprintln(w, strings.Repeat("=", 50))
 }

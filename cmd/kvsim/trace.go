@@ -11,6 +11,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -39,6 +40,9 @@ subcommands:
                           a seeded sample of whole sessions, in kvsim format
   gen KIND [flags]        generate a synthetic trace in kvsim format
                           (KIND: multiturn, roundrobin, shared-prefix, warmcache)
+  gen repeat --copies K FILE
+                          K copies of a trace back to back in time, sharing
+                          no prefix, in kvsim format
 
 Every command that reads a trace takes --format NAME (` + "mooncake, bailian, weka, azure, tokens, kvsim" + `)
 and detects the format from the content when it is omitted. FILE may be a
@@ -133,6 +137,13 @@ func (in *traceInput) check(fs *flag.FlagSet, pos []string, stderr io.Writer) bo
 	}
 	in.f, in.paths = f, pos
 	return true
+}
+
+// parse parses the flags and the files; it prints the problem and returns
+// false on a usage error.
+func (in *traceInput) parse(fs *flag.FlagSet, args []string, stderr io.Writer) bool {
+	pos, err := parseInterleaved(fs, args)
+	return err == nil && in.check(fs, pos, stderr)
 }
 
 func (in *traceInput) open() (*traces.Reader, error) {
@@ -246,19 +257,16 @@ func traceStats(args []string, stdout, stderr io.Writer) int {
 	in.registerGapCap(fs)
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	blockSize := fs.Int("token-block-size", traces.DefaultTokenBlockSize, "block size for hashing token-id traces")
+	withOPT := fs.Bool("opt", true, "compute the OPT (Belady) hit rates, whose memory grows with the trace's block references; --opt=false keeps memory to the unique blocks")
 	out := fs.String("out", "", "write to `FILE` instead of stdout")
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return exitUsage
-	}
-	if !in.check(fs, pos, stderr) {
+	if !in.parse(fs, args, stderr) {
 		return exitUsage
 	}
 	if *blockSize <= 0 {
 		fmt.Fprintf(stderr, "%s: --token-block-size: must be > 0 (got %d)\n", fs.Name(), *blockSize)
 		return exitUsage
 	}
-	st, err := traces.ComputeStats(in.open, traces.StatsOptions{TokenBlockSize: *blockSize})
+	st, err := traces.ComputeStats(in.open, traces.StatsOptions{TokenBlockSize: *blockSize, NoOPT: !*withOPT})
 	if err != nil {
 		return fail(stderr, err)
 	}
@@ -339,11 +347,7 @@ func traceValidate(args []string, stdout, stderr io.Writer) int {
 	var in traceInput
 	in.register(fs)
 	maxShown := fs.Int("max", 0, "print at most `N` problems (0: all)")
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return exitUsage
-	}
-	if !in.check(fs, pos, stderr) {
+	if !in.parse(fs, args, stderr) {
 		return exitUsage
 	}
 	r, err := in.open()
@@ -458,11 +462,7 @@ func traceConvert(args []string, stdout, stderr io.Writer) int {
 	in.registerGapCap(fs)
 	to := fs.String("to", "kvsim", "output format (only kvsim)")
 	out := fs.String("out", "", "write to `FILE` instead of stdout")
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return exitUsage
-	}
-	if !in.check(fs, pos, stderr) {
+	if !in.parse(fs, args, stderr) {
 		return exitUsage
 	}
 	if *to != "kvsim" {
@@ -482,11 +482,7 @@ func traceHead(args []string, stdout, stderr io.Writer) int {
 	in.register(fs)
 	n := fs.Int("n", 10, "number of requests to keep")
 	out := fs.String("out", "", "write to `FILE` instead of stdout")
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return exitUsage
-	}
-	if !in.check(fs, pos, stderr) {
+	if !in.parse(fs, args, stderr) {
 		return exitUsage
 	}
 	if *n < 1 {
@@ -506,11 +502,7 @@ func traceSample(args []string, stdout, stderr io.Writer) int {
 	fraction := fs.Float64("fraction", 0.1, "fraction of sessions to keep, in (0, 1]")
 	seed := fs.Uint64("seed", 1, "seed of the sample")
 	out := fs.String("out", "", "write to `FILE` instead of stdout")
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return exitUsage
-	}
-	if !in.check(fs, pos, stderr) {
+	if !in.parse(fs, args, stderr) {
 		return exitUsage
 	}
 	if !(*fraction > 0 && *fraction <= 1) {
@@ -550,6 +542,8 @@ kinds:
   roundrobin     conversations sent round-robin (A1, B1, C1, A2, ...)
   shared-prefix  shared-prefix groups (A+Q1, A+Q2, B+Q1, ...)
   warmcache      bench_warm_cache.py's exact shared-prefix sweep
+  repeat         K copies of a trace FILE back to back in time (--copies K),
+                 hash, token, request and session ids renamed apart
 
 Run 'kvsim trace gen KIND -h' for the flags of one kind.
 `
@@ -611,6 +605,9 @@ func traceGen(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	kind := args[0]
+	if kind == "repeat" {
+		return traceRepeat(args[1:], stdout, stderr)
+	}
 	fs := newFlagSet("gen "+kind, stderr)
 	seed := fs.Uint64("seed", 1, "seed of the generator")
 	out := fs.String("out", "", "write to `FILE` instead of stdout")
@@ -717,6 +714,35 @@ func traceGen(args []string, stdout, stderr io.Writer) int {
 		return w.Flush()
 	}()
 	if err := o.finish(err); err != nil {
+		return fail(stderr, err)
+	}
+	return exitOK
+}
+
+// traceRepeat writes --copies copies of a trace back to back in time
+// (traces.Repeat), reading the input once per copy.
+func traceRepeat(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("gen repeat", stderr)
+	var in traceInput
+	in.register(fs)
+	copies := fs.Int("copies", 2, "number of copies, back to back in time (1: the trace in kvsim format)")
+	out := fs.String("out", "", "write to `FILE` instead of stdout")
+	if !in.parse(fs, args, stderr) {
+		return exitUsage
+	}
+	switch {
+	case *copies < 1:
+		fmt.Fprintf(stderr, "%s: --copies: must be >= 1 (got %d)\n", fs.Name(), *copies)
+		return exitUsage
+	case *copies > 1 && slices.Contains(in.paths, "-"):
+		fmt.Fprintf(stderr, "%s: --copies %d reads the trace %d times: give a file, not standard input\n", fs.Name(), *copies, *copies)
+		return exitUsage
+	}
+	o, err := openOutput(*out, stdout)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	if err := o.finish(traces.Repeat(in.open, *copies, o.w)); err != nil {
 		return fail(stderr, err)
 	}
 	return exitOK

@@ -322,3 +322,77 @@ func TestTraceConvertTruncatedInput(t *testing.T) {
 		t.Errorf("a failed convert left its output file")
 	}
 }
+
+func TestTraceGenRepeat(t *testing.T) {
+	in := "testdata/trace/mooncake.jsonl"
+	// One copy is the conversion.
+	code, one, errOut := runCLI(t, "trace", "gen", "repeat", "--copies", "1", in)
+	if code != exitOK {
+		t.Fatalf("repeat --copies 1: exit %d: %s", code, errOut)
+	}
+	code, conv, errOut := runCLI(t, "trace", "convert", in)
+	if code != exitOK {
+		t.Fatalf("convert: exit %d: %s", code, errOut)
+	}
+	if one != conv {
+		t.Fatalf("repeat --copies 1:\n%s\nwant what convert writes:\n%s", one, conv)
+	}
+	// Three copies: three times the requests, the same ideal hit rate.
+	out := filepath.Join(t.TempDir(), "x3.jsonl")
+	if code, _, errOut := runCLI(t, "trace", "gen", "repeat", "--copies", "3", "--out", out, in); code != exitOK {
+		t.Fatalf("repeat --copies 3: exit %d: %s", code, errOut)
+	}
+	stats := func(path string) traces.Stats {
+		code, js, errOut := runCLI(t, "trace", "stats", "--json", path)
+		if code != exitOK {
+			t.Fatalf("stats %s: exit %d: %s", path, code, errOut)
+		}
+		var st traces.Stats
+		if err := json.Unmarshal([]byte(js), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	st1, st3 := stats(in), stats(out)
+	if st3.Requests != 3*st1.Requests || *st3.IdealHitRate != *st1.IdealHitRate || st3.UniqueBlocks != 3*st1.UniqueBlocks {
+		t.Errorf("3 copies: %d requests, ideal hit rate %v, %d unique blocks; one: %d, %v, %d",
+			st3.Requests, *st3.IdealHitRate, st3.UniqueBlocks, st1.Requests, *st1.IdealHitRate, st1.UniqueBlocks)
+	}
+	// Usage errors.
+	for _, args := range [][]string{
+		{"--copies", "0", in},
+		{"--copies", "2", "-"},
+		{"--copies", "2"},
+	} {
+		if code, _, _ := runCLI(t, append([]string{"trace", "gen", "repeat"}, args...)...); code != exitUsage {
+			t.Errorf("repeat %q: exit %d, want %d", args, code, exitUsage)
+		}
+	}
+	// A bad record is reported with its position, and no file is left.
+	bad := filepath.Join(t.TempDir(), "bad.jsonl")
+	code, _, errOut = runCLI(t, "trace", "gen", "repeat", "--out", bad, "testdata/trace/bad_mooncake.jsonl")
+	if code != exitFail || !strings.Contains(errOut, "bad_mooncake.jsonl:") {
+		t.Errorf("a bad trace: exit %d: %s", code, errOut)
+	}
+	if _, err := os.Stat(bad); err == nil {
+		t.Errorf("a failed repeat left %s", bad)
+	}
+}
+
+func TestTraceStatsWithoutOPT(t *testing.T) {
+	in := "testdata/trace/mooncake.jsonl"
+	_, with, _ := runCLI(t, "trace", "stats", in)
+	code, without, errOut := runCLI(t, "trace", "stats", "--opt=false", in)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var kept []string
+	for _, l := range strings.SplitAfter(with, "\n") {
+		if !strings.HasPrefix(l, "OPT hit rate") {
+			kept = append(kept, l)
+		}
+	}
+	if want := strings.Join(kept, ""); without != want || want == with {
+		t.Errorf("--opt=false:\n%s\nwant the full table without its OPT row:\n%s", without, want)
+	}
+}

@@ -7,7 +7,8 @@
 //     tree, traces <- planner <- sim <- fleet <- replay <- configs <-
 //     calibrate <- study <- cmd ([Layers]), and within a top-level
 //     directory in the order [SubLayers] gives its packages (sim/engine,
-//     sim/hw and sim/policy below sim, sim below sim/llamacpp); internal/*
+//     sim/hw and sim/policy below the server models sim and sim/llamacpp,
+//     which do not import each other); internal/*
 //     is usable by all, and an external test package (x_test) may import
 //     any package of its own directory;
 //   - [Determinism]: the non-test code of the simulator core ([Core]: tree,

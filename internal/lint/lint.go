@@ -46,17 +46,17 @@ const layerOrder = "tree, traces <- planner <- sim <- fleet <- replay <- configs
 // within (its packages are still checked against Layers).
 var SubLayers = map[string]map[string]int{
 	// sim/engine, sim/hw and sim/policy are leaves of sim: the shared
-	// types, the hardware and cost models, the policy-only model. sim
-	// builds on them; sim/llamacpp still borrows sim's shared types until
-	// they live in sim/engine.
-	"sim":     {"sim/engine": 0, "sim/hw": 0, "sim/policy": 0, "sim": 1, "sim/llamacpp": 2},
+	// types and the engine seam, the hardware and cost models, the
+	// policy-only model. The two server models, sim and sim/llamacpp,
+	// build on them and never on each other.
+	"sim":     {"sim/engine": 0, "sim/hw": 0, "sim/policy": 0, "sim": 1, "sim/llamacpp": 1},
 	"planner": {"planner": 0, "planner/synth": 1},
 	"replay":  {"replay/replaytest": 0, "replay": 1},
 }
 
 // Core lists the top-level directories whose non-test code must be
 // deterministic.
-var Core = map[string]bool{"tree": true, "planner": true, "sim": true, "traces": true}
+var Core = map[string]bool{"tree": true, "planner": true, "sim": true, "traces": true, "fleet": true}
 
 // Banned maps "pkg.Func" (pkg by import path) to the advice printed when
 // the simulator core uses it.

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/kvsim/kvsim/internal/fielderr"
 )
 
 // Extend is one request's part of a prefill batch.
@@ -69,12 +71,13 @@ func DefaultEfficiency() Efficiency {
 	}
 }
 
-// Validate reports every invalid field at once (hw.roofline.<key>).
+// Validate reports every invalid field at once, each a [fielderr.Error]
+// at hw.roofline.<key>.
 func (e Efficiency) Validate() error {
 	var errs []error
 	fraction := func(key string, v float64) {
 		if !(v > 0 && v <= 1) {
-			errs = append(errs, fmt.Errorf("hw.roofline.%s: must be in (0, 1] (got %v)", key, v))
+			errs = append(errs, fielderr.New(fielderr.Key("hw", "roofline", key), "must be in (0, 1] (got %v)", v))
 		}
 	}
 	fraction("gemm_mfu", e.GEMMMFU)
@@ -83,7 +86,7 @@ func (e Efficiency) Validate() error {
 	fraction("allreduce_efficiency", e.AllReduce)
 	time := func(key string, v float64) {
 		if !(v >= 0) || math.IsInf(v, 0) {
-			errs = append(errs, fmt.Errorf("hw.roofline.%s: must be >= 0 (got %v)", key, v))
+			errs = append(errs, fielderr.New(fielderr.Key("hw", "roofline", key), "must be >= 0 (got %v)", v))
 		}
 	}
 	time("allreduce_latency_us", e.AllReduceLatencyUs)
@@ -325,8 +328,8 @@ func (r *Roofline) Check(w Worst) error {
 			}
 		}
 		p := parts[big]
-		errs = append(errs, fmt.Errorf("hw.roofline.%s: makes %s take %s, over the %s a step may take (%s of it in %s) (got %v)",
-			p.key, w.describe(t.prefill), seconds(total), MaxStep, seconds(p.ns), p.what, r.efficiency(p.key)))
+		errs = append(errs, fielderr.New(fielderr.Key("hw", "roofline", p.key), "makes %s take %s, over the %s a step may take (%s of it in %s) (got %v)",
+			w.describe(t.prefill), seconds(total), MaxStep, seconds(p.ns), p.what, r.efficiency(p.key)))
 	}
 	return errors.Join(errs...)
 }

@@ -2,8 +2,9 @@ package hw
 
 import (
 	"errors"
-	"fmt"
 	"math"
+
+	"github.com/kvsim/kvsim/internal/fielderr"
 )
 
 // The feature vectors of the fitted model. A fitter (least squares over
@@ -70,15 +71,16 @@ type Fitted struct {
 	Decode [NumDecodeFeatures]float64 `toml:"decode"`
 }
 
-// Validate reports every invalid coefficient at once (hw.fitted.<key>[i]).
+// Validate reports every invalid coefficient at once, each a
+// [fielderr.Error] at hw.fitted.<key>[i].
 func (f Fitted) Validate() error {
 	var errs []error
 	check := func(key string, i int, v float64) {
 		switch {
 		case math.IsNaN(v) || math.IsInf(v, 0):
-			errs = append(errs, fmt.Errorf("hw.fitted.%s[%d]: must be finite (got %v)", key, i, v))
+			errs = append(errs, fielderr.New(fielderr.Key("hw", "fitted", key).At(i), "must be finite (got %v)", v))
 		case i > 0 && v < 0:
-			errs = append(errs, fmt.Errorf("hw.fitted.%s[%d]: slope must be >= 0 (got %v)", key, i, v))
+			errs = append(errs, fielderr.New(fielderr.Key("hw", "fitted", key).At(i), "slope must be >= 0 (got %v)", v))
 		}
 	}
 	for i, v := range f.Prefill {
@@ -138,8 +140,8 @@ func (f *Fitted) Check(w Worst) error {
 		if total <= float64(MaxStep) {
 			return
 		}
-		errs = append(errs, fmt.Errorf("hw.fitted.%s[%d]: makes %s take %s, over the %s a step may take (%s of it from %g ns per %s times %g) (got %g)",
-			key, big, w.describe(prefill), seconds(total), MaxStep, seconds(terms[big]), coef[big], featureName(prefill, big), x[big], coef[big]))
+		errs = append(errs, fielderr.New(fielderr.Key("hw", "fitted", key).At(big), "makes %s take %s, over the %s a step may take (%s of it from %g ns per %s times %g) (got %g)",
+			w.describe(prefill), seconds(total), MaxStep, seconds(terms[big]), coef[big], featureName(prefill, big), x[big], coef[big]))
 	}
 	tokens, pairs, _, seqs := w.prefillSums()
 	check("prefill", true, f.Prefill[:], []float64{1, tokens, pairs, seqs})

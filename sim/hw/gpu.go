@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/kvsim/kvsim/internal/fielderr"
 )
 
 // GPU is one accelerator's capacity and speeds. Rates are peak datasheet
@@ -101,11 +103,11 @@ func GPUPresets() []string {
 }
 
 // Validate reports every invalid field at once, each named by its key path
-// in a study (hw.gpu.<key>).
+// in a study, as a [fielderr.Error] (hw.gpu.<key>).
 func (g GPU) Validate() error {
 	var errs []error
 	bad := func(key, rule string, got any) {
-		errs = append(errs, fmt.Errorf("hw.gpu.%s: %s (got %v)", key, rule, got))
+		errs = append(errs, fielderr.New(fielderr.Key("hw", "gpu", key), "%s (got %v)", rule, got))
 	}
 	if g.MemoryMiB <= 0 {
 		bad("memory_mib", "must be > 0", g.MemoryMiB)

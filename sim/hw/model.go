@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/kvsim/kvsim/internal/fielderr"
 )
 
 // Attention is a model's attention kind, which decides how much KV cache one
@@ -237,11 +239,11 @@ func ModelPresets() []string {
 const MaxContextLen = 1 << 30
 
 // Validate reports every invalid field at once, each named by its key path
-// in a study (hw.model.<key>).
+// in a study, as a [fielderr.Error] (hw.model.<key>).
 func (m Model) Validate() error {
 	var errs []error
 	bad := func(key, rule string, got any) {
-		errs = append(errs, fmt.Errorf("hw.model.%s: %s (got %v)", key, rule, got))
+		errs = append(errs, fielderr.New(fielderr.Key("hw", "model", key), "%s (got %v)", rule, got))
 	}
 	if m.Params <= 0 {
 		bad("params", "must be > 0", m.Params)

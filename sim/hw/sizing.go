@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+
+	"github.com/kvsim/kvsim/internal/fielderr"
 )
 
 // Server holds the SGLang server arguments that decide memory, under their
@@ -69,12 +71,13 @@ func DefaultServer() Server {
 	}
 }
 
-// Validate reports every invalid field at once (hw.server.<key>). It does
+// Validate reports every invalid field at once, each a [fielderr.Error]
+// at hw.server.<key>. It does
 // not know the model; [Size] also checks dcp_size against the attention.
 func (s Server) Validate() error {
 	var errs []error
 	bad := func(key, rule string, got any) {
-		errs = append(errs, fmt.Errorf("hw.server.%s: %s (got %v)", key, rule, got))
+		errs = append(errs, fielderr.New(fielderr.Key("hw", "server", key), "%s (got %v)", rule, got))
 	}
 	if s.TPSize < 1 {
 		bad("tp_size", "must be >= 1", s.TPSize)
@@ -150,17 +153,17 @@ func CheckParallel(m Model, s Server) error {
 	var errs []error
 	tp := s.TPSize
 	if s.DCPSize > 1 && m.Attention != MLA {
-		errs = append(errs, fmt.Errorf("hw.server.dcp_size: decode context parallelism needs an mla model (got %d with %v)", s.DCPSize, m.Attention))
+		errs = append(errs, fielderr.New(fielderr.Key("hw", "server", "dcp_size"), "decode context parallelism needs an mla model (got %d with %v)", s.DCPSize, m.Attention))
 	}
 	if m.Heads%tp != 0 {
-		errs = append(errs, fmt.Errorf("hw.server.tp_size: must divide the model's %d attention heads (SGLang asserts num_attention_heads %% tp_size == 0) (got %d)", m.Heads, tp))
+		errs = append(errs, fielderr.New(fielderr.Key("hw", "server", "tp_size"), "must divide the model's %d attention heads (SGLang asserts num_attention_heads %% tp_size == 0) (got %d)", m.Heads, tp))
 	}
 	if m.Attention == MHA {
 		switch {
 		case m.KVHeads >= tp && m.KVHeads%tp != 0:
-			errs = append(errs, fmt.Errorf("hw.server.tp_size: must divide the model's %d KV heads (SGLang asserts num_key_value_heads %% tp_size == 0) (got %d)", m.KVHeads, tp))
+			errs = append(errs, fielderr.New(fielderr.Key("hw", "server", "tp_size"), "must divide the model's %d KV heads (SGLang asserts num_key_value_heads %% tp_size == 0) (got %d)", m.KVHeads, tp))
 		case m.KVHeads < tp && tp%m.KVHeads != 0:
-			errs = append(errs, fmt.Errorf("hw.server.tp_size: must be a multiple of the model's %d KV heads, which it replicates (SGLang asserts tp_size %% num_key_value_heads == 0) (got %d)", m.KVHeads, tp))
+			errs = append(errs, fielderr.New(fielderr.Key("hw", "server", "tp_size"), "must be a multiple of the model's %d KV heads, which it replicates (SGLang asserts tp_size %% num_key_value_heads == 0) (got %d)", m.KVHeads, tp))
 		}
 	}
 	return errors.Join(errs...)

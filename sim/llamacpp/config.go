@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/kvsim/kvsim/internal/fielderr"
 	"github.com/kvsim/kvsim/traces"
 )
 
@@ -72,11 +73,12 @@ func (c Config) UbatchSize() int { return min(c.Ubatch, c.Batch) }
 // SlotContext is the context of one slot in tokens.
 func (c Config) SlotContext() int { return c.Context / c.Slots }
 
-// Validate reports every invalid field at once (llamacpp.<key>).
+// Validate reports every invalid field at once, each a [fielderr.Error]
+// at llamacpp.<key>, the server's long option name.
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(key string, v any, want string) {
-		errs = append(errs, fmt.Errorf("llamacpp.%s: %s (got %v)", key, want, v))
+		errs = append(errs, fielderr.New(fielderr.Key("llamacpp", key), "%s (got %v)", want, v))
 	}
 	if c.Slots < 1 {
 		bad("parallel", c.Slots, "must be >= 1")
@@ -103,7 +105,82 @@ func (c Config) Validate() error {
 		bad("token_text", fmt.Sprintf("%q", c.TokenText), fmt.Sprintf("must be %q or %q", TokenTextWhole, TokenTextByteLevel))
 	}
 	if err := c.Vocab.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("llamacpp.vocab: %w", err))
+		errs = append(errs, fielderr.Wrap(fielderr.Key("llamacpp", "vocab"), err))
+	}
+	return errors.Join(errs...)
+}
+
+// costPath is the key path of the cost model's field key: llama-server
+// files write it as llamacpp.cost.<key>.
+func costPath(key string) fielderr.Path { return fielderr.Key("llamacpp", "cost", key) }
+
+// Validate reports every invalid field of c at once, each a
+// [fielderr.Error] at llamacpp.cost.<key> (the coefficients at
+// llamacpp.cost.prefill[i] and decode[i], the curve's points at
+// llamacpp.cost.after_prompt[i].<key>). Fields that depend on each other
+// (a call-size tier's bound and rate, the tiles and the tiers) are checked
+// together, each problem once.
+func (c *CPUCost) Validate() error {
+	var errs []error
+	fitted := fielderr.Key("hw", "fitted")
+	errs = append(errs, fielderr.Flatten(fielderr.Map(c.Fitted.Validate(), func(p fielderr.Path) fielderr.Path {
+		return p.Replace(fitted, fielderr.Key("llamacpp", "cost"))
+	}))...)
+	finite := func(key string, v float64) {
+		if !(v >= 0) || math.IsInf(v, 1) {
+			errs = append(errs, fielderr.New(costPath(key), "must be a finite number >= 0 (got %v)", v))
+		}
+	}
+	finite("state_copy_ns_per_byte", c.StateCopy)
+	finite("state_fresh_ns_per_byte", c.StateFresh)
+	finite("state_restore_ns_per_byte", c.StateRestore)
+	// A call-size tier: its bound in tokens (0: off) and its rate per
+	// pair, which it needs and which needs it.
+	tier := func(name string, tokens int, pair float64) {
+		switch {
+		case tokens < 0:
+			errs = append(errs, fielderr.New(costPath(name+"_tokens"), "must be >= 0 (got %d)", tokens))
+		case tokens > 0 && !(pair > 0 && !math.IsInf(pair, 1)):
+			errs = append(errs, fielderr.New(costPath(name+"_pair_ns"), "must be a finite number > 0 with %s_tokens (got %v)", name, pair))
+		case tokens == 0 && pair != 0:
+			errs = append(errs, fielderr.New(costPath(name+"_pair_ns"), "needs %s_tokens > 0 (got %v)", name, pair))
+		}
+	}
+	tier("small_call", c.SmallCall, c.SmallPair)
+	if c.MediumCall > 0 && c.MediumCall <= c.SmallCall {
+		errs = append(errs, fielderr.New(costPath("medium_call_tokens"), "must be above small_call_tokens (%d) (got %d)", c.SmallCall, c.MediumCall))
+	} else {
+		tier("medium_call", c.MediumCall, c.MediumPair)
+	}
+	switch {
+	case c.Tile < 0:
+		errs = append(errs, fielderr.New(costPath("tile_size"), "must be >= 0 (got %d)", c.Tile))
+	case c.Tile > 0 && (c.SmallCall != 0 || c.MediumCall != 0):
+		errs = append(errs, fielderr.New(costPath("tile_size"), "excludes small_call_tokens and medium_call_tokens (got %d and %d): the tiles replace the call-size tiers", c.SmallCall, c.MediumCall))
+	}
+	switch {
+	case !(c.ShortPair >= 0) || math.IsInf(c.ShortPair, 1):
+		errs = append(errs, fielderr.New(costPath("short_pair_ns"), "must be a finite number >= 0 (got %v)", c.ShortPair))
+	case c.Tile == 0 && c.ShortPair != 0:
+		errs = append(errs, fielderr.New(costPath("short_pair_ns"), "needs tile_size > 0 (got %v)", c.ShortPair))
+	}
+	if c.Delay < 0 {
+		errs = append(errs, fielderr.New(costPath("request_delay_ns"), "must be >= 0 (got %d)", c.Delay))
+	}
+	for i, p := range c.AfterPromptCurve {
+		key := costPath("after_prompt").At(i)
+		switch {
+		case p.Context < 0:
+			errs = append(errs, fielderr.New(key.Key("context_tokens"), "must be >= 0 (got %d)", p.Context))
+		case i > 0 && p.Context <= c.AfterPromptCurve[i-1].Context:
+			errs = append(errs, fielderr.New(key.Key("context_tokens"), "must be above the previous point's %d (got %d)", c.AfterPromptCurve[i-1].Context, p.Context))
+		}
+		if !(p.Ns >= 0) || math.IsInf(p.Ns, 1) {
+			errs = append(errs, fielderr.New(key.Key("ns"), "must be a finite number >= 0 (got %v)", p.Ns))
+		}
+		if !(p.Decay >= 0 && p.Decay < 1) {
+			errs = append(errs, fielderr.New(key.Key("decay"), "must be a number in [0, 1) (got %v)", p.Decay))
+		}
 	}
 	return errors.Join(errs...)
 }

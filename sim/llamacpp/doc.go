@@ -49,7 +49,7 @@
 //     refused when larger than the whole limit, and evicts the oldest
 //     states to make room.
 //
-// cached_tokens counts restored tokens like any others; [sim.RequestResult]
+// cached_tokens counts restored tokens like any others; [engine.RequestResult]
 // splits them into CachedDevice (the slot's own KV) and CachedHost
 // (restored from RAM).
 //
@@ -95,10 +95,10 @@
 //
 // # API
 //
-// [New] and [Sim.Run] simulate a whole [sim.Source]; [NewOnline] gives the
-// incremental shape of [sim.Online] (Submit, Next, RunUntil, Finish) so
-// replay can drive either server model. Results are [sim.Result]s (per
-// request [sim.RequestResult], [sim.Summarize]'s metrics); [Stats] counts
+// [New] and [Sim.Run] simulate a whole [engine.Source]; [NewOnline] gives an
+// [engine.Engine] (Submit, Next, RunUntil, Finish) so replay can drive
+// either server model. Results are [engine.Result]s (per request
+// [engine.RequestResult], [engine.Summarize]'s metrics); [Stats] counts
 // the cache decisions. Prompts come from [traces.PromptTokens] with
 // Config.Vocab, the same ids replay sends, so simulated and real prefixes
 // match token for token; outputs are the trace's OutputTokens when it has

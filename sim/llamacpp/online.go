@@ -4,18 +4,17 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/kvsim/kvsim/sim"
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 )
 
-// Online runs a simulation incrementally, with the shape of [sim.Online]:
-// requests are submitted while it runs, virtual time advances only when
-// asked, and token and completion events are reported as [sim.Event]s.
-// replay drives either simulator through this shape.
+// Online runs a simulation incrementally as an [engine.Engine]: requests
+// are submitted while it runs, virtual time advances only when asked, and
+// token and completion events are reported as [engine.Event]s.
 type Online struct {
 	s      *Sim
-	q      *sim.Queue
-	events []sim.Event
+	q      *engine.Queue
+	events []engine.Event
 	err    error
 }
 
@@ -25,14 +24,16 @@ func NewOnline(cfg Config, cost CostModel) (*Online, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &Online{s: s, q: &sim.Queue{}}
+	o := &Online{s: s, q: &engine.Queue{}}
 	s.src = o.q
-	s.observe = func(e sim.Event) { o.events = append(o.events, e) }
+	s.observe = func(e engine.Event) { o.events = append(o.events, e) }
 	return o, nil
 }
 
 // Now returns the virtual time the simulation has reached.
-func (o *Online) Now() sim.Time { return o.s.now }
+func (o *Online) Now() engine.Time { return o.s.now }
+
+var _ engine.Engine = (*Online)(nil)
 
 // Submit queues a request that arrives at rec.Arrival, which must not be
 // before Now() nor before an earlier submission's arrival.
@@ -40,7 +41,7 @@ func (o *Online) Submit(rec traces.Record) error {
 	if o.err != nil {
 		return o.err
 	}
-	if err := sim.CheckSubmit(&rec, o.s.now, o.s.lastArr); err != nil {
+	if err := engine.CheckSubmit(&rec, o.s.now, o.s.lastArr); err != nil {
 		return err
 	}
 	o.q.Push(rec)
@@ -52,12 +53,12 @@ func (o *Online) Submit(rec traces.Record) error {
 }
 
 // Next returns the time of the next pending event, if there is one.
-func (o *Online) Next() (sim.Time, bool) { return o.s.nextTime() }
+func (o *Online) Next() (engine.Time, bool) { return o.s.nextTime() }
 
 // RunUntil processes every event up to and including time t, advances the
 // clock to t, and returns the events reported, in order. The slice is
 // reused by the next call.
-func (o *Online) RunUntil(t sim.Time) ([]sim.Event, error) {
+func (o *Online) RunUntil(t engine.Time) ([]engine.Event, error) {
 	o.events = o.events[:0]
 	if o.err != nil {
 		return nil, o.err
@@ -91,12 +92,12 @@ func (o *Online) Stats() Stats { return o.s.stats }
 
 // Finish runs every remaining event and returns the run's results. The
 // Online cannot be used afterwards.
-func (o *Online) Finish() (*sim.Result, error) {
+func (o *Online) Finish() (*engine.Result, error) {
 	if o.err != nil {
 		return nil, o.err
 	}
 	for {
-		ok, err := o.s.step(1<<63 - 1)
+		ok, err := o.s.step(engine.Never)
 		if err != nil {
 			return nil, err
 		}

@@ -6,7 +6,7 @@ import (
 	"io"
 	"math"
 
-	"github.com/kvsim/kvsim/sim"
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 )
 
@@ -52,14 +52,14 @@ type Sim struct {
 	cfg   Config
 	cost  CostModel
 	nctx  int
-	now   sim.Time
+	now   engine.Time
 	slots []*slot
 	ram   *ramCache
 	queue []*request // arrived, waiting for a free slot, in arrival order
 
-	delay    sim.Time // from a request's arrival until the loop sees it (RequestDelayer)
+	delay    engine.Time // from a request's arrival until the loop sees it (RequestDelayer)
 	busy     bool
-	batchEnd sim.Time
+	batchEnd engine.Time
 	parts    []part  // the call in flight; empty while copying states
 	chunks   []Chunk // the call in flight, for the cost model
 	copied   Copies  // state bytes copied by the launches of this server-loop turn
@@ -69,15 +69,15 @@ type Sim struct {
 	lastPrompt int64
 	ap         AfterPrompter
 
-	src     sim.Source
+	src     engine.Source
 	pending *traces.Record // the next record, not yet arrived
 	srcDone bool
-	lastArr sim.Time
-	observe func(sim.Event)
+	lastArr engine.Time
+	observe func(engine.Event)
 
-	results  []sim.RequestResult
+	results  []engine.RequestResult
 	itls     []float64
-	counters sim.Counters
+	counters engine.Counters
 	stats    Stats
 	active   int
 	nextOut  int32             // next synthetic output id: negative, so it never matches a prompt
@@ -99,9 +99,9 @@ func (c Copies) minus(o Copies) Copies {
 
 type slot struct {
 	id       int
-	tokens   []int32  // the tokens whose KV the slot holds
-	lastUsed sim.Time // release time; -1 before the first use
-	req      *request // nil when idle
+	tokens   []int32     // the tokens whose KV the slot holds
+	lastUsed engine.Time // release time; -1 before the first use
+	req      *request    // nil when idle
 }
 
 type request struct {
@@ -113,8 +113,8 @@ type request struct {
 	processed int  // prompt tokens in the slot's KV
 	nOut      int  // tokens sampled
 	restored  bool // the slot's tokens were restored from the RAM cache for it
-	lastTok   sim.Time
-	res       sim.RequestResult
+	lastTok   engine.Time
+	res       engine.RequestResult
 }
 
 // part is one slot's share of a llama_decode call: a prompt chunk of n
@@ -144,7 +144,7 @@ func New(cfg Config, cost CostModel) (*Sim, error) {
 		s.ap = ap
 	}
 	if d, ok := cost.(RequestDelayer); ok {
-		s.delay = d.RequestDelay()
+		s.delay = engine.Time(d.RequestDelay())
 	}
 	return s, nil
 }
@@ -171,13 +171,13 @@ func (s *Sim) CopyBytesOf(id string) (Copies, bool) {
 }
 
 // Run simulates the whole trace and returns the results.
-func (s *Sim) Run(src sim.Source) (*sim.Result, error) {
+func (s *Sim) Run(src engine.Source) (*engine.Result, error) {
 	s.src = src
 	if err := s.pull(); err != nil {
 		return nil, err
 	}
 	for {
-		ok, err := s.step(math.MaxInt64)
+		ok, err := s.step(engine.Never)
 		if err != nil {
 			return nil, err
 		}
@@ -198,7 +198,7 @@ func (s *Sim) pull() error {
 	}
 	rec, err := s.src.Next()
 	switch {
-	case errors.Is(err, sim.ErrNoneYet):
+	case errors.Is(err, engine.ErrNoneYet):
 		return nil
 	case errors.Is(err, io.EOF):
 		s.srcDone = true
@@ -206,29 +206,29 @@ func (s *Sim) pull() error {
 	case err != nil:
 		return err
 	}
-	if rec.Arrival < s.lastArr {
+	if engine.Time(rec.Arrival) < s.lastArr {
 		return fmt.Errorf("record %q arrives at %d ns, before the previous record (%d ns)", rec.ID, rec.Arrival, s.lastArr)
 	}
-	s.lastArr = rec.Arrival
+	s.lastArr = engine.Time(rec.Arrival)
 	s.pending = &rec
 	return nil
 }
 
 // nextTime is the time of the next event, if any.
-func (s *Sim) nextTime() (sim.Time, bool) {
-	t, ok := sim.Time(math.MaxInt64), false
+func (s *Sim) nextTime() (engine.Time, bool) {
+	t, ok := engine.Never, false
 	if s.busy {
 		t, ok = s.batchEnd, true
 	}
-	if s.pending != nil && max(s.pending.Arrival+s.delay, s.now) < t {
-		t, ok = max(s.pending.Arrival+s.delay, s.now), true
+	if s.pending != nil && max(engine.Time(s.pending.Arrival)+s.delay, s.now) < t {
+		t, ok = max(engine.Time(s.pending.Arrival)+s.delay, s.now), true
 	}
 	return t, ok
 }
 
 // step processes the next event if it is at or before limit. A call that
 // ends at the same time as an arrival ends first.
-func (s *Sim) step(limit sim.Time) (bool, error) {
+func (s *Sim) step(limit engine.Time) (bool, error) {
 	t, ok := s.nextTime()
 	if !ok || t > limit {
 		return false, nil
@@ -237,7 +237,7 @@ func (s *Sim) step(limit sim.Time) (bool, error) {
 	if s.busy && s.batchEnd == t {
 		s.endCall()
 	}
-	for s.pending != nil && s.pending.Arrival+s.delay <= s.now {
+	for s.pending != nil && engine.Time(s.pending.Arrival)+s.delay <= s.now {
 		rec := s.pending
 		s.pending = nil
 		if err := s.arrive(rec); err != nil {
@@ -262,7 +262,7 @@ func (s *Sim) arrive(rec *traces.Record) error {
 		return err
 	}
 	r := &request{id: rec.ID, prompt: prompt, outputs: rec.OutputTokens, maxNew: max(rec.OutputLen, 1)}
-	r.res = sim.RequestResult{ID: rec.ID, Arrival: rec.Arrival, PromptTokens: int64(len(prompt))}
+	r.res = engine.RequestResult{ID: rec.ID, Arrival: engine.Time(rec.Arrival), PromptTokens: int64(len(prompt))}
 	s.active++
 	if len(prompt) > s.nctx {
 		r.res.Failed = fmt.Sprintf("request (%d tokens) exceeds the available context size (%d tokens)", len(prompt), s.nctx)
@@ -307,7 +307,7 @@ func (s *Sim) iterate() {
 		if d > 0 {
 			s.stats.RAMCopyNs += d
 			s.busy = true
-			s.batchEnd = s.now + d
+			s.batchEnd = s.now + engine.Time(d)
 			return // a copy, not a call: endCall finds no parts
 		}
 	}
@@ -363,7 +363,7 @@ func (s *Sim) iterate() {
 		s.counters.DecodeNs += d
 	}
 	s.busy = true
-	s.batchEnd = s.now + d
+	s.batchEnd = s.now + engine.Time(d)
 }
 
 // choose is get_available_slot: the idle slot whose tokens share the
@@ -482,7 +482,7 @@ func (s *Sim) endCall() {
 		}
 		r.lastTok = s.now
 		if s.observe != nil {
-			s.observe(sim.Event{ID: r.id, Time: s.now, Tokens: int64(r.nOut)})
+			s.observe(engine.Event{ID: r.id, Time: s.now, Tokens: int64(r.nOut)})
 		}
 		if r.nOut == r.maxNew {
 			sl.req = nil
@@ -537,12 +537,12 @@ func (s *Sim) done(r *request) {
 	}
 	s.results = append(s.results, r.res)
 	if s.observe != nil {
-		s.observe(sim.Event{ID: r.id, Time: s.now, Tokens: int64(r.nOut), Done: true, Result: r.res})
+		s.observe(engine.Event{ID: r.id, Time: s.now, Tokens: int64(r.nOut), Done: true, Result: r.res})
 	}
 }
 
-func (s *Sim) result() *sim.Result {
-	return &sim.Result{Requests: s.results, Summary: sim.Summarize(s.results, s.itls), Counters: s.counters}
+func (s *Sim) result() *engine.Result {
+	return &engine.Result{Requests: s.results, Summary: engine.Summarize(s.results, s.itls), Counters: s.counters}
 }
 
 // checkInvariants panics when the state is impossible.

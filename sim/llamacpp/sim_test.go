@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kvsim/kvsim/sim"
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/sim/hw"
 	"github.com/kvsim/kvsim/traces"
 	"pgregory.net/rapid"
@@ -41,7 +41,7 @@ func cat(parts ...[]int32) []int32 {
 type seq struct {
 	t  *testing.T
 	o  *Online
-	at sim.Time
+	at engine.Time
 	n  int
 }
 
@@ -54,11 +54,11 @@ func newSeq(t *testing.T, cfg Config) *seq {
 	return &seq{t: t, o: o}
 }
 
-func (q *seq) send(prompt []int32, out int, outputs []int32) (sim.RequestResult, int) {
+func (q *seq) send(prompt []int32, out int, outputs []int32) (engine.RequestResult, int) {
 	q.t.Helper()
 	q.n++
 	id := fmt.Sprintf("r%d", q.n)
-	if err := q.o.Submit(traces.Record{ID: id, Arrival: q.at, InputLen: len(prompt), Tokens: prompt, OutputLen: out, OutputTokens: outputs}); err != nil {
+	if err := q.o.Submit(traces.Record{ID: id, Arrival: int64(q.at), InputLen: len(prompt), Tokens: prompt, OutputLen: out, OutputTokens: outputs}); err != nil {
 		q.t.Fatal(err)
 	}
 	for {
@@ -80,7 +80,7 @@ func (q *seq) send(prompt []int32, out int, outputs []int32) (sim.RequestResult,
 	}
 }
 
-func (q *seq) expect(what string, prompt []int32, out int, slot, cached int) sim.RequestResult {
+func (q *seq) expect(what string, prompt []int32, out int, slot, cached int) engine.RequestResult {
 	q.t.Helper()
 	r, got := q.send(prompt, out, nil)
 	if r.Failed != "" {
@@ -228,14 +228,14 @@ func TestBatching(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Run(sim.NewSliceSource([]traces.Record{{ID: "b", InputLen: 1024, OutputLen: 1}})); err != nil {
+	if _, err := s.Run(engine.NewSliceSource([]traces.Record{{ID: "b", InputLen: 1024, OutputLen: 1}})); err != nil {
 		t.Fatal(err)
 	}
 	if st := s.Stats(); st.Calls != 4 {
 		t.Fatalf("1024-token prompt at -b 256: %d calls, want 4", st.Calls)
 	}
 	s, _ = New(cfg, testCost)
-	res, err := s.Run(sim.NewSliceSource([]traces.Record{
+	res, err := s.Run(engine.NewSliceSource([]traces.Record{
 		{ID: "a", InputLen: 20, OutputLen: 300},
 		{ID: "b", Arrival: 50e6, InputLen: 1024, OutputLen: 2},
 	}))
@@ -254,11 +254,11 @@ func TestContext(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Slots, cfg.Context = 2, 512
 	s, _ := New(cfg, testCost)
-	res, err := s.Run(sim.NewSliceSource([]traces.Record{{ID: "long", InputLen: 300, OutputLen: 2}, {ID: "fill", Arrival: 1, InputLen: 200, OutputLen: 100}}))
+	res, err := s.Run(engine.NewSliceSource([]traces.Record{{ID: "long", InputLen: 300, OutputLen: 2}, {ID: "fill", Arrival: 1, InputLen: 200, OutputLen: 100}}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]sim.RequestResult{}
+	got := map[string]engine.RequestResult{}
 	for _, r := range res.Requests {
 		got[r.ID] = r
 	}
@@ -411,7 +411,7 @@ func TestPropConcurrencyOne(t *testing.T) {
 		}
 		lastUsed := make([]int, cfg.Slots) // release order; 0 = never
 		for i, rec := range recs {
-			rec.Arrival = o.Now()
+			rec.Arrival = int64(o.Now())
 			var snap [][]int32
 			for k := range cfg.Slots {
 				snap = append(snap, o.Sim().SlotTokens(k))
@@ -487,12 +487,12 @@ func TestPropInvariants(t *testing.T) {
 			}
 			cost = &CPUCost{Fitted: testCost.Fitted, AfterPromptCurve: curve}
 		}
-		run := func() (*sim.Result, Stats) {
+		run := func() (*engine.Result, Stats) {
 			s, err := New(cfg, cost)
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := s.Run(sim.NewSliceSource(recs))
+			res, err := s.Run(engine.NewSliceSource(recs))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -507,8 +507,8 @@ func TestPropInvariants(t *testing.T) {
 		for _, rec := range recs {
 			// Everything due at the arrival instant is submitted before the
 			// clock reaches it, as a batch run reads it.
-			if rec.Arrival > o.Now() {
-				if _, err := o.RunUntil(rec.Arrival - 1); err != nil {
+			if engine.Time(rec.Arrival) > o.Now() {
+				if _, err := o.RunUntil(engine.Time(rec.Arrival - 1)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -564,7 +564,7 @@ func TestTinyCPU(t *testing.T) {
 // starts in the same loop turn: its prompt joins the same call.
 func TestStateCopyTimeGroupsArrivals(t *testing.T) {
 	cfg, recs := copyGroupTrace()
-	run := func(copyNs float64) (map[string]sim.RequestResult, *Sim) {
+	run := func(copyNs float64) (map[string]engine.RequestResult, *Sim) {
 		return runByID(t, cfg, &CPUCost{Fitted: testCost.Fitted, StateCopy: copyNs}, recs)
 	}
 	// b's start saves a's idle slot: 101 tokens (prompt + output - 1) of
@@ -587,7 +587,7 @@ func TestStateCopyTimeGroupsArrivals(t *testing.T) {
 	if s.Stats().RAMCopyNs != 10100 {
 		t.Errorf("copy time %d ns, want 10100", s.Stats().RAMCopyNs)
 	}
-	want := sim.Time(1e9 + 10100 + 2e6)
+	want := engine.Time(1e9 + 10100 + 2e6)
 	if paid["b"].FirstToken != want || paid["c"].FirstToken != want {
 		t.Errorf("paid copies: first tokens b %d c %d, want both %d", paid["b"].FirstToken, paid["c"].FirstToken, want)
 	}
@@ -633,7 +633,7 @@ func TestStateCopyRestoreRate(t *testing.T) {
 // they end.
 func TestRequestDelay(t *testing.T) {
 	cfg, recs := copyGroupTrace()
-	run := func(delay int64) map[string]sim.RequestResult {
+	run := func(delay int64) map[string]engine.RequestResult {
 		// b's start saves a's idle slot: 10100 bytes, 10.1 µs at 1 ns/B.
 		res, _ := runByID(t, cfg, &CPUCost{Fitted: testCost.Fitted, StateCopy: 1, Delay: delay}, recs)
 		return res
@@ -666,17 +666,17 @@ func TestRequestDelayKeepsFollowUpsApart(t *testing.T) {
 		{ID: "x", Arrival: 0, InputLen: 50, Tokens: toks(1, 50), OutputLen: 200},
 		{ID: "y", Arrival: 1000, InputLen: 50, Tokens: toks(2, 50), OutputLen: 5},
 	}
-	run := func(recs []traces.Record, delay int64) (map[string]sim.RequestResult, *Sim) {
+	run := func(recs []traces.Record, delay int64) (map[string]engine.RequestResult, *Sim) {
 		return runByID(t, cfg, &CPUCost{Fitted: testCost.Fitted, StateCopy: 815, Delay: delay}, recs)
 	}
 	// follow adds a, sent 1 ns after y's end, and b, 5 ms after a (y's end
 	// moves with the delay: every request is seen that much later).
-	follow := func(delay int64) (map[string]sim.RequestResult, *Sim) {
+	follow := func(delay int64) (map[string]engine.RequestResult, *Sim) {
 		first, _ := run(base, delay)
 		end := first["y"].Finish // x's next decode step starts here
 		return run(append(slices.Clone(base),
-			traces.Record{ID: "a", Arrival: end + 1, InputLen: 50, Tokens: toks(3, 50), OutputLen: 2},
-			traces.Record{ID: "b", Arrival: end + 1 + 5e6, InputLen: 50, Tokens: toks(4, 50), OutputLen: 2},
+			traces.Record{ID: "a", Arrival: int64(end) + 1, InputLen: 50, Tokens: toks(3, 50), OutputLen: 2},
+			traces.Record{ID: "b", Arrival: int64(end) + 1 + 5e6, InputLen: 50, Tokens: toks(4, 50), OutputLen: 2},
 		), delay)
 	}
 	none, s := follow(0)
@@ -700,17 +700,17 @@ func TestRequestDelayKeepsFollowUpsApart(t *testing.T) {
 
 // runByID simulates recs on a server of cfg with cost and returns the
 // results by request ID, and the simulator (for its stats and copies).
-func runByID(t *testing.T, cfg Config, cost CostModel, recs []traces.Record) (map[string]sim.RequestResult, *Sim) {
+func runByID(t *testing.T, cfg Config, cost CostModel, recs []traces.Record) (map[string]engine.RequestResult, *Sim) {
 	t.Helper()
 	s, err := New(cfg, cost)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.Run(sim.NewSliceSource(recs))
+	res, err := s.Run(engine.NewSliceSource(recs))
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]sim.RequestResult{}
+	out := map[string]engine.RequestResult{}
 	for _, r := range res.Requests {
 		out[r.ID] = r
 	}
@@ -736,7 +736,7 @@ func copyGroupTrace() (Config, []traces.Record) {
 func TestAfterPrompt(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Slots, cfg.Context = 2, 2000
-	run := func(ns, decay float64, recs []traces.Record) (map[string]sim.RequestResult, *Sim) {
+	run := func(ns, decay float64, recs []traces.Record) (map[string]engine.RequestResult, *Sim) {
 		return runByID(t, cfg, &CPUCost{Fitted: testCost.Fitted, AfterPromptCurve: []AfterPromptPoint{{Context: 500, Ns: ns, Decay: decay}}}, recs)
 	}
 	alone := []traces.Record{{ID: "x", Arrival: 0, InputLen: 50, Tokens: toks(1, 50), OutputLen: 5}}
@@ -744,7 +744,7 @@ func TestAfterPrompt(t *testing.T) {
 	on, s := run(1e5, 0.5, alone)
 	// Four decode steps of 1.001 ms; with the term 0.1, 0.05, 0.025 and
 	// 0.0125 ms more.
-	decode := func(r sim.RequestResult) int64 { return r.Finish - r.FirstToken }
+	decode := func(r engine.RequestResult) int64 { return int64(r.Finish - r.FirstToken) }
 	if got := decode(off["x"]); got != 4*1001000 {
 		t.Errorf("decode time without the term %d, want 4004000", got)
 	}

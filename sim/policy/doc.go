@@ -93,15 +93,22 @@
 // SGLang keeps three lazily invalidated heaps of (last access, path key,
 // insertion counter, node), where the path key is the tuple of repr() of
 // the page keys from the root, and pops the first entry that is still
-// current and valid. This package keeps the same three candidate sets
-// exactly (a node is a member exactly when it is a valid candidate; SGLang
+// current and valid. This package picks exactly the same victims (SGLang
 // re-queues a node on every change that can make it valid, so its heaps
-// never miss one) in index-tracked binary heaps, and orders them by
-// (last access, depth). That is the same order: all pages stamped with one
-// clock value lie on one request's path, so two distinct live nodes with
-// the same last access are ancestor and descendant, and the ancestor's path
-// key is a prefix of the descendant's, which sorts first in Python. The
-// brute-force twin in the tests uses SGLang's literal string key.
+// never miss a candidate) by the order (last access, depth). That is the
+// same order: all pages stamped with one clock value lie on one request's
+// path, so two distinct live nodes with the same last access are ancestor
+// and descendant, and the ancestor's path key is a prefix of the
+// descendant's, which sorts first in Python. The brute-force twin in the
+// tests uses SGLang's literal string key.
+//
+// Two of the three orders are plain recency, kept in intrusive lists with
+// O(1) updates: every device page in (last access, deeper first) order,
+// whose head is always the L1 victim, and every host-only page in the same
+// order, whose first unprotected leaf is the host-only victim (the
+// argument is in lru.go). Only boundary_l1_l2's duplicate leaves, which
+// join in the middle of the order when an L1 victim's parent gets a host
+// copy, are kept in an index-tracked binary heap.
 //
 // # Counters
 //
@@ -199,14 +206,23 @@
 //     nanoseconds from package traces, whose Mooncake reader rejects
 //     records whose timestamp goes backwards and records without
 //     input_length/output_length, where SGLang would sort or accept them.
+//   - A page's hit count saturates at 2^31-1, which takes as many requests
+//     to the page: a write-through threshold above that is never reached.
 //   - SGLang's optional progress display and sanity checks are left out;
 //     with -tags invariants an O(n) self-check runs after every request
 //     on small tries and after about every (nodes/256)-th on large ones.
 //
 // # Cost
 //
-// Each request costs O(pages · log n): one hash-map lookup per page, and
-// heap updates only for nodes whose candidacy or key changes. No step scans
-// the trie, except the search for host descendants of a node that is known
-// to have children, which happens only on the way to an abort.
+// Pages get dense ids, in order of first sight, and the simulator's state
+// is flat arrays indexed by them: 48 bytes of state and 8 bytes of key a
+// distinct page, for as long as the simulator lives (a page that leaves
+// the cache keeps its id, and only forgets its hit count). Finding a
+// page's id is one array read when the trace's keys are small integers
+// that always follow the same parent (Mooncake's block ids are), and a
+// hash-map lookup otherwise. Each request then costs O(pages) list and
+// counter updates, plus O(log n) heap updates under boundary_l1_l2 for the
+// pages whose duplicate-leaf status or key changes. No step scans the
+// trie. BenchmarkPolicyMooncakeConversation reports pages per second, and
+// docs/performance.md ("Policy mode") the figures.
 package policy

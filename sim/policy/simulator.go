@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/kvsim/kvsim/internal/invariants"
@@ -92,8 +93,8 @@ func (e *AbortError) Unwrap() error { return ErrAborted }
 // abort is panicked inside a request and recovered by Process.
 type abort string
 
-// nodeID indexes the node arena. The root is node 0; noNode marks "none"
-// in the child and sibling links.
+// nodeID is a page's dense id: the index of its trie node in the arena.
+// The root is node 0; noNode marks "none" in links.
 type nodeID int32
 
 const (
@@ -105,29 +106,32 @@ const (
 // per request, in trie nodes visited.
 const checkBudget = 256
 
-// Heap slots: indexes of Simulator.heaps.
-const (
-	slotL1   = iota // on device, no child on device
-	slotHost        // on host only, no child on host
-	slotDup         // on device and host, no child on host
-	numSlots
-)
-
 // node is one page of the trie: the page key sequence from the root to it.
+// Ids are dense and stable: a page keeps its id for the simulator's life,
+// so the arena grows with the distinct pages seen, not with the cache. A
+// page that leaves the cache entirely is "detached" (live false, hit count
+// forgotten) instead of freed, and revived when a request walks to it
+// again; to the model it is a new page.
+//
+// node holds everything a request reads and writes, in 48 bytes; the page
+// keys, which only the checks read, are in Simulator.pages.
 type node struct {
-	page   uint64
-	parent nodeID
-	// firstChild/prevSib/nextSib form an intrusive list of children, used
-	// to find host descendants and by the invariant checks.
-	firstChild, prevSib, nextSib nodeID
-	depth                        int32 // pages from the root; the root is 0
-	lastAccess                   int64 // request clock of the last touch
-	hitCount                     int   // MainWriteThrough's per-page count
-	hasD, hasH                   bool  // resident on device (L1) / host (L2)
-	nChildren                    int32
-	dChildren                    int32  // children with hasD
-	hChildren                    int32  // children with hasH
-	protect                      uint64 // == Simulator.epoch: protected from L2 eviction
+	lastAccess int64 // request clock of the last touch
+	parent     nodeID
+	depth      int32 // pages from the root; the root is 0
+	// prev and next link the node into the recency list of its residency
+	// class: the device list when hasD, the host-only list when hasH and
+	// not hasD, none otherwise (see lru.go).
+	prev, next nodeID
+	dChildren  int32 // live children with hasD
+	hChildren  int32 // live children with hasH
+	nChildren  int32 // live children
+	// hitCount is MainWriteThrough's per-page count. It saturates at
+	// math.MaxInt32, which takes as many requests to the page.
+	hitCount   int32
+	protect    uint32 // == Simulator.epoch: protected from L2 eviction
+	hasD, hasH bool   // resident on device (L1) / host (L2)
+	live       bool   // in the trie (holds a copy or has live children)
 }
 
 type edge struct {
@@ -138,24 +142,29 @@ type edge struct {
 // Simulator replays requests through the page-level L1/L2 model. It is not
 // safe for concurrent use.
 type Simulator struct {
-	cfg      Config
-	nodes    []node
-	free     []nodeID
-	children map[edge]nodeID
-	clock    int64
-	err      error // the abort that stopped the simulator, or nil
+	cfg   Config
+	nodes []node
+	pages []uint64 // the key of each node, index for index
+	index childIndex
+	live  int // live nodes, the root excluded
+	clock int64
+	err   error // the abort that stopped the simulator, or nil
 
 	dPages, hPages, dhPages int
 	res                     Result
 
-	// The candidate sets of SGLang's three heaps, kept exact: a node is a
-	// member exactly when it is a valid candidate.
-	heaps [numSlots]leafHeap
+	// SGLang's three candidate sets (see doc.go, "Eviction order and
+	// tie-breaking"). The L1 and host-only candidates are read off two
+	// recency lists that are kept sorted by construction (lru.go); the
+	// duplicate leaves of BoundaryL1L2 sit in an index-tracked heap
+	// (heap.go), kept exact: a node is a member exactly when it is a
+	// valid candidate. Under MainWriteThrough the heap stays empty.
+	device, hostOnly recencyList
+	dup              leafHeap
 
-	epoch   uint64 // bumped per host reservation; see node.protect
+	epoch   uint32 // bumped per host reservation; see node.protect
 	path    []nodeID
 	missing []nodeID
-	stash   []nodeID
 	stack   []nodeID
 	one     [2]nodeID
 }
@@ -173,13 +182,26 @@ func New(cfg Config) (*Simulator, error) {
 	if cfg.Policy == Belady {
 		return nil, ErrNeedsTrace
 	}
-	s := &Simulator{cfg: cfg, children: make(map[edge]nodeID)}
-	s.nodes = append(s.nodes, node{parent: noNode, firstChild: noNode, prevSib: noNode, nextSib: noNode})
-	for i := range s.heaps {
-		s.heaps[i] = leafHeap{nodes: &s.nodes, pos: []int32{-1}}
-	}
+	return newSimulator(cfg, 0), nil
+}
+
+// maxArenaHint caps the arena that [Run] allocates up front (2^18 nodes,
+// 16 MB): a trace's pages bound its distinct pages, but a long trace
+// repeats most of them.
+const maxArenaHint = 1 << 18
+
+// newSimulator returns an empty simulator for a valid online cfg, with
+// room for about hint distinct pages before the arena grows.
+func newSimulator(cfg Config, hint int) *Simulator {
+	hint = max(hint, 1024)
+	s := &Simulator{cfg: cfg, nodes: make([]node, 0, hint), pages: make([]uint64, 0, hint)}
+	s.nodes = append(s.nodes, node{parent: noNode, prev: noNode, next: noNode, live: true})
+	s.pages = append(s.pages, 0)
+	s.device = recencyList{head: noNode, tail: noNode}
+	s.hostOnly = recencyList{head: noNode, tail: noNode}
+	s.dup = leafHeap{nodes: &s.nodes, pos: []int32{-1}}
 	s.res.Policy = cfg.Policy
-	return s, nil
+	return s
 }
 
 // Run replays reqs in Timestamp order (a stable sort, as SGLang's
@@ -195,10 +217,11 @@ func Run(cfg Config, reqs []Request) (Result, error) {
 	if cfg.Policy == Belady {
 		return runBelady(cfg.L1Pages, reqs, order, nil)
 	}
-	s, err := New(cfg)
-	if err != nil {
-		return Result{}, err
+	pages := 0
+	for _, r := range reqs {
+		pages += len(r.Pages)
 	}
+	s := newSimulator(cfg, min(pages+1, maxArenaHint))
 	for _, i := range order {
 		if _, _, err := s.Process(reqs[i].Pages); err != nil {
 			ae := *err.(*AbortError) // Process returns no other error
@@ -242,16 +265,20 @@ func (s *Simulator) Process(pages []uint64) (l1Hits, l2Hits int, err error) {
 
 	// Walk the trie along the request. Hits are the leading pages found on
 	// device, then those found on host only; the first page found nowhere
-	// ends the hits. Missing trie nodes are created on the way.
+	// ends the hits. Missing trie nodes are created (or revived) on the way.
 	path := s.path[:0]
 	counting := true
 	cur := rootID
 	for _, p := range pages {
-		c, ok := s.children[edge{cur, p}]
-		if !ok {
+		c := s.index.lookup(s.nodes, cur, p)
+		switch {
+		case c == noNode:
 			c = s.newChild(cur, p)
 			counting = false
-		} else if counting {
+		case !s.nodes[c].live:
+			s.revive(c)
+			counting = false
+		case counting:
 			switch n := &s.nodes[c]; {
 			case n.hasD:
 				l1Hits++
@@ -272,30 +299,36 @@ func (s *Simulator) Process(pages []uint64) (l1Hits, l2Hits int, err error) {
 	s.res.MissPages += len(pages) - l1Hits - l2Hits
 
 	// Every page of the request becomes device-resident and is stamped with
-	// the request clock (a host copy is kept). Candidacy can only change for
-	// the path's nodes (the root is never a candidate), so they are
-	// re-queued once all flags are set, not after each one.
-	for _, id := range path {
-		s.nodes[id].lastAccess = s.clock
-		s.flipD(id, true)
-	}
-	for _, id := range path {
-		s.requeue(id)
+	// the request clock (a host copy is kept). They go to the young end of
+	// the device list deepest first, which keeps the list in (last access,
+	// deeper first) order (lru.go).
+	boundary := s.cfg.Policy == BoundaryL1L2
+	for i := len(path) - 1; i >= 0; i-- {
+		id := path[i]
+		n := &s.nodes[id]
+		n.lastAccess = s.clock
+		if !n.hasD {
+			s.setD(id, true)
+			continue
+		}
+		s.device.moveToBack(s.nodes, id)
+		if boundary {
+			s.placeDup(id)
+		}
 	}
 
-	switch s.cfg.Policy {
-	case MainWriteThrough:
-		s.writeThroughTouch(path)
-	case BoundaryL1L2:
+	if boundary {
 		s.reserveHost(path, noNode)
+	} else {
+		s.writeThroughTouch(path)
 	}
 
 	for s.dPages > s.cfg.L1Pages {
-		if s.heaps[slotL1].len() == 0 {
-			panic("policy: L1 over capacity but no device leaf to evict")
+		v := s.device.head
+		if v == noNode || s.nodes[v].dChildren != 0 {
+			panic("policy: L1 over capacity but the oldest device page is not a device leaf")
 		}
-		v := s.heaps[slotL1].min()
-		if s.cfg.Policy == BoundaryL1L2 {
+		if boundary {
 			s.boundaryEvictL1(v)
 		} else {
 			s.writeThroughEvictL1(v)
@@ -306,7 +339,7 @@ func (s *Simulator) Process(pages []uint64) (l1Hits, l2Hits int, err error) {
 		// O(nodes) per check: every request on small tries, and on large
 		// ones every (nodes/checkBudget)-th, so that a check costs about
 		// checkBudget node visits per request on average.
-		if n := len(s.children); n <= checkBudget || s.clock%int64(n/checkBudget+1) == 0 {
+		if n := len(s.nodes); n <= checkBudget || s.clock%int64(n/checkBudget+1) == 0 {
 			s.checkInvariants()
 		}
 	}
@@ -337,8 +370,10 @@ func (s *Simulator) Result() Result {
 func (s *Simulator) writeThroughTouch(path []nodeID) {
 	for _, id := range path {
 		n := &s.nodes[id]
-		n.hitCount++
-		if n.hasH || n.hitCount < s.cfg.WriteThroughThreshold {
+		if n.hitCount < math.MaxInt32 {
+			n.hitCount++
+		}
+		if n.hasH || int(n.hitCount) < s.cfg.WriteThroughThreshold {
 			continue
 		}
 		if n.parent != rootID && !s.nodes[n.parent].hasH {
@@ -356,6 +391,13 @@ func (s *Simulator) writeThroughTouch(path []nodeID) {
 // failure stay evicted.
 func (s *Simulator) reserveHost(nodes []nodeID, extra nodeID) bool {
 	s.epoch++
+	if s.epoch == 0 {
+		// Wrapped: forget every old protection, so that none matches.
+		for i := range s.nodes {
+			s.nodes[i].protect = 0
+		}
+		s.epoch = 1
+	}
 	if extra != noNode {
 		s.nodes[extra].protect = s.epoch
 	}
@@ -381,11 +423,7 @@ func (s *Simulator) reserveHost(nodes []nodeID, extra nodeID) bool {
 		}
 	}
 	for _, id := range missing {
-		s.flipH(id, true)
-	}
-	for _, id := range missing {
-		s.requeue(id)
-		s.requeue(s.nodes[id].parent)
+		s.setH(id, true)
 	}
 	return true
 }
@@ -396,26 +434,59 @@ func (s *Simulator) reserveHost(nodes []nodeID, extra nodeID) bool {
 // over. It reports whether a page was freed.
 func (s *Simulator) evictL2One() bool {
 	if s.cfg.Policy == BoundaryL1L2 {
-		if v := s.minUnprotected(slotDup); v != noNode {
+		if v := s.minDup(); v != noNode {
 			s.setH(v, false)
 			s.res.L2Evictions++
 			s.res.DedupL2Evictions++
 			return true
 		}
 	}
-	if v := s.minUnprotected(slotHost); v != noNode {
+	if v := s.minHostOnly(); v != noNode {
 		s.deleteHostOnlyLeaf(v)
 		return true
 	}
 	return false
 }
 
-// minUnprotected returns the first member of heap slot in eviction order
-// that is not protected by the current reservation, or noNode.
-func (s *Simulator) minUnprotected(slot int) nodeID {
-	h := &s.heaps[slot]
+// minHostOnly returns the first host-only leaf in eviction order that is
+// not protected by the current reservation, or noNode. The host-only list
+// is in (last access, deeper first) order (lru.go), and its first valid
+// member is the answer, but for a tie on last access, which SGLang breaks
+// shallower first. Under MainWriteThrough host residency is closed under
+// ancestors, so two host-only leaves never share a last access (they would
+// lie on one path, the shallower with a host child) and the first valid
+// member is returned at once. Under BoundaryL1L2 a host-only page can sit
+// below a page without a host copy (see doc.go, "Aborts"), so the members
+// with the same last access, a run of one request's path, are looked at
+// too. The head is valid in practice: a host-only page's host children are
+// older, so they come first, and reservations protect only device pages.
+func (s *Simulator) minHostOnly() nodeID {
 	found := noNode
-	stash := s.stash[:0]
+	ties := s.cfg.Policy == BoundaryL1L2
+	for v := s.hostOnly.head; v != noNode; v = s.nodes[v].next {
+		n := &s.nodes[v]
+		if found != noNode && n.lastAccess != s.nodes[found].lastAccess {
+			break
+		}
+		if n.hChildren > 0 || n.protect == s.epoch {
+			continue
+		}
+		if !ties {
+			return v
+		}
+		if found == noNode || n.depth < s.nodes[found].depth {
+			found = v
+		}
+	}
+	return found
+}
+
+// minDup returns the first duplicate leaf in eviction order that is not
+// protected by the current reservation, or noNode.
+func (s *Simulator) minDup() nodeID {
+	h := &s.dup
+	found := noNode
+	stash := s.stack[:0]
 	for h.len() > 0 {
 		id := h.min()
 		if s.nodes[id].protect != s.epoch {
@@ -428,7 +499,7 @@ func (s *Simulator) minUnprotected(slot int) nodeID {
 	for _, id := range stash {
 		h.push(id)
 	}
-	s.stash = stash
+	s.stack = stash[:0]
 	return found
 }
 
@@ -500,51 +571,27 @@ func (s *Simulator) deleteHostOnlyLeaf(v nodeID) {
 	s.detachIfEmpty(v)
 }
 
-// hasHostDescendant reports whether any node below v has a host copy.
+// hasHostDescendant reports whether any node below v has a host copy; v
+// must have no child on the device (SGLang walks the subtree). Then no
+// node below v is on the device (device residency is closed under
+// ancestors), and every live child's subtree holds a copy (no empty node
+// is kept), so it holds a host copy: the answer is whether v has live
+// children.
 func (s *Simulator) hasHostDescendant(v nodeID) bool {
-	if s.nodes[v].hChildren > 0 {
-		return true
+	n := &s.nodes[v]
+	if n.dChildren != 0 {
+		panic("policy: host-descendant search below a page with device children")
 	}
-	stack := append(s.stack[:0], v)
-	found := false
-	for len(stack) > 0 && !found {
-		id := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		for c := s.nodes[id].firstChild; c != noNode; c = s.nodes[c].nextSib {
-			if s.nodes[c].hasH {
-				found = true
-				break
-			}
-			stack = append(stack, c)
-		}
-	}
-	s.stack = stack[:0]
-	return found
+	return n.nChildren > 0
 }
 
-// setD sets v's device residency and keeps the counters and heaps exact.
+// setD sets v's device residency and keeps the counters, the recency
+// lists and the duplicate heap exact. A page that comes onto the device
+// joins the device list at its young end.
 func (s *Simulator) setD(v nodeID, on bool) {
-	if s.flipD(v, on) {
-		s.requeue(v)
-		s.requeue(s.nodes[v].parent)
-	}
-}
-
-// setH sets v's host residency and keeps the counters and heaps exact.
-func (s *Simulator) setH(v nodeID, on bool) {
-	if s.flipH(v, on) {
-		s.requeue(v)
-		s.requeue(s.nodes[v].parent)
-	}
-}
-
-// flipD sets v's device residency and the counters, and reports whether it
-// changed. The caller must requeue v and its parent before the next heap
-// query.
-func (s *Simulator) flipD(v nodeID, on bool) bool {
 	n := &s.nodes[v]
 	if n.hasD == on {
-		return false
+		return
 	}
 	n.hasD = on
 	d := 1
@@ -556,14 +603,28 @@ func (s *Simulator) flipD(v nodeID, on bool) bool {
 		s.dhPages += d
 	}
 	s.nodes[n.parent].dChildren += int32(d)
-	return true
+	if on {
+		if n.hasH {
+			s.hostOnly.remove(s.nodes, v)
+		}
+		s.device.pushBack(s.nodes, v)
+	} else {
+		s.device.remove(s.nodes, v)
+		if n.hasH {
+			s.hostOnly.pushBack(s.nodes, v)
+		}
+	}
+	if s.cfg.Policy == BoundaryL1L2 {
+		s.placeDup(v)
+	}
 }
 
-// flipH is flipD for host residency.
-func (s *Simulator) flipH(v nodeID, on bool) bool {
+// setH is setD for host residency. A page that becomes host-only joins the
+// host-only list at its young end.
+func (s *Simulator) setH(v nodeID, on bool) {
 	n := &s.nodes[v]
 	if n.hasH == on {
-		return false
+		return
 	}
 	n.hasH = on
 	d := 1
@@ -575,91 +636,89 @@ func (s *Simulator) flipH(v nodeID, on bool) bool {
 		s.dhPages += d
 	}
 	s.nodes[n.parent].hChildren += int32(d)
-	return true
+	if !n.hasD {
+		if on {
+			s.hostOnly.pushBack(s.nodes, v)
+		} else {
+			s.hostOnly.remove(s.nodes, v)
+		}
+	}
+	if s.cfg.Policy == BoundaryL1L2 {
+		s.placeDup(v)
+		s.placeDup(n.parent)
+	}
 }
 
-// requeue puts v into exactly the heaps it is a candidate of, at its
-// current key.
-func (s *Simulator) requeue(v nodeID) {
+// placeDup puts v into the duplicate heap exactly when it is a duplicate
+// leaf (on device and host, no child on host), at its current key.
+func (s *Simulator) placeDup(v nodeID) {
 	if v == rootID {
 		return
 	}
 	n := &s.nodes[v]
-	s.place(slotL1, v, n.hasD && n.dChildren == 0)
-	s.place(slotHost, v, n.hasH && !n.hasD && n.hChildren == 0)
-	s.place(slotDup, v, n.hasD && n.hasH && n.hChildren == 0)
-}
-
-func (s *Simulator) place(slot int, v nodeID, valid bool) {
-	h := &s.heaps[slot]
-	switch in := h.contains(v); {
+	valid := n.hasD && n.hasH && n.hChildren == 0
+	switch in := s.dup.contains(v); {
 	case valid && in:
-		h.fix(v)
+		s.dup.fix(v)
 	case valid:
-		h.push(v)
+		s.dup.push(v)
 	case in:
-		h.remove(v)
+		s.dup.remove(v)
 	}
 }
 
 // newChild creates the trie node for page p below parent.
 func (s *Simulator) newChild(parent nodeID, p uint64) nodeID {
-	var id nodeID
-	if k := len(s.free); k > 0 {
-		id = s.free[k-1]
-		s.free = s.free[:k-1]
-	} else {
-		id = nodeID(len(s.nodes))
-		s.nodes = append(s.nodes, node{})
-		for i := range s.heaps {
-			s.heaps[i].pos = append(s.heaps[i].pos, -1)
-		}
+	id := nodeID(len(s.nodes))
+	if id < 0 {
+		panic("policy: more than 2^31-1 distinct pages")
+	}
+	if len(s.nodes) == cap(s.nodes) {
+		// Double the arena: append grows large slices by about 1.25x,
+		// which copies the whole arena several times over.
+		s.nodes = slices.Grow(s.nodes, len(s.nodes))
+		s.pages = slices.Grow(s.pages, len(s.pages))
 	}
 	par := &s.nodes[parent]
-	s.nodes[id] = node{
-		page:       p,
-		parent:     parent,
-		firstChild: noNode,
-		prevSib:    noNode,
-		nextSib:    par.firstChild,
-		depth:      par.depth + 1,
-	}
-	if par.firstChild != noNode {
-		s.nodes[par.firstChild].prevSib = id
-	}
-	par.firstChild = id
+	s.nodes = append(s.nodes, node{
+		parent: parent,
+		depth:  par.depth + 1,
+		prev:   noNode,
+		next:   noNode,
+		live:   true,
+	})
 	par.nChildren++
-	s.children[edge{parent, p}] = id
+	s.pages = append(s.pages, p)
+	s.live++
+	if s.cfg.Policy == BoundaryL1L2 {
+		s.dup.pos = append(s.dup.pos, -1)
+	}
+	s.index.insert(s.nodes, parent, p, id)
 	return id
 }
 
+// revive puts a detached node back into the trie, as a new page.
+func (s *Simulator) revive(v nodeID) {
+	s.nodes[v].live = true
+	s.nodes[s.nodes[v].parent].nChildren++
+	s.live++
+}
+
 // detachIfEmpty removes v, and then each ancestor in turn, while it holds
-// no copy and has no children.
+// no copy and has no children. A removed node forgets its hit count.
 func (s *Simulator) detachIfEmpty(v nodeID) {
 	for v != rootID {
 		n := &s.nodes[v]
 		if n.hasD || n.hasH || n.nChildren > 0 {
 			return
 		}
-		for i := range s.heaps {
-			if s.heaps[i].contains(v) {
-				panic("policy: detaching a node that is still an eviction candidate")
-			}
+		if s.cfg.Policy == BoundaryL1L2 && s.dup.contains(v) {
+			panic("policy: detaching a node that is still an eviction candidate")
 		}
-		p := n.parent
-		par := &s.nodes[p]
-		if n.prevSib != noNode {
-			s.nodes[n.prevSib].nextSib = n.nextSib
-		} else {
-			par.firstChild = n.nextSib
-		}
-		if n.nextSib != noNode {
-			s.nodes[n.nextSib].prevSib = n.prevSib
-		}
-		par.nChildren--
-		delete(s.children, edge{p, n.page})
-		*n = node{parent: noNode, firstChild: noNode, prevSib: noNode, nextSib: noNode}
-		s.free = append(s.free, v)
-		v = p
+		n.live = false
+		n.hitCount = 0
+		s.nodes[n.parent].nChildren--
+		s.live--
+		v = n.parent
 	}
 }

@@ -1,0 +1,346 @@
+package router
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Policy is a router policy: how a request's replica is chosen.
+type Policy int
+
+// The policies. Names are SGLang's (router_args.py, `--policy`) except
+// consistent_hash (SMG's consistent_hashing on a session key) and kv_aware
+// (a Dynamo / llm-d style scorer over the replicas' real cache state).
+const (
+	CacheAware Policy = 1 + iota
+	RoundRobin
+	Random
+	PowerOfTwo
+	ConsistentHash
+	KVAware
+)
+
+var policyNames = [...]string{
+	CacheAware:     "cache_aware",
+	RoundRobin:     "round_robin",
+	Random:         "random",
+	PowerOfTwo:     "power_of_two",
+	ConsistentHash: "consistent_hash",
+	KVAware:        "kv_aware",
+}
+
+// String returns the policy's configuration name, e.g. "cache_aware".
+func (p Policy) String() string { return enumName(p, policyNames[:], "Policy") }
+
+// UnmarshalText parses a policy name ("cache_aware", "round_robin", ...).
+func (p *Policy) UnmarshalText(b []byte) error {
+	if v, ok := parseEnum[Policy](b, policyNames[:]); ok {
+		*p = v
+		return nil
+	}
+	return fmt.Errorf("unknown policy %q (want one of cache_aware, round_robin, random, power_of_two, consistent_hash, kv_aware)", b)
+}
+
+// MarshalText returns the policy's name.
+func (p Policy) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
+
+// MissRule is what cache_aware does on a balanced miss (match rate at or
+// below cache_threshold).
+type MissRule int
+
+const (
+	// MinLoad sends a miss to the replica with the fewest requests in flight
+	// from this router, ties by (requests routed so far, replica index):
+	// SGLang after PR #14650 (smg 6fe82758a, 2025-12-08) and SMG. The default.
+	MinLoad MissRule = 1 + iota
+	// SmallestTree sends a miss to the replica with the fewest characters
+	// (symbols) in the approximate tree, ties by replica index: the classic
+	// sgl-router's get_smallest_tenant.
+	SmallestTree
+)
+
+var missRuleNames = [...]string{MinLoad: "min_load", SmallestTree: "smallest_tree"}
+
+// String returns the rule's configuration name.
+func (m MissRule) String() string { return enumName(m, missRuleNames[:], "MissRule") }
+
+// UnmarshalText parses "min_load" or "smallest_tree".
+func (m *MissRule) UnmarshalText(b []byte) error {
+	if v, ok := parseEnum[MissRule](b, missRuleNames[:]); ok {
+		*m = v
+		return nil
+	}
+	return fmt.Errorf("unknown miss rule %q (want min_load or smallest_tree)", b)
+}
+
+// MarshalText returns the rule's name.
+func (m MissRule) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+
+// enumName returns names[v], or typ(v) for a value without a name. Enums
+// start at 1, so names[0] is empty.
+func enumName[T ~int](v T, names []string, typ string) string {
+	if v >= 1 && int(v) < len(names) {
+		return names[v]
+	}
+	return fmt.Sprintf("%s(%d)", typ, int(v))
+}
+
+// parseEnum returns the value whose name is b.
+func parseEnum[T ~int](b []byte, names []string) (T, bool) {
+	for v := 1; v < len(names); v++ {
+		if names[v] == string(b) {
+			return T(v), true
+		}
+	}
+	return 0, false
+}
+
+// Config is the `[router]` table. Each policy reads its own part; the
+// other parts are validated but unused. Keys are flat under `router.`, with
+// SGLang's names where SGLang has the parameter.
+type Config struct {
+	// Policy is router.policy. Default cache_aware (SGLang's default).
+	Policy Policy
+	// CacheAware configures cache_aware.
+	CacheAware CacheAwareConfig
+	// PowerOfTwo configures power_of_two.
+	PowerOfTwo PowerOfTwoConfig
+	// ConsistentHash configures consistent_hash.
+	ConsistentHash ConsistentHashConfig
+	// KVAware configures kv_aware.
+	KVAware KVAwareConfig
+}
+
+// CacheAwareConfig holds cache_aware's parameters. Defaults are the
+// deployed CLI's (classic router_args.py and SMG main.rs agree), not the
+// Rust library's CacheAwareConfig::default().
+type CacheAwareConfig struct {
+	// CacheThreshold is router.cache_threshold: a request goes to the
+	// replica with the longest approximate match only if matched/length
+	// is strictly greater than this. Range [0, 1]; default 0.3.
+	CacheThreshold float64
+	// BalanceAbsThreshold is router.balance_abs_threshold, in requests in
+	// flight: the load is imbalanced when max-min exceeds it (and the
+	// relative test holds). Range >= 0; default 64.
+	BalanceAbsThreshold int
+	// BalanceRelThreshold is router.balance_rel_threshold: the load is
+	// imbalanced when max > min * this (and the absolute test holds).
+	// Range >= 0, +Inf allowed (never imbalanced); default 1.5.
+	BalanceRelThreshold float64
+	// EvictionInterval is router.eviction_interval, in virtual time: the
+	// approximate tree is cut to MaxTreeSize at every multiple of it.
+	// Range > 0; default 120 s.
+	EvictionInterval time.Duration
+	// MaxTreeSize is router.max_tree_size: the eviction budget per
+	// replica, in symbols (characters of text or tokens), not nodes
+	// despite SGLang's help text. Range >= 0; default 2^26 = 67,108,864.
+	MaxTreeSize int
+	// MissRule is router.miss_rule, the balanced-miss fallback. Default
+	// min_load (current SGLang); smallest_tree is the classic router's.
+	MissRule MissRule
+	// BalanceTokenUsageThreshold and OverloadTokenUsageThreshold are
+	// router.balance_token_usage_threshold and
+	// router.overload_token_usage_threshold, SMG's KV-usage triggers of the
+	// imbalance test (smg edcbb353e): the load also counts as imbalanced
+	// when the hottest minus the coldest KV usage, or the hottest usage, of
+	// the available replicas' load snapshots ([Router.SetLoad], usage in
+	// [0, 1]) exceeds them. Range [0, 1]; default 1 (never: usage is at
+	// most 1).
+	BalanceTokenUsageThreshold, OverloadTokenUsageThreshold float64
+	// TreePageSize is router.tree_page_size, in tokens: for requests keyed
+	// by token ids, the tree holds and matches whole pages only, as SMG's
+	// gRPC token tree (PAGE_SIZE = 16); the match rate stays over every
+	// token. Text keys ignore it. Range [1, 4096]; default 1 (a symbol per
+	// token).
+	TreePageSize int
+}
+
+// PowerOfTwoConfig holds power_of_two's parameters. The router does not
+// poll: its caller hands it a load snapshot every LoadPollInterval of
+// virtual time ([Router.SetLoad]), which is how staleness is modelled.
+type PowerOfTwoConfig struct {
+	// LoadPollInterval is router.load_poll_interval, in virtual time: how
+	// often the caller refreshes the load snapshot. 0 means every decision
+	// (an oracle). Range >= 0; default 10 s (SMG's load_monitor_interval;
+	// the classic router polled every 30 s).
+	LoadPollInterval time.Duration
+}
+
+// ConsistentHashConfig holds consistent_hash's parameters.
+type ConsistentHashConfig struct {
+	// VirtualNodes is router.virtual_nodes: points per replica on the hash
+	// ring. Range [1, 65536]; default 150 (SMG's hash_ring.rs).
+	VirtualNodes int
+}
+
+// KVAwareConfig holds kv_aware's parameters: llm-d's weighted scorers
+// (precise prefix 3, queue 2, KV utilisation 2, from the precise-prefix
+// guide's values.yaml) over the replicas' real cache state.
+type KVAwareConfig struct {
+	// PrefixWeight is router.kv_prefix_weight: the weight of the cached
+	// prefix score. Range >= 0, finite; default 3.
+	PrefixWeight float64
+	// LoadWeight is router.kv_load_weight: the weight of the in-flight
+	// (queue) score. Range >= 0, finite; default 2.
+	LoadWeight float64
+	// UsageWeight is router.kv_usage_weight: the weight of the KV
+	// utilisation score (1 - usage from the load snapshot). Range >= 0,
+	// finite; default 2.
+	UsageWeight float64
+	// DeviceWeight, HostWeight and StorageWeight are router.kv_device_weight,
+	// router.kv_host_weight and router.kv_storage_weight: what one cached
+	// token is worth by tier. Range >= 0, finite; defaults 1, 0.5 (llm-d's
+	// gpu and cpu tier weights) and 0.5 (kvsim's choice: llm-d has no
+	// storage tier; an L3 hit is priced as a host hit).
+	DeviceWeight, HostWeight, StorageWeight float64
+	// SignalDelay is router.kv_signal_delay, in virtual time: how old the
+	// cache state the caller's [CacheOracle] answers from may be. The
+	// router does not use it; the caller does. Range >= 0; default 50 ms
+	// (BLIS's --cache-signal-delay).
+	SignalDelay time.Duration
+}
+
+// Default returns SGLang's deployed defaults: cache_aware with threshold
+// 0.3, balance thresholds 64 and 1.5, eviction every 120 s to 2^26
+// symbols per replica, the min_load miss rule.
+func Default() Config {
+	return Config{
+		Policy: CacheAware,
+		CacheAware: CacheAwareConfig{
+			CacheThreshold:      0.3,
+			BalanceAbsThreshold: 64,
+			BalanceRelThreshold: 1.5,
+			EvictionInterval:    120 * time.Second,
+			MaxTreeSize:         1 << 26,
+			MissRule:            MinLoad,
+			TreePageSize:        1,
+
+			BalanceTokenUsageThreshold:  1,
+			OverloadTokenUsageThreshold: 1,
+		},
+		PowerOfTwo:     PowerOfTwoConfig{LoadPollInterval: 10 * time.Second},
+		ConsistentHash: ConsistentHashConfig{VirtualNodes: 150},
+		KVAware: KVAwareConfig{
+			PrefixWeight:  3,
+			LoadWeight:    2,
+			UsageWeight:   2,
+			DeviceWeight:  1,
+			HostWeight:    0.5,
+			StorageWeight: 0.5,
+			SignalDelay:   50 * time.Millisecond,
+		},
+	}
+}
+
+// Validate reports every invalid field at once, each error naming its key
+// as `router.KEY` with the value found.
+func (c Config) Validate() error { return c.validate("router") }
+
+func (c Config) validate(prefix string) error {
+	var errs []error
+	if c.Policy < CacheAware || int(c.Policy) >= len(policyNames) {
+		errs = append(errs, fmt.Errorf("%s.policy: unknown policy %d", prefix, int(c.Policy)))
+	}
+	errs = append(errs,
+		c.CacheAware.validate(prefix),
+		c.PowerOfTwo.validate(prefix),
+		c.ConsistentHash.validate(prefix),
+		c.KVAware.validate(prefix))
+	return errors.Join(errs...)
+}
+
+// maxTreePageSize bounds router.tree_page_size: SGLang's page sizes are at
+// most a few hundred tokens.
+const maxTreePageSize = 4096
+
+// Validate reports every invalid cache_aware field, keys under router.
+func (c CacheAwareConfig) Validate() error { return c.validate("router") }
+
+func (c CacheAwareConfig) validate(p string) error {
+	var errs []error
+	if !(c.CacheThreshold >= 0 && c.CacheThreshold <= 1) {
+		errs = append(errs, fmt.Errorf("%s.cache_threshold: must be in [0, 1] (got %v)", p, c.CacheThreshold))
+	}
+	if c.BalanceAbsThreshold < 0 {
+		errs = append(errs, fmt.Errorf("%s.balance_abs_threshold: must be >= 0 (got %d)", p, c.BalanceAbsThreshold))
+	}
+	if !(c.BalanceRelThreshold >= 0) {
+		errs = append(errs, fmt.Errorf("%s.balance_rel_threshold: must be >= 0 (got %v)", p, c.BalanceRelThreshold))
+	}
+	if c.EvictionInterval <= 0 {
+		errs = append(errs, fmt.Errorf("%s.eviction_interval: must be > 0 (got %v)", p, c.EvictionInterval))
+	}
+	if c.MaxTreeSize < 0 {
+		errs = append(errs, fmt.Errorf("%s.max_tree_size: must be >= 0 (got %d)", p, c.MaxTreeSize))
+	}
+	for _, u := range []struct {
+		key string
+		v   float64
+	}{
+		{"balance_token_usage_threshold", c.BalanceTokenUsageThreshold},
+		{"overload_token_usage_threshold", c.OverloadTokenUsageThreshold},
+	} {
+		if !(u.v >= 0 && u.v <= 1) {
+			errs = append(errs, fmt.Errorf("%s.%s: must be in [0, 1] (got %v)", p, u.key, u.v))
+		}
+	}
+	if c.TreePageSize < 1 || c.TreePageSize > maxTreePageSize {
+		errs = append(errs, fmt.Errorf("%s.tree_page_size: must be in [1, %d] (got %d)", p, maxTreePageSize, c.TreePageSize))
+	}
+	if c.MissRule != MinLoad && c.MissRule != SmallestTree {
+		errs = append(errs, fmt.Errorf("%s.miss_rule: must be min_load or smallest_tree (got %v)", p, c.MissRule))
+	}
+	return errors.Join(errs...)
+}
+
+// Validate reports every invalid power_of_two field, keys under router.
+func (c PowerOfTwoConfig) Validate() error { return c.validate("router") }
+
+func (c PowerOfTwoConfig) validate(p string) error {
+	if c.LoadPollInterval < 0 {
+		return fmt.Errorf("%s.load_poll_interval: must be >= 0 (got %v)", p, c.LoadPollInterval)
+	}
+	return nil
+}
+
+// maxVirtualNodes bounds router.virtual_nodes so that a ring of 64
+// replicas stays a few megabytes.
+const maxVirtualNodes = 1 << 16
+
+// Validate reports every invalid consistent_hash field, keys under router.
+func (c ConsistentHashConfig) Validate() error { return c.validate("router") }
+
+func (c ConsistentHashConfig) validate(p string) error {
+	if c.VirtualNodes < 1 || c.VirtualNodes > maxVirtualNodes {
+		return fmt.Errorf("%s.virtual_nodes: must be in [1, %d] (got %d)", p, maxVirtualNodes, c.VirtualNodes)
+	}
+	return nil
+}
+
+// Validate reports every invalid kv_aware field, keys under router.
+func (c KVAwareConfig) Validate() error { return c.validate("router") }
+
+func (c KVAwareConfig) validate(p string) error {
+	var errs []error
+	for _, w := range []struct {
+		key string
+		v   float64
+	}{
+		{"kv_prefix_weight", c.PrefixWeight},
+		{"kv_load_weight", c.LoadWeight},
+		{"kv_usage_weight", c.UsageWeight},
+		{"kv_device_weight", c.DeviceWeight},
+		{"kv_host_weight", c.HostWeight},
+		{"kv_storage_weight", c.StorageWeight},
+	} {
+		if !(w.v >= 0) || math.IsInf(w.v, 1) {
+			errs = append(errs, fmt.Errorf("%s.%s: must be finite and >= 0 (got %v)", p, w.key, w.v))
+		}
+	}
+	if c.SignalDelay < 0 {
+		errs = append(errs, fmt.Errorf("%s.kv_signal_delay: must be >= 0 (got %v)", p, c.SignalDelay))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,364 @@
+package router
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// Request is what the router sees of a request.
+type Request struct {
+	// Text is the routing text (an HTTP request's prompt, or its chat
+	// messages' text joined by single spaces). When it is not empty the
+	// approximate tree keys on its Unicode characters, as SGLang's HTTP
+	// router does.
+	Text string
+	// Tokens are the prompt's token ids, used by the approximate tree (one
+	// symbol per token) when Text is empty. The router does not keep the
+	// slice.
+	Tokens []int32
+	// Blocks are the prompt's block hashes (a block-hash trace's hash_ids,
+	// e.g. Mooncake's 512-token blocks), used by the approximate tree when
+	// Text and Tokens are empty: one symbol per block, so match rates and
+	// router.max_tree_size count blocks. The router does not keep the
+	// slice.
+	Blocks []uint64
+	// Session is consistent_hash's key (SMG's X-SMG-Routing-Key); empty
+	// means no key.
+	Session string
+	// Len is the prompt's length in tokens, for the caller's
+	// [CacheOracle]; the router itself does not read it.
+	Len int
+}
+
+// Reason says which branch of a policy chose the replica.
+type Reason int
+
+// The reasons, counted per router ([Router.Count]).
+const (
+	// CacheHit: cache_aware, balanced load and a match rate above
+	// cache_threshold; the matched replica.
+	CacheHit Reason = 1 + iota
+	// Imbalanced: cache_aware, the load-balance fallback (the imbalance
+	// test held); the least-loaded replica.
+	Imbalanced
+	// Miss: cache_aware, balanced load and a match rate at or below
+	// cache_threshold; the miss rule's replica.
+	Miss
+	// MatchUnavailable: cache_aware matched a replica that is not
+	// available; the first available one, and no tree insert (SGLang).
+	MatchUnavailable
+	// Cycled: round_robin.
+	Cycled
+	// Drawn: random.
+	Drawn
+	// PowerOfTwoChoice: power_of_two, the lower-loaded of two draws.
+	PowerOfTwoChoice
+	// HashRing: consistent_hash, the session key's point on the ring.
+	HashRing
+	// NoKey: consistent_hash for a request without a session key; random.
+	NoKey
+	// KVHit: kv_aware chose a replica that holds part of the prompt.
+	KVHit
+	// KVMiss: kv_aware chose a replica that holds none of it.
+	KVMiss
+	numReasons
+)
+
+var reasonNames = [...]string{
+	CacheHit:         "cache_hit",
+	Imbalanced:       "imbalanced",
+	Miss:             "miss",
+	MatchUnavailable: "match_unavailable",
+	Cycled:           "round_robin",
+	Drawn:            "random",
+	PowerOfTwoChoice: "power_of_two",
+	HashRing:         "hash_ring",
+	NoKey:            "no_key",
+	KVHit:            "kv_hit",
+	KVMiss:           "kv_miss",
+}
+
+// String returns the reason's name as results files print it.
+func (r Reason) String() string { return enumName(r, reasonNames[:], "Reason") }
+
+// Reasons lists every reason in order, for tables of decision counts.
+func Reasons() []Reason {
+	out := make([]Reason, 0, numReasons-1)
+	for r := CacheHit; r < numReasons; r++ {
+		out = append(out, r)
+	}
+	return out
+}
+
+// Decision is the router's answer for one request.
+type Decision struct {
+	// Replica is the chosen replica's index in [0, replicas).
+	Replica int
+	// Reason is the branch that chose it.
+	Reason Reason
+	// Matched is cache_aware's approximate match in symbols (characters or
+	// tokens) and kv_aware's cached prefix of the chosen replica in tokens
+	// (all tiers); 0 for the other policies or branches without a match.
+	Matched int
+}
+
+// Cached is how many leading tokens of a prompt a replica holds, by tier:
+// the first Device tokens on its GPUs, the next Host tokens in host memory,
+// the next Storage tokens in the shared L3 store.
+type Cached struct{ Device, Host, Storage int }
+
+// CacheOracle answers kv_aware's question: what replica r really holds of
+// req's prompt. The caller implements it over the replicas' radix trees
+// and models the signal delay (router.kv_signal_delay) by answering from a
+// view that old. It must not keep req.
+type CacheOracle interface {
+	CachedPrefix(r int, req *Request) Cached
+}
+
+// Deps are what a router takes from its caller besides its config.
+type Deps struct {
+	// Rand is the router's own seeded stream. random, power_of_two and
+	// consistent_hash need it; the others ignore it.
+	Rand *rand.Rand
+	// Oracle answers kv_aware's cache queries; kv_aware needs it.
+	Oracle CacheOracle
+}
+
+// ErrNoReplica is returned by [Router.Route] when no replica is available
+// (SGLang answers 503).
+var ErrNoReplica = errors.New("router: no available replica")
+
+// Router chooses a replica for each request. It has no clock: the caller
+// calls [Router.Tick] with the virtual time, hands it load snapshots with
+// [Router.SetLoad] when its poll interval says so, and reports each
+// request's end with [Router.Finish]. It is not safe for concurrent use.
+type Router struct {
+	cfg       Config
+	rng       *rand.Rand
+	oracle    CacheOracle
+	available []bool
+	inflight  []int
+	processed []int64 // requests routed per replica: SMG's tie-break
+	countLoad bool    // whether Load reports in-flight counts (SGLang's rule)
+	snap      []float64
+	snapOK    []bool
+	rr        uint64
+	tree      *approxTree
+	ring      *ring
+	nextEvict time.Duration
+	reasons   [numReasons]int64
+
+	cand   []int
+	key    []symbol
+	scores []float64
+	cached []int
+}
+
+// New returns a router over replicas replicas (indices 0 to replicas-1),
+// all available, with no load snapshot.
+func New(cfg Config, replicas int, d Deps) (*Router, error) {
+	return newRouter(cfg, replicas, d, "router", false)
+}
+
+func newRouter(cfg Config, replicas int, d Deps, prefix string, countAll bool) (*Router, error) {
+	if err := cfg.validate(prefix); err != nil {
+		return nil, err
+	}
+	if replicas < 1 {
+		return nil, fmt.Errorf("router: replicas must be >= 1 (got %d)", replicas)
+	}
+	switch cfg.Policy {
+	case Random, PowerOfTwo, ConsistentHash:
+		if d.Rand == nil {
+			return nil, fmt.Errorf("%s.policy: %v needs a seeded random stream", prefix, cfg.Policy)
+		}
+	case KVAware:
+		if d.Oracle == nil {
+			return nil, fmt.Errorf("%s.policy: kv_aware needs a cache oracle", prefix)
+		}
+	}
+	r := &Router{
+		cfg:       cfg,
+		rng:       d.Rand,
+		oracle:    d.Oracle,
+		available: make([]bool, replicas),
+		inflight:  make([]int, replicas),
+		processed: make([]int64, replicas),
+		countLoad: countAll || cfg.Policy == CacheAware || cfg.Policy == KVAware,
+		snap:      make([]float64, replicas),
+		snapOK:    make([]bool, replicas),
+	}
+	for i := range r.available {
+		r.available[i] = true
+	}
+	switch cfg.Policy {
+	case CacheAware:
+		r.tree = newApproxTree(replicas)
+		r.nextEvict = cfg.CacheAware.EvictionInterval
+	case ConsistentHash:
+		r.ring = newRing(replicas, cfg.ConsistentHash.VirtualNodes)
+	}
+	return r, nil
+}
+
+// Replicas returns the number of replicas.
+func (r *Router) Replicas() int { return len(r.inflight) }
+
+// SetAvailable marks replica i available (healthy, circuit closed) or not.
+// Policies choose among available replicas only; requests in flight to an
+// unavailable replica still finish.
+func (r *Router) SetAvailable(i int, ok bool) { r.available[i] = ok }
+
+// SetLoad hands the router replica i's polled load: for power_of_two the
+// value compared (KV token usage in [0, 1] as SMG, or used plus queued
+// tokens as the classic router), for kv_aware the KV usage in [0, 1]. It
+// stays until the next call; staleness is the caller's poll interval.
+func (r *Router) SetLoad(i int, v float64) {
+	r.snap[i] = v
+	r.snapOK[i] = true
+}
+
+// InFlight returns the requests routed to replica i and not yet finished.
+func (r *Router) InFlight(i int) int { return r.inflight[i] }
+
+// Load returns replica i's load as SGLang's Worker::load() reports it: the
+// requests in flight, under cache_aware and kv_aware (and always in PD
+// mode); 0 under the other policies, which SGLang's HTTP router does not
+// count for.
+func (r *Router) Load(i int) int {
+	if r.countLoad {
+		return r.inflight[i]
+	}
+	return 0
+}
+
+// Routed returns how many requests were routed to replica i.
+func (r *Router) Routed(i int) int64 { return r.processed[i] }
+
+// Count returns how many decisions were taken for reason why.
+func (r *Router) Count(why Reason) int64 {
+	if why < CacheHit || why >= numReasons {
+		return 0
+	}
+	return r.reasons[why]
+}
+
+// TreeSize returns replica i's symbols in the approximate tree (0 without
+// one).
+func (r *Router) TreeSize(i int) int {
+	if r.tree == nil {
+		return 0
+	}
+	return r.tree.size[i]
+}
+
+// NextTick returns the virtual time of the next approximate-tree eviction,
+// and false when the policy keeps no tree. A caller schedules a Tick then.
+func (r *Router) NextTick() (time.Duration, bool) { return r.nextEvict, r.tree != nil }
+
+// Tick tells the router the virtual time now. At or after each multiple of
+// router.eviction_interval, cache_aware cuts every replica's part of the
+// approximate tree to router.max_tree_size symbols (one eviction however
+// many multiples passed; a second would change nothing). Other policies
+// ignore it.
+func (r *Router) Tick(now time.Duration) {
+	if r.tree == nil || now < r.nextEvict {
+		return
+	}
+	r.tree.evict(r.cfg.CacheAware.MaxTreeSize)
+	iv := r.cfg.CacheAware.EvictionInterval
+	r.nextEvict = (now/iv + 1) * iv
+}
+
+// Route chooses a replica for req and counts it in flight there. Every
+// successful Route must be followed by exactly one [Router.Finish] of the
+// chosen replica.
+func (r *Router) Route(req *Request) (Decision, error) {
+	r.cand = r.cand[:0]
+	for i, ok := range r.available {
+		if ok {
+			r.cand = append(r.cand, i)
+		}
+	}
+	if len(r.cand) == 0 {
+		return Decision{}, ErrNoReplica
+	}
+	var d Decision
+	switch r.cfg.Policy {
+	case CacheAware:
+		d = r.cacheAware(req)
+	case RoundRobin:
+		d = Decision{Replica: r.cand[r.rr%uint64(len(r.cand))], Reason: Cycled}
+		r.rr++
+	case Random:
+		d = Decision{Replica: r.cand[r.rng.IntN(len(r.cand))], Reason: Drawn}
+	case PowerOfTwo:
+		d = Decision{Replica: r.powerOfTwo(), Reason: PowerOfTwoChoice}
+	case ConsistentHash:
+		if req.Session == "" {
+			d = Decision{Replica: r.cand[r.rng.IntN(len(r.cand))], Reason: NoKey}
+		} else {
+			d = Decision{Replica: r.ring.lookup(req.Session, r.available), Reason: HashRing}
+		}
+	case KVAware:
+		d = r.kvAware(req)
+	}
+	r.inflight[d.Replica]++
+	r.processed[d.Replica]++
+	r.reasons[d.Reason]++
+	return d, nil
+}
+
+// Finish records that a request routed to replica i has ended (its last
+// token was sent or it was aborted). It fails, changing nothing, when
+// replica i has no request in flight.
+func (r *Router) Finish(i int) error {
+	if r.canFinish(i) {
+		r.inflight[i]--
+		return nil
+	}
+	if i < 0 || i >= len(r.inflight) {
+		return fmt.Errorf("router: finish on replica %d of %d", i, len(r.inflight))
+	}
+	return fmt.Errorf("router: finish on replica %d with no request in flight", i)
+}
+
+func (r *Router) canFinish(i int) bool { return i >= 0 && i < len(r.inflight) && r.inflight[i] > 0 }
+
+// leastLoaded returns the candidate with the least (load, requests routed,
+// index): SMG's order (smg 823cbbf98); the classic router took the first
+// minimum load in index order.
+func (r *Router) leastLoaded() int {
+	best := r.cand[0]
+	for _, i := range r.cand[1:] {
+		if l, b := r.Load(i), r.Load(best); l < b || l == b && r.processed[i] < r.processed[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+func (r *Router) powerOfTwo() int {
+	n := len(r.cand)
+	if n == 1 {
+		return r.cand[0]
+	}
+	i := r.rng.IntN(n)
+	j := r.rng.IntN(n - 1)
+	if j >= i {
+		j++
+	}
+	a, b := r.cand[i], r.cand[j]
+	if r.snapOK[a] && r.snapOK[b] {
+		if r.snap[b] < r.snap[a] {
+			return b
+		}
+		return a
+	}
+	if r.Load(b) < r.Load(a) {
+		return b
+	}
+	return a
+}
