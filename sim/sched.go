@@ -494,7 +494,14 @@ func (s *Sim) insert(r *request, aligned int64, chunked bool) {
 	if aligned <= r.protected {
 		return
 	}
-	res := s.tree.Insert(s.pagesFor(r, aligned), int64(s.now), tree.InsertOptions{Chunked: chunked})
+	// r.last (when set) holds the pages up to r.protected, which this key
+	// extends: the tree need not compare them again.
+	var res tree.InsertResult
+	if r.last != nil {
+		res = s.tree.InsertFrom(r.last, s.pagesFor(r, aligned), int64(s.now), tree.InsertOptions{Chunked: chunked})
+	} else {
+		res = s.tree.Insert(s.pagesFor(r, aligned), int64(s.now), tree.InsertOptions{Chunked: chunked})
+	}
 	dup := s.lanesOf(r.protected, aligned, s.lanesB)
 	for o := range dup {
 		r.held[o] -= res.Adopted[o]
