@@ -467,7 +467,7 @@ func (s *Sim) emitToken(r *request) {
 		r.gotFirst = true
 		r.res.FirstToken = s.now
 	} else {
-		s.itls = append(s.itls, float64(s.now-r.lastToken)/1e6)
+		s.stats.AddITL(float64(s.now-r.lastToken) / 1e6)
 	}
 	r.lastToken = s.now
 	if s.observe != nil {
@@ -551,7 +551,8 @@ func (s *Sim) finishBookkeeping(r *request) {
 	s.active--
 	r.pages = nil
 	r.seqTokens = nil
-	s.results = append(s.results, r.res)
+	s.stats.Add(r.res)
+	s.emitResult(r.res)
 	if s.deps != nil {
 		s.deps.finish(r.id, s.now)
 	}
