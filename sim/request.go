@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
@@ -19,6 +20,8 @@ type request struct {
 	// pages holds the page keys of the sequence (prompt, then output) as far
 	// as they are known; see pagesFor.
 	pages     []tree.PageID
+	runs      []pageRun    // instead of pages until first needed: see keepPages
+	runsCap   int          // the capacity pages gets when runs are expanded
 	seqTokens []tree.Token // prompt + output token ids when the trace has both
 
 	out       int64      // tokens generated so far
@@ -79,11 +82,19 @@ func (s *Sim) computePromptPages(r *request, rec *traces.Record) error {
 		}
 		r.pages = s.pager.TokenPages(toks[:len(rec.Tokens)], make([]tree.PageID, 0, capacity))
 	case rec.Blocks != nil:
+		// Block pages are runs of consecutive ids (a block's pages, and the
+		// blocks first seen together): page into scratch and keep the runs
+		// while the request waits (see pageRuns).
 		var err error
-		r.pages, err = s.pager.BlockPages(rec.Blocks, rec.BlockSize, rec.InputLen, make([]tree.PageID, 0, capacity))
+		s.pageBuf, err = s.pager.BlockPages(rec.Blocks, rec.BlockSize, rec.InputLen, s.pageBuf[:0])
 		if err != nil {
 			return err
 		}
+		for len(s.pageBuf) < want {
+			s.pageBuf = append(s.pageBuf, s.pager.Fresh())
+		}
+		r.keepPages(s.pageBuf, capacity)
+		return nil
 	default:
 		r.pages = make([]tree.PageID, 0, capacity)
 	}
@@ -93,11 +104,63 @@ func (s *Sim) computePromptPages(r *request, rec *traces.Record) error {
 	return nil
 }
 
+// pageRun is n consecutive page ids from first.
+type pageRun struct {
+	first tree.PageID
+	n     int64
+}
+
+// keepPages stores the prompt's pages in r: as runs of consecutive ids
+// when that takes at most a quarter of the memory, else as a slice with
+// room for capacity pages. A request waiting in the queue then holds a few
+// hundred bytes instead of 8 bytes a page (96 KiB for a 12k-token prompt at
+// page size 1), so an overloaded server's backlog costs little memory; the
+// slice is rebuilt when the request is first matched (pagesFor).
+func (r *request) keepPages(pages []tree.PageID, capacity int) {
+	runs := r.runs[:0]
+	for i, p := range pages {
+		if i > 0 && p == runs[len(runs)-1].first+tree.PageID(runs[len(runs)-1].n) {
+			runs[len(runs)-1].n++
+			continue
+		}
+		if len(runs)*16 > len(pages)*2 {
+			break // not worth it
+		}
+		runs = append(runs, pageRun{first: p, n: 1})
+	}
+	if len(runs)*16 <= len(pages)*2 {
+		r.runs, r.runsCap = slices.Clip(runs), capacity
+		return
+	}
+	r.runs = nil
+	r.pages = append(make([]tree.PageID, 0, max(capacity, len(pages))), pages...)
+}
+
+// expandPages turns r's runs back into a page slice.
+func (r *request) expandPages() {
+	var n int64
+	for _, x := range r.runs {
+		n += x.n
+	}
+	pages := make([]tree.PageID, n, max(int64(r.runsCap), n))
+	i := 0
+	for _, x := range r.runs {
+		for k := range x.n {
+			pages[i] = x.first + tree.PageID(k)
+			i++
+		}
+	}
+	r.pages, r.runs = pages, nil
+}
+
 // pagesFor returns the page keys of the first n tokens of the sequence (n is
 // cut down to whole pages). Pages past the prompt are exact when the trace
 // gave output token ids, and otherwise fresh (never matched), like the page
 // that holds both the prompt's tail and the output's head.
 func (s *Sim) pagesFor(r *request, n int64) []tree.PageID {
+	if r.runs != nil {
+		r.expandPages()
+	}
 	ps := int64(s.cfg.Cache.PageSize)
 	want := int(n / ps)
 	if want > len(r.pages) && r.seqTokens != nil && int64(len(r.seqTokens)) >= n {

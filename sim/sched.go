@@ -549,7 +549,7 @@ func (s *Sim) dropKV(r *request) {
 func (s *Sim) finishBookkeeping(r *request) {
 	s.oracle.consume(r.idx) // a failed request never comes back either
 	s.active--
-	r.pages = nil
+	r.pages, r.runs = nil, nil
 	r.seqTokens = nil
 	s.stats.Add(r.res)
 	s.emitResult(r.res)
