@@ -114,6 +114,39 @@ func (p *Pager) BlockPages(blocks []uint64, blockSize, inputLen int, dst []PageI
 	return dst, nil
 }
 
+// PageRun is N consecutive PageIDs from First: a compact form of a key
+// whose pages come in runs, as block pages do.
+type PageRun struct {
+	First PageID
+	N     int64
+}
+
+// BlockRuns is BlockPages for a page size that divides the block size,
+// returning the pages as runs appended to dst (consecutive runs merged)
+// instead of one id a page; it hands out the same ids in the same order.
+// It returns false, and nothing, when the page size does not divide the
+// block size: use BlockPages then.
+func (p *Pager) BlockRuns(blocks []uint64, blockSize, inputLen int, dst []PageRun) ([]PageRun, bool, error) {
+	if blockSize < 1 {
+		return dst, false, fmt.Errorf("block size %d < 1", blockSize)
+	}
+	if blockSize%p.pageSize != 0 {
+		return dst, false, nil
+	}
+	n := min(inputLen, len(blocks)*blockSize) / p.pageSize
+	per := blockSize / p.pageSize
+	for j := 0; j*per < n; j++ {
+		base := p.firstPage(blocks[j], per)
+		k := int64(min(per, n-j*per))
+		if m := len(dst); m > 0 && dst[m-1].First+PageID(dst[m-1].N) == base {
+			dst[m-1].N += k
+			continue
+		}
+		dst = append(dst, PageRun{First: base, N: k})
+	}
+	return dst, true, nil
+}
+
 // firstPage returns the first PageID of block h's run of per pages,
 // allocating the run the first time h is seen.
 func (p *Pager) firstPage(h uint64, per int) PageID {

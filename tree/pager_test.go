@@ -62,3 +62,40 @@ func TestPropBlockPagesIsModel(t *testing.T) {
 		}
 	})
 }
+
+// TestPropBlockRunsIsBlockPages checks that BlockRuns, on a pager of its
+// own, hands out the ids BlockPages hands out, in runs.
+func TestPropBlockRunsIsBlockPages(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		ps := rapid.SampledFrom([]int{1, 2, 4}).Draw(t, "page_size")
+		bs := ps * rapid.IntRange(1, 4).Draw(t, "pages_per_block")
+		a, b := NewPager(ps), NewPager(ps)
+		for range rapid.IntRange(1, 30).Draw(t, "prompts") {
+			blocks := rapid.SliceOfN(rapid.Uint64Range(0, 200), 1, 20).Draw(t, "blocks")
+			input := rapid.IntRange(0, len(blocks)*bs).Draw(t, "input")
+			want, err := a.BlockPages(blocks, bs, input, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runs, ok, err := b.BlockRuns(blocks, bs, input, nil)
+			if err != nil || !ok {
+				t.Fatalf("BlockRuns: %v, %v", ok, err)
+			}
+			var got []PageID
+			for i, r := range runs {
+				if r.N <= 0 || (i > 0 && runs[i-1].First+PageID(runs[i-1].N) == r.First) {
+					t.Fatalf("runs %v: empty or unmerged", runs)
+				}
+				for k := range r.N {
+					got = append(got, r.First+PageID(k))
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("BlockRuns gives %v, BlockPages %v", got, want)
+			}
+		}
+		if _, ok, _ := b.BlockRuns([]uint64{1}, ps*3+1, 10, nil); ok && (ps*3+1)%ps != 0 {
+			t.Fatal("BlockRuns accepted a block size the page size does not divide")
+		}
+	})
+}
