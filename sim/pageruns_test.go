@@ -8,21 +8,24 @@ import (
 	"pgregory.net/rapid"
 )
 
-// TestPropKeepPagesRoundTrip checks that a request's pages, kept as runs
-// or as a slice, come back unchanged with room for the output's pages, on
-// keys made of block-like runs, scattered ids, or a mix.
-func TestPropKeepPagesRoundTrip(t *testing.T) {
+// TestPropKeepRunsRoundTrip checks that a request's pages, kept as runs or
+// as a slice, come back unchanged with room for the output's pages, on keys
+// made of long block-like runs, short ones, or a mix.
+func TestPropKeepRunsRoundTrip(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		var pages []tree.PageID
+		var runs []tree.PageRun
 		for range rapid.IntRange(0, 30).Draw(t, "pieces") {
 			first := tree.PageID(rapid.Uint64Range(1, 1<<40).Draw(t, "first"))
-			for k := range rapid.IntRange(1, 600).Draw(t, "len") {
+			n := rapid.IntRange(1, 600).Draw(t, "len")
+			runs = append(runs, tree.PageRun{First: first, N: int64(n)})
+			for k := range n {
 				pages = append(pages, first+tree.PageID(k))
 			}
 		}
 		capacity := len(pages) + rapid.IntRange(0, 50).Draw(t, "room")
 		var r request
-		r.keepPages(pages, capacity)
+		r.keepRuns(runs, len(pages), capacity)
 		if r.runs != nil && r.pages != nil {
 			t.Fatal("kept both runs and pages")
 		}

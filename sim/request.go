@@ -20,9 +20,9 @@ type request struct {
 	// pages holds the page keys of the sequence (prompt, then output) as far
 	// as they are known; see pagesFor.
 	pages     []tree.PageID
-	runs      []pageRun    // instead of pages until first needed: see keepPages
-	runsCap   int          // the capacity pages gets when runs are expanded
-	seqTokens []tree.Token // prompt + output token ids when the trace has both
+	runs      []tree.PageRun // instead of pages until first needed: see keepRuns
+	runsCap   int            // the capacity pages gets when runs are expanded
+	seqTokens []tree.Token   // prompt + output token ids when the trace has both
 
 	out       int64      // tokens generated so far
 	kv        int64      // tokens whose KV is allocated (tree-locked or held)
@@ -83,18 +83,32 @@ func (s *Sim) computePromptPages(r *request, rec *traces.Record) error {
 		r.pages = s.pager.TokenPages(toks[:len(rec.Tokens)], make([]tree.PageID, 0, capacity))
 	case rec.Blocks != nil:
 		// Block pages are runs of consecutive ids (a block's pages, and the
-		// blocks first seen together): page into scratch and keep the runs
-		// while the request waits (see pageRuns).
-		var err error
-		s.pageBuf, err = s.pager.BlockPages(rec.Blocks, rec.BlockSize, rec.InputLen, s.pageBuf[:0])
+		// blocks first seen together): keep the runs while the request
+		// waits (see keepRuns).
+		runs, ok, err := s.pager.BlockRuns(rec.Blocks, rec.BlockSize, rec.InputLen, s.runBuf[:0])
 		if err != nil {
 			return err
 		}
-		for len(s.pageBuf) < want {
-			s.pageBuf = append(s.pageBuf, s.pager.Fresh())
+		if ok {
+			n := 0
+			for _, x := range runs {
+				n += int(x.N)
+			}
+			for ; n < want; n++ {
+				id := s.pager.Fresh()
+				if m := len(runs); m > 0 && runs[m-1].First+tree.PageID(runs[m-1].N) == id {
+					runs[m-1].N++
+				} else {
+					runs = append(runs, tree.PageRun{First: id, N: 1})
+				}
+			}
+			s.runBuf = runs
+			r.keepRuns(runs, n, capacity)
+			return nil
 		}
-		r.keepPages(s.pageBuf, capacity)
-		return nil
+		if r.pages, err = s.pager.BlockPages(rec.Blocks, rec.BlockSize, rec.InputLen, make([]tree.PageID, 0, capacity)); err != nil {
+			return err
+		}
 	default:
 		r.pages = make([]tree.PageID, 0, capacity)
 	}
@@ -104,51 +118,34 @@ func (s *Sim) computePromptPages(r *request, rec *traces.Record) error {
 	return nil
 }
 
-// pageRun is n consecutive page ids from first.
-type pageRun struct {
-	first tree.PageID
-	n     int64
-}
-
-// keepPages stores the prompt's pages in r: as runs of consecutive ids
-// when that takes at most a quarter of the memory, else as a slice with
-// room for capacity pages. A request waiting in the queue then holds a few
-// hundred bytes instead of 8 bytes a page (96 KiB for a 12k-token prompt at
-// page size 1), so an overloaded server's backlog costs little memory; the
-// slice is rebuilt when the request is first matched (pagesFor).
-func (r *request) keepPages(pages []tree.PageID, capacity int) {
-	runs := r.runs[:0]
-	for i, p := range pages {
-		if i > 0 && p == runs[len(runs)-1].first+tree.PageID(runs[len(runs)-1].n) {
-			runs[len(runs)-1].n++
-			continue
-		}
-		if len(runs)*16 > len(pages)*2 {
-			break // not worth it
-		}
-		runs = append(runs, pageRun{first: p, n: 1})
+// keepRuns stores the prompt's n pages, given as runs, in r: as the runs
+// themselves when they take at most a quarter of the memory of a slice,
+// else as a slice with room for capacity pages. A request waiting in the
+// queue then holds a few hundred bytes instead of 8 bytes a page (96 KiB
+// for a 12k-token prompt at page size 1), so an overloaded server's
+// backlog costs little memory; the slice is built when the request is
+// first matched (pagesFor).
+func (r *request) keepRuns(runs []tree.PageRun, n, capacity int) {
+	r.runs, r.runsCap = slices.Clone(runs), capacity
+	if len(runs)*16 > n*2 {
+		r.expandPages()
 	}
-	if len(runs)*16 <= len(pages)*2 {
-		r.runs, r.runsCap = slices.Clip(runs), capacity
-		return
-	}
-	r.runs = nil
-	r.pages = append(make([]tree.PageID, 0, max(capacity, len(pages))), pages...)
 }
 
 // expandPages turns r's runs back into a page slice.
 func (r *request) expandPages() {
 	var n int64
 	for _, x := range r.runs {
-		n += x.n
+		n += x.N
 	}
 	pages := make([]tree.PageID, n, max(int64(r.runsCap), n))
 	i := 0
 	for _, x := range r.runs {
-		for k := range x.n {
-			pages[i] = x.first + tree.PageID(k)
-			i++
+		run := pages[i : i+int(x.N)]
+		for k := range run {
+			run[k] = x.First + tree.PageID(k)
 		}
+		i += int(x.N)
 	}
 	r.pages, r.runs = pages, nil
 }

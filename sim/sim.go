@@ -83,7 +83,7 @@ type Sim struct {
 	active   int            // requests arrived and not finished
 
 	// scratch
-	pageBuf        []tree.PageID
+	runBuf         []tree.PageRun
 	lanesA, lanesB []int64
 	extends        []hw.Extend
 	plannerNodes   []planner.Node
