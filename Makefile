@@ -56,8 +56,12 @@ bench: ## run the Go benchmarks (BENCHCOUNT=10 for benchstat)
 	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) $(PKGS)
 
 .PHONY: bench-scale
-bench-scale: build ## wall time and peak RSS of trace stats and policy on the conversation trace repeated 1x/4x/24x (scripts/bench-scale.sh)
+bench-scale: build ## wall time and peak RSS of trace stats, policy and sim on the conversation trace repeated 1x/4x/24x (scripts/bench-scale.sh)
 	KVSIM=./$(BIN) bash scripts/bench-scale.sh
+
+.PHONY: bench-scale-ci
+bench-scale-ci: build ## the short bench-scale CI runs: kvsim sim at 1x and 4x, failing if 4x peak RSS is over 1.5x the 1x run
+	KVSIM=./$(BIN) COPIES="1 4" ONLY='^sim$$' MAX_RSS_RATIO=1.5 bash scripts/bench-scale.sh
 
 .PHONY: golden
 golden: ## rewrite golden files (review the diff before committing)
@@ -98,7 +102,7 @@ golden-check: golden ## fail if rewriting the golden files changes any
 	@git diff --exit-code -- '*.golden' '*.err' || { echo "golden files are stale: run make golden and review the diff"; exit 1; }
 
 .PHONY: ci
-ci: lint tidy-check test invariants golden-check faults ## what .ci/run runs
+ci: lint tidy-check test invariants golden-check faults bench-scale-ci ## what .ci/run runs
 
 .PHONY: clean
 clean: ## remove build outputs

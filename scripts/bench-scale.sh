@@ -16,6 +16,8 @@
 #   COPIES         the lengths, in copies (default "1 4 24")
 #   MAX_RSS_RATIO  if set, exit 1 when a row's peak RSS at the last length
 #                  exceeds this many times its RSS at the first (for CI)
+#   ONLY           if set, run only the rows whose name matches this
+#                  extended regular expression (for example "^sim$")
 #
 # Timings are wall-clock on whatever else the machine is running: run on an
 # idle machine, or say that it was shared.
@@ -28,6 +30,9 @@ ROWS=(
 	"trace stats|trace stats {}"
 	"trace stats --opt=false|trace stats --opt=false {}"
 	"policy|policy --trace {} --policy main_write_through --l1-pages 18279 --l2-pages 36558"
+	# The full simulator on the default server; req_per_s is simulated
+	# requests per wall second.
+	"sim|sim --trace {}"
 )
 
 [ -x "$KVSIM" ] || { echo "bench-scale: $KVSIM is not an executable kvsim (make build)" >&2; exit 2; }
@@ -49,10 +54,13 @@ measure() {
 }
 
 fail=0
-printf '%-26s %6s %10s %8s %10s %8s %8s\n' command copies requests wall_s rss_MB wall_x rss_x
+printf '%-26s %6s %10s %8s %10s %10s %8s %8s\n' command copies requests wall_s req_per_s rss_MB wall_x rss_x
 for row in "${ROWS[@]}"; do
 	name=${row%%|*}
 	args=${row#*|}
+	if [ -n "${ONLY:-}" ] && ! grep -Eq -- "$ONLY" <<<"$name"; then
+		continue
+	fi
 	base_wall= base_rss= last_ratio=
 	for k in $COPIES; do
 		read -r -a argv <<<"${args//\{\}/$tmp/x$k.jsonl}"
@@ -61,7 +69,8 @@ for row in "${ROWS[@]}"; do
 		first=${COPIES%% *}
 		n=$((requests * k / first))
 		last_ratio=$(awk -v a="$rss" -v b="$base_rss" 'BEGIN{printf "%.2f", a/b}')
-		printf '%-26s %6s %10s %8.2f %10.1f %8.2f %8s\n' "$name" "$k" "$n" "$wall" "$(awk -v r="$rss" 'BEGIN{print r/1024}')" \
+		printf '%-26s %6s %10s %8.2f %10.0f %10.1f %8.2f %8s\n' "$name" "$k" "$n" "$wall" \
+			"$(awk -v n="$n" -v w="$wall" 'BEGIN{print (w > 0 ? n/w : 0)}')" "$(awk -v r="$rss" 'BEGIN{print r/1024}')" \
 			"$(awk -v a="$wall" -v b="$base_wall" 'BEGIN{print (b > 0 ? a/b : 0)}')" "$last_ratio"
 	done
 	if [ -n "${MAX_RSS_RATIO:-}" ] && awk -v r="$last_ratio" -v m="$MAX_RSS_RATIO" 'BEGIN{exit !(r > m)}'; then

@@ -14,6 +14,11 @@ type Factory struct {
 	// OpenLoop makes Run release every record at its arrival ([Sim.Run]);
 	// otherwise Run is closed loop ([Sim.RunClosedLoop]).
 	OpenLoop bool
+	// Sink, if its functions are set, receives Run's per-request results
+	// and timeline samples as they are produced instead of the Result
+	// (see [Sink]): memory then follows the requests in flight, not the
+	// trace's length.
+	Sink Sink
 }
 
 var _ engine.Factory = (*Factory)(nil)
@@ -32,6 +37,7 @@ func (f *Factory) Run(src engine.Source) (*engine.Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.Stream(f.Sink)
 	if f.OpenLoop {
 		return s.Run(src)
 	}

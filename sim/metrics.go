@@ -17,6 +17,15 @@ func (s *Sim) sample() {
 		smp.HostReserved = s.tree.HostReservedTotal()
 		smp.Storage = s.st.l3.pages * int64(s.cfg.Cache.PageSize)
 	}
+	if s.sink.Sample != nil {
+		// Streaming: a sample is sent once no later look at the same
+		// instant can replace it.
+		if s.held != nil && s.held.Time != smp.Time {
+			s.emitSample(*s.held)
+		}
+		s.held = &smp
+		return
+	}
 	if n := len(s.timeline); n > 0 && s.timeline[n-1].Time == smp.Time {
 		s.timeline[n-1] = smp // a later look at the same instant
 		return
@@ -24,10 +33,44 @@ func (s *Sim) sample() {
 	s.timeline = append(s.timeline, smp)
 }
 
+// Sink receives a run's per-request results and timeline samples as the
+// run produces them, instead of the [engine.Result] keeping them: with a
+// Result function set, Result.Requests is nil, and with a Sample function
+// set, Result.Timeline is nil. Results come in completion order (the order
+// of Result.Requests), samples in time order, one per instant (the last look
+// at it), as Result.Timeline would hold them. The first error a function
+// returns stops the run, and Run returns it. The summary is the same either
+// way: the simulator keeps a few numbers per request for it (see
+// [engine.Stats]).
+type Sink struct {
+	Result func(engine.RequestResult) error
+	Sample func(engine.Sample) error
+}
+
+// Stream sends results and samples to sink's functions from now on (see
+// [Sink]). Call it before Run.
+func (s *Sim) Stream(sink Sink) { s.sink = sink }
+
+func (s *Sim) emitResult(r engine.RequestResult) {
+	if s.sink.Result == nil {
+		s.results = append(s.results, r)
+		return
+	}
+	if err := s.sink.Result(r); err != nil && s.sinkErr == nil {
+		s.sinkErr = err
+	}
+}
+
+func (s *Sim) emitSample(smp engine.Sample) {
+	if err := s.sink.Sample(smp); err != nil && s.sinkErr == nil {
+		s.sinkErr = err
+	}
+}
+
 func (s *Sim) result() *engine.Result {
 	st := s.tree.Stats()
 	c := s.counters
-	sum := engine.Summarize(s.results, s.itls)
+	sum := s.stats.Summary()
 	sum.DeviceEvictions = st.DeviceEvicted
 	sum.Demoted = st.Demoted
 	sum.HostEvictions = st.HostEvicted

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
@@ -19,7 +20,9 @@ type request struct {
 	// pages holds the page keys of the sequence (prompt, then output) as far
 	// as they are known; see pagesFor.
 	pages     []tree.PageID
-	seqTokens []tree.Token // prompt + output token ids when the trace has both
+	runs      []tree.PageRun // instead of pages until first needed: see keepRuns
+	runsCap   int            // the capacity pages gets when runs are expanded
+	seqTokens []tree.Token   // prompt + output token ids when the trace has both
 
 	out       int64      // tokens generated so far
 	kv        int64      // tokens whose KV is allocated (tree-locked or held)
@@ -79,9 +82,31 @@ func (s *Sim) computePromptPages(r *request, rec *traces.Record) error {
 		}
 		r.pages = s.pager.TokenPages(toks[:len(rec.Tokens)], make([]tree.PageID, 0, capacity))
 	case rec.Blocks != nil:
-		var err error
-		r.pages, err = s.pager.BlockPages(rec.Blocks, rec.BlockSize, rec.InputLen, make([]tree.PageID, 0, capacity))
+		// Block pages are runs of consecutive ids (a block's pages, and the
+		// blocks first seen together): keep the runs while the request
+		// waits (see keepRuns).
+		runs, ok, err := s.pager.BlockRuns(rec.Blocks, rec.BlockSize, rec.InputLen, s.runBuf[:0])
 		if err != nil {
+			return err
+		}
+		if ok {
+			n := 0
+			for _, x := range runs {
+				n += int(x.N)
+			}
+			for ; n < want; n++ {
+				id := s.pager.Fresh()
+				if m := len(runs); m > 0 && runs[m-1].First+tree.PageID(runs[m-1].N) == id {
+					runs[m-1].N++
+				} else {
+					runs = append(runs, tree.PageRun{First: id, N: 1})
+				}
+			}
+			s.runBuf = runs
+			r.keepRuns(runs, n, capacity)
+			return nil
+		}
+		if r.pages, err = s.pager.BlockPages(rec.Blocks, rec.BlockSize, rec.InputLen, make([]tree.PageID, 0, capacity)); err != nil {
 			return err
 		}
 	default:
@@ -93,11 +118,46 @@ func (s *Sim) computePromptPages(r *request, rec *traces.Record) error {
 	return nil
 }
 
+// keepRuns stores the prompt's n pages, given as runs, in r: as the runs
+// themselves when they take at most a quarter of the memory of a slice,
+// else as a slice with room for capacity pages. A request waiting in the
+// queue then holds a few hundred bytes instead of 8 bytes a page (96 KiB
+// for a 12k-token prompt at page size 1), so an overloaded server's
+// backlog costs little memory; the slice is built when the request is
+// first matched (pagesFor).
+func (r *request) keepRuns(runs []tree.PageRun, n, capacity int) {
+	r.runs, r.runsCap = slices.Clone(runs), capacity
+	if len(runs)*16 > n*2 {
+		r.expandPages()
+	}
+}
+
+// expandPages turns r's runs back into a page slice.
+func (r *request) expandPages() {
+	var n int64
+	for _, x := range r.runs {
+		n += x.N
+	}
+	pages := make([]tree.PageID, n, max(int64(r.runsCap), n))
+	i := 0
+	for _, x := range r.runs {
+		run := pages[i : i+int(x.N)]
+		for k := range run {
+			run[k] = x.First + tree.PageID(k)
+		}
+		i += int(x.N)
+	}
+	r.pages, r.runs = pages, nil
+}
+
 // pagesFor returns the page keys of the first n tokens of the sequence (n is
 // cut down to whole pages). Pages past the prompt are exact when the trace
 // gave output token ids, and otherwise fresh (never matched), like the page
 // that holds both the prompt's tail and the output's head.
 func (s *Sim) pagesFor(r *request, n int64) []tree.PageID {
+	if r.runs != nil {
+		r.expandPages()
+	}
 	ps := int64(s.cfg.Cache.PageSize)
 	want := int(n / ps)
 	if want > len(r.pages) && r.seqTokens != nil && int64(len(r.seqTokens)) >= n {

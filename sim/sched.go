@@ -467,7 +467,7 @@ func (s *Sim) emitToken(r *request) {
 		r.gotFirst = true
 		r.res.FirstToken = s.now
 	} else {
-		s.itls = append(s.itls, float64(s.now-r.lastToken)/1e6)
+		s.stats.AddITL(float64(s.now-r.lastToken) / 1e6)
 	}
 	r.lastToken = s.now
 	if s.observe != nil {
@@ -494,7 +494,14 @@ func (s *Sim) insert(r *request, aligned int64, chunked bool) {
 	if aligned <= r.protected {
 		return
 	}
-	res := s.tree.Insert(s.pagesFor(r, aligned), int64(s.now), tree.InsertOptions{Chunked: chunked})
+	// r.last (when set) holds the pages up to r.protected, which this key
+	// extends: the tree need not compare them again.
+	var res tree.InsertResult
+	if r.last != nil {
+		res = s.tree.InsertFrom(r.last, s.pagesFor(r, aligned), int64(s.now), tree.InsertOptions{Chunked: chunked})
+	} else {
+		res = s.tree.Insert(s.pagesFor(r, aligned), int64(s.now), tree.InsertOptions{Chunked: chunked})
+	}
 	dup := s.lanesOf(r.protected, aligned, s.lanesB)
 	for o := range dup {
 		r.held[o] -= res.Adopted[o]
@@ -542,9 +549,10 @@ func (s *Sim) dropKV(r *request) {
 func (s *Sim) finishBookkeeping(r *request) {
 	s.oracle.consume(r.idx) // a failed request never comes back either
 	s.active--
-	r.pages = nil
+	r.pages, r.runs = nil, nil
 	r.seqTokens = nil
-	s.results = append(s.results, r.res)
+	s.stats.Add(r.res)
+	s.emitResult(r.res)
 	if s.deps != nil {
 		s.deps.finish(r.id, s.now)
 	}

@@ -73,13 +73,17 @@ type Sim struct {
 	st              *storageState // nil without a storage tier
 	oracle          *oracle       // cache.eviction = "belady" only
 
-	results  []engine.RequestResult
-	itls     []float64 // every inter-token latency, ms
+	results  []engine.RequestResult // nil when streamed to sink.Result
+	stats    engine.Stats           // what the summary needs, request by request
 	counters engine.Counters
 	timeline []engine.Sample
-	active   int // requests arrived and not finished
+	sink     Sink
+	held     *engine.Sample // the last sample, held back while streaming
+	sinkErr  error          // the first error a sink returned
+	active   int            // requests arrived and not finished
 
 	// scratch
+	runBuf         []tree.PageRun
 	lanesA, lanesB []int64
 	extends        []hw.Extend
 	plannerNodes   []planner.Node
@@ -147,7 +151,11 @@ func (s *Sim) Run(src engine.Source) (*engine.Result, error) {
 	if s.active != 0 {
 		panic(fmt.Sprintf("sim: run ended with %d requests unfinished", s.active))
 	}
-	return s.finish(), nil
+	res := s.finish()
+	if s.sinkErr != nil {
+		return nil, s.sinkErr
+	}
+	return res, nil
 }
 
 // RunClosedLoop simulates the trace closed-loop, as kvsim replay --target
@@ -218,6 +226,9 @@ func (s *Sim) processNext() error {
 	if s.clockErr != nil {
 		return s.clockErr
 	}
+	if s.sinkErr != nil {
+		return s.sinkErr
+	}
 	s.checkInvariants()
 	return nil
 }
@@ -238,6 +249,10 @@ func (s *Sim) finish() *engine.Result {
 	s.writeDone, s.loadDone = nil, nil
 	if s.st != nil {
 		s.finishStorage()
+	}
+	if s.held != nil {
+		s.emitSample(*s.held)
+		s.held = nil
 	}
 	return s.result()
 }

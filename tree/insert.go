@@ -1,6 +1,10 @@
 package tree
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/kvsim/kvsim/internal/invariants"
+)
 
 // InsertOptions are the per-call options of Insert.
 type InsertOptions struct {
@@ -39,13 +43,43 @@ type InsertResult struct {
 // The caller must hold (Reserve) at least the adopted tokens on each lane;
 // a shortfall is a simulator bug and panics.
 func (t *Tree) Insert(key []PageID, now int64, opt InsertOptions) InsertResult {
+	return t.insert(t.root, key, now, opt)
+}
+
+// InsertFrom is Insert(key, now, opt) for a key whose leading pages are the
+// path from the root through from: from.Depth plus from's own pages are
+// key's first pages. It gives the same result and has the same effects
+// (stamps, hits, priorities, splits, adoption, write-through, in the same
+// order), but it does not compare the pages of that path again, so an insert
+// costs the pages below from instead of the whole key.
+//
+// from is meant to be the node a request locked after its previous insert
+// (or its match) of a prefix of key: a locked node is on the device, its
+// path cannot be evicted, and a split above or of it keeps its last page
+// where it was. A from that is not on key's path is a caller bug: the
+// -tags invariants build compares the path with key and panics.
+func (t *Tree) InsertFrom(from *Node, key []PageID, now int64, opt InsertOptions) InsertResult {
+	if end := from.depth + int64(len(from.pages)); end > int64(len(key)) {
+		panic(fmt.Sprintf("tree: InsertFrom node %d ends at page %d, past the key's %d pages", from.id, end, len(key)))
+	}
+	if invariants.Enabled {
+		for x := from; x.parent != nil; x = x.parent {
+			if matchLen(x.pages, key[x.depth:]) != len(x.pages) {
+				panic(fmt.Sprintf("tree: InsertFrom node %d is not on the key's path", from.id))
+			}
+		}
+	}
+	return t.insert(from, key, now, opt)
+}
+
+func (t *Tree) insert(from *Node, key []PageID, now int64, opt InsertOptions) InsertResult {
 	t.advance(now)
 	res := InsertResult{Adopted: t.scratch}
 	clear(res.Adopted)
-	var path []*Node
+	path := t.hitBuf[:0]
 	countHits := t.countsHits(opt.Chunked)
 	matched := int64(0)
-	last := t.walk(key, func(n *Node) {
+	last := t.walkFrom(from, key, func(n *Node) {
 		if opt.Priority > n.priority {
 			n.priority = opt.Priority
 			t.refresh(n)
@@ -83,6 +117,8 @@ func (t *Tree) Insert(key []PageID, now int64, opt InsertOptions) InsertResult {
 	for _, n := range path {
 		t.hit(n)
 	}
+	clear(path)
+	t.hitBuf = path[:0]
 	res.Last = last
 	t.check()
 	return res

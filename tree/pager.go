@@ -3,6 +3,7 @@ package tree
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 )
 
 // Token is a token id.
@@ -19,8 +20,15 @@ type Pager struct {
 	pageSize int
 	ids      map[string]PageID
 	blocks   map[uint64]PageID // block hash -> first PageID of its pages (page size divides block size)
-	next     PageID
-	buf      []byte
+	// dense holds the blocks whose hash is below its length, indexed by
+	// hash (0: not seen), instead of blocks: traces that number their
+	// blocks 0, 1, 2, ... (Mooncake's hash_ids) take 8 bytes a block and
+	// no hashing. It grows only while the hashes seen stay dense (see
+	// firstPage); a block is in exactly one of dense and blocks.
+	dense   []PageID
+	nBlocks int // blocks seen
+	next    PageID
+	buf     []byte
 }
 
 // NewPager returns a Pager for pageSize-token pages.
@@ -77,18 +85,16 @@ func (p *Pager) BlockPages(blocks []uint64, blockSize, inputLen int, dst []PageI
 	n := covered / p.pageSize
 	if blockSize%p.pageSize == 0 {
 		per := blockSize / p.pageSize
+		dst = slices.Grow(dst, n)
+		out := dst[len(dst) : len(dst)+n]
 		for j := 0; j*per < n; j++ {
-			base, ok := p.blocks[blocks[j]]
-			if !ok {
-				base = p.next
-				p.next += PageID(per)
-				p.blocks[blocks[j]] = base
-			}
-			for k := 0; k < per && j*per+k < n; k++ {
-				dst = append(dst, base+PageID(k))
+			base := p.firstPage(blocks[j], per)
+			run := out[j*per : min((j+1)*per, n)]
+			for k := range run {
+				run[k] = base + PageID(k)
 			}
 		}
-		return dst, nil
+		return dst[:len(dst)+n], nil
 	}
 	for i := 0; i < n; i++ {
 		b := p.buf[:0]
@@ -107,6 +113,72 @@ func (p *Pager) BlockPages(blocks []uint64, blockSize, inputLen int, dst []PageI
 	}
 	return dst, nil
 }
+
+// PageRun is N consecutive PageIDs from First: a compact form of a key
+// whose pages come in runs, as block pages do.
+type PageRun struct {
+	First PageID
+	N     int64
+}
+
+// BlockRuns is BlockPages for a page size that divides the block size,
+// returning the pages as runs appended to dst (consecutive runs merged)
+// instead of one id a page; it hands out the same ids in the same order.
+// It returns false, and nothing, when the page size does not divide the
+// block size: use BlockPages then.
+func (p *Pager) BlockRuns(blocks []uint64, blockSize, inputLen int, dst []PageRun) ([]PageRun, bool, error) {
+	if blockSize < 1 {
+		return dst, false, fmt.Errorf("block size %d < 1", blockSize)
+	}
+	if blockSize%p.pageSize != 0 {
+		return dst, false, nil
+	}
+	n := min(inputLen, len(blocks)*blockSize) / p.pageSize
+	per := blockSize / p.pageSize
+	for j := 0; j*per < n; j++ {
+		base := p.firstPage(blocks[j], per)
+		k := int64(min(per, n-j*per))
+		if m := len(dst); m > 0 && dst[m-1].First+PageID(dst[m-1].N) == base {
+			dst[m-1].N += k
+			continue
+		}
+		dst = append(dst, PageRun{First: base, N: k})
+	}
+	return dst, true, nil
+}
+
+// firstPage returns the first PageID of block h's run of per pages,
+// allocating the run the first time h is seen.
+func (p *Pager) firstPage(h uint64, per int) PageID {
+	if h < uint64(len(p.dense)) {
+		if base := p.dense[h]; base != 0 {
+			return base
+		}
+	}
+	if base, ok := p.blocks[h]; ok {
+		return base
+	}
+	base := p.next
+	p.next += PageID(per)
+	p.nBlocks++
+	// Grow dense to cover h if that keeps it at most four times the
+	// blocks seen (plus a start of denseMin): with dense hashes it then
+	// holds them all; with scattered ones (real hashes) it stays empty.
+	if h >= uint64(len(p.dense)) && h < uint64(4*p.nBlocks+denseMin) {
+		grown := make([]PageID, max(2*len(p.dense), int(h)+1, denseMin))
+		copy(grown, p.dense)
+		p.dense = grown
+	}
+	if h < uint64(len(p.dense)) {
+		p.dense[h] = base
+	} else {
+		p.blocks[h] = base
+	}
+	return base
+}
+
+// denseMin is the smallest dense table (8 KiB).
+const denseMin = 1024
 
 // Fresh returns a PageID that no page has had before and none will have:
 // for pages whose contents are unknown (generated tokens of a block-hash

@@ -44,6 +44,8 @@ type Tree struct {
 	oracle Oracle // Belady only
 
 	scratch []int64
+	pathBuf []*Node // walkFrom's path, reused
+	hitBuf  []*Node // Insert's nodes to count hits on, reused
 }
 
 // Transfer is one queued copy between tiers: the node it concerns and its
@@ -380,8 +382,29 @@ func (t *Tree) Match(key []PageID, now int64) MatchResult {
 // splitting the last one if it matches only in part; visit is called on
 // each matched node, top-down. It returns the deepest matched node.
 func (t *Tree) walk(key []PageID, visit func(*Node)) *Node {
-	n := t.root
-	t.stamp(n)
+	return t.walkFrom(t.root, key, visit)
+}
+
+// walkFrom is walk for a key whose first pages are the path from the root
+// through from (see [Tree.InsertFrom]): the nodes of that path are stamped
+// and visited top-down, exactly as walk would after matching them in full,
+// without comparing their pages; the descent then goes on below from.
+func (t *Tree) walkFrom(from *Node, key []PageID, visit func(*Node)) *Node {
+	t.stamp(t.root)
+	n := from
+	if from != t.root {
+		path := t.pathBuf[:0]
+		for x := from; x.parent != nil; x = x.parent {
+			path = append(path, x)
+		}
+		for i := len(path) - 1; i >= 0; i-- {
+			t.stamp(path[i])
+			visit(path[i])
+		}
+		clear(path)
+		t.pathBuf = path[:0]
+		key = key[from.depth+int64(len(from.pages)):]
+	}
 	for len(key) > 0 {
 		c := n.child(key[0])
 		if c == nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/kvsim/kvsim/configs"
 	"github.com/kvsim/kvsim/internal/atomicfile"
+	"github.com/kvsim/kvsim/sim"
 	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 )
@@ -138,7 +140,43 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stderr, "kvsim sim: %s\n", gapCutNote(cut))
 	}
+	// The SGLang model streams --per-request and --timeline to their files
+	// as it produces them (and keeps no record it is not asked for), so
+	// memory follows the requests in flight, not the trace's length.
+	var streams []*lineStream
+	if sf, ok := srv.Factory.(*sim.Factory); ok {
+		sf.Sink.Result = func(engine.RequestResult) error { return nil }
+		if *perReq != "" {
+			ls, err := createLineStream(*perReq)
+			if err != nil {
+				fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
+				return exitFail
+			}
+			streams = append(streams, ls)
+			enc := json.NewEncoder(ls.w)
+			sf.Sink.Result = func(r engine.RequestResult) error { return enc.Encode(r) }
+		}
+		if *timeline != "" {
+			ls, err := createLineStream(*timeline)
+			if err != nil {
+				for _, s := range streams {
+					s.finish(err)
+				}
+				fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
+				return exitFail
+			}
+			streams = append(streams, ls)
+			writeTimelineHeader(ls.w)
+			sf.Sink.Sample = func(x engine.Sample) error { return writeTimelineRow(ls.w, x) }
+		}
+	}
 	res, err := srv.Run(rd)
+	for _, s := range streams {
+		if ferr := s.finish(err); ferr != nil && err == nil {
+			fmt.Fprintf(stderr, "kvsim sim: %v\n", ferr)
+			return exitFail
+		}
+	}
 	if err == nil && res.IgnoredDeps > 0 {
 		fmt.Fprintf(stderr, "kvsim sim: warning: %d dependencies (parent, wait_for) name no earlier request, and their requests ran without them; kvsim trace validate says where\n", res.IgnoredDeps)
 	}
@@ -146,7 +184,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvsim sim: %v\n", traces.InFile(tp, err))
 		return exitFail
 	}
-	if *perReq != "" {
+	if *perReq != "" && streams == nil {
 		if err := writeAtomic(*perReq, func(w io.Writer) error {
 			enc := json.NewEncoder(w)
 			for _, r := range res.Requests {
@@ -160,11 +198,13 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 			return exitFail
 		}
 	}
-	if *timeline != "" {
+	if *timeline != "" && streams == nil {
 		if err := writeAtomic(*timeline, func(w io.Writer) error {
-			fmt.Fprintln(w, "t_s,device_tree_tokens,device_request_tokens,device_evictable_tokens,host_tokens,waiting,running")
+			writeTimelineHeader(w)
 			for _, x := range res.Timeline {
-				fmt.Fprintf(w, "%.3f,%d,%d,%d,%d,%d,%d\n", x.Time.Seconds(), x.Device, x.Held, x.Evictable, x.Host, x.Waiting, x.Running)
+				if err := writeTimelineRow(w, x); err != nil {
+					return err
+				}
 			}
 			return nil
 		}); err != nil {
@@ -251,4 +291,39 @@ func nameOr(s, def string) string {
 // failure never leaves a truncated file behind.
 func writeAtomic(path string, fill func(io.Writer) error) error {
 	return atomicfile.Write(path, fill)
+}
+
+// lineStream is an output file written while a run goes on: buffered into
+// a temporary file beside it and renamed into place by finish only if the
+// run and every write succeeded (internal/atomicfile), so a reader never
+// sees a partial file and a failure leaves none.
+type lineStream struct {
+	f *atomicfile.File
+	w *bufio.Writer
+}
+
+func createLineStream(path string) (*lineStream, error) {
+	f, err := atomicfile.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	return &lineStream{f: f, w: bufio.NewWriterSize(f, 1<<16)}, nil
+}
+
+// finish completes the file if err (the run's) is nil and removes it
+// otherwise; it returns the first error.
+func (s *lineStream) finish(err error) error {
+	if err == nil {
+		err = s.w.Flush()
+	}
+	return s.f.Finish(err)
+}
+
+func writeTimelineHeader(w io.Writer) {
+	fmt.Fprintln(w, "t_s,device_tree_tokens,device_request_tokens,device_evictable_tokens,host_tokens,waiting,running")
+}
+
+func writeTimelineRow(w io.Writer, x engine.Sample) error {
+	_, err := fmt.Fprintf(w, "%.3f,%d,%d,%d,%d,%d,%d\n", x.Time.Seconds(), x.Device, x.Held, x.Evictable, x.Host, x.Waiting, x.Running)
+	return err
 }

@@ -200,55 +200,14 @@ type Summary struct {
 // latencies / duration. Percentiles interpolate linearly between order
 // statistics (numpy's default), std is the population standard deviation.
 func Summarize(rs []RequestResult, itls []float64) Summary {
-	var s Summary
-	var ttft, tpot, e2e []float64
-	first, last := Time(math.MaxInt64), Time(math.MinInt64)
-	var cached, cachedDev, cachedHost, cachedL3, prompt int64
+	var st Stats
 	for _, r := range rs {
-		first = min(first, r.start())
-		if r.Failed != "" {
-			s.Failed++
-			continue
-		}
-		last = max(last, r.Finish)
-		s.Completed++
-		s.TotalInput += r.PromptTokens
-		s.TotalOutput += r.OutputTokens
-		ttft = append(ttft, r.TTFT().Milliseconds())
-		e2e = append(e2e, r.E2E().Milliseconds())
-		if r.OutputTokens > 1 {
-			tpot = append(tpot, (r.E2E()-r.TTFT()).Milliseconds()/float64(r.OutputTokens-1))
-		}
-		cached += r.CachedTokens
-		cachedDev += r.CachedDevice
-		cachedHost += r.CachedHost
-		cachedL3 += r.CachedStorage
-		prompt += r.PromptTokens
+		st.Add(r)
 	}
-	if s.Completed == 0 {
-		return s
+	for _, x := range itls {
+		st.AddITL(x)
 	}
-	dur := (last - first).Seconds()
-	s.Duration = dur
-	s.SimulatedSec = dur
-	if dur > 0 {
-		s.RequestThroughput = float64(s.Completed) / dur
-		s.InputThroughput = float64(s.TotalInput) / dur
-		s.OutputThroughput = float64(s.TotalOutput) / dur
-		s.TotalThroughput = float64(s.TotalInput+s.TotalOutput) / dur
-		s.Concurrency = sumF(e2e) / 1e3 / dur
-	}
-	s.MeanTTFT, s.MedianTTFT, s.StdTTFT, s.P90TTFT, s.P99TTFT = dist(ttft)
-	s.MeanTPOT, s.MedianTPOT, s.StdTPOT, s.P90TPOT, s.P99TPOT = dist(tpot)
-	s.MeanITL, s.MedianITL, s.StdITL, s.P90ITL, s.P99ITL = dist(itls)
-	s.MeanE2E, s.MedianE2E, s.StdE2E, s.P90E2E, s.P99E2E = dist(e2e)
-	if prompt > 0 {
-		s.CacheHitRate = float64(cached) / float64(prompt)
-		s.DeviceHitRate = float64(cachedDev) / float64(prompt)
-		s.HostHitRate = float64(cachedHost) / float64(prompt)
-		s.StorageHitRate = float64(cachedL3) / float64(prompt)
-	}
-	return s
+	return st.Summary()
 }
 
 func sumF(xs []float64) float64 {

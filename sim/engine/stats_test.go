@@ -1,0 +1,154 @@
+package engine
+
+import (
+	"math"
+	"slices"
+	"sort"
+	"testing"
+
+	"gonum.org/v1/gonum/floats"
+	"gonum.org/v1/gonum/stat"
+	"pgregory.net/rapid"
+)
+
+// summarizeSlices is Summarize as it was before Stats: every latency kept in
+// a slice, sorted, and handed to gonum. Stats must match it bit for bit.
+func summarizeSlices(rs []RequestResult, itls []float64) Summary {
+	var s Summary
+	var ttft, tpot, e2e []float64
+	first, last := Time(math.MaxInt64), Time(math.MinInt64)
+	var cached, cachedDev, cachedHost, cachedL3, prompt int64
+	for _, r := range rs {
+		first = min(first, r.start())
+		if r.Failed != "" {
+			s.Failed++
+			continue
+		}
+		last = max(last, r.Finish)
+		s.Completed++
+		s.TotalInput += r.PromptTokens
+		s.TotalOutput += r.OutputTokens
+		ttft = append(ttft, r.TTFT().Milliseconds())
+		e2e = append(e2e, r.E2E().Milliseconds())
+		if r.OutputTokens > 1 {
+			tpot = append(tpot, (r.E2E()-r.TTFT()).Milliseconds()/float64(r.OutputTokens-1))
+		}
+		cached += r.CachedTokens
+		cachedDev += r.CachedDevice
+		cachedHost += r.CachedHost
+		cachedL3 += r.CachedStorage
+		prompt += r.PromptTokens
+	}
+	if s.Completed == 0 {
+		return s
+	}
+	dur := (last - first).Seconds()
+	s.Duration = dur
+	s.SimulatedSec = dur
+	if dur > 0 {
+		s.RequestThroughput = float64(s.Completed) / dur
+		s.InputThroughput = float64(s.TotalInput) / dur
+		s.OutputThroughput = float64(s.TotalOutput) / dur
+		s.TotalThroughput = float64(s.TotalInput+s.TotalOutput) / dur
+		s.Concurrency = sumF(e2e) / 1e3 / dur
+	}
+	sliceDist := func(xs []float64) (mean, median, std, p90, p99 float64) {
+		if len(xs) == 0 {
+			return 0, 0, 0, 0, 0
+		}
+		sorted := append([]float64(nil), xs...)
+		sort.Float64s(sorted)
+		mean, std = stat.PopMeanStdDev(sorted, nil)
+		return mean, Percentile(sorted, 50), std, Percentile(sorted, 90), Percentile(sorted, 99)
+	}
+	s.MeanTTFT, s.MedianTTFT, s.StdTTFT, s.P90TTFT, s.P99TTFT = sliceDist(ttft)
+	s.MeanTPOT, s.MedianTPOT, s.StdTPOT, s.P90TPOT, s.P99TPOT = sliceDist(tpot)
+	s.MeanITL, s.MedianITL, s.StdITL, s.P90ITL, s.P99ITL = sliceDist(itls)
+	s.MeanE2E, s.MedianE2E, s.StdE2E, s.P90E2E, s.P99E2E = sliceDist(e2e)
+	if prompt > 0 {
+		s.CacheHitRate = float64(cached) / float64(prompt)
+		s.DeviceHitRate = float64(cachedDev) / float64(prompt)
+		s.HostHitRate = float64(cachedHost) / float64(prompt)
+		s.StorageHitRate = float64(cachedL3) / float64(prompt)
+	}
+	return s
+}
+
+// drawLatencies draws latencies as a decode loop makes them: runs of equal
+// values (a batch's step) of random lengths, some values recurring later.
+func drawLatencies(t *rapid.T, label string) []float64 {
+	var xs []float64
+	steps := rapid.IntRange(0, 40).Draw(t, label+"_steps")
+	for range steps {
+		v := float64(rapid.Int64Range(0, 5e9).Draw(t, label+"_ns")) / 1e6
+		for range rapid.IntRange(1, 70).Draw(t, label+"_batch") {
+			xs = append(xs, v)
+		}
+	}
+	return xs
+}
+
+// TestPropStatsIsSummarize checks Stats, and so Summarize, against the
+// slice implementation bit for bit.
+func TestPropStatsIsSummarize(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var rs []RequestResult
+		for i := range rapid.IntRange(0, 30).Draw(t, "requests") {
+			arr := Time(rapid.Int64Range(0, 1e12).Draw(t, "arrival"))
+			first := arr + Time(rapid.Int64Range(0, 1e11).Draw(t, "ttft"))
+			r := RequestResult{
+				ID: "r", Arrival: arr, Admitted: arr, FirstToken: first,
+				Finish:       first + Time(rapid.Int64Range(0, 1e11).Draw(t, "decode")),
+				PromptTokens: rapid.Int64Range(1, 1e5).Draw(t, "prompt"),
+				OutputTokens: rapid.Int64Range(1, 600).Draw(t, "out"),
+				CachedTokens: rapid.Int64Range(0, 1e5).Draw(t, "cached"),
+			}
+			if rapid.IntRange(0, 9).Draw(t, "failed") == 0 {
+				r.Failed = "x"
+			}
+			_ = i
+			rs = append(rs, r)
+		}
+		itls := drawLatencies(t, "itl")
+		got, want := Summarize(rs, itls), summarizeSlices(rs, itls)
+		if got != want {
+			t.Fatalf("Summarize = %+v\nslices give %+v", got, want)
+		}
+	})
+}
+
+// TestSumSortedIsFloatsSum checks the run-wise sum against gonum's on every
+// length up to a few hundred (each tail of the unrolled loop) and on long
+// runs of equal and distinct values.
+func TestSumSortedIsFloatsSum(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var runs []latencyRun
+		var xs []float64
+		for range rapid.IntRange(1, 60).Draw(t, "runs") {
+			v := rapid.Float64Range(0, 1e4).Draw(t, "v")
+			n := rapid.Int64Range(1, 40).Draw(t, "n")
+			runs = append(runs, latencyRun{v: v, n: n})
+			for range n {
+				xs = append(xs, v)
+			}
+		}
+		slices.SortFunc(runs, func(a, b latencyRun) int {
+			switch {
+			case a.v < b.v:
+				return -1
+			case a.v > b.v:
+				return 1
+			}
+			return 0
+		})
+		xs = xs[:0]
+		for _, r := range runs {
+			for range r.n {
+				xs = append(xs, r.v)
+			}
+		}
+		if got, want := sumSorted(runs, int64(len(xs))), floats.Sum(xs); got != want {
+			t.Fatalf("sumSorted = %v, floats.Sum = %v (n %d)", got, want, len(xs))
+		}
+	})
+}
