@@ -90,7 +90,7 @@ type tokenKey struct {
 // later one, which changes nothing (no decision and no replica event lies
 // between). At one instant the router acts first (eviction tick, load poll, then routing every arrival of that
 // instant in trace order, each submitted at once to its replica), then the
-// replicas run to that instant in index order and their completions are
+// replicas with an event due run to that instant in index order and their completions are
 // finished at the router in the order reported, replica by replica.
 func (f *Fleet) Run(src engine.Source) (*Result, error) {
 	if f.ran {
@@ -182,6 +182,9 @@ func (f *Fleet) Run(src engine.Source) (*Result, error) {
 			}
 		}
 		for i, e := range f.engines {
+			if at, has := e.Next(); !has || at > now {
+				continue // nothing due: its clock catches up at its next due instant
+			}
 			evs, err := e.RunUntil(now)
 			if err != nil {
 				return nil, fmt.Errorf("fleet: replica %d: %w", i, err)
