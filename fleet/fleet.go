@@ -102,6 +102,7 @@ func (f *Fleet) Run(src engine.Source) (*Result, error) {
 		rec      traces.Record
 		have     bool
 		requests []engine.RequestResult
+		replica  []int
 		itls     []float64
 		lastTok  = map[tokenKey]engine.Time{}
 		area     = make([]int64, n) // in-flight x ns per replica
@@ -194,6 +195,7 @@ func (f *Fleet) Run(src engine.Source) (*Result, error) {
 				if ev.Done {
 					delete(lastTok, k)
 					requests = append(requests, ev.Result)
+					replica = append(replica, i)
 					if err := f.router.Finish(i); err != nil {
 						return nil, fmt.Errorf("fleet: request %q: %w", ev.ID, err)
 					}
@@ -206,7 +208,7 @@ func (f *Fleet) Run(src engine.Source) (*Result, error) {
 			}
 		}
 	}
-	res := &Result{Policy: f.policy.String(), Requests: requests}
+	res := &Result{Policy: f.policy.String(), Requests: requests, Replica: replica}
 	for i, e := range f.engines {
 		r, err := e.Finish()
 		if err != nil {

@@ -175,8 +175,17 @@ func TestConservation(t *testing.T) {
 		seed := rapid.Uint64().Draw(t, "seed")
 		f, res := runFleet(t, reps, cfg, seed, recs)
 		var ids []string
-		for _, r := range res.Requests {
+		owner := map[string]int{}
+		for i, r := range res.Requests {
 			ids = append(ids, r.ID)
+			owner[r.ID] = res.Replica[i]
+		}
+		for k, r := range res.Replicas {
+			for _, rr := range r.Result.Requests {
+				if owner[rr.ID] != k {
+					t.Fatalf("request %s finished on replica %d, reported on %d", rr.ID, k, owner[rr.ID])
+				}
+			}
 		}
 		var want []string
 		for _, r := range recs {

@@ -19,6 +19,8 @@ type Result struct {
 	// Requests are every request's result, in completion order over the
 	// fleet (ties: replica order).
 	Requests []engine.RequestResult `json:"-"`
+	// Replica is the replica of each of Requests.
+	Replica []int `json:"-"`
 }
 
 // ReplicaResult is one replica's share of a fleet run.

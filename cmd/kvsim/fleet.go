@@ -60,7 +60,7 @@ func runFleetSim(f *configs.File, args []string, stdout, stderr io.Writer) int {
 	format := fs.String("format", "", "trace format; default: the config's workload.format for the config's trace, else detected")
 	seed := fs.Uint64("seed", 0, "seed of every replica and the router (overrides the config's)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the tables")
-	perReq := fs.String("per-request", "", "write every request's result as JSON lines to this file")
+	perReq := fs.String("per-request", "", "write every request's result and its replica as JSON lines to this file")
 	refuse := func(string) error { return errors.New("not supported for a fleet yet") }
 	fs.Func("timeline", "not for a fleet", refuse)
 	fs.Func("idle-gap-cap", "not for a fleet", refuse)
@@ -141,8 +141,12 @@ func runFleetSim(f *configs.File, args []string, stdout, stderr io.Writer) int {
 	if *perReq != "" {
 		if err := writeAtomic(*perReq, func(w io.Writer) error {
 			enc := json.NewEncoder(w)
-			for _, r := range res.Requests {
-				if err := enc.Encode(r); err != nil {
+			for i, r := range res.Requests {
+				line := struct {
+					engine.RequestResult
+					Replica int `json:"replica"`
+				}{r, res.Replica[i]}
+				if err := enc.Encode(line); err != nil {
 					return err
 				}
 			}

@@ -30,7 +30,8 @@ func TestSimFleetTable(t *testing.T) {
 // --json holds the fleet's summary, every replica and the decisions, and
 // they add up to the trace's requests.
 func TestSimFleetJSON(t *testing.T) {
-	code, out, errOut := runCLI(t, "sim", "--config="+fleetExample, "--trace", fleetTrace, "--json", "--seed", "3")
+	perReq := filepath.Join(t.TempDir(), "requests.jsonl")
+	code, out, errOut := runCLI(t, "sim", "--config="+fleetExample, "--trace", fleetTrace, "--json", "--seed", "3", "--per-request", perReq)
 	if code != exitOK || errOut != "" {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
@@ -62,6 +63,29 @@ func TestSimFleetJSON(t *testing.T) {
 	if got.Policy != "cache_aware" || got.Seed != 3 || got.Summary.Completed != 300 || routed != 300 || decided != 300 ||
 		strings.Join(groups, ",") != "h200,h200,h200,h200-host4" {
 		t.Fatalf("policy %q, seed %d, completed %d, routed %d, decided %d, groups %v", got.Policy, got.Seed, got.Summary.Completed, routed, decided, groups)
+	}
+	// Every request's line names its replica, and each replica has the
+	// requests the router sent it.
+	data, err := os.ReadFile(perReq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := make([]int64, len(got.Replicas))
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	for _, l := range lines {
+		var r struct {
+			ID      string `json:"id"`
+			Replica int    `json:"replica"`
+		}
+		if err := json.Unmarshal([]byte(l), &r); err != nil || r.ID == "" || r.Replica < 0 || r.Replica >= len(per) {
+			t.Fatalf("line %q: %+v, %v", l, r, err)
+		}
+		per[r.Replica]++
+	}
+	for i, r := range got.Replicas {
+		if per[i] != r.Routed {
+			t.Errorf("replica %d: %d request lines, routed %d", i, per[i], r.Routed)
+		}
 	}
 }
 
