@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"testing"
@@ -224,4 +225,52 @@ func TestConservation(t *testing.T) {
 			t.Fatalf("two runs' requests differ")
 		}
 	})
+}
+
+// power_of_two polled at every decision (load_poll_interval = 0) sees each
+// replica's requests in the server as of the arrival, so a burst of long
+// requests, one a millisecond, alternates between two replicas whatever
+// the draws; polled once for the whole burst it sees only the first
+// snapshot (all idle) and the draws alone decide.
+func TestPowerOfTwoPolledLoad(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.IntRange(2, 40).Draw(t, "n")
+		var recs []traces.Record
+		for i := range n {
+			recs = append(recs, traces.Record{ID: fmt.Sprint(i), Arrival: int64(i) * 1e6, InputLen: 8,
+				Tokens: []int32{int32(i), 1, 2, 3, 4, 5, 6, 7}, OutputLen: 1000})
+		}
+		cfg := router.Default()
+		cfg.Policy = router.PowerOfTwo
+		cfg.PowerOfTwo.LoadPollInterval = 0
+		reps := []fleet.Replica{{Group: "g", Factory: sglang()}, {Group: "g", Factory: sglang()}}
+		seed := rapid.Uint64().Draw(t, "seed")
+		_, fresh := runFleet(t, reps, cfg, seed, recs)
+		if a, b := fresh.Replicas[0].Routed, fresh.Replicas[1].Routed; a-b > 1 || b-a > 1 {
+			t.Fatalf("polled at every decision: routed %d and %d", a, b)
+		}
+		// Polled once, at the first arrival, for the whole run: every
+		// decision compares the same snapshot (all idle), so the routes do
+		// not depend on the replicas' state: one-token requests, done
+		// before the next arrives, go where the long ones went.
+		cfg.PowerOfTwo.LoadPollInterval = time.Hour
+		_, stale := runFleet(t, reps, cfg, seed, recs)
+		short := slices.Clone(recs)
+		for i := range short {
+			short[i].OutputLen = 1
+		}
+		_, other := runFleet(t, reps, cfg, seed, short)
+		if a, b := routes(stale), routes(other); !maps.Equal(a, b) {
+			t.Fatalf("a stale snapshot routed by the replicas' state: %v and %v", a, b)
+		}
+	})
+}
+
+// routes maps each request to its replica.
+func routes(res *fleet.Result) map[string]int {
+	m := map[string]int{}
+	for i, r := range res.Requests {
+		m[r.ID] = res.Replica[i]
+	}
+	return m
 }
