@@ -59,11 +59,16 @@ type File struct {
 	Storage StorageSection `toml:"storage"`
 	// Workload is the trace to replay.
 	Workload WorkloadSection `toml:"workload"`
+	// Fleet and Router describe a fleet of servers behind SGLang's router
+	// (configs/fleet.go); without [fleet] the file is one server.
+	Fleet  FleetSection  `toml:"fleet"`
+	Router RouterSection `toml:"router"`
 
 	path      string // where the file was read from, for relative paths
 	bundled   bool   // the bundled default: its trace is embedded
 	badPreset bool   // Parse reported an unknown model or GPU preset
 	enums     enums  // the enum-like strings, parsed once by Parse
+	data      []byte // the document, for a fleet group's overrides
 }
 
 // enums are a file's enum-like strings parsed into the simulator's types:
@@ -468,8 +473,9 @@ func decodeStrict(data []byte, name string, ps Positions, f *File, errs ...error
 	if err := toml.Unmarshal(data, &raw); err != nil {
 		return nil, TOMLError(name, data, &raw, err)
 	}
+	f.data = data
 	var invalid []error
-	if err := f.Validate(); err != nil {
+	if err := errors.Join(f.Validate(), f.validateFleet()); err != nil {
 		invalid = append(invalid, err)
 	}
 	invalid = append(coefficientErrors(raw, f), invalid...)

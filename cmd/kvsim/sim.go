@@ -35,6 +35,9 @@ configs/default.toml) on the trace named by --trace or by the config's
 `
 
 func runSim(args []string, stdout, stderr io.Writer) int {
+	if f := fleetConfig(args); f != nil {
+		return runFleetSim(f, args, stdout, stderr) // cmd/kvsim/fleet.go
+	}
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { io.WriteString(stderr, simUsage); fs.PrintDefaults() }

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"github.com/kvsim/kvsim/configs"
+	"github.com/kvsim/kvsim/fleet"
+	"github.com/kvsim/kvsim/sim/engine"
+	"github.com/kvsim/kvsim/traces"
+)
+
+// fleetConfig returns the config file named by sim's --config when it
+// describes a fleet ([fleet] groups), else nil: runSim simulates one server
+// then, and reports the file's errors itself.
+func fleetConfig(args []string) *configs.File {
+	path := ""
+	for i, a := range args {
+		switch {
+		case a == "--":
+			return nil
+		case (a == "--config" || a == "-config") && i+1 < len(args):
+			path = args[i+1]
+		case strings.HasPrefix(a, "--config="), strings.HasPrefix(a, "-config="):
+			_, path, _ = strings.Cut(a, "=")
+		}
+	}
+	if path == "" {
+		return nil
+	}
+	f, err := configs.Load(path)
+	if err != nil || !f.IsFleet() {
+		return nil
+	}
+	return f
+}
+
+const fleetUsage = `usage: kvsim sim --config FLEET.toml [--trace FILE] [--format F] [--seed N]
+                 [--json] [--per-request FILE]
+
+Simulates the fleet described by FLEET.toml's [fleet] and [router] tables
+(docs/config.md, docs/fleet.md): every replica group's servers behind
+SGLang's router on one virtual clock, open loop. Prints the fleet's
+serving-benchmark metrics, the load balance, the router's decisions and
+one line per replica.
+`
+
+// runFleetSim is kvsim sim for a fleet file f.
+func runFleetSim(f *configs.File, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { io.WriteString(stderr, fleetUsage); fs.PrintDefaults() }
+	cfgPath := fs.String("config", "", "fleet configuration (TOML)")
+	tracePath := fs.String("trace", "", "trace file (overrides the config's workload.trace)")
+	format := fs.String("format", "", "trace format; default: the config's workload.format for the config's trace, else detected")
+	seed := fs.Uint64("seed", 0, "seed of every replica and the router (overrides the config's)")
+	asJSON := fs.Bool("json", false, "print one JSON object instead of the tables")
+	perReq := fs.String("per-request", "", "write every request's result and its replica as JSON lines to this file")
+	refuse := func(string) error { return errors.New("not supported for a fleet yet") }
+	fs.Func("timeline", "not for a fleet", refuse)
+	fs.Func("idle-gap-cap", "not for a fleet", refuse)
+	fs.BoolFunc("explain", "not for a fleet", refuse)
+	fs.BoolFunc("open-loop", "not for a fleet (a fleet runs open loop)", refuse)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "kvsim sim: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	if err := outputDirExists(*perReq); err != nil {
+		fmt.Fprintf(stderr, "kvsim sim: --per-request: %v\n", err)
+		return exitUsage
+	}
+	if *seed != 0 {
+		f.Seed = *seed
+	}
+	groups, err := f.FleetGroups()
+	if err != nil {
+		fmt.Fprintf(stderr, "kvsim sim: %s: %v\n", *cfgPath, err)
+		return exitUsage
+	}
+	var reps []fleet.Replica
+	var desc []string
+	for _, g := range groups {
+		if *seed != 0 {
+			g.File.Seed = *seed
+		}
+		srv, err := g.File.BuildServer(configs.ServerOptions{NoTimeline: true})
+		if err != nil {
+			fmt.Fprintf(stderr, "kvsim sim: %s: group %s: %v\n", *cfgPath, g.Name, err)
+			return exitUsage
+		}
+		for range g.Count {
+			reps = append(reps, fleet.Replica{Group: g.Name, Factory: srv.Factory})
+		}
+		desc = append(desc, fmt.Sprintf("%s: %d x %s", g.Name, g.Count, serverDesc(g.File)))
+	}
+	fl, err := fleet.New(reps, f.RouterConfig(), f.Seed)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
+		return exitUsage
+	}
+	tp, fmtName := *tracePath, *format
+	if tp == "" {
+		tp = f.TracePath()
+		if fmtName == "" {
+			fmtName = f.Workload.Format
+		}
+	}
+	if tp == "" {
+		fmt.Fprintln(stderr, "kvsim sim: no trace: give --trace or set workload.trace in the config")
+		return exitUsage
+	}
+	tf := traces.FormatAuto
+	if fmtName != "" {
+		if tf, err = traces.ParseFormat(fmtName); err != nil {
+			fmt.Fprintf(stderr, "kvsim sim: --format: %v\n", err)
+			return exitUsage
+		}
+	}
+	rd, closeTrace, err := openTrace(f, *tracePath == "", tp, tf)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
+		return exitFail
+	}
+	defer closeTrace()
+	res, err := fl.Run(rd)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvsim sim: %v\n", traces.InFile(tp, err))
+		return exitFail
+	}
+	if *perReq != "" {
+		if err := writeAtomic(*perReq, func(w io.Writer) error {
+			enc := json.NewEncoder(w)
+			for i, r := range res.Requests {
+				line := struct {
+					engine.RequestResult
+					Replica int `json:"replica"`
+				}{r, res.Replica[i]}
+				if err := enc.Encode(line); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
+			return exitFail
+		}
+	}
+	if *asJSON {
+		out := struct {
+			*fleet.Result
+			Trace   string `json:"trace"`
+			Config  string `json:"config"`
+			Seed    uint64 `json:"seed"`
+			Version string `json:"kvsim_version"`
+		}{res, tp, *cfgPath, f.Seed, version}
+		if err := json.NewEncoder(stdout).Encode(out); err != nil {
+			fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
+			return exitFail
+		}
+		return exitOK
+	}
+	writeFleetTable(stdout, tp, desc, res)
+	return exitOK
+}
+
+// serverDesc names a group's server in one phrase.
+func serverDesc(f *configs.File) string {
+	if f.IsLlamaCpp() {
+		return fmt.Sprintf("llama-server model, %d slots", f.Llama.Config.Slots)
+	}
+	return fmt.Sprintf("%s on %s, tp %d, hicache_ratio %g", f.Model.Name, f.GPU.Name, f.Server.TPSize, f.Server.HiCacheRatio)
+}
+
+// writeFleetTable prints a fleet run: the fleet's serving metrics and
+// cache hits, the load balance, the router's decisions and a line per
+// replica.
+func writeFleetTable(w io.Writer, trace string, groups []string, res *fleet.Result) {
+	s := res.Summary
+	line := func(k string, v any) { engine.TableLine(w, k, v) }
+	engine.TableHeading(w, " kvsim fleet simulation ", '=')
+	line("Replicas:", len(res.Replicas))
+	for _, g := range groups {
+		fmt.Fprintf(w, "  %s\n", g)
+	}
+	line("Router policy:", res.Policy)
+	line("Trace:", filepath.Base(trace))
+	if s.Failed > 0 {
+		line("Failed requests:", s.Failed)
+	}
+	s.Serving.WriteTable(w)
+	engine.TableHeading(w, "KV Cache", '-')
+	line("Cache hit rate (cached/prompt):", fmt.Sprintf("%.4f", s.CacheHitRate))
+	line("  device hit rate:", fmt.Sprintf("%.4f", s.DeviceHitRate))
+	line("  host hit rate (loaded back):", fmt.Sprintf("%.4f", s.HostHitRate))
+	engine.TableHeading(w, "Load balance", '-')
+	line("Max/mean in-flight:", fmt.Sprintf("%.3f", res.Imbalance.MaxOverMeanInFlight))
+	line("CV of requests per replica:", fmt.Sprintf("%.3f", res.Imbalance.RequestsCV))
+	engine.TableHeading(w, "Router decisions", '-')
+	for _, d := range res.Decisions {
+		line(d.Reason+":", d.Count)
+	}
+	engine.TableHeading(w, "Replicas", '-')
+	fmt.Fprintf(w, "%-4s %-12s %8s %7s %8s %9s %9s %9s\n", "#", "group", "routed", "hit", "in-fl", "p50 TTFT", "p90 TTFT", "p99 TTFT")
+	for _, r := range res.Replicas {
+		fmt.Fprintf(w, "%-4d %-12s %8d %7.4f %8.2f %9.2f %9.2f %9.2f\n", r.Index, r.Group, r.Routed, r.CacheHitRate, r.MeanInFlight, r.MedianTTFT, r.P90TTFT, r.P99TTFT)
+	}
+	fmt.Fprintln(w, "(in-fl: the router's mean in-flight count; TTFT in ms)")
+	fmt.Fprintln(w, strings.Repeat("=", 50))
+}

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kvsim/kvsim/sim/engine"
+)
+
+var (
+	fleetExample = filepath.Join("..", "..", "configs", "fleet-example.toml")
+	fleetTrace   = filepath.Join("testdata", "fleet", "conv300.jsonl")
+)
+
+// The bundled fleet example (four replicas of the default server behind
+// cache_aware) on the first 300 requests of the Mooncake conversation
+// trace: the fleet table, the load balance, the router's decisions and
+// the replicas.
+func TestSimFleetTable(t *testing.T) {
+	code, out, errOut := runCLI(t, "sim", "--config", fleetExample, "--trace", fleetTrace)
+	if code != exitOK || errOut != "" {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	checkGolden(t, "fleet", "example", out)
+}
+
+// --json holds the fleet's summary, every replica and the decisions, and
+// they add up to the trace's requests.
+func TestSimFleetJSON(t *testing.T) {
+	perReq := filepath.Join(t.TempDir(), "requests.jsonl")
+	code, out, errOut := runCLI(t, "sim", "--config="+fleetExample, "--trace", fleetTrace, "--json", "--seed", "3", "--per-request", perReq)
+	if code != exitOK || errOut != "" {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	var got struct {
+		Policy   string         `json:"policy"`
+		Summary  engine.Summary `json:"summary"`
+		Seed     uint64         `json:"seed"`
+		Replicas []struct {
+			Group  string `json:"group"`
+			Routed int64  `json:"routed"`
+		} `json:"replicas"`
+		Decisions []struct {
+			Reason string `json:"reason"`
+			Count  int64  `json:"count"`
+		} `json:"decisions"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	var routed, decided int64
+	var groups []string
+	for _, r := range got.Replicas {
+		routed += r.Routed
+		groups = append(groups, r.Group)
+	}
+	for _, d := range got.Decisions {
+		decided += d.Count
+	}
+	if got.Policy != "cache_aware" || got.Seed != 3 || got.Summary.Completed != 300 || routed != 300 || decided != 300 ||
+		strings.Join(groups, ",") != "h200,h200,h200,h200-host4" {
+		t.Fatalf("policy %q, seed %d, completed %d, routed %d, decided %d, groups %v", got.Policy, got.Seed, got.Summary.Completed, routed, decided, groups)
+	}
+	// Every request's line names its replica, and each replica has the
+	// requests the router sent it.
+	data, err := os.ReadFile(perReq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := make([]int64, len(got.Replicas))
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	for _, l := range lines {
+		var r struct {
+			ID      string `json:"id"`
+			Replica int    `json:"replica"`
+		}
+		if err := json.Unmarshal([]byte(l), &r); err != nil || r.ID == "" || r.Replica < 0 || r.Replica >= len(per) {
+			t.Fatalf("line %q: %+v, %v", l, r, err)
+		}
+		per[r.Replica]++
+	}
+	for i, r := range got.Replicas {
+		if per[i] != r.Routed {
+			t.Errorf("replica %d: %d request lines, routed %d", i, per[i], r.Routed)
+		}
+	}
+}
+
+// A fleet of one replica reports the summary `kvsim sim --open-loop`
+// reports for its server alone, whatever the policy.
+func TestSimFleetOfOne(t *testing.T) {
+	server, err := os.ReadFile(filepath.Join("testdata", "replay", "sim_small.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	single := filepath.Join(dir, "single.toml")
+	if err := os.WriteFile(single, server, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	summary := func(args ...string) engine.Summary {
+		t.Helper()
+		code, out, errOut := runCLI(t, append([]string{"sim", "--trace", fleetTrace, "--json"}, args...)...)
+		if code != exitOK || errOut != "" {
+			t.Fatalf("%v: exit %d, stderr %q", args, code, errOut)
+		}
+		var s engine.Summary
+		var wrap struct {
+			Summary *engine.Summary `json:"summary"`
+		}
+		if err := json.Unmarshal([]byte(out), &wrap); err != nil {
+			t.Fatal(err)
+		}
+		if wrap.Summary != nil {
+			return *wrap.Summary
+		}
+		if err := json.Unmarshal([]byte(out), &s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	want := summary("--config", single, "--open-loop")
+	for _, policy := range []string{"cache_aware", "round_robin", "random", "power_of_two", "consistent_hash"} {
+		path := filepath.Join(dir, policy+".toml")
+		doc := string(server) + "\n[[fleet.groups]]\ncount = 1\n[router]\npolicy = \"" + policy + "\"\n"
+		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got := summary("--config", path); got != want {
+			t.Errorf("%s: fleet of one %+v\nwant the server's %+v", policy, got, want)
+		}
+	}
+}
+
+// The single server's flags that a fleet does not support yet are
+// refused by name; a bad fleet file is reported at its line.
+func TestSimFleetRefuses(t *testing.T) {
+	for _, flag := range [][]string{{"--timeline", "x.csv"}, {"--explain"}, {"--open-loop"}, {"--idle-gap-cap", "1s"}} {
+		code, _, errOut := runCLI(t, append([]string{"sim", "--config", fleetExample, "--trace", fleetTrace}, flag...)...)
+		if code != exitUsage || !strings.Contains(errOut, "not supported for a fleet yet") {
+			t.Errorf("%v: exit %d, stderr %q", flag, code, errOut)
+		}
+	}
+	bad := filepath.Join(t.TempDir(), "bad.toml")
+	if err := os.WriteFile(bad, []byte("[[fleet.groups]]\ncount = 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := runCLI(t, "sim", "--config", bad)
+	if code != exitUsage || !strings.Contains(errOut, "bad.toml:2:1: fleet.groups[0].count: must be in [1, 4096] (got 0)") {
+		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+}

@@ -1,0 +1,272 @@
+package configs
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/pelletier/go-toml/v2"
+
+	"github.com/kvsim/kvsim/fleet/router"
+	"github.com/kvsim/kvsim/internal/fielderr"
+)
+
+// FleetSection is the [fleet] table: the replica groups of a fleet behind
+// a router (issue 21). A file without groups describes one server.
+type FleetSection struct {
+	// Groups are the replica groups ([[fleet.groups]]), in replica order:
+	// group 0's replicas come first.
+	Groups []FleetGroup `toml:"groups"`
+}
+
+// FleetGroup is Count identical replicas: the file's server with the keys
+// of Set overriding it.
+type FleetGroup struct {
+	// Name names the group in reports; default "group<i>".
+	Name string `toml:"name"`
+	// Count is the number of replicas, >= 1.
+	Count int `toml:"count"`
+	// Set overrides keys of the file for this group's replicas: any key
+	// of the server's tables, written dotted ("gpu.preset") or as nested
+	// tables. [workload], [fleet] and [router] are the fleet's and cannot
+	// be set per group.
+	Set map[string]any `toml:"set"`
+}
+
+// RouterSection is the [router] table, SGLang's router (fleet/router's
+// Config) with SGLang's parameter names. Unset keys keep SGLang's deployed
+// defaults ([router.Default]). Durations are seconds.
+type RouterSection struct {
+	Policy                      string   `toml:"policy"`
+	CacheThreshold              *float64 `toml:"cache_threshold"`
+	BalanceAbsThreshold         *int     `toml:"balance_abs_threshold"`
+	BalanceRelThreshold         *float64 `toml:"balance_rel_threshold"`
+	EvictionInterval            *float64 `toml:"eviction_interval"`
+	MaxTreeSize                 *int     `toml:"max_tree_size"`
+	MissRule                    string   `toml:"miss_rule"`
+	BalanceTokenUsageThreshold  *float64 `toml:"balance_token_usage_threshold"`
+	OverloadTokenUsageThreshold *float64 `toml:"overload_token_usage_threshold"`
+	TreePageSize                *int     `toml:"tree_page_size"`
+	LoadPollInterval            *float64 `toml:"load_poll_interval"`
+	VirtualNodes                *int     `toml:"virtual_nodes"`
+}
+
+// maxFleetReplicas bounds a fleet's replica count: each replica is a full
+// simulator.
+const maxFleetReplicas = 4096
+
+// maxRouterSeconds bounds the router's durations (a year).
+const maxRouterSeconds = 365 * 24 * 3600
+
+// IsFleet reports whether the file describes a fleet ([fleet] groups).
+func (f *File) IsFleet() bool { return len(f.Fleet.Groups) > 0 }
+
+// FleetGroupFile is a replica group built: its replicas' server file (the
+// base file with the group's keys set).
+type FleetGroupFile struct {
+	Name  string
+	Count int
+	File  *File
+}
+
+// RouterConfig returns the [router] table as fleet/router's Config. The
+// file must have been validated (Parse does).
+func (f *File) RouterConfig() router.Config {
+	c, _ := f.Router.config()
+	return c
+}
+
+// FleetGroups returns the replica groups, each with its server file. The
+// file must have been validated (Parse does).
+func (f *File) FleetGroups() ([]FleetGroupFile, error) {
+	var out []FleetGroupFile
+	for i, g := range f.Fleet.Groups {
+		gf, err := f.groupFile(g)
+		if err != nil {
+			return nil, fielderr.Wrap(groupKey(i).Key("set"), err)
+		}
+		out = append(out, FleetGroupFile{Name: groupName(i, g), Count: g.Count, File: gf})
+	}
+	return out, nil
+}
+
+func groupKey(i int) fielderr.Path { return fielderr.Key("fleet", "groups").At(i) }
+
+func groupName(i int, g FleetGroup) string {
+	if g.Name != "" {
+		return g.Name
+	}
+	return fmt.Sprintf("group%d", i)
+}
+
+// validateFleet checks [fleet] and [router]: every group's count and
+// overridden keys, and the server each group's overrides make (its errors
+// named under the group's set), and the router's keys.
+func (f *File) validateFleet() error {
+	var errs []error
+	if !f.IsFleet() {
+		if f.Router != (RouterSection{}) {
+			errs = append(errs, fielderr.New(fielderr.Key("router"), "only with a [fleet] table (add [[fleet.groups]])"))
+		}
+		return errors.Join(errs...)
+	}
+	total := 0
+	keys := schemaKeys()
+	for i, g := range f.Fleet.Groups {
+		if g.Count < 1 || g.Count > maxFleetReplicas {
+			errs = append(errs, fielderr.Range(groupKey(i).Key("count"), fmt.Sprintf("in [1, %d]", maxFleetReplicas), g.Count))
+		}
+		total += max(g.Count, 0)
+		bad := false
+		for _, st := range flattenKeys(g.Set, nil) {
+			k := st.key
+			p := groupKey(i).Key("set").Key(k...)
+			switch dotted := strings.Join(k, "."); {
+			case k[0] == "workload" || k[0] == "fleet" || k[0] == "router":
+				errs = append(errs, fielderr.New(p, "[%s] is the fleet's, not a group's", k[0]))
+				bad = true
+			case !slices.Contains(keys, dotted):
+				errs = append(errs, fielderr.New(groupKey(i).Key("set"), "unknown key %q", dotted))
+				bad = true
+			}
+		}
+		if !bad && g.Count >= 1 {
+			if _, err := f.groupFile(g); err != nil {
+				errs = append(errs, fielderr.Wrap(groupKey(i).Key("set"), err))
+			}
+		}
+	}
+	if total > maxFleetReplicas {
+		errs = append(errs, fielderr.New(fielderr.Key("fleet", "groups"), "at most %d replicas in all (got %d)", maxFleetReplicas, total))
+	}
+	if _, err := f.Router.config(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// setting is one key a group sets: its path and value.
+type setting struct {
+	key []string
+	v   any
+}
+
+// flattenKeys lists the leaves of m sorted by key path, a dotted key
+// ("gpu.preset") split at its dots.
+func flattenKeys(m map[string]any, prefix []string) []setting {
+	var out []setting
+	for k, v := range m {
+		p := append(slices.Clone(prefix), strings.Split(k, ".")...)
+		if sub, ok := v.(map[string]any); ok {
+			out = append(out, flattenKeys(sub, p)...)
+			continue
+		}
+		out = append(out, setting{p, v})
+	}
+	slices.SortStableFunc(out, func(a, b setting) int { return slices.Compare(a.key, b.key) })
+	return out
+}
+
+// groupFile is the file of g's replicas: the document with g's keys set
+// and without [fleet] and [router], parsed again. Its errors lose the
+// regenerated document's positions and keep their keys.
+func (f *File) groupFile(g FleetGroup) (*File, error) {
+	var doc map[string]any
+	if err := toml.Unmarshal(f.data, &doc); err != nil {
+		return nil, err
+	}
+	delete(doc, "fleet")
+	delete(doc, "router")
+	for _, st := range flattenKeys(g.Set, nil) {
+		k := st.key
+		t := doc
+		for _, part := range k[:len(k)-1] {
+			sub, ok := t[part].(map[string]any)
+			if !ok {
+				sub = map[string]any{}
+				t[part] = sub
+			}
+			t = sub
+		}
+		t[k[len(k)-1]] = st.v
+	}
+	data, err := toml.Marshal(doc)
+	if err != nil {
+		return nil, err
+	}
+	gf, err := Parse(data, f.path)
+	if err != nil {
+		var out []error
+		for _, e := range fielderr.Flatten(err) {
+			if at, ok := e.(*fielderr.At); ok {
+				e = at.Err
+			}
+			out = append(out, e)
+		}
+		return nil, errors.Join(out...)
+	}
+	gf.bundled = f.bundled
+	return gf, nil
+}
+
+// config turns the table into fleet/router's Config over SGLang's
+// defaults, reporting every invalid key.
+func (r RouterSection) config() (router.Config, error) {
+	c := router.Default()
+	var errs []error
+	key := func(k string) fielderr.Path { return fielderr.Key("router", k) }
+	if r.Policy != "" {
+		if err := c.Policy.UnmarshalText([]byte(r.Policy)); err != nil || c.Policy == router.KVAware {
+			errs = append(errs, fielderr.New(key("policy"), `must be "cache_aware", "round_robin", "random", "power_of_two" or "consistent_hash" (got %q; kv_aware needs the replicas' cache oracle, not built yet)`, r.Policy))
+		}
+	}
+	if r.MissRule != "" {
+		if err := c.CacheAware.MissRule.UnmarshalText([]byte(r.MissRule)); err != nil {
+			errs = append(errs, fielderr.New(key("miss_rule"), `must be "min_load" or "smallest_tree" (got %q)`, r.MissRule))
+		}
+	}
+	setF := func(dst *float64, v *float64) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	setI := func(dst *int, v *int) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	setD := func(dst *time.Duration, v *float64, k string) {
+		if v == nil {
+			return
+		}
+		if !(*v >= 0 && *v <= maxRouterSeconds) {
+			errs = append(errs, fielderr.Range(key(k), fmt.Sprintf("seconds in [0, %d]", maxRouterSeconds), *v))
+			return
+		}
+		*dst = time.Duration(math.Round(*v * 1e9))
+	}
+	ca := &c.CacheAware
+	setF(&ca.CacheThreshold, r.CacheThreshold)
+	setI(&ca.BalanceAbsThreshold, r.BalanceAbsThreshold)
+	setF(&ca.BalanceRelThreshold, r.BalanceRelThreshold)
+	setD(&ca.EvictionInterval, r.EvictionInterval, "eviction_interval")
+	setI(&ca.MaxTreeSize, r.MaxTreeSize)
+	setF(&ca.BalanceTokenUsageThreshold, r.BalanceTokenUsageThreshold)
+	setF(&ca.OverloadTokenUsageThreshold, r.OverloadTokenUsageThreshold)
+	setI(&ca.TreePageSize, r.TreePageSize)
+	setD(&c.PowerOfTwo.LoadPollInterval, r.LoadPollInterval, "load_poll_interval")
+	setI(&c.ConsistentHash.VirtualNodes, r.VirtualNodes)
+	// The router's own checks, "router.KEY: what", as field errors.
+	for _, e := range fielderr.Flatten(c.Validate()) {
+		k, what, ok := strings.Cut(e.Error(), ": ")
+		if !ok {
+			errs = append(errs, fielderr.Wrap(fielderr.Key("router"), e))
+			continue
+		}
+		errs = append(errs, fielderr.Wrap(fielderr.Dotted(k), errors.New(what)))
+	}
+	return c, errors.Join(errs...)
+}

@@ -1,0 +1,276 @@
+package fleet_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/kvsim/kvsim/fleet"
+	"github.com/kvsim/kvsim/fleet/router"
+	"github.com/kvsim/kvsim/sim"
+	"github.com/kvsim/kvsim/sim/engine"
+	"github.com/kvsim/kvsim/sim/hw"
+	"github.com/kvsim/kvsim/sim/llamacpp"
+	"github.com/kvsim/kvsim/traces"
+	"pgregory.net/rapid"
+)
+
+var fitted = hw.Fitted{Prefill: [4]float64{1e6, 1e4, 1, 0}, Decode: [3]float64{2e6, 0, 1}}
+
+// sglang is a small SGLang server: requests queue, evict and reuse prefixes.
+func sglang() engine.Factory {
+	sc := sim.Default(2048)
+	sc.Cache.HostTokens = 4096
+	return &sim.Factory{Config: sc, Cost: &fitted, OpenLoop: true}
+}
+
+// llama is a small two-slot llama-server.
+func llama() engine.Factory {
+	lc := llamacpp.DefaultConfig()
+	lc.Slots, lc.Context, lc.CacheRAMMiB = 2, 4096, 16
+	return &llamacpp.Factory{Config: lc, Cost: &llamacpp.CPUCost{Fitted: fitted, StateCopy: 0.01}}
+}
+
+// drawTrace draws requests of a few sessions sharing prompt prefixes,
+// sorted by arrival, some arriving at the same instant.
+func drawTrace(t *rapid.T) []traces.Record {
+	n := rapid.IntRange(1, 30).Draw(t, "n")
+	var recs []traces.Record
+	var at int64
+	for i := range n {
+		at += rapid.SampledFrom([]int64{0, 1e6, 20e6, 200e6}).Draw(t, "gap")
+		prefix := rapid.IntRange(0, 3).Draw(t, "prefix")
+		plen := rapid.IntRange(0, 600).Draw(t, "shared")
+		own := rapid.IntRange(1, 400).Draw(t, "own")
+		toks := make([]int32, 0, plen+own)
+		for j := range plen {
+			toks = append(toks, int32(1000*prefix+j%1000))
+		}
+		for j := range own {
+			toks = append(toks, int32(100000+1000*i+j))
+		}
+		recs = append(recs, traces.Record{
+			ID: fmt.Sprintf("r%d", i), Arrival: at, InputLen: len(toks), Tokens: toks,
+			Session:   rapid.SampledFrom([]string{"", "a", "b", "c"}).Draw(t, "session"),
+			OutputLen: rapid.IntRange(1, 30).Draw(t, "out"),
+		})
+	}
+	return recs
+}
+
+// drawRouter draws a router config of any policy the fleet runs, with
+// thresholds, intervals and tree budgets small enough to matter.
+func drawRouter(t *rapid.T) router.Config {
+	c := router.Default()
+	c.Policy = rapid.SampledFrom([]router.Policy{router.CacheAware, router.RoundRobin, router.Random, router.PowerOfTwo, router.ConsistentHash}).Draw(t, "policy")
+	c.CacheAware.CacheThreshold = rapid.SampledFrom([]float64{0, 0.3, 0.9}).Draw(t, "threshold")
+	c.CacheAware.BalanceAbsThreshold = rapid.IntRange(0, 4).Draw(t, "abs")
+	c.CacheAware.BalanceRelThreshold = rapid.SampledFrom([]float64{1, 1.5, math.Inf(1)}).Draw(t, "rel")
+	c.CacheAware.EvictionInterval = time.Duration(rapid.SampledFrom([]int64{1e8, 1e9, 120e9}).Draw(t, "evict"))
+	c.CacheAware.MaxTreeSize = rapid.SampledFrom([]int{0, 500, 1 << 26}).Draw(t, "tree")
+	c.CacheAware.MissRule = rapid.SampledFrom([]router.MissRule{router.MinLoad, router.SmallestTree}).Draw(t, "miss")
+	c.PowerOfTwo.LoadPollInterval = time.Duration(rapid.SampledFrom([]int64{0, 5e7, 1e9}).Draw(t, "poll"))
+	c.ConsistentHash.VirtualNodes = rapid.IntRange(1, 200).Draw(t, "vnodes")
+	return c
+}
+
+func runFleet(t *rapid.T, reps []fleet.Replica, cfg router.Config, seed uint64, recs []traces.Record) (*fleet.Fleet, *fleet.Result) {
+	f, err := fleet.New(reps, cfg, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.Run(engine.NewSliceSource(recs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, res
+}
+
+func jsonOf(t *rapid.T, v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// sameResult fails unless got (a replica's or the fleet's) and want (a
+// single server's batch run) have byte-identical requests and summaries.
+func sameResult(t *rapid.T, what string, gotReqs []engine.RequestResult, gotSum engine.Summary, want *engine.Result) {
+	if g, w := jsonOf(t, gotReqs), jsonOf(t, want.Requests); g != w {
+		t.Fatalf("%s: requests differ from the single-server run:\n%s\nsingle:\n%s", what, g, w)
+	}
+	if g, w := jsonOf(t, gotSum), jsonOf(t, want.Summary); g != w {
+		t.Fatalf("%s: summary differs from the single-server run:\n%s\nsingle:\n%s", what, g, w)
+	}
+}
+
+// A fleet of one replica, under any policy, gives byte-identical results
+// to the single-server run of the same trace: the replica's own result and
+// the fleet's summary (which the fleet recomputes from the replicas'
+// token events) alike.
+func TestOneReplicaIsTheServer(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		fac := rapid.SampledFrom([]func() engine.Factory{sglang, llama}).Draw(t, "model")()
+		recs := drawTrace(t)
+		_, res := runFleet(t, []fleet.Replica{{Group: "g", Factory: fac}}, drawRouter(t), 1, recs)
+		single, err := fac.Run(engine.NewSliceSource(recs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameResult(t, "replica 0", res.Replicas[0].Result.Requests, res.Replicas[0].Result.Summary, single)
+		sameResult(t, "fleet", res.Requests, res.Summary, single)
+	})
+}
+
+// round_robin over N identical replicas is N single servers, replica k
+// running the trace's records k, k+N, k+2N, ... (metamorphic).
+func TestRoundRobinIsSubTraces(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		newFac := rapid.SampledFrom([]func() engine.Factory{sglang, llama}).Draw(t, "model")
+		n := rapid.IntRange(1, 4).Draw(t, "replicas")
+		var reps []fleet.Replica
+		for range n {
+			reps = append(reps, fleet.Replica{Group: "g", Factory: newFac()})
+		}
+		cfg := drawRouter(t)
+		cfg.Policy = router.RoundRobin
+		recs := drawTrace(t)
+		_, res := runFleet(t, reps, cfg, 1, recs)
+		for k := range n {
+			var sub []traces.Record
+			for i := k; i < len(recs); i += n {
+				sub = append(sub, recs[i])
+			}
+			single, err := newFac().Run(engine.NewSliceSource(sub))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := res.Replicas[k]
+			sameResult(t, fmt.Sprintf("replica %d", k), r.Result.Requests, r.Result.Summary, single)
+			if r.Routed != int64(len(sub)) {
+				t.Fatalf("replica %d: routed %d, want %d", k, r.Routed, len(sub))
+			}
+		}
+	})
+}
+
+// In a fleet of mixed replicas under any policy, every request is routed
+// exactly once and finishes exactly once, the router's in-flight counts
+// return to zero, its decisions add up to the requests, and the same run
+// again gives byte-identical results.
+func TestConservation(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.IntRange(1, 5).Draw(t, "replicas")
+		var reps []fleet.Replica
+		for i := range n {
+			fac := rapid.SampledFrom([]func() engine.Factory{sglang, llama}).Draw(t, "model")
+			reps = append(reps, fleet.Replica{Group: fmt.Sprint("g", i), Factory: fac()})
+		}
+		cfg := drawRouter(t)
+		recs := drawTrace(t)
+		seed := rapid.Uint64().Draw(t, "seed")
+		f, res := runFleet(t, reps, cfg, seed, recs)
+		var ids []string
+		owner := map[string]int{}
+		for i, r := range res.Requests {
+			ids = append(ids, r.ID)
+			owner[r.ID] = res.Replica[i]
+		}
+		for k, r := range res.Replicas {
+			for _, rr := range r.Result.Requests {
+				if owner[rr.ID] != k {
+					t.Fatalf("request %s finished on replica %d, reported on %d", rr.ID, k, owner[rr.ID])
+				}
+			}
+		}
+		var want []string
+		for _, r := range recs {
+			want = append(want, r.ID)
+		}
+		slices.Sort(ids)
+		slices.Sort(want)
+		if !slices.Equal(ids, want) {
+			t.Fatalf("finished %v, want each of %v once", ids, want)
+		}
+		var routed, completed, decided int64
+		for i, r := range res.Replicas {
+			routed += r.Routed
+			completed += r.Completed + r.Failed
+			if r.Routed != r.Completed+r.Failed {
+				t.Fatalf("replica %d: routed %d, finished %d", i, r.Routed, r.Completed+r.Failed)
+			}
+			if in := f.Router().InFlight(i); in != 0 {
+				t.Fatalf("replica %d: %d in flight at the end", i, in)
+			}
+			if r.MaxInFlight < 0 || r.MeanInFlight > float64(r.MaxInFlight) {
+				t.Fatalf("replica %d: mean in flight %v above the max %d", i, r.MeanInFlight, r.MaxInFlight)
+			}
+		}
+		for _, d := range res.Decisions {
+			decided += d.Count
+		}
+		if routed != int64(len(recs)) || completed != routed || decided != routed {
+			t.Fatalf("%d requests: routed %d, finished %d, decided %d", len(recs), routed, completed, decided)
+		}
+		_, again := runFleet(t, reps, cfg, seed, recs)
+		if a, b := jsonOf(t, res), jsonOf(t, again); a != b {
+			t.Fatalf("two runs differ:\n%s\n%s", a, b)
+		}
+		if a, b := jsonOf(t, res.Requests), jsonOf(t, again.Requests); a != b {
+			t.Fatalf("two runs' requests differ")
+		}
+	})
+}
+
+// power_of_two polled at every decision (load_poll_interval = 0) sees each
+// replica's requests in the server as of the arrival, so a burst of long
+// requests, one a millisecond, alternates between two replicas whatever
+// the draws; polled once for the whole burst it sees only the first
+// snapshot (all idle) and the draws alone decide.
+func TestPowerOfTwoPolledLoad(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.IntRange(2, 40).Draw(t, "n")
+		var recs []traces.Record
+		for i := range n {
+			recs = append(recs, traces.Record{ID: fmt.Sprint(i), Arrival: int64(i) * 1e6, InputLen: 8,
+				Tokens: []int32{int32(i), 1, 2, 3, 4, 5, 6, 7}, OutputLen: 1000})
+		}
+		cfg := router.Default()
+		cfg.Policy = router.PowerOfTwo
+		cfg.PowerOfTwo.LoadPollInterval = 0
+		reps := []fleet.Replica{{Group: "g", Factory: sglang()}, {Group: "g", Factory: sglang()}}
+		seed := rapid.Uint64().Draw(t, "seed")
+		_, fresh := runFleet(t, reps, cfg, seed, recs)
+		if a, b := fresh.Replicas[0].Routed, fresh.Replicas[1].Routed; a-b > 1 || b-a > 1 {
+			t.Fatalf("polled at every decision: routed %d and %d", a, b)
+		}
+		// Polled once, at the first arrival, for the whole run: every
+		// decision compares the same snapshot (all idle), so the routes do
+		// not depend on the replicas' state: one-token requests, done
+		// before the next arrives, go where the long ones went.
+		cfg.PowerOfTwo.LoadPollInterval = time.Hour
+		_, stale := runFleet(t, reps, cfg, seed, recs)
+		short := slices.Clone(recs)
+		for i := range short {
+			short[i].OutputLen = 1
+		}
+		_, other := runFleet(t, reps, cfg, seed, short)
+		if a, b := routes(stale), routes(other); !maps.Equal(a, b) {
+			t.Fatalf("a stale snapshot routed by the replicas' state: %v and %v", a, b)
+		}
+	})
+}
+
+// routes maps each request to its replica.
+func routes(res *fleet.Result) map[string]int {
+	m := map[string]int{}
+	for i, r := range res.Requests {
+		m[r.ID] = res.Replica[i]
+	}
+	return m
+}
