@@ -70,6 +70,15 @@ func (f *File) BuildServer(opt ServerOptions) (*Server, error) {
 	}, nil
 }
 
+// Describe names the file's server in one phrase: the model, GPU, TP size
+// and host-memory ratio of an SGLang server, or the slots of a llama-server.
+func (f *File) Describe() string {
+	if f.IsLlamaCpp() {
+		return fmt.Sprintf("llama-server model, %d slots", f.Llama.Config.Slots)
+	}
+	return fmt.Sprintf("%s on %s, tp %d, hicache_ratio %g", f.Model.Name, f.GPU.Name, f.Server.TPSize, f.Server.HiCacheRatio)
+}
+
 // WriteTable prints a run's results in the layout of SGLang's serving
 // benchmark, under a header that describes the server, followed by the
 // model's cache section.

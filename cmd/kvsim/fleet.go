@@ -102,7 +102,7 @@ func runFleetSim(f *configs.File, args []string, stdout, stderr io.Writer) int {
 		for range g.Count {
 			reps = append(reps, fleet.Replica{Group: g.Name, Factory: srv.Factory})
 		}
-		desc = append(desc, fmt.Sprintf("%s: %d x %s", g.Name, g.Count, serverDesc(g.File)))
+		desc = append(desc, fmt.Sprintf("%s: %d x %s", g.Name, g.Count, g.File.Describe()))
 	}
 	fl, err := fleet.New(reps, f.RouterConfig(), f.Seed)
 	if err != nil {
@@ -172,14 +172,6 @@ func runFleetSim(f *configs.File, args []string, stdout, stderr io.Writer) int {
 	}
 	writeFleetTable(stdout, tp, desc, res)
 	return exitOK
-}
-
-// serverDesc names a group's server in one phrase.
-func serverDesc(f *configs.File) string {
-	if f.IsLlamaCpp() {
-		return fmt.Sprintf("llama-server model, %d slots", f.Llama.Config.Slots)
-	}
-	return fmt.Sprintf("%s on %s, tp %d, hicache_ratio %g", f.Model.Name, f.GPU.Name, f.Server.TPSize, f.Server.HiCacheRatio)
 }
 
 // writeFleetTable prints a fleet run: the fleet's serving metrics and
