@@ -156,7 +156,7 @@ func (t *Tree) Check() error {
 		bad("protected segment %d over its capacity %d", t.protTok, t.protCap)
 	}
 	for i, h := range []*nodeHeap{&t.devHeap, &t.hostHeap, &t.protHeap} {
-		if !h.valid() {
+		if !h.Valid() {
 			bad("%s heap out of order", [...]string{"device", "host", "protected"}[i])
 		}
 	}

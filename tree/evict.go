@@ -25,8 +25,8 @@ type EvictResult struct {
 // by whole nodes, so it may free more than asked.
 func (t *Tree) Evict(numTokens int64) EvictResult {
 	res := EvictResult{Freed: make([]int64, t.cp)}
-	for res.Tokens < numTokens && t.devHeap.len() > 0 {
-		t.evictLeaf(t.devHeap.min(), &res)
+	for res.Tokens < numTokens && t.devHeap.Len() > 0 {
+		t.evictLeaf(t.devHeap.Min(), &res)
 	}
 	t.check()
 	return res
@@ -91,8 +91,8 @@ func (t *Tree) deleteSubtree(n *Node) {
 	if n.host {
 		t.setHost(n, false)
 	}
-	t.devHeap.set(n, false)
-	t.hostHeap.set(n, false)
+	t.devHeap.Set(n, false)
+	t.hostHeap.Set(n, false)
 	if n.protIdx >= 0 {
 		t.unprotect(n)
 	}
@@ -109,8 +109,8 @@ func (t *Tree) deleteSubtree(n *Node) {
 // or locked nodes are skipped. It returns the tokens freed.
 func (t *Tree) EvictHost(numTokens int64) int64 {
 	var freed int64
-	for freed < numTokens && t.hostHeap.len() > 0 {
-		x := t.hostHeap.min()
+	for freed < numTokens && t.hostHeap.Len() > 0 {
+		x := t.hostHeap.Min()
 		freed += x.tokens
 		t.stats.HostEvicted += x.tokens
 		t.deleteSubtree(x)

@@ -125,9 +125,9 @@ func (t *Tree) hit(n *Node) {
 func (t *Tree) protect(n *Node) {
 	n.protected = true
 	t.protTok += n.tokens
-	t.protHeap.push(n)
-	for t.protTok > t.protCap && t.protHeap.len() > 0 {
-		t.unprotect(t.protHeap.min())
+	t.protHeap.Push(n)
+	for t.protTok > t.protCap && t.protHeap.Len() > 0 {
+		t.unprotect(t.protHeap.Min())
 	}
 }
 
@@ -136,7 +136,7 @@ func (t *Tree) protect(n *Node) {
 func (t *Tree) unprotect(n *Node) {
 	n.protected = false
 	t.protTok -= n.tokens
-	t.protHeap.remove(n)
+	t.protHeap.Remove(n)
 	t.refresh(n)
 }
 
