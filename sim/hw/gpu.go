@@ -2,10 +2,9 @@ package hw
 
 import (
 	"errors"
-	"fmt"
+	"maps"
 	"math"
 	"slices"
-	"strings"
 
 	"github.com/kvsim/kvsim/internal/fielderr"
 )
@@ -84,23 +83,10 @@ var gpuPresets = map[string]GPU{
 }
 
 // GPUPreset returns the named GPU preset (see [GPUPresets]).
-func GPUPreset(name string) (GPU, error) {
-	g, ok := gpuPresets[name]
-	if !ok {
-		return GPU{}, fmt.Errorf("gpu %w %q (want one of %s)", ErrUnknownPreset, name, strings.Join(GPUPresets(), ", "))
-	}
-	return g, nil
-}
+func GPUPreset(name string) (GPU, error) { return preset(gpuPresets, "gpu", name) }
 
 // GPUPresets lists the GPU preset names, sorted.
-func GPUPresets() []string {
-	names := make([]string, 0, len(gpuPresets))
-	for n := range gpuPresets {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
+func GPUPresets() []string { return slices.Sorted(maps.Keys(gpuPresets)) }
 
 // Validate reports every invalid field at once, each named by its key path
 // in a study, as a [fielderr.Error] (hw.gpu.<key>).
