@@ -309,7 +309,7 @@ type CostSection struct {
 }
 
 // LinksSection sets the HiCache transfer links; zero values take the GPU's
-// host link at LinkEfficiency.
+// host link at hw.DefaultHostLinkEfficiency.
 type LinksSection struct {
 	// H2DGBps and D2HGBps are 10^9 bytes/s per rank.
 	H2DGBps float64 `toml:"h2d_gbps"`
@@ -317,7 +317,7 @@ type LinksSection struct {
 	// LatencyUs is the fixed cost of one copy.
 	LatencyUs float64 `toml:"latency_us"`
 	// Efficiency is the share of the GPU's host link a copy reaches.
-	// Default 0.85.
+	// Default hw.DefaultHostLinkEfficiency (0.85).
 	Efficiency float64 `toml:"efficiency"`
 }
 
@@ -919,15 +919,11 @@ func (f *File) simConfig(z hw.Sizing) sim.Config {
 		ClipMaxNewTokens: s.ClipMaxNewTokens, RetractDecodeSteps: s.RetractDecodeSteps, LPMFallbackQueue: s.LPMFallbackQueue,
 		ContextLen: f.Model.ContextLen,
 	}
-	eff := f.Links.Efficiency
-	if eff == 0 {
-		eff = 0.85
-	}
 	bw := func(v float64) float64 {
 		if v > 0 {
 			return v * 1e9
 		}
-		return f.GPU.HostLinkGBps * 1e9 * eff
+		return f.GPU.HostCopyBandwidth(f.Links.Efficiency)
 	}
 	lat := f.Links.LatencyUs
 	if lat == 0 {

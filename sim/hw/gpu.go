@@ -39,6 +39,21 @@ type GPU struct {
 	HostLinkLatencyUs float64 `toml:"host_link_latency_us"`
 }
 
+// DefaultHostLinkEfficiency is the share of [GPU.HostLinkGBps] a HiCache
+// copy reaches unless a study sets its own: real copies reach about 80-90%
+// of the link, and 0.85 is the middle of that range.
+const DefaultHostLinkEfficiency = 0.85
+
+// HostCopyBandwidth returns the bytes per second one host<->device copy
+// reaches at efficiency eff, the share of the host link it uses; eff 0
+// means [DefaultHostLinkEfficiency].
+func (g GPU) HostCopyBandwidth(eff float64) float64 {
+	if eff == 0 {
+		eff = DefaultHostLinkEfficiency
+	}
+	return g.HostLinkGBps * 1e9 * eff
+}
+
 // PCIe x16 per direction: 16 lanes * GT/s * 128/130 encoding / 8 bits.
 // Gen4 16 GT/s gives 31.5 GB/s, Gen5 32 GT/s gives 63.0 GB/s (NVIDIA's
 // datasheets round these to "64 GB/s" and "128 GB/s" bidirectional).
