@@ -212,13 +212,18 @@ func (t *Tree) Loads() []Transfer { return t.loads }
 
 // AckLoads acknowledges the k oldest load-backs as finished, unlocking their
 // nodes (SGLang's loading_check).
-func (t *Tree) AckLoads(k int) {
-	if k < 0 || k > len(t.loads) {
-		panic(fmt.Sprintf("tree: AckLoads(%d) with %d in flight", k, len(t.loads)))
+func (t *Tree) AckLoads(k int) { t.ack(&t.loads, k, "AckLoads") }
+
+// ack acknowledges the k oldest transfers of the queue q as finished,
+// unlocking their nodes; name is the public method, for the panic of a
+// caller's bug.
+func (t *Tree) ack(q *[]Transfer, k int, name string) {
+	if k < 0 || k > len(*q) {
+		panic(fmt.Sprintf("tree: %s(%d) with %d in flight", name, k, len(*q)))
 	}
-	for _, l := range t.loads[:k] {
-		t.unlock(l.Node)
+	for _, x := range (*q)[:k] {
+		t.unlock(x.Node)
 	}
-	t.loads = append(t.loads[:0], t.loads[k:]...)
+	*q = append((*q)[:0], (*q)[k:]...)
 	t.check()
 }
