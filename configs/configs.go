@@ -495,23 +495,13 @@ func (f *File) Validate() error {
 	if err := f.validateWorkload(); err != nil {
 		errs = append(errs, err)
 	}
-	switch {
-	case f.badPreset:
-		// Parse has reported the unknown preset; without it the model's
-		// and GPU's fields, the sizing and the cost mean nothing.
-	case f.Model.Name == "":
-		errs = append(errs, fielderr.New(fielderr.Key("model"), "set model.preset or the model's fields"))
-	default:
-		if err := f.Model.Validate(); err != nil {
+	// After an unknown preset (which Parse has reported) the model's and
+	// GPU's fields, the sizing and the cost mean nothing.
+	if !f.badPreset {
+		if err := presetPart(f.Model.Name, "model", "set model.preset or the model's fields", f.Model.Validate); err != nil {
 			errs = append(errs, err)
 		}
-	}
-	switch {
-	case f.badPreset:
-	case f.GPU.Name == "":
-		errs = append(errs, fielderr.New(fielderr.Key("gpu"), "set gpu.preset or the GPU's fields"))
-	default:
-		if err := f.GPU.Validate(); err != nil {
+		if err := presetPart(f.GPU.Name, "gpu", "set gpu.preset or the GPU's fields", f.GPU.Validate); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -570,6 +560,16 @@ func (f *File) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// presetPart checks a table that a preset or its own fields fill: unset
+// when name is empty (the problem is unset), else the table's own
+// validate.
+func presetPart(name, key, unset string, validate func() error) error {
+	if name == "" {
+		return fielderr.New(fielderr.Key(key), "%s", unset)
+	}
+	return validate()
 }
 
 // validateWorkload checks the [workload] section: the format must be one
