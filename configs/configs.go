@@ -314,7 +314,7 @@ type CostSection struct {
 }
 
 // LinksSection sets the HiCache transfer links; zero values take the GPU's
-// host link at LinkEfficiency.
+// host link at hw.DefaultHostLinkEfficiency.
 type LinksSection struct {
 	// H2DGBps and D2HGBps are 10^9 bytes/s per rank.
 	H2DGBps float64 `toml:"h2d_gbps"`
@@ -322,7 +322,7 @@ type LinksSection struct {
 	// LatencyUs is the fixed cost of one copy.
 	LatencyUs float64 `toml:"latency_us"`
 	// Efficiency is the share of the GPU's host link a copy reaches.
-	// Default 0.85.
+	// Default hw.DefaultHostLinkEfficiency (0.85).
 	Efficiency float64 `toml:"efficiency"`
 }
 
@@ -501,23 +501,13 @@ func (f *File) Validate() error {
 	if err := f.validateWorkload(); err != nil {
 		errs = append(errs, err)
 	}
-	switch {
-	case f.badPreset:
-		// Parse has reported the unknown preset; without it the model's
-		// and GPU's fields, the sizing and the cost mean nothing.
-	case f.Model.Name == "":
-		errs = append(errs, fielderr.New(fielderr.Key("model"), "set model.preset or the model's fields"))
-	default:
-		if err := f.Model.Validate(); err != nil {
+	// After an unknown preset (which Parse has reported) the model's and
+	// GPU's fields, the sizing and the cost mean nothing.
+	if !f.badPreset {
+		if err := presetPart(f.Model.Name, "model", "set model.preset or the model's fields", f.Model.Validate); err != nil {
 			errs = append(errs, err)
 		}
-	}
-	switch {
-	case f.badPreset:
-	case f.GPU.Name == "":
-		errs = append(errs, fielderr.New(fielderr.Key("gpu"), "set gpu.preset or the GPU's fields"))
-	default:
-		if err := f.GPU.Validate(); err != nil {
+		if err := presetPart(f.GPU.Name, "gpu", "set gpu.preset or the GPU's fields", f.GPU.Validate); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -576,6 +566,16 @@ func (f *File) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// presetPart checks a table that a preset or its own fields fill: unset
+// when name is empty (the problem is unset), else the table's own
+// validate.
+func presetPart(name, key, unset string, validate func() error) error {
+	if name == "" {
+		return fielderr.New(fielderr.Key(key), "%s", unset)
+	}
+	return validate()
 }
 
 // validateWorkload checks the [workload] section: the format must be one
@@ -925,15 +925,11 @@ func (f *File) simConfig(z hw.Sizing) sim.Config {
 		ClipMaxNewTokens: s.ClipMaxNewTokens, RetractDecodeSteps: s.RetractDecodeSteps, LPMFallbackQueue: s.LPMFallbackQueue,
 		ContextLen: f.Model.ContextLen,
 	}
-	eff := f.Links.Efficiency
-	if eff == 0 {
-		eff = 0.85
-	}
 	bw := func(v float64) float64 {
 		if v > 0 {
 			return v * 1e9
 		}
-		return f.GPU.HostLinkGBps * 1e9 * eff
+		return f.GPU.HostCopyBandwidth(f.Links.Efficiency)
 	}
 	lat := f.Links.LatencyUs
 	if lat == 0 {

@@ -120,8 +120,69 @@ const maxDenseSlack = 1024
 // load validates nodes and deficits and fills s, reusing its slices. It
 // returns the first problem found, in input order (deficits first).
 func (s *snapshot) load(nodes []Node, deficits []int64) error {
+	if err := checkDeficits(nodes, deficits); err != nil {
+		return err
+	}
 	cp := len(deficits)
-	if cp == 0 {
+	s.reset(len(nodes)+1, deficits)
+	s.resetIndex(nodes)
+	laneTotal := s.freed // zero now; used as scratch and cleared again below
+	s.laneMax = resize(s.laneMax, cp)
+	laneMax := s.laneMax
+	clear(laneMax)
+	for k := range nodes {
+		nd := &nodes[k]
+		i := int32(k + 1)
+		p, err := s.parentOf(nodes, k)
+		if err != nil {
+			return err
+		}
+		s.insert(nd.ID, i)
+		if len(nd.Counts) != cp {
+			return nodeErr(k, nd.ID, "counts", "want %d lanes, got %d", cp, len(nd.Counts))
+		}
+		row := s.counts[int(i)*cp : int(i+1)*cp]
+		// One combined sign test for the whole row: a count is negative or
+		// a lane total overflows exactly when some c or new total is
+		// negative (counts and totals are otherwise >= 0).
+		var bad int64
+		laneTotal, laneMax := laneTotal[:len(row)], laneMax[:len(row)]
+		for o, c := range nd.Counts {
+			t := laneTotal[o] + c
+			bad |= c | t
+			laneTotal[o] = t
+			row[o] = c
+			laneMax[o] = max(laneMax[o], c)
+		}
+		if bad < 0 {
+			if err := countsErr(k, nd, laneTotal); err != nil {
+				return err
+			}
+		}
+		if nd.Device && !s.device[p] {
+			return nodeErr(k, nd.ID, "device", "true under non-device parent %d (device residency is prefix-closed)", nd.Parent)
+		}
+		s.id[i], s.parent[i] = nd.ID, p
+		s.device[i], s.locked[i], s.slru[i] = nd.Device, nd.Locked, nd.SLRU
+		if nd.Device {
+			s.children[p]++
+			s.lastKid[p] ^= i
+		}
+	}
+	clear(s.freed)
+	// contribution(i) = Σ_o min(counts[i][o], d[o]) <= Σ_o min(laneMax[o], d[o]),
+	// and deficits only shrink; the sum is at most total, so it fits.
+	s.bound = 0
+	for o, d := range deficits {
+		s.bound += min(s.laneMax[o], d)
+	}
+	return nil
+}
+
+// checkDeficits checks the deficits (at least one lane, each >= 0, a total
+// that fits in int64) and the number of nodes.
+func checkDeficits(nodes []Node, deficits []int64) error {
+	if len(deficits) == 0 {
 		return deficitErr("deficits", "need at least one lane")
 	}
 	var total int64
@@ -137,7 +198,13 @@ func (s *snapshot) load(nodes []Node, deficits []int64) error {
 	if len(nodes) >= math.MaxInt32 {
 		return deficitErr("nodes", "too many nodes (%d)", len(nodes))
 	}
-	n := len(nodes) + 1
+	return nil
+}
+
+// reset sizes the snapshot for n internal indices (the root and the nodes)
+// and the given deficits, and sets up the root.
+func (s *snapshot) reset(n int, deficits []int64) {
+	cp := len(deficits)
 	s.cp, s.n = cp, n
 	s.id = resize(s.id, n)
 	s.parent = resize(s.parent, n)
@@ -162,86 +229,50 @@ func (s *snapshot) load(nodes []Node, deficits []int64) error {
 			s.positive++
 		}
 	}
+}
 
-	s.resetIndex(nodes)
-	laneTotal := s.freed // zero now; used as scratch and cleared again below
-	s.laneMax = resize(s.laneMax, cp)
-	laneMax := s.laneMax
-	clear(laneMax)
-	for k := range nodes {
-		nd := &nodes[k]
-		i := int32(k + 1)
-		if nd.ID == 0 {
-			return nodeErr(k, nd.ID, "id", "0 is the root, which must not be listed")
-		}
-		if prev, dup := s.lookup(nd.ID); dup {
-			return nodeErr(k, nd.ID, "id", "duplicate of nodes[%d]", prev-1)
-		}
-		s.insert(nd.ID, i)
-		var p int32
-		switch {
-		case nd.Parent == 0:
-			p = root
-		case nd.Parent == nd.ID:
-			return nodeErr(k, nd.ID, "parent", "a node cannot be its own parent")
-		default:
-			var ok bool
-			if p, ok = s.lookup(nd.Parent); !ok {
-				for j := k + 1; j < len(nodes); j++ {
-					if nodes[j].ID == nd.Parent {
-						return nodeErr(k, nd.ID, "parent", "id %d is listed after this node (nodes[%d]); list parents first", nd.Parent, j)
-					}
-				}
-				return nodeErr(k, nd.ID, "parent", "unknown id %d", nd.Parent)
-			}
-		}
-		if len(nd.Counts) != cp {
-			return nodeErr(k, nd.ID, "counts", "want %d lanes, got %d", cp, len(nd.Counts))
-		}
-		row := s.counts[int(i)*cp : int(i+1)*cp]
-		// One combined sign test for the whole row: a count is negative or
-		// a lane total overflows exactly when some c or new total is
-		// negative (counts and totals are otherwise >= 0).
-		var bad int64
-		laneTotal, laneMax := laneTotal[:len(row)], laneMax[:len(row)]
-		for o, c := range nd.Counts {
-			t := laneTotal[o] + c
-			bad |= c | t
-			laneTotal[o] = t
-			row[o] = c
-			laneMax[o] = max(laneMax[o], c)
-		}
-		if bad < 0 {
-			for o, c := range nd.Counts {
-				prev := laneTotal[o] - c // undo the (wrapping) addition
-				if c < 0 {
-					return nodeErr(k, nd.ID, fmt.Sprintf("counts[%d]", o), "must be >= 0 (got %d)", c)
-				}
-				if c > math.MaxInt64-prev {
-					return nodeErr(k, nd.ID, fmt.Sprintf("counts[%d]", o), "lane total overflows int64")
-				}
-			}
-		}
-		if nd.Device && !s.device[p] {
-			return nodeErr(k, nd.ID, "device", "true under non-device parent %d (device residency is prefix-closed)", nd.Parent)
-		}
-		s.id[i], s.parent[i] = nd.ID, p
-		s.device[i], s.locked[i], s.slru[i] = nd.Device, nd.Locked, nd.SLRU
-		if nd.Device {
-			s.children[p]++
-			s.lastKid[p] ^= i
+// parentOf checks nodes[k]'s id (not the root's, not a duplicate) and
+// returns its parent's internal index.
+func (s *snapshot) parentOf(nodes []Node, k int) (int32, error) {
+	nd := &nodes[k]
+	if nd.ID == 0 {
+		return 0, nodeErr(k, nd.ID, "id", "0 is the root, which must not be listed")
+	}
+	if prev, dup := s.lookup(nd.ID); dup {
+		return 0, nodeErr(k, nd.ID, "id", "duplicate of nodes[%d]", prev-1)
+	}
+	switch {
+	case nd.Parent == 0:
+		return root, nil
+	case nd.Parent == nd.ID:
+		return 0, nodeErr(k, nd.ID, "parent", "a node cannot be its own parent")
+	}
+	p, ok := s.lookup(nd.Parent)
+	if ok {
+		return p, nil
+	}
+	for j := k + 1; j < len(nodes); j++ {
+		if nodes[j].ID == nd.Parent {
+			return 0, nodeErr(k, nd.ID, "parent", "id %d is listed after this node (nodes[%d]); list parents first", nd.Parent, j)
 		}
 	}
-	clear(s.freed)
-	// contribution(i) = Σ_o min(counts[i][o], d[o]) <= Σ_o min(laneMax[o], d[o]),
-	// and deficits only shrink; the sum is at most total, so it fits.
-	s.bound = 0
-	for o, d := range deficits {
-		s.bound += min(s.laneMax[o], d)
+	return 0, nodeErr(k, nd.ID, "parent", "unknown id %d", nd.Parent)
+}
+
+// countsErr names the first negative count or overflowing lane total of
+// nodes[k], whose counts have just been added (wrapping) to laneTotal.
+func countsErr(k int, nd *Node, laneTotal []int64) error {
+	for o, c := range nd.Counts {
+		prev := laneTotal[o] - c // undo the (wrapping) addition
+		if c < 0 {
+			return nodeErr(k, nd.ID, fmt.Sprintf("counts[%d]", o), "must be >= 0 (got %d)", c)
+		}
+		if c > math.MaxInt64-prev {
+			return nodeErr(k, nd.ID, fmt.Sprintf("counts[%d]", o), "lane total overflows int64")
+		}
 	}
 	return nil
 }
-
 func (s *snapshot) resetIndex(nodes []Node) {
 	limit := int64(4*len(nodes) + maxDenseSlack)
 	dense := true

@@ -176,118 +176,46 @@ func Default(deviceTokens int64) Config {
 func (c Config) WithDefaults() Config { return c.withDefaults() }
 
 func (c Config) withDefaults() Config {
-	if c.Seed == 0 {
-		c.Seed = 1
-	}
-	if c.TimelineInterval == 0 {
-		c.TimelineInterval = 1e9
-	}
+	setDefault(&c.Seed, 1)
+	setDefault(&c.TimelineInterval, 1e9)
 	k := &c.Cache
-	if k.PageSize == 0 {
-		k.PageSize = 1
-	}
-	if k.Eviction == 0 {
-		k.Eviction = tree.LRU
-	}
-	if k.ProtectedShare == 0 {
-		k.ProtectedShare = 0.8
-	}
-	if k.WritePolicy == 0 {
-		k.WritePolicy = tree.WriteThrough
-	}
-	if k.LoadBackThreshold == 0 {
-		k.LoadBackThreshold = 10
-	}
-	if k.CP == 0 {
-		k.CP = 1
-	}
-	if k.Lanes == 0 {
-		k.Lanes = tree.LanePages
-	}
-	if k.Planner == 0 {
-		k.Planner = PlannerAuto
-	}
+	setDefault(&k.PageSize, 1)
+	setDefault(&k.Eviction, tree.LRU)
+	setDefault(&k.ProtectedShare, 0.8)
+	setDefault(&k.WritePolicy, tree.WriteThrough)
+	setDefault(&k.LoadBackThreshold, 10)
+	setDefault(&k.CP, 1)
+	setDefault(&k.Lanes, tree.LanePages)
+	setDefault(&k.Planner, PlannerAuto)
 	s := &c.Scheduler
-	if s.Policy == 0 {
-		s.Policy = FCFS
-	}
-	if s.MaxRunningRequests == 0 {
-		s.MaxRunningRequests = 2048
-	}
-	if s.MaxPrefillTokens == 0 {
-		s.MaxPrefillTokens = 16384
-	}
-	if s.ChunkedPrefillSize == 0 {
-		s.ChunkedPrefillSize = 8192
-	}
-	if s.ScheduleConservativeness == 0 {
-		s.ScheduleConservativeness = 1
-	}
-	if s.InitNewTokenRatio == 0 {
-		s.InitNewTokenRatio = 0.7
-	}
-	if s.MinNewTokenRatioFactor == 0 {
-		s.MinNewTokenRatioFactor = 0.14
-	}
-	if s.NewTokenRatioDecaySteps == 0 {
-		s.NewTokenRatioDecaySteps = 600
-	}
-	if s.ClipMaxNewTokens == 0 {
-		s.ClipMaxNewTokens = 4096
-	}
-	if s.RetractDecodeSteps == 0 {
-		s.RetractDecodeSteps = 20
-	}
-	if s.LPMFallbackQueue == 0 {
-		s.LPMFallbackQueue = 128
-	}
+	setDefault(&s.Policy, FCFS)
+	setDefault(&s.MaxRunningRequests, 2048)
+	setDefault(&s.MaxPrefillTokens, 16384)
+	setDefault(&s.ChunkedPrefillSize, 8192)
+	setDefault(&s.ScheduleConservativeness, 1)
+	setDefault(&s.InitNewTokenRatio, 0.7)
+	setDefault(&s.MinNewTokenRatioFactor, 0.14)
+	setDefault(&s.NewTokenRatioDecaySteps, 600)
+	setDefault(&s.ClipMaxNewTokens, 4096)
+	setDefault(&s.RetractDecodeSteps, 20)
+	setDefault(&s.LPMFallbackQueue, 128)
 	l := &c.Links
-	if l.Layers == 0 {
-		l.Layers = 1
-	}
-	if l.H2DBandwidth == 0 {
-		l.H2DBandwidth = 25e9
-	}
-	if l.D2HBandwidth == 0 {
-		l.D2HBandwidth = 25e9
-	}
-	if l.H2DLatency == 0 {
-		l.H2DLatency = 10_000
-	}
-	if l.D2HLatency == 0 {
-		l.D2HLatency = 10_000
-	}
+	setDefault(&l.Layers, 1)
+	setDefault(&l.H2DBandwidth, 25e9)
+	setDefault(&l.D2HBandwidth, 25e9)
+	setDefault(&l.H2DLatency, 10_000)
+	setDefault(&l.D2HLatency, 10_000)
 	st := &c.Storage
-	if st.PrefetchPolicy == 0 {
-		st.PrefetchPolicy = BestEffort
-	}
-	if st.PrefetchThreshold == 0 {
-		st.PrefetchThreshold = 256
-	}
-	if st.PrefetchTimeoutBase == 0 {
-		st.PrefetchTimeoutBase = 2e9
-	}
-	if st.PrefetchTimeoutPerKiToken == 0 {
-		st.PrefetchTimeoutPerKiToken = 1e8
-	}
-	if st.PrefetchTimeoutMax == 0 {
-		st.PrefetchTimeoutMax = 30e9
-	}
-	if st.PrefetchCapacityRatio == 0 {
-		st.PrefetchCapacityRatio = 0.5
-	}
-	if st.ReadBandwidth == 0 {
-		st.ReadBandwidth = 5e9
-	}
-	if st.WriteBandwidth == 0 {
-		st.WriteBandwidth = 3e9
-	}
-	if st.ReadLatency == 0 {
-		st.ReadLatency = 100_000
-	}
-	if st.WriteLatency == 0 {
-		st.WriteLatency = 100_000
-	}
+	setDefault(&st.PrefetchPolicy, BestEffort)
+	setDefault(&st.PrefetchThreshold, 256)
+	setDefault(&st.PrefetchTimeoutBase, 2e9)
+	setDefault(&st.PrefetchTimeoutPerKiToken, 1e8)
+	setDefault(&st.PrefetchTimeoutMax, 30e9)
+	setDefault(&st.PrefetchCapacityRatio, 0.5)
+	setDefault(&st.ReadBandwidth, 5e9)
+	setDefault(&st.WriteBandwidth, 3e9)
+	setDefault(&st.ReadLatency, 100_000)
+	setDefault(&st.WriteLatency, 100_000)
 	return c
 }
 
@@ -303,7 +231,22 @@ func (c Config) Validate() error {
 	bad := func(key, want string, got any) {
 		errs = append(errs, fielderr.Range(fielderr.Dotted(key), want, got))
 	}
-	k := c.Cache
+	validateCache(c.Cache, bad)
+	validateScheduler(c.Scheduler, c.Cache.PageSize, bad)
+	validateLinks(c.Links, bad)
+	validateStorage(c0.Storage, c.Storage, c.Cache.HostTokens, bad)
+	if c.TimelineInterval < -1 {
+		bad("timeline_interval_ns", "-1 (off) or > 0", c.TimelineInterval)
+	}
+	return errors.Join(errs...)
+}
+
+// badField records that the field at key is out of its range want; got is
+// the value found.
+type badField func(key, want string, got any)
+
+// validateCache checks the [cache] table.
+func validateCache(k CacheConfig, bad badField) {
 	if _, err := tree.ParseStrategy(k.Eviction.String()); err != nil {
 		bad("cache.eviction", "one of lru, lfu, fifo, mru, filo, priority, slru, slru-segmented, belady", k.Eviction)
 	}
@@ -340,7 +283,10 @@ func (c Config) Validate() error {
 	if k.LoadBackThreshold < 0 {
 		bad("cache.load_back_threshold", ">= 0", k.LoadBackThreshold)
 	}
-	s := c.Scheduler
+}
+
+// validateScheduler checks the [scheduler] table; pageSize is the cache's.
+func validateScheduler(s SchedulerConfig, pageSize int, bad badField) {
 	if s.Policy < FCFS || s.Policy > Random {
 		bad("scheduler.policy", "one of fcfs, lpm, dfs-weight, lof, random", s.Policy)
 	}
@@ -352,8 +298,8 @@ func (c Config) Validate() error {
 	}
 	if s.ChunkedPrefillSize < -1 || s.ChunkedPrefillSize == 0 {
 		bad("scheduler.chunked_prefill_size", "-1 (off) or >= 1", s.ChunkedPrefillSize)
-	} else if s.ChunkedPrefillSize > 0 && s.ChunkedPrefillSize < int64(k.PageSize) {
-		bad("scheduler.chunked_prefill_size", fmt.Sprintf(">= the page size %d", k.PageSize), s.ChunkedPrefillSize)
+	} else if s.ChunkedPrefillSize > 0 && s.ChunkedPrefillSize < int64(pageSize) {
+		bad("scheduler.chunked_prefill_size", fmt.Sprintf(">= the page size %d", pageSize), s.ChunkedPrefillSize)
 	}
 	if !(s.ScheduleConservativeness > 0) || math.IsInf(s.ScheduleConservativeness, 0) {
 		bad("scheduler.schedule_conservativeness", "> 0", s.ScheduleConservativeness)
@@ -379,7 +325,10 @@ func (c Config) Validate() error {
 	if s.ContextLen != 0 && s.ContextLen < 2 {
 		bad("scheduler.context_len", "0 (no limit) or >= 2", s.ContextLen)
 	}
-	l := c.Links
+}
+
+// validateLinks checks the [links] table.
+func validateLinks(l LinkConfig, bad badField) {
 	if !(l.KVBytesPerToken >= 0) || math.IsInf(l.KVBytesPerToken, 0) {
 		bad("links.kv_bytes_per_token", ">= 0", l.KVBytesPerToken)
 	}
@@ -398,9 +347,13 @@ func (c Config) Validate() error {
 	if l.D2HLatency < 0 {
 		bad("links.d2h_latency_ns", ">= 0", l.D2HLatency)
 	}
-	// The storage tier's ranges, in the order a file lists them; 0 is the
-	// default, so they are checked as written.
-	raw := c0.Storage
+}
+
+// validateStorage checks the [storage] table: the ranges of raw as written
+// (0 is the default), the rest of st with defaults filled in; hostTokens is
+// the cache's host tier.
+func validateStorage(raw, st StorageConfig, hostTokens int64, bad badField) {
+	// The storage tier's ranges, in the order a file lists them.
 	for _, f := range []struct {
 		key string
 		v   int64
@@ -429,11 +382,10 @@ func (c Config) Validate() error {
 			bad(f.key, ">= 0", f.v)
 		}
 	}
-	st := c.Storage
 	if st.PrefetchPolicy < BestEffort || st.PrefetchPolicy > PrefetchTimeout {
 		bad("storage.prefetch_policy", "one of best_effort, wait_complete, timeout", st.PrefetchPolicy)
 	}
-	if st.Enabled && k.HostTokens == 0 {
+	if st.Enabled && hostTokens == 0 {
 		bad("storage.enabled", "false without a host tier (HiCache off or host_tokens = 0)", st.Enabled)
 	}
 	if st.CapacityTokens < 0 {
@@ -445,10 +397,6 @@ func (c Config) Validate() error {
 	if !(st.PrefetchCapacityRatio > 0 && st.PrefetchCapacityRatio <= 1) {
 		bad("storage.prefetch_capacity_ratio", "in (0, 1]", st.PrefetchCapacityRatio)
 	}
-	if c.TimelineInterval < -1 {
-		bad("timeline_interval_ns", "-1 (off) or > 0", c.TimelineInterval)
-	}
-	return errors.Join(errs...)
 }
 
 // treeConfig translates the cache section for package tree.
@@ -467,4 +415,12 @@ func (c Config) treeConfig() tree.Config {
 // enabled, and there is a host tier and a prefix cache to feed it.
 func (c Config) storageOn() bool {
 	return c.Storage.Enabled && c.Cache.HostTokens > 0 && !c.Cache.Disable
+}
+
+// setDefault sets *p to def if it is the zero value.
+func setDefault[T comparable](p *T, def T) {
+	var zero T
+	if *p == zero {
+		*p = def
+	}
 }

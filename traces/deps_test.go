@@ -229,12 +229,18 @@ func wekaGen(t *rapid.T) []byte {
 func TestWEKAReproducesRecordingProperty(t *testing.T) {
 	dir := t.TempDir()
 	rapid.Check(t, func(t *rapid.T) {
-		doc := wekaGen(t)
-		p := filepath.Join(dir, "g.json")
-		if err := os.WriteFile(p, doc, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		recs := readWEKAFile(t, p)
+		doc, recs := drawWEKA(t, dir)
 		checkReproduced(t, string(doc), recs)
 	})
+}
+
+// drawWEKA draws a conversation document (wekaGen), writes it to dir and
+// returns it with its records as the reader reads them.
+func drawWEKA(t *rapid.T, dir string) ([]byte, []Record) {
+	doc := wekaGen(t)
+	p := filepath.Join(dir, "g.json")
+	if err := os.WriteFile(p, doc, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return doc, readWEKAFile(t, p)
 }

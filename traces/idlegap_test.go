@@ -2,8 +2,6 @@ package traces
 
 import (
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -81,12 +79,7 @@ func lateAfterCap(after []Record) int {
 func TestCapIdleGapsProperty(t *testing.T) {
 	dir := t.TempDir()
 	rapid.Check(t, func(t *rapid.T) {
-		doc := wekaGen(t)
-		p := filepath.Join(dir, "g.json")
-		if err := os.WriteFile(p, doc, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		before := readWEKAFile(t, p)
+		_, before := drawWEKA(t, dir)
 		after := append([]Record(nil), before...)
 		capNs := int64(rapid.IntRange(1, 10).Draw(t, "cap")) * 1e9
 		cut, err := CapIdleGaps(after, capNs)

@@ -153,121 +153,163 @@ func ComputeStats(open func() (*Reader, error), opt StatsOptions) (*Stats, error
 	if err != nil {
 		return nil, err
 	}
-	st := &Stats{Format: r.Format().String()}
-	ins, outs := lengthCounts{}, lengthCounts{}
-	var first, last int64
-	sessions := map[string]bool{}
-	sd := newStackDist()
+	a := &statsAcc{
+		opt:      opt,
+		st:       &Stats{Format: r.Format().String()},
+		ins:      lengthCounts{},
+		outs:     lengthCounts{},
+		sessions: map[string]bool{},
+		sd:       newStackDist(),
+		stream:   &blockStream{bs: opt.TokenBlockSize, intern: map[chainKey]uint64{}},
+		future:   NewOPTBuilder(),
+		sizes:    map[int]bool{},
+	}
+	if err := eachRecord(r, a.add); err != nil {
+		return nil, err
+	}
+	if a.optErr != nil {
+		return nil, fmt.Errorf("stats: %w", a.optErr)
+	}
+	a.summarise()
+	if !a.prefixInfo() {
+		return a.st, nil
+	}
+	a.hitRates()
+	return a.st, nil
+}
+
+// statsAcc is ComputeStats's state while it reads the trace.
+type statsAcc struct {
+	opt         StatsOptions
+	st          *Stats
+	ins, outs   lengthCounts
+	first, last int64
+	sessions    map[string]bool
+	sd          *stackDist
 	// hist[d] counts the leading blocks (of all requests) whose largest
 	// stack distance among the blocks up to and including them is d: in
 	// an LRU of capacity c they hit exactly when d < c.
-	var hist []int
-	stream := &blockStream{bs: opt.TokenBlockSize, intern: map[chainKey]uint64{}}
-	future := NewOPTBuilder()
-	var optErr error
-	var hits, total int
-	blockSizes := map[int]bool{}
-	hasBlocks, hasTokens := false, false
-	err = eachRecord(r, func(rec *Record) error {
-		if st.Requests == 0 {
-			first = rec.Arrival
-		}
-		last = rec.Arrival
-		st.Requests++
-		ins[rec.InputLen]++
-		outs[rec.OutputLen]++
-		if rec.Session != "" {
-			sessions[rec.Session] = true
-		}
-		st.MaxTurn = max(st.MaxTurn, rec.Turn)
-		if rec.Parent != "" {
-			st.Dependent++
-		}
-		if rec.Blocks != nil || (rec.BlockSize > 0 && rec.Tokens == nil) {
-			hasBlocks = true
-			blockSizes[rec.BlockSize] = true
-		} else if rec.Tokens != nil {
-			hasTokens = true
-		}
-		bl := stream.blocks(rec)
-		m := 0
-		for _, b := range bl {
-			d := sd.dist(b)
-			if d < 0 {
-				break
-			}
-			m = max(m, d)
-			for len(hist) <= m {
-				hist = append(hist, 0)
-			}
-			hist[m]++
-			hits++
-		}
-		for _, b := range bl {
-			sd.use(b)
-		}
-		total += len(bl)
-		if optErr == nil && !opt.NoOPT {
-			optErr = future.Add(bl)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
+	hist                 []int
+	stream               *blockStream
+	future               *OPTBuilder
+	optErr               error
+	hits, total          int
+	sizes                map[int]bool // block sizes seen
+	hasBlocks, hasTokens bool
+}
+
+// add counts one record.
+func (a *statsAcc) add(rec *Record) error {
+	st := a.st
+	if st.Requests == 0 {
+		a.first = rec.Arrival
 	}
-	if optErr != nil {
-		return nil, fmt.Errorf("stats: %w", optErr)
+	a.last = rec.Arrival
+	st.Requests++
+	a.ins[rec.InputLen]++
+	a.outs[rec.OutputLen]++
+	if rec.Session != "" {
+		a.sessions[rec.Session] = true
 	}
-	st.Sessions = len(sessions)
-	st.DurationS = float64(last-first) / 1e9
+	st.MaxTurn = max(st.MaxTurn, rec.Turn)
+	if rec.Parent != "" {
+		st.Dependent++
+	}
+	if rec.Blocks != nil || (rec.BlockSize > 0 && rec.Tokens == nil) {
+		a.hasBlocks = true
+		a.sizes[rec.BlockSize] = true
+	} else if rec.Tokens != nil {
+		a.hasTokens = true
+	}
+	bl := a.stream.blocks(rec)
+	m := 0
+	for _, b := range bl {
+		d := a.sd.dist(b)
+		if d < 0 {
+			break
+		}
+		m = max(m, d)
+		for len(a.hist) <= m {
+			a.hist = append(a.hist, 0)
+		}
+		a.hist[m]++
+		a.hits++
+	}
+	for _, b := range bl {
+		a.sd.use(b)
+	}
+	a.total += len(bl)
+	if a.optErr == nil && !a.opt.NoOPT {
+		a.optErr = a.future.Add(bl)
+	}
+	return nil
+}
+
+// summarise fills in the counts, duration, rate and length distributions.
+func (a *statsAcc) summarise() {
+	st := a.st
+	st.Sessions = len(a.sessions)
+	st.DurationS = float64(a.last-a.first) / 1e9
 	if st.DurationS > 0 {
 		st.ArrivalRate = float64(st.Requests) / st.DurationS
 	}
-	st.Input = ins.dist()
-	st.Output = outs.dist()
+	st.Input = a.ins.dist()
+	st.Output = a.outs.dist()
+}
+
+// prefixInfo says what prefix information the trace has; it reports false
+// when there is none, so no hit rate can be computed.
+func (a *statsAcc) prefixInfo() bool {
+	st := a.st
 	switch {
-	case hasBlocks && hasTokens:
+	case a.hasBlocks && a.hasTokens:
 		st.PrefixInfo = "mixed"
 		st.Note = "hash-block and token-id records mixed: hit rates mix two block sizes"
-	case hasBlocks:
+	case a.hasBlocks:
 		st.PrefixInfo = "blocks"
-	case hasTokens:
+	case a.hasTokens:
 		st.PrefixInfo = "tokens"
-		blockSizes[opt.TokenBlockSize] = true
-		st.Note = fmt.Sprintf("blocks are chained hashes of %d token ids (full blocks only)", opt.TokenBlockSize)
+		a.sizes[a.opt.TokenBlockSize] = true
+		st.Note = fmt.Sprintf("blocks are chained hashes of %d token ids (full blocks only)", a.opt.TokenBlockSize)
 	default:
 		st.PrefixInfo = "none"
 		st.Note = "the trace has no prefix information (no block hashes or token ids): only arrivals and lengths are known, so hit rates cannot be computed"
-		return st, nil
+		return false
 	}
-	if len(blockSizes) == 1 {
-		for bs := range blockSizes {
+	if len(a.sizes) == 1 {
+		for bs := range a.sizes {
 			st.BlockSize = bs
 		}
 	}
-	st.TotalBlocks = total
-	st.UniqueBlocks = sd.unique()
-	ideal := ratio(hits, total)
+	return true
+}
+
+// hitRates fills in the ideal hit rate and the LRU and OPT hit rates at
+// each capacity fraction.
+func (a *statsAcc) hitRates() {
+	st := a.st
+	st.TotalBlocks = a.total
+	st.UniqueBlocks = a.sd.unique()
+	ideal := ratio(a.hits, a.total)
 	st.IdealHitRate = &ideal
 	st.LRUHitRate = map[string]float64{}
 	st.OPTHitRate = map[string]float64{}
-	oracle := future.Build()
-	for _, f := range opt.Fractions {
+	oracle := a.future.Build()
+	for _, f := range a.opt.Fractions {
 		c := max(1, int(math.Floor(float64(st.UniqueBlocks)*f)))
 		h := 0
-		for d := 0; d < min(c, len(hist)); d++ {
-			h += hist[d]
+		for d := 0; d < min(c, len(a.hist)); d++ {
+			h += a.hist[d]
 		}
 		key := strconv.FormatFloat(f, 'f', -1, 64)
-		st.LRUHitRate[key] = ratio(h, total)
-		if !opt.NoOPT {
-			st.OPTHitRate[key] = ratio(oracle.Run(c).HitPages, total)
+		st.LRUHitRate[key] = ratio(h, a.total)
+		if !a.opt.NoOPT {
+			st.OPTHitRate[key] = ratio(oracle.Run(c).HitPages, a.total)
 		}
 	}
-	if opt.NoOPT {
+	if a.opt.NoOPT {
 		st.OPTHitRate = nil
 	}
-	return st, nil
 }
 
 func ratio(a, b int) float64 {

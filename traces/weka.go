@@ -241,110 +241,152 @@ func (f *wekaFile) walk(raw json.RawMessage, base int64, field string, sess *wek
 			}
 			t = v + tOffset
 		}
+		var end int64
 		if q.Type == "subagent" || (q.Requests != nil && q.In == nil) {
-			if q.Requests == nil {
-				return 0, bad("requests", "expected the sub-agent's requests, found nothing (field missing)")
+			reqOff := off + int64(fieldCol(e, "requests")-1) + int64(len(`"requests":`))
+			var run *subagentRun
+			end, run, err = f.walkSubagent(&q, t, tOffset, reqOff, path+".requests", sess.last, bad)
+			if run != nil {
+				running = append(running, *run)
 			}
-			if q.DurationMS != nil && !(*q.DurationMS >= 0 && *q.DurationMS <= 9e12) {
-				return 0, bad("duration_ms", "expected a non-negative number of milliseconds, found %v", *q.DurationMS)
-			}
-			f.nSub++
-			sub := &wekaSession{name: fmt.Sprintf("%s/sa%d", f.convID, f.nSub)}
-			// Nested times: conversation clock, or offsets from t when
-			// they start before it.
-			off2 := tOffset
-			if first := firstT(q.Requests); !isNull(q.T) && first >= 0 && first < t-tOffset {
-				off2 = t
-			}
-			inner, err := f.walk(q.Requests, off+int64(fieldCol(e, "requests")-1)+int64(len(`"requests":`)), path+".requests", sub, sess.last, off2)
-			if err != nil {
-				return 0, err
-			}
-			latest = max(latest, inner)
-			if sub.last != "" {
-				end := inner
-				if q.DurationMS != nil && !isNull(q.T) {
-					end = max(end, t+int64(*q.DurationMS*1e6+0.5))
-				}
-				running = append(running, subagentRun{last: sub.last, end: end})
-			}
-			continue
+		} else {
+			end, err = f.addRequest(&q, t, sess, spawnedBy, &running, bad)
 		}
-		switch {
-		case isNull(q.T):
-			return 0, bad("t", "expected seconds from the conversation start, found nothing (field missing)")
-		case q.In == nil:
-			return 0, bad("in", "expected an input token count, found nothing (field missing)")
-		case q.Out == nil:
-			return 0, bad("out", "expected an output token count, found nothing (field missing)")
-		case q.HashIDs == nil:
-			return 0, bad("hash_ids", "expected an array of block hash ids, found nothing (field missing)")
+		if err != nil {
+			return 0, err
 		}
-		sess.turn++
-		rec := Record{
-			ID:        sess.name + "/" + strconv.Itoa(sess.turn),
-			Arrival:   t,
-			Session:   sess.name,
-			Turn:      sess.turn,
-			Parent:    sess.last,
-			InputLen:  *q.In,
-			OutputLen: *q.Out,
-			BlockSize: f.bs,
-			Model:     q.Model,
-			Kind:      q.Type,
-		}
-		if rec.Parent == "" {
-			rec.Parent = spawnedBy
-		}
-		rec.WaitFor, running = joinSubagents(running, t)
-		if q.ThinkTime != nil && *q.ThinkTime < 0 {
-			return 0, bad("think_time", "expected non-negative seconds, found %v", *q.ThinkTime)
-		}
-		if q.APITime != nil && *q.APITime < 0 {
-			return 0, bad("api_time", "expected non-negative seconds, found %v", *q.APITime)
-		}
-		if q.APITime != nil || q.TTFT != nil || q.Stop != "" || q.ThinkTime != nil {
-			obs := &Observed{CachedTokens: -1, Status: q.Stop}
-			if q.APITime != nil {
-				obs.E2E = secToNs(*q.APITime)
-			}
-			if q.TTFT != nil {
-				obs.TTFT = secToNs(*q.TTFT)
-			}
-			if q.ThinkTime != nil {
-				obs.ThinkTime = secToNs(*q.ThinkTime)
-			}
-			rec.Observed = obs
-		}
-		var service int64
-		if rec.Observed != nil {
-			service = rec.Observed.E2E
-		}
-		rec.Parent, rec.ThinkTime = recordedDelay(f.ends, rec.Parent, t)
-		f.ends[sess.name+"/"+strconv.Itoa(sess.turn)] = wekaEnd{end: t + service, parent: rec.Parent}
-		latest = max(latest, t+service)
-		rec.Blocks = make([]uint64, len(q.HashIDs))
-		for j, h := range q.HashIDs {
-			k := internKey{conv: -1, id: h}
-			if f.local {
-				k.conv = f.conv
-			}
-			g, ok := f.b.intern[k]
-			if !ok {
-				g = uint64(len(f.b.intern))
-				f.b.intern[k] = g
-			}
-			rec.Blocks[j] = g
-		}
-		rec.normalize()
-		if fe := rec.check(wekaNames); fe != nil {
-			return 0, bad(fe.field, "%s", fe.msg)
-		}
-		sess.last = rec.ID
-		f.b.recs = append(f.b.recs, wekaRec{rec: rec, seq: f.b.seq})
-		f.b.seq++
+		latest = max(latest, end)
 	}
 	return latest, nil
+}
+
+// wekaBad reports a problem with a named field of the element being
+// flattened, positioned at the field.
+type wekaBad func(name, format string, args ...any) error
+
+// walkSubagent flattens sub-agent entry q, launched at t (conversation
+// clock, tOffset applied) by the request parent, its requests array at
+// offset off and key path field. It returns the latest recorded end of its
+// requests (-1 for none) and, when it has requests, the run to join.
+func (f *wekaFile) walkSubagent(q *wekaRequest, t, tOffset, off int64, field, parent string, bad wekaBad) (int64, *subagentRun, error) {
+	if q.Requests == nil {
+		return 0, nil, bad("requests", "expected the sub-agent's requests, found nothing (field missing)")
+	}
+	if q.DurationMS != nil && !(*q.DurationMS >= 0 && *q.DurationMS <= 9e12) {
+		return 0, nil, bad("duration_ms", "expected a non-negative number of milliseconds, found %v", *q.DurationMS)
+	}
+	f.nSub++
+	sub := &wekaSession{name: fmt.Sprintf("%s/sa%d", f.convID, f.nSub)}
+	// Nested times: conversation clock, or offsets from t when they start
+	// before it.
+	off2 := tOffset
+	if first := firstT(q.Requests); !isNull(q.T) && first >= 0 && first < t-tOffset {
+		off2 = t
+	}
+	inner, err := f.walk(q.Requests, off, field, sub, parent, off2)
+	if err != nil {
+		return 0, nil, err
+	}
+	if sub.last == "" {
+		return inner, nil, nil
+	}
+	end := inner
+	if q.DurationMS != nil && !isNull(q.T) {
+		end = max(end, t+int64(*q.DurationMS*1e6+0.5))
+	}
+	return inner, &subagentRun{last: sub.last, end: end}, nil
+}
+
+// addRequest flattens request q of session sess, arriving at t, into a
+// record, joining the sub-agent runs that have ended by t. It returns the
+// request's recorded end (t + api_time).
+func (f *wekaFile) addRequest(q *wekaRequest, t int64, sess *wekaSession, spawnedBy string, running *[]subagentRun, bad wekaBad) (int64, error) {
+	switch {
+	case isNull(q.T):
+		return 0, bad("t", "expected seconds from the conversation start, found nothing (field missing)")
+	case q.In == nil:
+		return 0, bad("in", "expected an input token count, found nothing (field missing)")
+	case q.Out == nil:
+		return 0, bad("out", "expected an output token count, found nothing (field missing)")
+	case q.HashIDs == nil:
+		return 0, bad("hash_ids", "expected an array of block hash ids, found nothing (field missing)")
+	}
+	sess.turn++
+	rec := Record{
+		ID:        sess.name + "/" + strconv.Itoa(sess.turn),
+		Arrival:   t,
+		Session:   sess.name,
+		Turn:      sess.turn,
+		Parent:    sess.last,
+		InputLen:  *q.In,
+		OutputLen: *q.Out,
+		BlockSize: f.bs,
+		Model:     q.Model,
+		Kind:      q.Type,
+	}
+	if rec.Parent == "" {
+		rec.Parent = spawnedBy
+	}
+	rec.WaitFor, *running = joinSubagents(*running, t)
+	if q.ThinkTime != nil && *q.ThinkTime < 0 {
+		return 0, bad("think_time", "expected non-negative seconds, found %v", *q.ThinkTime)
+	}
+	if q.APITime != nil && *q.APITime < 0 {
+		return 0, bad("api_time", "expected non-negative seconds, found %v", *q.APITime)
+	}
+	rec.Observed = wekaObserved(q)
+	var service int64
+	if rec.Observed != nil {
+		service = rec.Observed.E2E
+	}
+	rec.Parent, rec.ThinkTime = recordedDelay(f.ends, rec.Parent, t)
+	f.ends[sess.name+"/"+strconv.Itoa(sess.turn)] = wekaEnd{end: t + service, parent: rec.Parent}
+	rec.Blocks = f.internBlocks(q.HashIDs)
+	rec.normalize()
+	if fe := rec.check(wekaNames); fe != nil {
+		return 0, bad(fe.field, "%s", fe.msg)
+	}
+	sess.last = rec.ID
+	f.b.recs = append(f.b.recs, wekaRec{rec: rec, seq: f.b.seq})
+	f.b.seq++
+	return t + service, nil
+}
+
+// wekaObserved returns what q recorded of its service, or nil if nothing.
+func wekaObserved(q *wekaRequest) *Observed {
+	if q.APITime == nil && q.TTFT == nil && q.Stop == "" && q.ThinkTime == nil {
+		return nil
+	}
+	obs := &Observed{CachedTokens: -1, Status: q.Stop}
+	if q.APITime != nil {
+		obs.E2E = secToNs(*q.APITime)
+	}
+	if q.TTFT != nil {
+		obs.TTFT = secToNs(*q.TTFT)
+	}
+	if q.ThinkTime != nil {
+		obs.ThinkTime = secToNs(*q.ThinkTime)
+	}
+	return obs
+}
+
+// internBlocks maps a request's hash ids to the builder's dense block ids
+// (per conversation when the file's ids are local).
+func (f *wekaFile) internBlocks(ids []uint64) []uint64 {
+	blocks := make([]uint64, len(ids))
+	for j, h := range ids {
+		k := internKey{conv: -1, id: h}
+		if f.local {
+			k.conv = f.conv
+		}
+		g, ok := f.b.intern[k]
+		if !ok {
+			g = uint64(len(f.b.intern))
+			f.b.intern[k] = g
+		}
+		blocks[j] = g
+	}
+	return blocks
 }
 
 // firstT returns the first request's t (ns) in a requests array, or -1.

@@ -47,22 +47,15 @@ var strategyNames = map[Strategy]string{
 	Belady: "belady",
 }
 
-func (s Strategy) String() string {
-	if n, ok := strategyNames[s]; ok {
-		return n
-	}
-	return fmt.Sprintf("Strategy(%d)", int(s))
-}
+func (s Strategy) String() string { return enumString(strategyNames, s, "Strategy") }
 
 // ParseStrategy returns the strategy named as SGLang's
 // --radix-eviction-policy names it ("lru", "lfu", "fifo", "mru", "filo",
 // "priority", "slru"), "slru-segmented" for the classic segmented LRU, or
 // "belady" for the offline optimum.
 func ParseStrategy(name string) (Strategy, error) {
-	for s, n := range strategyNames {
-		if n == name {
-			return s, nil
-		}
+	if s, ok := parseEnum(strategyNames, name); ok {
+		return s, nil
 	}
 	return 0, fmt.Errorf("unknown eviction strategy %q (want lru, lfu, fifo, mru, filo, priority, slru, slru-segmented or belady)", name)
 }
@@ -85,19 +78,12 @@ var writePolicyNames = map[WritePolicy]string{
 	WriteThrough: "write_through", WriteThroughSelective: "write_through_selective", WriteBack: "write_back",
 }
 
-func (w WritePolicy) String() string {
-	if n, ok := writePolicyNames[w]; ok {
-		return n
-	}
-	return fmt.Sprintf("WritePolicy(%d)", int(w))
-}
+func (w WritePolicy) String() string { return enumString(writePolicyNames, w, "WritePolicy") }
 
 // ParseWritePolicy parses SGLang's write policy names.
 func ParseWritePolicy(name string) (WritePolicy, error) {
-	for w, n := range writePolicyNames {
-		if n == name {
-			return w, nil
-		}
+	if w, ok := parseEnum(writePolicyNames, name); ok {
+		return w, nil
 	}
 	return 0, fmt.Errorf("unknown write policy %q (want write_through, write_through_selective or write_back)", name)
 }
@@ -167,27 +153,13 @@ type Config struct {
 
 // withDefaults returns c with zero fields set to their defaults.
 func (c Config) withDefaults() Config {
-	if c.PageSize == 0 {
-		c.PageSize = 1
-	}
-	if c.CP == 0 {
-		c.CP = 1
-	}
-	if c.Lanes == 0 {
-		c.Lanes = LanePages
-	}
-	if c.Eviction == 0 {
-		c.Eviction = LRU
-	}
-	if c.ProtectedHits == 0 {
-		c.ProtectedHits = 2
-	}
-	if c.ProtectedShare == 0 {
-		c.ProtectedShare = 0.8
-	}
-	if c.WritePolicy == 0 {
-		c.WritePolicy = WriteThrough
-	}
+	setDefault(&c.PageSize, 1)
+	setDefault(&c.CP, 1)
+	setDefault(&c.Lanes, LanePages)
+	setDefault(&c.Eviction, LRU)
+	setDefault(&c.ProtectedHits, 2)
+	setDefault(&c.ProtectedShare, 0.8)
+	setDefault(&c.WritePolicy, WriteThrough)
 	if c.WriteThroughThreshold == 0 {
 		if c.WritePolicy == WriteThrough {
 			c.WriteThroughThreshold = 1
@@ -195,9 +167,7 @@ func (c Config) withDefaults() Config {
 			c.WriteThroughThreshold = 2
 		}
 	}
-	if c.LoadBackThreshold == 0 {
-		c.LoadBackThreshold = 10
-	}
+	setDefault(&c.LoadBackThreshold, 10)
 	return c
 }
 
@@ -243,4 +213,31 @@ func (c Config) Validate() error {
 		bad("load_back_threshold", ">= 0", c.LoadBackThreshold)
 	}
 	return errors.Join(errs...)
+}
+
+// setDefault sets *p to def if it is the zero value.
+func setDefault[T comparable](p *T, def T) {
+	var zero T
+	if *p == zero {
+		*p = def
+	}
+}
+
+// enumString returns v's name in names, or typ(v) for a value without one.
+func enumString[T ~int](names map[T]string, v T, typ string) string {
+	if n, ok := names[v]; ok {
+		return n
+	}
+	return fmt.Sprintf("%s(%d)", typ, int(v))
+}
+
+// parseEnum returns the value named name in names, whose names are
+// distinct (so the map's order cannot matter).
+func parseEnum[T ~int](names map[T]string, name string) (T, bool) {
+	for v, n := range names {
+		if n == name {
+			return v, true
+		}
+	}
+	return 0, false
 }

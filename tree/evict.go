@@ -25,8 +25,8 @@ type EvictResult struct {
 // by whole nodes, so it may free more than asked.
 func (t *Tree) Evict(numTokens int64) EvictResult {
 	res := EvictResult{Freed: make([]int64, t.cp)}
-	for res.Tokens < numTokens && t.devHeap.len() > 0 {
-		t.evictLeaf(t.devHeap.min(), &res)
+	for res.Tokens < numTokens && t.devHeap.Len() > 0 {
+		t.evictLeaf(t.devHeap.Min(), &res)
 	}
 	t.check()
 	return res
@@ -91,8 +91,8 @@ func (t *Tree) deleteSubtree(n *Node) {
 	if n.host {
 		t.setHost(n, false)
 	}
-	t.devHeap.set(n, false)
-	t.hostHeap.set(n, false)
+	t.devHeap.Set(n, false)
+	t.hostHeap.Set(n, false)
 	if n.protIdx >= 0 {
 		t.unprotect(n)
 	}
@@ -109,8 +109,8 @@ func (t *Tree) deleteSubtree(n *Node) {
 // or locked nodes are skipped. It returns the tokens freed.
 func (t *Tree) EvictHost(numTokens int64) int64 {
 	var freed int64
-	for freed < numTokens && t.hostHeap.len() > 0 {
-		x := t.hostHeap.min()
+	for freed < numTokens && t.hostHeap.Len() > 0 {
+		x := t.hostHeap.Min()
 		freed += x.tokens
 		t.stats.HostEvicted += x.tokens
 		t.deleteSubtree(x)
@@ -212,13 +212,18 @@ func (t *Tree) Loads() []Transfer { return t.loads }
 
 // AckLoads acknowledges the k oldest load-backs as finished, unlocking their
 // nodes (SGLang's loading_check).
-func (t *Tree) AckLoads(k int) {
-	if k < 0 || k > len(t.loads) {
-		panic(fmt.Sprintf("tree: AckLoads(%d) with %d in flight", k, len(t.loads)))
+func (t *Tree) AckLoads(k int) { t.ack(&t.loads, k, "AckLoads") }
+
+// ack acknowledges the k oldest transfers of the queue q as finished,
+// unlocking their nodes; name is the public method, for the panic of a
+// caller's bug.
+func (t *Tree) ack(q *[]Transfer, k int, name string) {
+	if k < 0 || k > len(*q) {
+		panic(fmt.Sprintf("tree: %s(%d) with %d in flight", name, k, len(*q)))
 	}
-	for _, l := range t.loads[:k] {
-		t.unlock(l.Node)
+	for _, x := range (*q)[:k] {
+		t.unlock(x.Node)
 	}
-	t.loads = append(t.loads[:0], t.loads[k:]...)
+	*q = append((*q)[:0], (*q)[k:]...)
 	t.check()
 }

@@ -44,8 +44,8 @@ func orderTree(t *testing.T, cfg Config) *Tree {
 // left and returns the evicted node ids in order.
 func victims(tr *Tree) []NodeID {
 	var out []NodeID
-	for tr.devHeap.len() > 0 {
-		n := tr.devHeap.min()
+	for tr.devHeap.Len() > 0 {
+		n := tr.devHeap.Min()
 		out = append(out, n.id)
 		if res := tr.Evict(1); res.Nodes != 1 {
 			panic(fmt.Sprintf("Evict(1) evicted %d nodes", res.Nodes))

@@ -161,9 +161,9 @@ func (t *Tree) hit(n *Node) {
 func (t *Tree) protect(n *Node) {
 	n.protected = true
 	t.protTok += n.tokens
-	t.protHeap.push(n)
-	for t.protTok > t.protCap && t.protHeap.len() > 0 {
-		t.unprotect(t.protHeap.min())
+	t.protHeap.Push(n)
+	for t.protTok > t.protCap && t.protHeap.Len() > 0 {
+		t.unprotect(t.protHeap.Min())
 	}
 }
 
@@ -172,7 +172,7 @@ func (t *Tree) protect(n *Node) {
 func (t *Tree) unprotect(n *Node) {
 	n.protected = false
 	t.protTok -= n.tokens
-	t.protHeap.remove(n)
+	t.protHeap.Remove(n)
 	t.refresh(n)
 }
 
@@ -224,16 +224,7 @@ func (t *Tree) Writes() []Transfer { return t.writes }
 
 // AckWrites acknowledges the k oldest write-through copies as finished,
 // unlocking their nodes (SGLang's writing_check).
-func (t *Tree) AckWrites(k int) {
-	if k < 0 || k > len(t.writes) {
-		panic(fmt.Sprintf("tree: AckWrites(%d) with %d in flight", k, len(t.writes)))
-	}
-	for _, w := range t.writes[:k] {
-		t.unlock(w.Node)
-	}
-	t.writes = append(t.writes[:0], t.writes[k:]...)
-	t.check()
-}
+func (t *Tree) AckWrites(k int) { t.ack(&t.writes, k, "AckWrites") }
 
 // ---- Locks and request holdings ----
 
@@ -308,11 +299,4 @@ func (t *Tree) Reserve(lanes []int64) bool {
 }
 
 // Release returns request-held device tokens to the free pool.
-func (t *Tree) Release(lanes []int64) {
-	for o, v := range lanes {
-		if v < 0 || t.held[o] < v {
-			panic(fmt.Sprintf("tree: Release of %d tokens on lane %d, %d held", v, o, t.held[o]))
-		}
-		t.held[o] -= v
-	}
-}
+func (t *Tree) Release(lanes []int64) { takeLanes(t.held, lanes, "Release", "held") }

@@ -1,5 +1,7 @@
 package tree
 
+import "fmt"
+
 // LaneTokens adds to dst[o], for every lane o, the number of tokens at
 // positions [from, to) of a sequence that lane o owns, and returns dst.
 // Positions are token offsets from the start of the sequence. dst must have
@@ -40,4 +42,15 @@ func laneCountBelow(x, unit, cp, o int64) int64 {
 		n += rem
 	}
 	return n
+}
+
+// takeLanes subtracts lanes from pool, panicking (a caller's bug) if a lane
+// would go below zero; name is the public method and what the pool holds.
+func takeLanes(pool, lanes []int64, name, what string) {
+	for o, v := range lanes {
+		if v < 0 || pool[o] < v {
+			panic(fmt.Sprintf("tree: %s of %d tokens on lane %d, %d %s", name, v, o, pool[o], what))
+		}
+		pool[o] -= v
+	}
 }

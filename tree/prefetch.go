@@ -34,12 +34,7 @@ func (t *Tree) ReserveHost(lanes []int64) bool {
 // ReleaseHostReservation gives back reserved host tokens (the part of a
 // prefetch that was not inserted).
 func (t *Tree) ReleaseHostReservation(lanes []int64) {
-	for o, v := range lanes {
-		if v < 0 || t.hostRes[o] < v {
-			panic(fmt.Sprintf("tree: ReleaseHostReservation of %d tokens on lane %d, %d reserved", v, o, t.hostRes[o]))
-		}
-		t.hostRes[o] -= v
-	}
+	takeLanes(t.hostRes, lanes, "ReleaseHostReservation", "reserved")
 	t.check()
 }
 

@@ -180,16 +180,6 @@ func (m *machine) Check(rt *rapid.T) {
 			want[x]++
 		}
 	}
-	var visit func(n *Node)
-	visit = func(n *Node) {
-		for _, c := range n.kids {
-			if c.lockRef != want[c] {
-				rt.Fatalf("node %d: lockRef %d, holders say %d", c.id, c.lockRef, want[c])
-			}
-			visit(c)
-		}
-	}
-	visit(m.t.root)
 	// Host protections: every attached node's count is the number of pins on
 	// it exactly (a split leaves the count with the lower node).
 	pins := map[*Node]int64{}
@@ -198,16 +188,19 @@ func (m *machine) Check(rt *rapid.T) {
 			pins[n]++
 		}
 	}
-	var visitPins func(n *Node)
-	visitPins = func(n *Node) {
+	var visit func(n *Node)
+	visit = func(n *Node) {
 		for _, c := range n.kids {
+			if c.lockRef != want[c] {
+				rt.Fatalf("node %d: lockRef %d, holders say %d", c.id, c.lockRef, want[c])
+			}
 			if c.hostRef != pins[c] {
 				rt.Fatalf("node %d: hostRef %d, pins say %d", c.id, c.hostRef, pins[c])
 			}
-			visitPins(c)
+			visit(c)
 		}
 	}
-	visitPins(m.t.root)
+	visit(m.t.root)
 	// Host reservations: the tree's account is the sum of the holders'.
 	for o := 0; o < m.cfg.CP; o++ {
 		var res int64

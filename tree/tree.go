@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"unsafe"
+
+	"github.com/kvsim/kvsim/internal/heap"
 )
 
 // Tree is a paged radix tree of prompt prefixes with SGLang HiCache's device
@@ -89,9 +91,9 @@ func New(cfg Config) (*Tree, error) {
 	t.evict = make([]int64, t.cp)
 	t.prot = make([]int64, t.cp)
 	t.scratch = make([]int64, t.cp)
-	t.devHeap = nodeHeap{less: t.evictsBefore, slot: func(n *Node) *int { return &n.devIdx }}
-	t.hostHeap = nodeHeap{less: t.evictsBefore, slot: func(n *Node) *int { return &n.hostIdx }}
-	t.protHeap = nodeHeap{less: func(a, b *Node) bool { return a.accessSeq < b.accessSeq }, slot: func(n *Node) *int { return &n.protIdx }}
+	t.devHeap = heap.New(t.evictsBefore, func(n *Node) *int { return &n.devIdx })
+	t.hostHeap = heap.New(t.evictsBefore, func(n *Node) *int { return &n.hostIdx })
+	t.protHeap = heap.New(func(a, b *Node) bool { return a.accessSeq < b.accessSeq }, func(n *Node) *int { return &n.protIdx })
 	t.protCap = int64(cfg.ProtectedShare * float64(cfg.DeviceTokens*int64(cfg.CP)))
 	t.root = &Node{id: 0, lanes: make([]int64, t.cp), device: true, host: true, lockRef: 1, devIdx: -1, hostIdx: -1, protIdx: -1}
 	t.nextID = 1
@@ -184,7 +186,7 @@ func (t *Tree) stamp(n *Node) {
 	n.lastAccess = t.now
 	t.refresh(n)
 	if n.protIdx >= 0 {
-		t.protHeap.fix(n)
+		t.protHeap.Fix(n)
 	}
 }
 
@@ -259,8 +261,8 @@ func (t *Tree) refresh(n *Node) {
 	if t.cfg.Eviction == Belady {
 		n.nextUse = t.nextUse(n)
 	}
-	t.devHeap.set(n, n.device && n.lockRef == 0 && n.devKids == 0)
-	t.hostHeap.set(n, !n.device && n.host && n.lockRef == 0 && n.hostRef == 0 && len(n.kids) == 0)
+	t.devHeap.Set(n, n.device && n.lockRef == 0 && n.devKids == 0)
+	t.hostHeap.Set(n, !n.device && n.host && n.lockRef == 0 && n.hostRef == 0 && len(n.kids) == 0)
 }
 
 func (t *Tree) newNode(parent *Node, pages []PageID, depth int64) *Node {
@@ -494,12 +496,12 @@ func (t *Tree) split(c *Node, m int) *Node {
 	if c.protected {
 		// Both halves stay in the protected segment.
 		up.protected = true
-		t.protHeap.push(up)
+		t.protHeap.Push(up)
 	}
 	t.refresh(up)
 	t.refresh(c)
 	if c.protIdx >= 0 {
-		t.protHeap.fix(c)
+		t.protHeap.Fix(c)
 	}
 	return up
 }

@@ -43,3 +43,22 @@ func TestGPUValidate(t *testing.T) {
 	g.HBMGBps = math.Inf(1)
 	checkErrors(t, g.Validate(), []string{"hw.gpu.hbm_gbps: must be > 0 (got +Inf)"})
 }
+
+// TestHostCopyBandwidth checks that a zero efficiency takes the default
+// share of the host link and a set one is used as given.
+func TestHostCopyBandwidth(t *testing.T) {
+	g, err := GPUPreset("h100-sxm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	link, def := 63.0e9, 0.85 // PCIe Gen5 x16 per direction; the default share
+	for _, c := range []struct{ eff, want float64 }{
+		{0, link * def},
+		{1, link},
+		{0.5, 31.5e9},
+	} {
+		if got := g.HostCopyBandwidth(c.eff); got != c.want {
+			t.Errorf("HostCopyBandwidth(%v) = %v, want %v", c.eff, got, c.want)
+		}
+	}
+}

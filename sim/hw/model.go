@@ -3,6 +3,7 @@ package hw
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -217,22 +218,19 @@ var modelPresets = map[string]Model{
 }
 
 // ModelPreset returns the named model preset (see [ModelPresets]).
-func ModelPreset(name string) (Model, error) {
-	m, ok := modelPresets[name]
-	if !ok {
-		return Model{}, fmt.Errorf("model %w %q (want one of %s)", ErrUnknownPreset, name, strings.Join(ModelPresets(), ", "))
-	}
-	return m, nil
-}
+func ModelPreset(name string) (Model, error) { return preset(modelPresets, "model", name) }
 
 // ModelPresets lists the model preset names, sorted.
-func ModelPresets() []string {
-	names := make([]string, 0, len(modelPresets))
-	for n := range modelPresets {
-		names = append(names, n)
+func ModelPresets() []string { return slices.Sorted(maps.Keys(modelPresets)) }
+
+// preset returns the preset called name in table, or an error matching
+// [ErrUnknownPreset] that lists the kind's presets.
+func preset[T any](table map[string]T, kind, name string) (T, error) {
+	v, ok := table[name]
+	if !ok {
+		return v, fmt.Errorf("%s %w %q (want one of %s)", kind, ErrUnknownPreset, name, strings.Join(slices.Sorted(maps.Keys(table)), ", "))
 	}
-	slices.Sort(names)
-	return names
+	return v, nil
 }
 
 // MaxContextLen bounds a model's context length: 2^30 tokens.
@@ -245,6 +243,27 @@ func (m Model) Validate() error {
 	bad := func(key, rule string, got any) {
 		errs = append(errs, fielderr.New(fielderr.Key("hw", "model", key), "%s (got %v)", rule, got))
 	}
+	m.validateShape(bad)
+	m.validateBounds(bad)
+	m.validateAttention(bad)
+	m.validateExperts(bad)
+	if len(errs) == 0 {
+		// Only meaningful once the parts are valid.
+		if body := m.bodyActiveParams(); body <= 0 {
+			bad("active_params", "must exceed the embedding and LM head parameters (vocab*hidden each)", m.activeParams())
+		}
+		if m.Experts > 0 && m.routedExpertParams() >= m.Params {
+			bad("params", "must exceed the routed expert parameters experts*3*hidden*moe_intermediate*(layers-dense_layers)", m.Params)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// badKey records that the field at key breaks rule; got is its value.
+type badKey func(key, rule string, got any)
+
+// validateShape checks the sizes every model needs and the context length.
+func (m Model) validateShape(bad badKey) {
 	if m.Params <= 0 {
 		bad("params", "must be > 0", m.Params)
 	}
@@ -280,8 +299,11 @@ func (m Model) Validate() error {
 		// products would overflow.
 		bad("context_len", fmt.Sprintf("must be from 2 (room for one prompt token and one generated token) to %d", MaxContextLen), m.ContextLen)
 	}
-	// Upper bounds far past any real model, so that the sizing's products
-	// stay inside int64 and float64's exact integers.
+}
+
+// validateBounds checks upper bounds far past any real model, so that the
+// sizing's products stay inside int64 and float64's exact integers.
+func (m Model) validateBounds(bad badKey) {
 	for _, c := range []struct {
 		key string
 		v   float64
@@ -300,6 +322,10 @@ func (m Model) Validate() error {
 			bad(c.key, "must be at most "+plainNum(c.max), plainNum(c.v))
 		}
 	}
+}
+
+// validateAttention checks the attention kind and its head shapes.
+func (m Model) validateAttention(bad badKey) {
 	switch m.Attention {
 	case MHA:
 		if m.KVHeads <= 0 || (m.Heads > 0 && m.Heads%m.KVHeads != 0) {
@@ -327,6 +353,10 @@ func (m Model) Validate() error {
 	default:
 		bad("attention", "must be mha or mla", m.Attention)
 	}
+}
+
+// validateExperts checks the mixture-of-experts fields.
+func (m Model) validateExperts(bad badKey) {
 	if m.Experts < 0 {
 		bad("experts", "must be >= 0", m.Experts)
 	}
@@ -341,16 +371,6 @@ func (m Model) Validate() error {
 			bad("dense_layers", "must be in [0, layers)", m.DenseLayers)
 		}
 	}
-	if len(errs) == 0 {
-		// Only meaningful once the parts are valid.
-		if body := m.bodyActiveParams(); body <= 0 {
-			bad("active_params", "must exceed the embedding and LM head parameters (vocab*hidden each)", m.activeParams())
-		}
-		if m.Experts > 0 && m.routedExpertParams() >= m.Params {
-			bad("params", "must exceed the routed expert parameters experts*3*hidden*moe_intermediate*(layers-dense_layers)", m.Params)
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // activeParams is ActiveParams, or Params for a dense model.

@@ -268,8 +268,19 @@ func Size(m Model, g GPU, s Server) (Sizing, error) {
 		maxTotalCap: s.MaxTotalTokens, userMRR: s.MaxRunningRequests,
 		hicacheRatio: s.HiCacheRatio, hicacheSizeGB: s.HiCacheSizeGB,
 	}
+	for _, step := range []func(Model, GPU, Server) error{z.memorySettings, z.profile, z.requestPool} {
+		if err := step(m, g, s); err != nil {
+			return z, err
+		}
+	}
+	z.hostPool(m, s)
+	return z, nil
+}
 
-	// _handle_gpu_memory_settings: the table by nvidia-smi MiB.
+// memorySettings is SGLang's _handle_gpu_memory_settings: chunked prefill
+// size, CUDA graph batch size and mem_fraction_static from the table by
+// nvidia-smi MiB, unless the server sets them.
+func (z *Sizing) memorySettings(m Model, g GPU, s Server) error {
 	chunk, graphBS := memoryTable(g.MemoryMiB, s.TPSize)
 	z.ChunkedPrefillSize, z.ChunkedPrefillAuto = s.ChunkedPrefillSize, s.ChunkedPrefillSize == 0
 	if z.ChunkedPrefillAuto {
@@ -296,12 +307,15 @@ func Size(m Model, g GPU, s Server) (Sizing, error) {
 		z.ReservedMiB = reserved
 		z.MemFractionStatic = roundPy((gpuMem-reserved)/gpuMem, 3)
 		if !(z.MemFractionStatic > 0) {
-			return z, fmt.Errorf("hw: %s on %s: %w: the automatic reserve of %.0f MiB leaves no static memory of %d MiB (set hw.server.mem_fraction_static)",
+			return fmt.Errorf("hw: %s on %s: %w: the automatic reserve of %.0f MiB leaves no static memory of %d MiB (set hw.server.mem_fraction_static)",
 				m.Name, g.Name, ErrDoesNotFit, reserved, g.MemoryMiB)
 		}
 	}
+	return nil
+}
 
-	// profile_max_num_token.
+// profile is SGLang's profile_max_num_token: the device pool's tokens.
+func (z *Sizing) profile(m Model, g GPU, s Server) error {
 	z.FreeBeforeWeightsBytes = (g.MemoryMiB - s.RuntimeOverheadMiB) << 20
 	z.WeightBytes = m.WeightBytes(s.TPSize)
 	z.CellBytes = m.CellBytes(s.TPSize)
@@ -318,13 +332,18 @@ func Size(m Model, g GPU, s Server) (Sizing, error) {
 	}
 	tokens = tokens / int64(s.PageSize) * int64(s.PageSize)
 	if tokens <= 0 {
-		return z, fmt.Errorf("hw: %s on %s with tp %d: %w: weights take %s per rank but mem_fraction_static %.3f of %s free leaves %s (SGLang: not enough memory, increase --mem-fraction-static)",
+		return fmt.Errorf("hw: %s on %s with tp %d: %w: weights take %s per rank but mem_fraction_static %.3f of %s free leaves %s (SGLang: not enough memory, increase --mem-fraction-static)",
 			m.Name, g.Name, s.TPSize, ErrDoesNotFit, gib(z.WeightBytes), z.MemFractionStatic, gib(z.FreeBeforeWeightsBytes), gib(int64(free*z.MemFractionStatic)))
 	}
 	z.DeviceTokens = tokens
 	z.LogicalDeviceTokens = tokens * int64(s.DCPSize)
+	return nil
+}
 
-	// init_memory_pool / _resolve_max_num_reqs (newer SGLang).
+// requestPool is SGLang's init_memory_pool / _resolve_max_num_reqs (newer
+// SGLang): the request slots and max_running_requests.
+func (z *Sizing) requestPool(m Model, g GPU, s Server) error {
+	tokens := z.DeviceTokens
 	est := int(float64(tokens) / float64(m.ContextLen) * 512)
 	z.ReqPoolSize = min(max(est, 2048), 4096)
 	capacityCap := tokens / 2
@@ -334,11 +353,16 @@ func Size(m Model, g GPU, s Server) (Sizing, error) {
 		z.MaxRunningRequests = int(min(int64(z.ReqPoolSize), capacityCap))
 	}
 	if z.MaxRunningRequests <= 0 {
-		return z, fmt.Errorf("hw: %s on %s: %w: max_running_requests is 0 (device pool %d tokens, max_running_requests %d over dp_size %d)",
+		return fmt.Errorf("hw: %s on %s: %w: max_running_requests is 0 (device pool %d tokens, max_running_requests %d over dp_size %d)",
 			m.Name, g.Name, ErrDoesNotFit, tokens, s.MaxRunningRequests, s.DPSize)
 	}
+	return nil
+}
 
-	// HiCache host pool (pool_host/base.py, newer alignment).
+// hostPool sizes the HiCache host pool (pool_host/base.py, newer
+// alignment) and warns of pools SGLang would refuse or cap.
+func (z *Sizing) hostPool(m Model, s Server) {
+	tokens := z.DeviceTokens
 	switch {
 	case s.HiCacheSizeGB > 0:
 		z.HostTokens = int64(math.Floor(s.HiCacheSizeGB * 1e9 / float64(z.CellBytes)))
@@ -355,7 +379,6 @@ func Size(m Model, g GPU, s Server) (Sizing, error) {
 	if tokens < m.ContextLen {
 		z.Warnings = append(z.Warnings, fmt.Sprintf("device pool %d tokens is below context_len %d: SGLang caps a request at %d tokens", tokens, m.ContextLen, tokens-1))
 	}
-	return z, nil
 }
 
 // memoryTable is _handle_gpu_memory_settings' table: default
