@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -73,14 +72,9 @@ type warmCacheRow struct {
 }
 
 func benchWarmCache(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("bench warm-cache", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		io.WriteString(stderr, "usage: kvsim bench warm-cache --target URL|sim [flags]\n\n")
-		fs.PrintDefaults()
-	}
+	fs := newCommand("kvsim bench warm-cache", "usage: kvsim bench warm-cache --target URL|sim [flags]\n\n", stderr)
 	var rf replayFlags
-	rf.register(fs, 20*time.Minute)
+	rf.register(fs.FlagSet, 20*time.Minute)
 	cfgPath := fs.String("config", "", "with --target sim: the simulated server (TOML; default: the bundled configs/default.toml)")
 	numPrompts := fs.Int("num-prompts", 64, "prompts per shared-prefix percentage")
 	total := fs.Int("total-tokens", 70000, "tokens per prompt (shared prefix + unique suffix)")
@@ -91,19 +85,10 @@ func benchWarmCache(args []string, stdout, stderr io.Writer) int {
 	noEOS := fs.Bool("disable-ignore-eos", false, "send ignore_eos=false")
 	outFile := fs.String("output-file", "", "append one JSON object per percentage to this JSONL file")
 	settle := fs.Duration("settle", time.Second, "pause after each flush")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "kvsim bench warm-cache: "+format+"\n", a...)
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		return usageErr("unexpected argument %q", fs.Arg(0))
-	}
+	usageErr := fs.usageErr
 	if err := rf.validate(); err != nil {
 		return usageErr("%v", err)
 	}
@@ -241,14 +226,9 @@ type multiTurnLog struct {
 }
 
 func benchMultiTurn(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("bench multiturn", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		io.WriteString(stderr, "usage: kvsim bench multiturn --target URL|sim [flags]\n\n")
-		fs.PrintDefaults()
-	}
+	fs := newCommand("kvsim bench multiturn", "usage: kvsim bench multiturn --target URL|sim [flags]\n\n", stderr)
 	var rf replayFlags
-	rf.register(fs, 20*time.Minute)
+	rf.register(fs.FlagSet, 20*time.Minute)
 	cfgPath := fs.String("config", "", "with --target sim: the simulated server (TOML; default: the bundled configs/default.toml)")
 	clients := fs.Int("num-clients", 256, "number of clients (conversations)")
 	maxPar := fs.Int("max-parallel", 128, "maximum requests in flight")
@@ -264,19 +244,10 @@ func benchMultiTurn(args []string, stdout, stderr io.Writer) int {
 	logFile := fs.String("log-file", "performance_metrics.jsonl", "append one JSON object per rate to this JSONL file ('' for none)")
 	tag := fs.String("tag", "", "tag written with each log line")
 	settle := fs.Duration("settle", time.Second, "pause after each flush")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "kvsim bench multiturn: "+format+"\n", a...)
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		return usageErr("unexpected argument %q", fs.Arg(0))
-	}
+	usageErr := fs.usageErr
 	if err := rf.validate(); err != nil {
 		return usageErr("%v", err)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -56,9 +55,7 @@ See docs/replay.md and docs/fidelity.md.
 `
 
 func runCalibrate(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("calibrate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { io.WriteString(stderr, calibrateUsage); fs.PrintDefaults() }
+	fs := newCommand("kvsim calibrate", calibrateUsage, stderr)
 	var perReqs, serverLogs pathsFlag
 	fs.Var(&perReqs, "per-request", "per-request trace of a concurrency-1 replay (or capture); with a llama-server config, one per run of the calibration trace (repeat the flag: their repeats are pooled)")
 	fs.Var(&serverLogs, "server-log", "llama-server config: llama-server's `LOG` (default verbosity, with timestamps) of each --per-request run, one per run in the same order (repeat the flag): the copy rates are then measured from each TTFT less the logged prompt eval time instead of fitted with the prompt cost")
@@ -76,19 +73,10 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 	requestDelay := fs.Duration("request-delay", 0, "llama-server config: time from a request's send until the server loop sees it (written to the config as request_delay_ns and taken out of every TTFT before the fit; not fitted; default: the --config's request_delay_ns)")
 	noAfterPrompt := fs.Bool("no-after-prompt", false, "llama-server config: do not fit the extra time of decode steps after a prompt call (after_prompt_ns 0; the decode fit then spreads it over all steps)")
 	asJSON := fs.Bool("json", false, "print the fit as JSON instead of text")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "kvsim calibrate: "+format+"\n", a...)
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		return usageErr("unexpected argument %q", fs.Arg(0))
-	}
+	usageErr := fs.usageErr
 	f := configs.Default()
 	if *cfgPath != "" {
 		var err error

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -63,11 +62,9 @@ func (p *pathsFlag) Set(s string) error {
 }
 
 func runCompare(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { io.WriteString(stderr, compareUsage); fs.PrintDefaults() }
+	fs := newCommand("kvsim compare", compareUsage, stderr)
 	var j replayJob
-	j.register(fs)
+	j.register(fs.FlagSet)
 	url := fs.String("url", "", "the server's base URL (measured)")
 	var measuredPaths pathsFlag
 	fs.Var(&measuredPaths, "measured", "offline: a per-request trace of the server; repeat it for several runs (compared by their per-request median)")
@@ -77,16 +74,10 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 	maxMAPE := fs.Float64("max-ttft-mape", 15, "fail (exit 1) when the per-request TTFT MAPE is above this, in percent")
 	maxPP := fs.Float64("max-hit-rate-pp", 5, "fail (exit 1) when the hit rates differ by more than this many percentage points")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "kvsim compare: "+format+"\n", a...)
-		return exitUsage
-	}
+	usageErr := fs.usageErr
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "kvsim compare: %v\n", err)
 		return exitFail
@@ -133,7 +124,7 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 			return usageErr("--target: compare replays against --url and the simulator; use --url")
 		}
 		j.rf.target = *url
-		uerr, ferr := j.check(fs, false)
+		uerr, ferr := j.check(fs.FlagSet, false)
 		if uerr != nil {
 			return usageErr("%v", uerr)
 		}

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -38,9 +37,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	if f := fleetConfig(args); f != nil {
 		return runFleetSim(f, args, stdout, stderr) // cmd/kvsim/fleet.go
 	}
-	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { io.WriteString(stderr, simUsage); fs.PrintDefaults() }
+	fs := newCommand("kvsim sim", simUsage, stderr)
 	cfgPath := fs.String("config", "", "server configuration (TOML); default: the bundled default")
 	tracePath := fs.String("trace", "", "trace file (overrides the config's workload.trace)")
 	format := fs.String("format", "", "trace format (mooncake, bailian, weka, azure, tokens, kvsim); default: the config's workload.format for the config's trace, else detected")
@@ -51,16 +48,9 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	explain := fs.Bool("explain", false, "print how the memory sizes and cost model were derived")
 	openLoop := fs.Bool("open-loop", false, "release every request at its trace arrival, ignoring its dependencies (overrides the config's workload.open_loop; default: closed loop, a request waits for its parent and sub-agents to finish in simulated time, plus its delay)")
 	gapCap := new(time.Duration)
-	durationVar(fs, gapCap, "idle-gap-cap", 0, "cut every gap between consecutive request starts of a session family longer than this to it, shifting later times left (overrides the config's workload.idle_gap_cap; 0: none)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "kvsim sim: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
+	durationVar(fs.FlagSet, gapCap, "idle-gap-cap", 0, "cut every gap between consecutive request starts of a session family longer than this to it, shifting later times left (overrides the config's workload.idle_gap_cap; 0: none)")
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
 	for _, o := range []struct{ flag, path string }{{"per-request", *perReq}, {"timeline", *timeline}} {
 		if err := outputDirExists(o.path); err != nil {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/kvsim/kvsim/internal/atomicfile"
 	"hash/fnv"
 	"io"
 	"math"
@@ -17,6 +16,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/kvsim/kvsim/internal/atomicfile"
 
 	"github.com/kvsim/kvsim/traces"
 )
@@ -78,27 +79,11 @@ func runTrace(args []string, stdout, stderr io.Writer) int {
 	return exitUsage
 }
 
-// parseInterleaved parses flags that may come before or after the
-// positional arguments, and returns the positional arguments.
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
-}
-
-func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("kvsim trace "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return fs
+// newTraceCommand returns the flag set of "kvsim trace NAME"; its usage
+// is the flag package's default one.
+func newTraceCommand(name string, stderr io.Writer) *cmdFlags {
+	name = "kvsim trace " + name
+	return newCommand(name, "Usage of "+name+":\n", stderr)
 }
 
 // traceInput holds the flags shared by the commands that read a trace.
@@ -139,11 +124,17 @@ func (in *traceInput) check(fs *flag.FlagSet, pos []string, stderr io.Writer) bo
 	return true
 }
 
-// parse parses the flags and the files; it prints the problem and returns
-// false on a usage error.
-func (in *traceInput) parse(fs *flag.FlagSet, args []string, stderr io.Writer) bool {
-	pos, err := parseInterleaved(fs, args)
-	return err == nil && in.check(fs, pos, stderr)
+// parse parses the flags and the files; when ok is false the caller
+// returns code (the problem has been printed).
+func (in *traceInput) parse(fs *cmdFlags, args []string) (code int, ok bool) {
+	pos, code, ok := fs.parsePositional(args)
+	if !ok {
+		return code, false
+	}
+	if !in.check(fs.FlagSet, pos, fs.stderr) {
+		return exitUsage, false
+	}
+	return exitOK, true
 }
 
 func (in *traceInput) open() (*traces.Reader, error) {
@@ -251,16 +242,16 @@ func fail(stderr io.Writer, err error) int {
 // ---- stats ----
 
 func traceStats(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("stats", stderr)
+	fs := newTraceCommand("stats", stderr)
 	var in traceInput
-	in.register(fs)
-	in.registerGapCap(fs)
+	in.register(fs.FlagSet)
+	in.registerGapCap(fs.FlagSet)
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	blockSize := fs.Int("token-block-size", traces.DefaultTokenBlockSize, "block size for hashing token-id traces")
 	withOPT := fs.Bool("opt", true, "compute the OPT (Belady) hit rates, whose memory grows with the trace's block references; --opt=false keeps memory to the unique blocks")
 	out := fs.String("out", "", "write to `FILE` instead of stdout")
-	if !in.parse(fs, args, stderr) {
-		return exitUsage
+	if code, ok := in.parse(fs, args); !ok {
+		return code
 	}
 	if *blockSize <= 0 {
 		fmt.Fprintf(stderr, "%s: --token-block-size: must be > 0 (got %d)\n", fs.Name(), *blockSize)
@@ -343,12 +334,12 @@ func writeStatsTable(w io.Writer, name string, st *traces.Stats) error {
 // ---- validate ----
 
 func traceValidate(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("validate", stderr)
+	fs := newTraceCommand("validate", stderr)
 	var in traceInput
-	in.register(fs)
+	in.register(fs.FlagSet)
 	maxShown := fs.Int("max", 0, "print at most `N` problems (0: all)")
-	if !in.parse(fs, args, stderr) {
-		return exitUsage
+	if code, ok := in.parse(fs, args); !ok {
+		return code
 	}
 	r, err := in.open()
 	if err != nil {
@@ -456,14 +447,14 @@ func copyTrace(in *traceInput, outPath string, stdout io.Writer, limit int, keep
 }
 
 func traceConvert(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("convert", stderr)
+	fs := newTraceCommand("convert", stderr)
 	var in traceInput
-	in.register(fs)
-	in.registerGapCap(fs)
+	in.register(fs.FlagSet)
+	in.registerGapCap(fs.FlagSet)
 	to := fs.String("to", "kvsim", "output format (only kvsim)")
 	out := fs.String("out", "", "write to `FILE` instead of stdout")
-	if !in.parse(fs, args, stderr) {
-		return exitUsage
+	if code, ok := in.parse(fs, args); !ok {
+		return code
 	}
 	if *to != "kvsim" {
 		fmt.Fprintf(stderr, "%s: --to: only kvsim can be written (got %q)\n", fs.Name(), *to)
@@ -477,13 +468,13 @@ func traceConvert(args []string, stdout, stderr io.Writer) int {
 }
 
 func traceHead(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("head", stderr)
+	fs := newTraceCommand("head", stderr)
 	var in traceInput
-	in.register(fs)
+	in.register(fs.FlagSet)
 	n := fs.Int("n", 10, "number of requests to keep")
 	out := fs.String("out", "", "write to `FILE` instead of stdout")
-	if !in.parse(fs, args, stderr) {
-		return exitUsage
+	if code, ok := in.parse(fs, args); !ok {
+		return code
 	}
 	if *n < 1 {
 		fmt.Fprintf(stderr, "%s: -n: must be >= 1 (got %d)\n", fs.Name(), *n)
@@ -496,14 +487,14 @@ func traceHead(args []string, stdout, stderr io.Writer) int {
 }
 
 func traceSample(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("sample", stderr)
+	fs := newTraceCommand("sample", stderr)
 	var in traceInput
-	in.register(fs)
+	in.register(fs.FlagSet)
 	fraction := fs.Float64("fraction", 0.1, "fraction of sessions to keep, in (0, 1]")
 	seed := fs.Uint64("seed", 1, "seed of the sample")
 	out := fs.String("out", "", "write to `FILE` instead of stdout")
-	if !in.parse(fs, args, stderr) {
-		return exitUsage
+	if code, ok := in.parse(fs, args); !ok {
+		return code
 	}
 	if !(*fraction > 0 && *fraction <= 1) {
 		fmt.Fprintf(stderr, "%s: --fraction: must be in (0, 1] (got %v)\n", fs.Name(), *fraction)
@@ -608,7 +599,7 @@ func traceGen(args []string, stdout, stderr io.Writer) int {
 	if kind == "repeat" {
 		return traceRepeat(args[1:], stdout, stderr)
 	}
-	fs := newFlagSet("gen "+kind, stderr)
+	fs := newTraceCommand("gen "+kind, stderr)
 	seed := fs.Uint64("seed", 1, "seed of the generator")
 	out := fs.String("out", "", "write to `FILE` instead of stdout")
 	vocab := vocabFlag(traces.DefaultVocab)
@@ -677,9 +668,9 @@ func traceGen(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvsim trace gen: unknown kind %q\n\n%s", kind, genUsage)
 		return exitUsage
 	}
-	pos, err := parseInterleaved(fs, args[1:])
-	if err != nil {
-		return exitUsage
+	pos, code, ok := fs.parsePositional(args[1:])
+	if !ok {
+		return code
 	}
 	if len(pos) > 0 {
 		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", fs.Name(), pos[0])
@@ -722,13 +713,13 @@ func traceGen(args []string, stdout, stderr io.Writer) int {
 // traceRepeat writes --copies copies of a trace back to back in time
 // (traces.Repeat), reading the input once per copy.
 func traceRepeat(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("gen repeat", stderr)
+	fs := newTraceCommand("gen repeat", stderr)
 	var in traceInput
-	in.register(fs)
+	in.register(fs.FlagSet)
 	copies := fs.Int("copies", 2, "number of copies, back to back in time (1: the trace in kvsim format)")
 	out := fs.String("out", "", "write to `FILE` instead of stdout")
-	if !in.parse(fs, args, stderr) {
-		return exitUsage
+	if code, ok := in.parse(fs, args); !ok {
+		return code
 	}
 	switch {
 	case *copies < 1:
