@@ -296,7 +296,7 @@ const (
 	afterPromptMinSteps = 10
 )
 
-// CalibrateLlama fits llamacpp.CPUCost to a per-request trace of the
+// FitLlama fits llamacpp.CPUCost to a per-request trace of the
 // calibration trace's replay against a llama-server run with cfg's
 // arguments (kvsim replay --per-request; the records' Arrival is each
 // request's send time). Two samples per request:
@@ -332,8 +332,8 @@ const (
 // the minimum: the fidelity runs meet the same noise, and the median is
 // what a typical request sees). Both fits are non-negative least squares
 // with a free intercept on relative errors (Calibrate's solver).
-func CalibrateLlama(recs []traces.Record, cfg llamacpp.Config, smallCall int) (*LlamaCalibration, error) {
-	return CalibrateLlamaRuns([][]traces.Record{recs}, cfg, LlamaFit{SmallCall: smallCall})
+func FitLlama(recs []traces.Record, cfg llamacpp.Config, smallCall int) (*LlamaCalibration, error) {
+	return FitLlamaRuns([][]traces.Record{recs}, cfg, LlamaFit{SmallCall: smallCall})
 }
 
 // LlamaFit are the settings of a llama-server fit that the runs cannot
@@ -353,17 +353,17 @@ type LlamaFit struct {
 	// Logs, when not nil, are the server's logs of the runs, one per run
 	// in the same order (ReadLlamaServerLog): the copy rates are then
 	// measured from them instead of fitted with the prompt cost (see
-	// CalibrateLlamaRuns).
+	// FitLlamaRuns).
 	Logs [][]LlamaLogTask
 	// LogNames, when not nil, name the logs in errors (one per log).
 	LogNames []string
 	// NoAfterPrompt leaves the slowdown of decode steps after a prompt
 	// call out of the fit (no llamacpp.CPUCost.AfterPromptCurve; see
-	// CalibrateLlamaRuns).
+	// FitLlamaRuns).
 	NoAfterPrompt bool
 }
 
-// CalibrateLlamaRuns is CalibrateLlama over several runs of the calibration
+// FitLlamaRuns is FitLlama over several runs of the calibration
 // trace, each against a fresh server with cfg's arguments (their send
 // times are each from its own start): each run's requests give their
 // samples as in one run, and a shape's repeats in all runs are pooled
@@ -384,7 +384,7 @@ type LlamaFit struct {
 // take up whatever else comes with the copies: on the project's machines
 // that fit gave 0.06-0.60 ns per byte copied between runs, where the logs
 // give 0.22-0.30 (docs/fidelity.md).
-func CalibrateLlamaRuns(runs [][]traces.Record, cfg llamacpp.Config, fit LlamaFit) (*LlamaCalibration, error) {
+func FitLlamaRuns(runs [][]traces.Record, cfg llamacpp.Config, fit LlamaFit) (*LlamaCalibration, error) {
 	if len(runs) == 0 {
 		return nil, errors.New("calibrate: no runs")
 	}
@@ -662,8 +662,8 @@ func inTiers(pre []calSample, fit LlamaFit) []calSample {
 }
 
 // llamaSamples are the prompt and decode samples of one calibration run's
-// per-request records (see CalibrateLlama), with the run's server log the
-// copy samples (see CalibrateLlamaRuns), and the largest mean decode batch
+// per-request records (see FitLlama), with the run's server log the
+// copy samples (see FitLlamaRuns), and the largest mean decode batch
 // seen.
 func llamaSamples(recs []traces.Record, log []LlamaLogTask, logName string, cfg llamacpp.Config, fit LlamaFit) (pre, dec, cps []calSample, maxB float64, err error) {
 	copied, err := llamaCopies(recs, cfg)

@@ -124,7 +124,7 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvsim calibrate: %v\n", err)
 		return exitFail
 	}
-	cc := calibrate.CalibrateConfig{
+	cc := calibrate.Config{
 		ChunkedPrefillSize: built.Sim.Scheduler.ChunkedPrefillSize,
 		PageSize:           built.Sim.Cache.PageSize, Relative: !*absolute,
 	}
@@ -243,7 +243,7 @@ func calibrateLlama(f *configs.File, cfgPath, genTrace string, perReqs, serverLo
 		fit.Logs = append(fit.Logs, tasks)
 		fit.LogNames = append(fit.LogNames, p)
 	}
-	c, err := calibrate.CalibrateLlamaRuns(runs, cfg, fit)
+	c, err := calibrate.FitLlamaRuns(runs, cfg, fit)
 	if err != nil {
 		names := strings.Join(perReqs, ", ")
 		if len(serverLogs) > 0 {
