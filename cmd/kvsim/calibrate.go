@@ -77,12 +77,9 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	usageErr := fs.usageErr
-	f := configs.Default()
-	if *cfgPath != "" {
-		var err error
-		if f, err = configs.Load(*cfgPath); err != nil {
-			return usageErr("%v", err)
-		}
+	f, err := loadConfig(*cfgPath)
+	if err != nil {
+		return usageErr("%v", err)
 	}
 	if f.IsLlamaCpp() {
 		set := map[string]bool{}

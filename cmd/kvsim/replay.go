@@ -240,12 +240,9 @@ type replayTarget interface {
 // simTarget builds the in-process simulator target from a config file
 // ("" = the bundled default).
 func simTarget(cfgPath string) (*replay.SimTarget, error) {
-	f := configs.Default()
-	if cfgPath != "" {
-		var err error
-		if f, err = configs.Load(cfgPath); err != nil {
-			return nil, err
-		}
+	f, err := loadConfig(cfgPath)
+	if err != nil {
+		return nil, err
 	}
 	srv, err := f.BuildServer(configs.ServerOptions{})
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"net"
 	"time"
 
-	"github.com/kvsim/kvsim/configs"
 	"github.com/kvsim/kvsim/replay"
 )
 
@@ -61,12 +60,9 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if !validHostPort(*addr) {
 		return usageErr("--addr: expected HOST:PORT, e.g. 127.0.0.1:30000, found %q", *addr)
 	}
-	f := configs.Default()
-	if *cfgPath != "" {
-		var err error
-		if f, err = configs.Load(*cfgPath); err != nil {
-			return usageErr("%v", err)
-		}
+	f, err := loadConfig(*cfgPath)
+	if err != nil {
+		return usageErr("%v", err)
 	}
 	built, err := f.Build()
 	if err != nil {

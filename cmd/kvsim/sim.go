@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -58,15 +59,9 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 	}
-	var f *configs.File
-	if *cfgPath == "" {
-		f = configs.Default()
-	} else {
-		var err error
-		if f, err = configs.Load(*cfgPath); err != nil {
-			fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
-			return exitUsage
-		}
+	f, err := loadConfig(*cfgPath)
+	if err != nil {
+		return fs.usageErr("%v", err)
 	}
 	if *seed != 0 {
 		f.Seed = *seed
@@ -81,8 +76,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	})
 	if gapCapSet {
 		if *gapCap < 0 {
-			fmt.Fprintf(stderr, "kvsim sim: --idle-gap-cap: must be >= 0 (got %v)\n", *gapCap)
-			return exitUsage
+			return fs.usageErr("--idle-gap-cap: must be >= 0 (got %v)", *gapCap)
 		}
 		capNs = int64(*gapCap)
 	}
@@ -99,25 +93,9 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintln(stdout)
 	}
-	tp := *tracePath
-	fmtName := *format
-	if tp == "" {
-		tp = f.TracePath()
-		if fmtName == "" {
-			fmtName = f.Workload.Format
-		}
-	}
-	if tp == "" {
-		fmt.Fprintln(stderr, "kvsim sim: no trace: give --trace or set workload.trace in the config")
-		return exitUsage
-	}
-	tf := traces.FormatAuto
-	if fmtName != "" {
-		// configs.Load has checked workload.format; only the flag is left.
-		if tf, err = traces.ParseFormat(fmtName); err != nil {
-			fmt.Fprintf(stderr, "kvsim sim: --format: %v\n", err)
-			return exitUsage
-		}
+	tp, tf, err := simTracePath(f, *tracePath, *format)
+	if err != nil {
+		return fs.usageErr("%v", err)
 	}
 	rd, closeTrace, err := openTrace(f, *tracePath == "", tp, tf)
 	if err != nil {
@@ -206,15 +184,8 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if *asJSON {
-		out := struct {
-			engine.Summary
-			Trace   string `json:"trace"`
-			Config  string `json:"config"`
-			Seed    uint64 `json:"seed"`
-			Version string `json:"kvsim_version"`
-		}{res.Summary, tp, nameOr(*cfgPath, "default"), srv.Seed, version}
-		enc := json.NewEncoder(stdout)
-		if err := enc.Encode(out); err != nil {
+		out := simJSON{res.Summary, tp, nameOr(*cfgPath, "default"), srv.Seed, version}
+		if err := json.NewEncoder(stdout).Encode(out); err != nil {
 			fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
 			return exitFail
 		}
@@ -227,6 +198,46 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 // openTrace opens the trace at path, or, for the config's own trace of
 // the bundled default (fromConfig), the copy embedded in the binary, so
 // that `kvsim sim` works from any directory. closeTrace closes both.
+// simJSON is what kvsim sim --json prints.
+type simJSON struct {
+	engine.Summary
+	Trace   string `json:"trace"`
+	Config  string `json:"config"`
+	Seed    uint64 `json:"seed"`
+	Version string `json:"kvsim_version"`
+}
+
+// loadConfig loads the config at path, or the bundled default for "".
+func loadConfig(path string) (*configs.File, error) {
+	if path == "" {
+		return configs.Default(), nil
+	}
+	return configs.Load(path)
+}
+
+// simTracePath resolves the trace to simulate and its format: the flags',
+// else the config's workload.trace and workload.format.
+func simTracePath(f *configs.File, path, format string) (string, traces.Format, error) {
+	if path == "" {
+		path = f.TracePath()
+		if format == "" {
+			format = f.Workload.Format
+		}
+	}
+	if path == "" {
+		return "", 0, errors.New("no trace: give --trace or set workload.trace in the config")
+	}
+	if format == "" {
+		return path, traces.FormatAuto, nil
+	}
+	// configs.Load has checked workload.format; only the flag is left.
+	tf, err := traces.ParseFormat(format)
+	if err != nil {
+		return "", 0, fmt.Errorf("--format: %w", err)
+	}
+	return path, tf, nil
+}
+
 func openTrace(f *configs.File, fromConfig bool, path string, tf traces.Format) (rd *traces.Reader, closeTrace func(), err error) {
 	if !fromConfig || !f.Bundled() {
 		rd, err := traces.Open(path, tf)
