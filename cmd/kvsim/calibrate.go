@@ -11,6 +11,7 @@ import (
 
 	"github.com/kvsim/kvsim/calibrate"
 	"github.com/kvsim/kvsim/configs"
+	"github.com/kvsim/kvsim/sim/llamacpp"
 	"github.com/kvsim/kvsim/traces"
 )
 
@@ -186,31 +187,7 @@ func calibrateLlama(f *configs.File, cfgPath, genTrace string, perReqs, serverLo
 		if len(perReqs) > 0 || len(serverLogs) > 0 || out != "" {
 			return usageErr("--gen-trace writes the calibration trace only: no --per-request, --server-log or --out")
 		}
-		recs, err := calibrate.LlamaCalibrationTrace(calibrate.LlamaCalibrationConfig{
-			Slots: cfg.Slots, SlotContext: cfg.SlotContext(), Repeats: o.repeats, Seed: o.seed, Vocab: o.vocab,
-		})
-		if err != nil {
-			return usageErr(err.Error())
-		}
-		hdr := traces.Header{Format: "kvsim", Source: fmt.Sprintf("kvsim calibrate --config %s --gen-trace --seed %d --repeats %d --vocab %s", cfgPath, o.seed, o.repeats, o.vocab)}
-		err = writeAtomic(genTrace, func(w io.Writer) error {
-			tw, err := traces.NewWriter(w, hdr)
-			if err != nil {
-				return err
-			}
-			for _, r := range recs {
-				if err := tw.Write(r); err != nil {
-					return err
-				}
-			}
-			return tw.Flush()
-		})
-		if err != nil {
-			return fail(err)
-		}
-		fmt.Fprintf(stdout, "wrote %s: %d requests; replay it with --max-concurrency %d --vocab %s --per-request F, then kvsim calibrate --config %s --per-request F --out calibrated.toml\n",
-			genTrace, len(recs), cfg.Slots, o.vocab, cfgPath)
-		return exitOK
+		return genLlamaTrace(cfg, cfgPath, genTrace, o, stdout, stderr)
 	}
 	switch {
 	case len(perReqs) == 0:
@@ -261,6 +238,44 @@ func calibrateLlama(f *configs.File, cfgPath, genTrace string, perReqs, serverLo
 		}
 		return exitOK
 	}
+	printLlamaFit(stdout, c, cfg)
+	fmt.Fprintf(stdout, "wrote %s\n", out)
+	return exitOK
+}
+
+// readLlamaLog reads the tasks of a llama-server log file.
+func readLlamaLog(path string) ([]calibrate.LlamaLogTask, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return calibrate.ReadLlamaServerLog(f, path)
+}
+
+// genLlamaTrace writes the llama-server calibration trace for cfg's slots
+// to path (--gen-trace) and says how to replay it.
+func genLlamaTrace(cfg llamacpp.Config, cfgPath, path string, o llamaTraceOpts, stdout, stderr io.Writer) int {
+	recs, err := calibrate.LlamaCalibrationTrace(calibrate.LlamaCalibrationConfig{
+		Slots: cfg.Slots, SlotContext: cfg.SlotContext(), Repeats: o.repeats, Seed: o.seed, Vocab: o.vocab,
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "kvsim calibrate: %v\n", err)
+		return exitUsage
+	}
+	hdr := traces.Header{Format: "kvsim", Source: fmt.Sprintf("kvsim calibrate --config %s --gen-trace --seed %d --repeats %d --vocab %s", cfgPath, o.seed, o.repeats, o.vocab)}
+	if err := writeAtomic(path, func(w io.Writer) error { return writeRecords(w, hdr, recs) }); err != nil {
+		fmt.Fprintf(stderr, "kvsim calibrate: %v\n", err)
+		return exitFail
+	}
+	fmt.Fprintf(stdout, "wrote %s: %d requests; replay it with --max-concurrency %d --vocab %s --per-request F, then kvsim calibrate --config %s --per-request F --out calibrated.toml\n",
+		path, len(recs), cfg.Slots, o.vocab, cfgPath)
+	return exitOK
+}
+
+// printLlamaFit prints a llama-server fit as formulas, with how well they
+// fit.
+func printLlamaFit(stdout io.Writer, c *calibrate.LlamaCalibration, cfg llamacpp.Config) {
 	p, d := c.Cost.Prefill, c.Cost.Decode
 	pairs := "causal_pairs"
 	if c.Cost.Tile > 0 {
@@ -296,16 +311,4 @@ func calibrateLlama(f *configs.File, cfgPath, genTrace string, perReqs, serverLo
 		}
 	}
 	fmt.Fprintf(stdout, "method: %s (-b %d)\n", c.Method, cfg.Batch)
-	fmt.Fprintf(stdout, "wrote %s\n", out)
-	return exitOK
-}
-
-// readLlamaLog reads the tasks of a llama-server log file.
-func readLlamaLog(path string) ([]calibrate.LlamaLogTask, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return calibrate.ReadLlamaServerLog(f, path)
 }

@@ -604,67 +604,8 @@ func traceGen(args []string, stdout, stderr io.Writer) int {
 	out := fs.String("out", "", "write to `FILE` instead of stdout")
 	vocab := vocabFlag(traces.DefaultVocab)
 	fs.Var(&vocab, "vocab", "token id range `LO:HI` (HI excluded)")
-	rate := rateFlag(1)
-	var gen func() ([]traces.Record, error)
-	switch kind {
-	case "multiturn":
-		c := traces.ChatConfig{}
-		fs.IntVar(&c.Clients, "clients", 256, "number of clients")
-		fs.IntVar(&c.Rounds, "rounds", 5, "turns per client")
-		fs.IntVar(&c.RequestLength, "request-length", 512, "first prompt length in tokens")
-		fs.IntVar(&c.OutputLength, "output-length", 64, "output tokens per turn")
-		fs.IntVar(&c.SubQuestionLength, "sub-question-length", 0, "later questions' length in tokens (0: request length)")
-		fs.Var(&rate, "rate", "request rate in requests/s, or inf")
-		fs.StringVar(&c.Distribution, "distribution", traces.ArrivalPoisson, "arrival gaps: poisson or uniform")
-		fs.StringVar(&c.Order, "order", "random", "order of clients within a round: random or fifo")
-		gen = func() ([]traces.Record, error) {
-			c.Rate, c.Seed, c.Vocab = float64(rate), *seed, traces.Vocab(vocab)
-			return traces.GenerateChat(c)
-		}
-	case "roundrobin":
-		c := traces.RoundRobinConfig{}
-		conversations := fs.Int("conversations", 0, "number of conversations (with a single --rounds value)")
-		rounds := listFlag{5}
-		fs.Var(&rounds, "rounds", "turns per conversation: one number for all, or a list such as 2,3,4")
-		fs.IntVar(&c.QuestionLength, "question-length", 256, "tokens of each turn's question")
-		fs.IntVar(&c.OutputLength, "output-length", 64, "output tokens per turn")
-		rate = rateFlag(math.Inf(1))
-		fs.Var(&rate, "rate", "request rate in requests/s, or inf")
-		fs.StringVar(&c.Distribution, "distribution", traces.ArrivalPoisson, "arrival gaps: poisson or uniform")
-		gen = func() ([]traces.Record, error) {
-			c.Rounds = repeatList(rounds, *conversations)
-			c.Rate, c.Seed, c.Vocab = float64(rate), *seed, traces.Vocab(vocab)
-			return traces.GenerateRoundRobin(c)
-		}
-	case "shared-prefix":
-		c := traces.SharedPrefixConfig{}
-		groups := fs.Int("groups", 0, "number of groups (with a single --questions value)")
-		questions := listFlag{4}
-		fs.Var(&questions, "questions", "questions per group: one number for all, or a list such as 2,3,4")
-		fs.IntVar(&c.SystemPromptLength, "system-prompt-len", 2048, "shared system prompt (document) tokens")
-		fs.IntVar(&c.QuestionLength, "question-len", 128, "tokens per question")
-		fs.IntVar(&c.OutputLength, "output-len", 256, "output tokens per request")
-		fs.StringVar(&c.Order, "order", "grouped", "grouped (A+Q1, A+Q2, B+Q1, ...) or shuffled")
-		rate = rateFlag(math.Inf(1))
-		fs.Var(&rate, "rate", "request rate in requests/s, or inf")
-		fs.StringVar(&c.Distribution, "distribution", traces.ArrivalPoisson, "arrival gaps: poisson or uniform")
-		gen = func() ([]traces.Record, error) {
-			c.Questions = repeatList(questions, *groups)
-			c.Rate, c.Seed, c.Vocab = float64(rate), *seed, traces.Vocab(vocab)
-			return traces.GenerateSharedPrefix(c)
-		}
-	case "warmcache":
-		c := traces.WarmCacheConfig{}
-		fs.IntVar(&c.TotalTokens, "total-tokens", 70000, "tokens per prompt (shared prefix + unique suffix)")
-		pcts := listFlag{0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 92, 95, 97, 99}
-		fs.Var(&pcts, "pcts", "shared-prefix percentages")
-		fs.IntVar(&c.NumPrompts, "num-prompts", 64, "prompts per percentage")
-		fs.IntVar(&c.OutputLength, "output-len", 200, "output tokens per request")
-		gen = func() ([]traces.Record, error) {
-			c.Pcts, c.Seed, c.Vocab = pcts, *seed, traces.Vocab(vocab)
-			return traces.GenerateWarmCache(c)
-		}
-	default:
+	gen := genFlags(kind, fs.FlagSet, seed, &vocab)
+	if gen == nil {
 		fmt.Fprintf(stderr, "kvsim trace gen: unknown kind %q\n\n%s", kind, genUsage)
 		return exitUsage
 	}
@@ -692,22 +633,90 @@ func traceGen(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, err)
 	}
-	err = func() error {
-		w, err := traces.NewWriter(o.w, hdr)
-		if err != nil {
-			return err
-		}
-		for _, r := range recs {
-			if err := w.Write(r); err != nil {
-				return err
-			}
-		}
-		return w.Flush()
-	}()
-	if err := o.finish(err); err != nil {
+	if err := o.finish(writeRecords(o.w, hdr, recs)); err != nil {
 		return fail(stderr, err)
 	}
 	return exitOK
+}
+
+// genFlags adds the flags of generator kind to fs and returns the
+// generator, which reads them once parsed; nil for an unknown kind.
+func genFlags(kind string, fs *flag.FlagSet, seed *uint64, vocab *vocabFlag) func() ([]traces.Record, error) {
+	rate := rateFlag(1)
+	switch kind {
+	case "multiturn":
+		c := traces.ChatConfig{}
+		fs.IntVar(&c.Clients, "clients", 256, "number of clients")
+		fs.IntVar(&c.Rounds, "rounds", 5, "turns per client")
+		fs.IntVar(&c.RequestLength, "request-length", 512, "first prompt length in tokens")
+		fs.IntVar(&c.OutputLength, "output-length", 64, "output tokens per turn")
+		fs.IntVar(&c.SubQuestionLength, "sub-question-length", 0, "later questions' length in tokens (0: request length)")
+		fs.Var(&rate, "rate", "request rate in requests/s, or inf")
+		fs.StringVar(&c.Distribution, "distribution", traces.ArrivalPoisson, "arrival gaps: poisson or uniform")
+		fs.StringVar(&c.Order, "order", "random", "order of clients within a round: random or fifo")
+		return func() ([]traces.Record, error) {
+			c.Rate, c.Seed, c.Vocab = float64(rate), *seed, traces.Vocab(*vocab)
+			return traces.GenerateChat(c)
+		}
+	case "roundrobin":
+		c := traces.RoundRobinConfig{}
+		conversations := fs.Int("conversations", 0, "number of conversations (with a single --rounds value)")
+		rounds := listFlag{5}
+		fs.Var(&rounds, "rounds", "turns per conversation: one number for all, or a list such as 2,3,4")
+		fs.IntVar(&c.QuestionLength, "question-length", 256, "tokens of each turn's question")
+		fs.IntVar(&c.OutputLength, "output-length", 64, "output tokens per turn")
+		rate = rateFlag(math.Inf(1))
+		fs.Var(&rate, "rate", "request rate in requests/s, or inf")
+		fs.StringVar(&c.Distribution, "distribution", traces.ArrivalPoisson, "arrival gaps: poisson or uniform")
+		return func() ([]traces.Record, error) {
+			c.Rounds = repeatList(rounds, *conversations)
+			c.Rate, c.Seed, c.Vocab = float64(rate), *seed, traces.Vocab(*vocab)
+			return traces.GenerateRoundRobin(c)
+		}
+	case "shared-prefix":
+		c := traces.SharedPrefixConfig{}
+		groups := fs.Int("groups", 0, "number of groups (with a single --questions value)")
+		questions := listFlag{4}
+		fs.Var(&questions, "questions", "questions per group: one number for all, or a list such as 2,3,4")
+		fs.IntVar(&c.SystemPromptLength, "system-prompt-len", 2048, "shared system prompt (document) tokens")
+		fs.IntVar(&c.QuestionLength, "question-len", 128, "tokens per question")
+		fs.IntVar(&c.OutputLength, "output-len", 256, "output tokens per request")
+		fs.StringVar(&c.Order, "order", "grouped", "grouped (A+Q1, A+Q2, B+Q1, ...) or shuffled")
+		rate = rateFlag(math.Inf(1))
+		fs.Var(&rate, "rate", "request rate in requests/s, or inf")
+		fs.StringVar(&c.Distribution, "distribution", traces.ArrivalPoisson, "arrival gaps: poisson or uniform")
+		return func() ([]traces.Record, error) {
+			c.Questions = repeatList(questions, *groups)
+			c.Rate, c.Seed, c.Vocab = float64(rate), *seed, traces.Vocab(*vocab)
+			return traces.GenerateSharedPrefix(c)
+		}
+	case "warmcache":
+		c := traces.WarmCacheConfig{}
+		fs.IntVar(&c.TotalTokens, "total-tokens", 70000, "tokens per prompt (shared prefix + unique suffix)")
+		pcts := listFlag{0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 92, 95, 97, 99}
+		fs.Var(&pcts, "pcts", "shared-prefix percentages")
+		fs.IntVar(&c.NumPrompts, "num-prompts", 64, "prompts per percentage")
+		fs.IntVar(&c.OutputLength, "output-len", 200, "output tokens per request")
+		return func() ([]traces.Record, error) {
+			c.Pcts, c.Seed, c.Vocab = pcts, *seed, traces.Vocab(*vocab)
+			return traces.GenerateWarmCache(c)
+		}
+	}
+	return nil
+}
+
+// writeRecords writes recs as a kvsim trace with header hdr.
+func writeRecords(w io.Writer, hdr traces.Header, recs []traces.Record) error {
+	tw, err := traces.NewWriter(w, hdr)
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		if err := tw.Write(r); err != nil {
+			return err
+		}
+	}
+	return tw.Flush()
 }
 
 // traceRepeat writes --copies copies of a trace back to back in time
