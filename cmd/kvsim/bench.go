@@ -110,13 +110,11 @@ func benchWarmCache(args []string, stdout, stderr io.Writer) int {
 		if rf.api != "sglang" {
 			return usageErr("--api %s: the warm-cache sweep uses SGLang's native /generate (as the bench does)", rf.api)
 		}
-		h, v, err := rf.build()
+		h, v, err := rf.buildHTTP(fs.Name(), stderr)
 		if err != nil {
 			return usageErr("%v", err)
 		}
 		defer h.CloseIdle()
-		info, _ := h.Info(context.Background())
-		v, _ = rf.fitVocab(v, info, stderr, "kvsim bench warm-cache", true)
 		tg, vocab = h, v
 	}
 	pl, err := traces.ParseIntList(*pcts)
@@ -274,24 +272,17 @@ func benchMultiTurn(args []string, stdout, stderr io.Writer) int {
 		if *cfgPath != "" {
 			return usageErr("--config describes the simulated server: use it with --target sim")
 		}
-		h, v, err := rf.build()
+		h, v, err := rf.buildHTTP(fs.Name(), stderr)
 		if err != nil {
 			return usageErr("%v", err)
 		}
 		defer h.CloseIdle()
-		info, _ := h.Info(context.Background())
-		v, _ = rf.fitVocab(v, info, stderr, "kvsim bench multiturn", true)
 		tg, vocab = h, v
 		run = func(ctx context.Context, cfg replay.MultiTurnConfig) (*replay.MultiTurnResult, error) {
 			return replay.MultiTurn(ctx, cfg, h, replay.WallClock{})
 		}
 	}
-	rateSet := false
-	fs.Visit(func(f *flag.Flag) { rateSet = rateSet || f.Name == "request-rate" })
-	rates := []float64{*rate}
-	if !*noAuto && !rateSet {
-		rates = []float64{16, 14, 12, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1}
-	}
+	rates := multiTurnRates(fs.FlagSet, *rate, *noAuto)
 	cfg := replay.MultiTurnConfig{
 		Clients: *clients, MaxParallel: *maxPar, RequestLength: *reqLen, OutputLength: *outLen, Rounds: *rounds,
 		SubQuestionLength: *subLen, Distribution: *dist, ReadyQueue: *queue, Seed: *seed, Vocab: vocab, Timeout: rf.timeout,
@@ -386,4 +377,28 @@ func (f *replayFlags) buildSim(cfgPath string) (*replay.SimTarget, traces.Vocab,
 	}
 	st, err := simTarget(cfgPath)
 	return st, v, err
+}
+
+// buildHTTP is a server target for a benchmark, with the vocab of the
+// prompts fitted to what the server reports (announced as prog).
+func (f *replayFlags) buildHTTP(prog string, stderr io.Writer) (*replay.HTTPTarget, traces.Vocab, error) {
+	h, v, err := f.build()
+	if err != nil {
+		return nil, v, err
+	}
+	info, _ := h.Info(context.Background())
+	v, _ = f.fitVocab(v, info, stderr, prog, true)
+	return h, v, nil
+}
+
+// multiTurnRates are the request rates bench multiturn runs: --request-rate
+// alone when given or with --disable-auto-run, else bench_multiturn.py's
+// automatic sweep.
+func multiTurnRates(fs *flag.FlagSet, rate float64, noAuto bool) []float64 {
+	rateSet := false
+	fs.Visit(func(f *flag.Flag) { rateSet = rateSet || f.Name == "request-rate" })
+	if noAuto || rateSet {
+		return []float64{rate}
+	}
+	return []float64{16, 14, 12, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1}
 }
