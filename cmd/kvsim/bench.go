@@ -72,10 +72,8 @@ type warmCacheRow struct {
 }
 
 func benchWarmCache(args []string, stdout, stderr io.Writer) int {
-	fs := newCommand("kvsim bench warm-cache", "usage: kvsim bench warm-cache --target URL|sim [flags]\n\n", stderr)
-	var rf replayFlags
-	rf.register(fs.FlagSet, 20*time.Minute)
-	cfgPath := fs.String("config", "", "with --target sim: the simulated server (TOML; default: the bundled configs/default.toml)")
+	fs, rf := newBenchCommand("warm-cache", stderr)
+	cfgPath, settle := &rf.cfgPath, &rf.settle
 	numPrompts := fs.Int("num-prompts", 64, "prompts per shared-prefix percentage")
 	total := fs.Int("total-tokens", 70000, "tokens per prompt (shared prefix + unique suffix)")
 	outLen := fs.Int("output-len", 200, "output tokens per request")
@@ -84,14 +82,10 @@ func benchWarmCache(args []string, stdout, stderr io.Writer) int {
 	seed := fs.Uint64("seed", 42, "seed of the synthetic prompts")
 	noEOS := fs.Bool("disable-ignore-eos", false, "send ignore_eos=false")
 	outFile := fs.String("output-file", "", "append one JSON object per percentage to this JSONL file")
-	settle := fs.Duration("settle", time.Second, "pause after each flush")
-	if code, ok := fs.parse(args); !ok {
+	if code, ok := rf.parse(fs, args); !ok {
 		return code
 	}
 	usageErr := fs.usageErr
-	if err := rf.validate(); err != nil {
-		return usageErr("%v", err)
-	}
 	var tg replay.Target
 	var vocab traces.Vocab
 	backend := "sglang"
@@ -224,10 +218,8 @@ type multiTurnLog struct {
 }
 
 func benchMultiTurn(args []string, stdout, stderr io.Writer) int {
-	fs := newCommand("kvsim bench multiturn", "usage: kvsim bench multiturn --target URL|sim [flags]\n\n", stderr)
-	var rf replayFlags
-	rf.register(fs.FlagSet, 20*time.Minute)
-	cfgPath := fs.String("config", "", "with --target sim: the simulated server (TOML; default: the bundled configs/default.toml)")
+	fs, rf := newBenchCommand("multiturn", stderr)
+	cfgPath, settle := &rf.cfgPath, &rf.settle
 	clients := fs.Int("num-clients", 256, "number of clients (conversations)")
 	maxPar := fs.Int("max-parallel", 128, "maximum requests in flight")
 	reqLen := fs.Int("request-length", 512, "first prompt length in tokens")
@@ -241,14 +233,10 @@ func benchMultiTurn(args []string, stdout, stderr io.Writer) int {
 	noAuto := fs.Bool("disable-auto-run", false, "run only --request-rate (default: the rates 16, 14, 12, 10, 9, ..., 1 unless --request-rate is given)")
 	logFile := fs.String("log-file", "performance_metrics.jsonl", "append one JSON object per rate to this JSONL file ('' for none)")
 	tag := fs.String("tag", "", "tag written with each log line")
-	settle := fs.Duration("settle", time.Second, "pause after each flush")
-	if code, ok := fs.parse(args); !ok {
+	if code, ok := rf.parse(fs, args); !ok {
 		return code
 	}
 	usageErr := fs.usageErr
-	if err := rf.validate(); err != nil {
-		return usageErr("%v", err)
-	}
 	if rf.api == "openai-chat" {
 		return usageErr("--api openai-chat: the multi-turn history is token ids; use sglang or openai")
 	}
@@ -401,4 +389,36 @@ func multiTurnRates(fs *flag.FlagSet, rate float64, noAuto bool) []float64 {
 		return []float64{rate}
 	}
 	return []float64{16, 14, 12, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1}
+}
+
+// benchFlags are the flags both benchmarks share: the target's
+// (replayFlags), --config for --target sim and --settle.
+type benchFlags struct {
+	replayFlags
+	cfgPath string
+	settle  time.Duration
+}
+
+// newBenchCommand returns the flag set of "kvsim bench NAME" with the
+// shared flags registered.
+func newBenchCommand(name string, stderr io.Writer) (*cmdFlags, *benchFlags) {
+	name = "kvsim bench " + name
+	fs := newCommand(name, "usage: "+name+" --target URL|sim [flags]\n\n", stderr)
+	b := new(benchFlags)
+	b.register(fs.FlagSet, 20*time.Minute)
+	fs.StringVar(&b.cfgPath, "config", "", "with --target sim: the simulated server (TOML; default: the bundled configs/default.toml)")
+	fs.DurationVar(&b.settle, "settle", time.Second, "pause after each flush")
+	return fs, b
+}
+
+// parse parses a benchmark's flags and checks the target's; code and ok
+// are as for cmdFlags.parse.
+func (b *benchFlags) parse(fs *cmdFlags, args []string) (code int, ok bool) {
+	if code, ok := fs.parse(args); !ok {
+		return code, false
+	}
+	if err := b.validate(); err != nil {
+		return fs.usageErr("%v", err), false
+	}
+	return exitOK, true
 }

@@ -79,6 +79,18 @@ func runTrace(args []string, stdout, stderr io.Writer) int {
 	return exitUsage
 }
 
+// newTraceInput returns the flag set of "kvsim trace NAME" with the
+// flags of its trace input (--format, and --idle-gap-cap if gapCap).
+func newTraceInput(name string, gapCap bool, stderr io.Writer) (*cmdFlags, *traceInput) {
+	fs := newTraceCommand(name, stderr)
+	in := new(traceInput)
+	in.register(fs.FlagSet)
+	if gapCap {
+		in.registerGapCap(fs.FlagSet)
+	}
+	return fs, in
+}
+
 // newTraceCommand returns the flag set of "kvsim trace NAME"; its usage
 // is the flag package's default one.
 func newTraceCommand(name string, stderr io.Writer) *cmdFlags {
@@ -242,10 +254,7 @@ func fail(stderr io.Writer, err error) int {
 // ---- stats ----
 
 func traceStats(args []string, stdout, stderr io.Writer) int {
-	fs := newTraceCommand("stats", stderr)
-	var in traceInput
-	in.register(fs.FlagSet)
-	in.registerGapCap(fs.FlagSet)
+	fs, in := newTraceInput("stats", true, stderr)
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	blockSize := fs.Int("token-block-size", traces.DefaultTokenBlockSize, "block size for hashing token-id traces")
 	withOPT := fs.Bool("opt", true, "compute the OPT (Belady) hit rates, whose memory grows with the trace's block references; --opt=false keeps memory to the unique blocks")
@@ -254,8 +263,7 @@ func traceStats(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if *blockSize <= 0 {
-		fmt.Fprintf(stderr, "%s: --token-block-size: must be > 0 (got %d)\n", fs.Name(), *blockSize)
-		return exitUsage
+		return fs.usageErr("--token-block-size: must be > 0 (got %d)", *blockSize)
 	}
 	st, err := traces.ComputeStats(in.open, traces.StatsOptions{TokenBlockSize: *blockSize, NoOPT: !*withOPT})
 	if err != nil {
@@ -334,9 +342,7 @@ func writeStatsTable(w io.Writer, name string, st *traces.Stats) error {
 // ---- validate ----
 
 func traceValidate(args []string, stdout, stderr io.Writer) int {
-	fs := newTraceCommand("validate", stderr)
-	var in traceInput
-	in.register(fs.FlagSet)
+	fs, in := newTraceInput("validate", false, stderr)
 	maxShown := fs.Int("max", 0, "print at most `N` problems (0: all)")
 	if code, ok := in.parse(fs, args); !ok {
 		return code
@@ -447,20 +453,16 @@ func copyTrace(in *traceInput, outPath string, stdout io.Writer, limit int, keep
 }
 
 func traceConvert(args []string, stdout, stderr io.Writer) int {
-	fs := newTraceCommand("convert", stderr)
-	var in traceInput
-	in.register(fs.FlagSet)
-	in.registerGapCap(fs.FlagSet)
+	fs, in := newTraceInput("convert", true, stderr)
 	to := fs.String("to", "kvsim", "output format (only kvsim)")
 	out := fs.String("out", "", "write to `FILE` instead of stdout")
 	if code, ok := in.parse(fs, args); !ok {
 		return code
 	}
 	if *to != "kvsim" {
-		fmt.Fprintf(stderr, "%s: --to: only kvsim can be written (got %q)\n", fs.Name(), *to)
-		return exitUsage
+		return fs.usageErr("--to: only kvsim can be written (got %q)", *to)
 	}
-	if err := copyTrace(&in, *out, stdout, 0, nil); err != nil {
+	if err := copyTrace(in, *out, stdout, 0, nil); err != nil {
 		return fail(stderr, err)
 	}
 	in.noteCut(fs.Name(), stderr)
@@ -468,28 +470,23 @@ func traceConvert(args []string, stdout, stderr io.Writer) int {
 }
 
 func traceHead(args []string, stdout, stderr io.Writer) int {
-	fs := newTraceCommand("head", stderr)
-	var in traceInput
-	in.register(fs.FlagSet)
+	fs, in := newTraceInput("head", false, stderr)
 	n := fs.Int("n", 10, "number of requests to keep")
 	out := fs.String("out", "", "write to `FILE` instead of stdout")
 	if code, ok := in.parse(fs, args); !ok {
 		return code
 	}
 	if *n < 1 {
-		fmt.Fprintf(stderr, "%s: -n: must be >= 1 (got %d)\n", fs.Name(), *n)
-		return exitUsage
+		return fs.usageErr("-n: must be >= 1 (got %d)", *n)
 	}
-	if err := copyTrace(&in, *out, stdout, *n, nil); err != nil {
+	if err := copyTrace(in, *out, stdout, *n, nil); err != nil {
 		return fail(stderr, err)
 	}
 	return exitOK
 }
 
 func traceSample(args []string, stdout, stderr io.Writer) int {
-	fs := newTraceCommand("sample", stderr)
-	var in traceInput
-	in.register(fs.FlagSet)
+	fs, in := newTraceInput("sample", false, stderr)
 	fraction := fs.Float64("fraction", 0.1, "fraction of sessions to keep, in (0, 1]")
 	seed := fs.Uint64("seed", 1, "seed of the sample")
 	out := fs.String("out", "", "write to `FILE` instead of stdout")
@@ -497,8 +494,7 @@ func traceSample(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if !(*fraction > 0 && *fraction <= 1) {
-		fmt.Fprintf(stderr, "%s: --fraction: must be in (0, 1] (got %v)\n", fs.Name(), *fraction)
-		return exitUsage
+		return fs.usageErr("--fraction: must be in (0, 1] (got %v)", *fraction)
 	}
 	// A request belongs to the unit of its root: the session (or request,
 	// when it has none) that its dependency chain starts from, so that
@@ -518,7 +514,7 @@ func traceSample(args []string, stdout, stderr io.Writer) int {
 		rng := rand.New(rand.NewPCG(h.Sum64(), *seed))
 		return rng.Float64() < *fraction
 	}
-	if err := copyTrace(&in, *out, stdout, 0, keep); err != nil {
+	if err := copyTrace(in, *out, stdout, 0, keep); err != nil {
 		return fail(stderr, err)
 	}
 	return exitOK
@@ -614,13 +610,11 @@ func traceGen(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if len(pos) > 0 {
-		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", fs.Name(), pos[0])
-		return exitUsage
+		return fs.usageErr("unexpected argument %q", pos[0])
 	}
 	recs, err := gen()
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), strings.ReplaceAll(err.Error(), "\n", "; "))
-		return exitUsage
+		return fs.usageErr("%v", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
 	var src []string
 	fs.Visit(func(f *flag.Flag) {
@@ -722,9 +716,7 @@ func writeRecords(w io.Writer, hdr traces.Header, recs []traces.Record) error {
 // traceRepeat writes --copies copies of a trace back to back in time
 // (traces.Repeat), reading the input once per copy.
 func traceRepeat(args []string, stdout, stderr io.Writer) int {
-	fs := newTraceCommand("gen repeat", stderr)
-	var in traceInput
-	in.register(fs.FlagSet)
+	fs, in := newTraceInput("gen repeat", false, stderr)
 	copies := fs.Int("copies", 2, "number of copies, back to back in time (1: the trace in kvsim format)")
 	out := fs.String("out", "", "write to `FILE` instead of stdout")
 	if code, ok := in.parse(fs, args); !ok {
@@ -732,11 +724,9 @@ func traceRepeat(args []string, stdout, stderr io.Writer) int {
 	}
 	switch {
 	case *copies < 1:
-		fmt.Fprintf(stderr, "%s: --copies: must be >= 1 (got %d)\n", fs.Name(), *copies)
-		return exitUsage
+		return fs.usageErr("--copies: must be >= 1 (got %d)", *copies)
 	case *copies > 1 && slices.Contains(in.paths, "-"):
-		fmt.Fprintf(stderr, "%s: --copies %d reads the trace %d times: give a file, not standard input\n", fs.Name(), *copies, *copies)
-		return exitUsage
+		return fs.usageErr("--copies %d reads the trace %d times: give a file, not standard input", *copies, *copies)
 	}
 	o, err := openOutput(*out, stdout)
 	if err != nil {
