@@ -78,26 +78,14 @@ func runPolicy(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageErr("--format: %v", err)
 	}
-	var pols []policy.Policy
-	for _, n := range strings.Split(names, ",") {
-		if strings.TrimSpace(n) == "" {
-			continue
-		}
-		p, err := policy.ParsePolicy(n)
-		if err != nil {
-			return usageErr("--policy: %v", err)
-		}
-		pols = append(pols, p)
-	}
-	if len(pols) == 0 {
-		return usageErr("--policy: no policy named")
+	pols, err := parsePolicies(names)
+	if err != nil {
+		return usageErr("--policy: %v", err)
 	}
 	if !set["l2-pages"] {
 		// Belady models L1 only: --l2-pages may be left out, as 0.
-		for _, p := range pols {
-			if p != policy.Belady {
-				return usageErr("--l2-pages is required")
-			}
+		if slices.ContainsFunc(pols, func(p policy.Policy) bool { return p != policy.Belady }) {
+			return usageErr("--l2-pages is required")
 		}
 		*l2 = 0
 	}
@@ -327,4 +315,24 @@ func policyWriteTable(w io.Writer, tracePath string, n int, cfg policy.Config, r
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// parsePolicies parses a comma-separated list of policy names (empty
+// names are skipped); it needs at least one.
+func parsePolicies(names string) ([]policy.Policy, error) {
+	var pols []policy.Policy
+	for _, n := range strings.Split(names, ",") {
+		if strings.TrimSpace(n) == "" {
+			continue
+		}
+		p, err := policy.ParsePolicy(n)
+		if err != nil {
+			return nil, err
+		}
+		pols = append(pols, p)
+	}
+	if len(pols) == 0 {
+		return nil, errors.New("no policy named")
+	}
+	return pols, nil
 }
