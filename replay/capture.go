@@ -396,39 +396,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer res.Body.Close()
 	copyHeaders(w.Header(), res.Header)
 	w.WriteHeader(res.StatusCode)
-	fl, _ := w.(http.Flusher)
 	var tap *streamTap
 	if c != nil {
 		tap = &streamTap{st: streamState{api: api}, resp: Response{CachedTokens: -1, Retries: retries}, rc: recorder{start: start}, status: res.StatusCode}
 		tap.sse = strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream")
 	}
-	buf := make([]byte, 32<<10)
-	var rerr error
-	for {
-		n, err := res.Body.Read(buf)
-		if n > 0 {
-			if tap != nil {
-				tap.feed(buf[:n], p.clock.Now())
-			}
-			if _, werr := w.Write(buf[:n]); werr != nil {
-				rerr = &RequestError{Reason: "client gone", Err: werr}
-				break
-			}
-			if fl != nil {
-				fl.Flush()
-			}
-		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			rerr = transportError(r.Context(), err)
-			if Reason(rerr) == "connection closed" || Reason(rerr) == "transport" {
-				rerr = &RequestError{Reason: "stream cut", Err: err}
-			}
-			break
-		}
-	}
+	rerr := p.relay(r.Context(), w, res.Body, tap)
 	if tap != nil {
 		err := tap.finish(rerr, p.clock.Now())
 		p.finishRecord(c, &in, &tap.resp, &tap.rc, err, start)
@@ -436,6 +409,38 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rerr != nil && Reason(rerr) == "stream cut" {
 		// Cut the client's stream as the upstream cut ours.
 		panic(http.ErrAbortHandler)
+	}
+}
+
+// relay copies the upstream's response body to the client as it comes,
+// flushing each read, and feeds it to tap (if recording). It returns why
+// it stopped early: the client gone, or the upstream's stream cut.
+func (p *Proxy) relay(ctx context.Context, w http.ResponseWriter, body io.Reader, tap *streamTap) error {
+	fl, _ := w.(http.Flusher)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := body.Read(buf)
+		if n > 0 {
+			if tap != nil {
+				tap.feed(buf[:n], p.clock.Now())
+			}
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return &RequestError{Reason: "client gone", Err: werr}
+			}
+			if fl != nil {
+				fl.Flush()
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			rerr := transportError(ctx, err)
+			if Reason(rerr) == "connection closed" || Reason(rerr) == "transport" {
+				rerr = &RequestError{Reason: "stream cut", Err: err}
+			}
+			return rerr
+		}
 	}
 }
 
