@@ -111,35 +111,10 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stderr, "kvsim sim: %s\n", gapCutNote(cut))
 	}
-	// The SGLang model streams --per-request and --timeline to their files
-	// as it produces them (and keeps no record it is not asked for), so
-	// memory follows the requests in flight, not the trace's length.
-	var streams []*lineStream
-	if sf, ok := srv.Factory.(*sim.Factory); ok {
-		sf.Sink.Result = func(engine.RequestResult) error { return nil }
-		if *perReq != "" {
-			ls, err := createLineStream(*perReq)
-			if err != nil {
-				fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
-				return exitFail
-			}
-			streams = append(streams, ls)
-			enc := json.NewEncoder(ls.w)
-			sf.Sink.Result = func(r engine.RequestResult) error { return enc.Encode(r) }
-		}
-		if *timeline != "" {
-			ls, err := createLineStream(*timeline)
-			if err != nil {
-				for _, s := range streams {
-					s.finish(err)
-				}
-				fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
-				return exitFail
-			}
-			streams = append(streams, ls)
-			writeTimelineHeader(ls.w)
-			sf.Sink.Sample = func(x engine.Sample) error { return writeTimelineRow(ls.w, x) }
-		}
+	streams, err := streamSimOutputs(srv.Factory, *perReq, *timeline)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
+		return exitFail
 	}
 	res, err := srv.Run(rd)
 	for _, s := range streams {
@@ -155,30 +130,8 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvsim sim: %v\n", traces.InFile(tp, err))
 		return exitFail
 	}
-	if *perReq != "" && streams == nil {
-		if err := writeAtomic(*perReq, func(w io.Writer) error {
-			enc := json.NewEncoder(w)
-			for _, r := range res.Requests {
-				if err := enc.Encode(r); err != nil {
-					return err
-				}
-			}
-			return nil
-		}); err != nil {
-			fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
-			return exitFail
-		}
-	}
-	if *timeline != "" && streams == nil {
-		if err := writeAtomic(*timeline, func(w io.Writer) error {
-			writeTimelineHeader(w)
-			for _, x := range res.Timeline {
-				if err := writeTimelineRow(w, x); err != nil {
-					return err
-				}
-			}
-			return nil
-		}); err != nil {
+	if streams == nil {
+		if err := writeSimOutputs(res, *perReq, *timeline); err != nil {
 			fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
 			return exitFail
 		}
@@ -295,6 +248,72 @@ func nameOr(s, def string) string {
 // failure never leaves a truncated file behind.
 func writeAtomic(path string, fill func(io.Writer) error) error {
 	return atomicfile.Write(path, fill)
+}
+
+// streamSimOutputs sets the SGLang model up to stream --per-request and
+// --timeline to their files as it produces them (and to keep no record it
+// is not asked for), so memory follows the requests in flight, not the
+// trace's length. It returns the open streams: none for another model,
+// which writeSimOutputs writes after the run.
+func streamSimOutputs(f engine.Factory, perReq, timeline string) ([]*lineStream, error) {
+	sf, ok := f.(*sim.Factory)
+	if !ok {
+		return nil, nil
+	}
+	var streams []*lineStream
+	sf.Sink.Result = func(engine.RequestResult) error { return nil }
+	if perReq != "" {
+		ls, err := createLineStream(perReq)
+		if err != nil {
+			return nil, err
+		}
+		streams = append(streams, ls)
+		enc := json.NewEncoder(ls.w)
+		sf.Sink.Result = func(r engine.RequestResult) error { return enc.Encode(r) }
+	}
+	if timeline != "" {
+		ls, err := createLineStream(timeline)
+		if err != nil {
+			for _, s := range streams {
+				s.finish(err)
+			}
+			return nil, err
+		}
+		streams = append(streams, ls)
+		writeTimelineHeader(ls.w)
+		sf.Sink.Sample = func(x engine.Sample) error { return writeTimelineRow(ls.w, x) }
+	}
+	return streams, nil
+}
+
+// writeSimOutputs writes --per-request and --timeline (each if asked for)
+// from a finished run's result.
+func writeSimOutputs(res *engine.Result, perReq, timeline string) error {
+	if perReq != "" {
+		if err := writeAtomic(perReq, func(w io.Writer) error {
+			enc := json.NewEncoder(w)
+			for _, r := range res.Requests {
+				if err := enc.Encode(r); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	if timeline == "" {
+		return nil
+	}
+	return writeAtomic(timeline, func(w io.Writer) error {
+		writeTimelineHeader(w)
+		for _, x := range res.Timeline {
+			if err := writeTimelineRow(w, x); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // lineStream is an output file written while a run goes on: buffered into
