@@ -17,9 +17,8 @@ import (
 	"github.com/kvsim/kvsim/traces"
 )
 
-// CalibrateConfig says how the measured server ran the calibration
-// requests.
-type CalibrateConfig struct {
+// Config says how the measured server ran the calibration requests.
+type Config struct {
 	// ChunkedPrefillSize is the server's chunked_prefill_size in tokens
 	// (<= 0: no chunking). A prompt with more new tokens than this is
 	// prefilled in page-aligned chunks, one forward each, and its TTFT is
@@ -29,14 +28,14 @@ type CalibrateConfig struct {
 	PageSize int
 	// Relative weighs each sample by 1/measured time, so that the fit
 	// minimises relative rather than absolute error (short and long
-	// prompts count alike). Default true via DefaultCalibrate.
+	// prompts count alike). Default true via Default.
 	Relative bool
 }
 
-// DefaultCalibrate returns SGLang's default chunking (8192), page size 1
-// and relative weights.
-func DefaultCalibrate() CalibrateConfig {
-	return CalibrateConfig{ChunkedPrefillSize: 8192, PageSize: 1, Relative: true}
+// Default returns SGLang's default chunking (8192), page size 1 and
+// relative weights.
+func Default() Config {
+	return Config{ChunkedPrefillSize: 8192, PageSize: 1, Relative: true}
 }
 
 // Calibration is a fitted cost model and how well it fits.
@@ -78,7 +77,7 @@ type Calibration struct {
 // columns scaled to unit norm, each step a least-squares solve of gonum/mat.
 // Failed requests, requests without a reported cached count, and (for
 // TTFT) requests whose cached count is unknown are skipped.
-func Calibrate(recs []traces.Record, cfg CalibrateConfig) (*Calibration, error) {
+func Calibrate(recs []traces.Record, cfg Config) (*Calibration, error) {
 	if cfg.PageSize <= 0 {
 		cfg.PageSize = 1
 	}
@@ -135,7 +134,7 @@ func Calibrate(recs []traces.Record, cfg CalibrateConfig) (*Calibration, error) 
 
 // chunkFeatures sums hw.PrefillFeatures over the forwards that prefill
 // new = input - cached tokens after cached ones (intercept, Σnew, Σpairs).
-func chunkFeatures(input, cached int64, cfg CalibrateConfig) [3]float64 {
+func chunkFeatures(input, cached int64, cfg Config) [3]float64 {
 	var sum [3]float64
 	chunk := cfg.ChunkedPrefillSize
 	if chunk > 0 {

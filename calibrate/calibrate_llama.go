@@ -79,6 +79,32 @@ func LlamaCalibrationTrace(c LlamaCalibrationConfig) ([]traces.Record, error) {
 	if c.Vocab == (traces.Vocab{}) {
 		c.Vocab = traces.DefaultVocab
 	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	t := &calTrace{c: c, rng: rand.New(rand.NewPCG(c.Seed, 0x6c6c616d6163616c))} // "llamacal"
+	// Pass 0 is a warm-up (Kind "warmup": sent, not measured, not fitted)
+	// that leaves the slots and the RAM cache as every later pass leaves
+	// them, so that each shape's start copies the same slot states in every
+	// measured repeat.
+	lens := t.coldLengths()
+	for r := 0; r <= c.Repeats; r++ {
+		t.kind = ""
+		if r == 0 {
+			t.kind = "warmup"
+		}
+		t.oneAtATime(r, lens)
+	}
+	t.kind = ""
+	for r := 1; r <= c.Repeats; r++ {
+		t.batches(r)
+		t.prev = t.longDecodes(r, t.prev)
+	}
+	return t.recs, nil
+}
+
+// validate reports every problem of a calibration trace's settings.
+func (c LlamaCalibrationConfig) validate() error {
 	var errs []error
 	if c.Slots < 1 {
 		errs = append(errs, fmt.Errorf("slots: must be >= 1 (got %d)", c.Slots))
@@ -92,145 +118,165 @@ func LlamaCalibrationTrace(c LlamaCalibrationConfig) ([]traces.Record, error) {
 	if err := c.Vocab.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("vocab: %w", err))
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
+	return errors.Join(errs...)
+}
+
+// calTrace builds the calibration trace: its records in order, what the
+// next record waits for, and the one seeded stream every prompt and
+// length is drawn from (in the order the records are added).
+type calTrace struct {
+	c    LlamaCalibrationConfig
+	rng  *rand.Rand
+	recs []traces.Record
+	prev []string // what the next record waits for
+	kind string   // "warmup" for the unmeasured first pass
+}
+
+// coldOut is the output length of the cold prompts and the full hits.
+const coldOut = 32
+
+// fresh draws a prompt of n random tokens.
+func (t *calTrace) fresh(n int) []int32 {
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = t.c.Vocab.Lo + int32(t.rng.IntN(int(t.c.Vocab.Hi-t.c.Vocab.Lo)))
 	}
-	rng := rand.New(rand.NewPCG(c.Seed, 0x6c6c616d6163616c)) // "llamacal"
-	fresh := func(n int) []int32 {
-		out := make([]int32, n)
-		for i := range out {
-			out[i] = c.Vocab.Lo + int32(rng.IntN(int(c.Vocab.Hi-c.Vocab.Lo)))
-		}
-		return out
+	return out
+}
+
+// jit draws a length within a quarter of nominal n, never above hi.
+func (t *calTrace) jit(n, hi int) int {
+	lo, top := n-n/4, min(n+n/4, hi)
+	if top <= lo {
+		return min(n, hi)
 	}
-	// jit draws a length within a quarter of nominal n, never above hi.
-	jit := func(n, hi int) int {
-		lo, top := n-n/4, min(n+n/4, hi)
-		if top <= lo {
-			return min(n, hi)
-		}
-		return lo + rng.IntN(top-lo+1)
-	}
-	var recs []traces.Record
-	var prev []string // what the next record waits for
-	kind := ""        // "warmup" for the unmeasured first pass
-	add := func(id string, prompt []int32, out int) {
-		recs = append(recs, traces.Record{
-			ID: id, Kind: kind, InputLen: len(prompt), Tokens: prompt, OutputLen: out,
-			WaitFor: prev, Sampling: &traces.Sampling{IgnoreEOS: true},
-		})
-	}
-	serial := func(id string, prompt []int32, out int) {
-		add(id, prompt, out)
-		prev = []string{id}
-	}
-	const coldOut = 32
-	maxPrompt := c.SlotContext - coldOut - 16
+	return lo + t.rng.IntN(top-lo+1)
+}
+
+// add appends a record that waits for prev.
+func (t *calTrace) add(id string, prompt []int32, out int) {
+	t.recs = append(t.recs, traces.Record{
+		ID: id, Kind: t.kind, InputLen: len(prompt), Tokens: prompt, OutputLen: out,
+		WaitFor: t.prev, Sampling: &traces.Sampling{IgnoreEOS: true},
+	})
+}
+
+// serial appends a record that the next one waits for.
+func (t *calTrace) serial(id string, prompt []int32, out int) {
+	t.add(id, prompt, out)
+	t.prev = []string{id}
+}
+
+// coldLengths are the nominal lengths of the cold prompts: the round ones
+// that fit a slot with their output, and the longest that does.
+func (t *calTrace) coldLengths() []int {
+	maxPrompt := t.c.SlotContext - coldOut - 16
 	lens := []int{16, 64, 128, 256, 512, 1024, 1536}
 	lens = slices.DeleteFunc(lens, func(l int) bool { return l > maxPrompt })
 	if lens[len(lens)-1] != maxPrompt {
 		lens = append(lens, maxPrompt)
 	}
-	// Pass 0 is a warm-up (Kind "warmup": sent, not measured, not fitted)
-	// that leaves the slots and the RAM cache as every later pass leaves
-	// them, so that each shape's start copies the same slot states in every
-	// measured repeat.
-	for r := 0; r <= c.Repeats; r++ {
-		kind = ""
-		if r == 0 {
-			kind = "warmup"
-		}
-		rs := "-r" + strconv.Itoa(r)
-		for _, l := range lens {
-			serial("cold-"+strconv.Itoa(l)+rs, fresh(jit(l, maxPrompt)), coldOut)
-		}
-		type extended struct {
-			tag    string
-			prompt []int32
-		}
-		var exts []extended
-		for _, base := range []int{300, 800, 1400} {
-			for _, ext := range []int{40, 80, 160, 512} {
-				if base+base/4+ext+ext/4+1 > c.SlotContext {
-					continue
-				}
-				b := fresh(jit(base, c.SlotContext))
-				tag := strconv.Itoa(base) + "+" + strconv.Itoa(ext) + rs
-				serial("base-"+tag, b, 1)
-				e := append(slices.Clip(b), fresh(jit(ext, c.SlotContext))...)
-				serial("ext-"+tag, e, 1)
-				exts = append(exts, extended{tag, e})
-			}
-		}
-		// By now the first extended prompts have left their slots for the
-		// RAM cache; each comes back, oldest first, with 8 more tokens: it
-		// is restored into the least recently used slot and the 8 tokens
-		// are a small call behind it (not a full hit, whose one token the
-		// model charges as a decode token, outside the prompt fit), so
-		// that restored bytes have prompt samples.
-		for _, e := range exts {
-			serial("back-"+e.tag, append(slices.Clip(e.prompt), fresh(8)...), 1)
-		}
-		for _, l := range []int{64, 512, 1500} {
-			if l+l/4+coldOut > c.SlotContext {
+	return lens
+}
+
+// oneAtATime adds repeat r of the one-at-a-time phase: cold prompts,
+// extensions of a base prompt, restores from the RAM cache, and full hits.
+func (t *calTrace) oneAtATime(r int, lens []int) {
+	c := t.c
+	rs := "-r" + strconv.Itoa(r)
+	maxPrompt := c.SlotContext - coldOut - 16
+	for _, l := range lens {
+		t.serial("cold-"+strconv.Itoa(l)+rs, t.fresh(t.jit(l, maxPrompt)), coldOut)
+	}
+	type extended struct {
+		tag    string
+		prompt []int32
+	}
+	var exts []extended
+	for _, base := range []int{300, 800, 1400} {
+		for _, ext := range []int{40, 80, 160, 512} {
+			if base+base/4+ext+ext/4+1 > c.SlotContext {
 				continue
 			}
-			p := fresh(jit(l, c.SlotContext))
-			tag := strconv.Itoa(l) + rs
-			serial("first-"+tag, p, 1)
-			serial("hit-"+tag, p, coldOut)
+			b := t.fresh(t.jit(base, c.SlotContext))
+			tag := strconv.Itoa(base) + "+" + strconv.Itoa(ext) + rs
+			t.serial("base-"+tag, b, 1)
+			e := append(slices.Clip(b), t.fresh(t.jit(ext, c.SlotContext))...)
+			t.serial("ext-"+tag, e, 1)
+			exts = append(exts, extended{tag, e})
 		}
 	}
-	kind = ""
-	// longDecodes adds, after prev, Slots-1 prompts of about longLen
-	// tokens that decode longOut tokens while prompts of 64 to 512 tokens
-	// start one after another in the last slot, each decoding midOut
-	// tokens before the next is sent; it returns what the next records
-	// wait for. A leader of 64 tokens holds the last slot until the long
-	// prompts are processed.
+	// By now the first extended prompts have left their slots for the
+	// RAM cache; each comes back, oldest first, with 8 more tokens: it
+	// is restored into the least recently used slot and the 8 tokens
+	// are a small call behind it (not a full hit, whose one token the
+	// model charges as a decode token, outside the prompt fit), so
+	// that restored bytes have prompt samples.
+	for _, e := range exts {
+		t.serial("back-"+e.tag, append(slices.Clip(e.prompt), t.fresh(8)...), 1)
+	}
+	for _, l := range []int{64, 512, 1500} {
+		if l+l/4+coldOut > c.SlotContext {
+			continue
+		}
+		p := t.fresh(t.jit(l, c.SlotContext))
+		tag := strconv.Itoa(l) + rs
+		t.serial("first-"+tag, p, 1)
+		t.serial("hit-"+tag, p, coldOut)
+	}
+}
+
+// batches adds repeat r of the batched phase: k prompts of 64 and of 512
+// tokens sent together, for every k from 2 to the slots.
+func (t *calTrace) batches(r int) {
+	c := t.c
+	for k := 2; k <= c.Slots; k++ {
+		for _, l := range []int{64, 512} {
+			if l+l/4+64 > c.SlotContext {
+				continue
+			}
+			var ids []string
+			for i := 1; i <= k; i++ {
+				id := fmt.Sprintf("batch%d-%d-r%d-%d", k, l, r, i)
+				t.add(id, t.fresh(t.jit(l, c.SlotContext)), 64)
+				ids = append(ids, id)
+			}
+			t.prev = ids
+		}
+	}
+}
+
+// longDecodes adds, after prev, Slots-1 prompts of about longLen
+// tokens that decode longOut tokens while prompts of 64 to 512 tokens
+// start one after another in the last slot, each decoding midOut
+// tokens before the next is sent; it returns what the next records
+// wait for. A leader of 64 tokens holds the last slot until the long
+// prompts are processed.
+func (t *calTrace) longDecodes(r int, after []string) []string {
 	const longLen, longOut, leadOut, midOut = 1800, 160, 16, 24
-	longDecodes := func(r int, after []string) []string {
-		n := min(longLen, c.SlotContext-longOut-16)
-		if c.Slots < 2 || n < 64 {
-			return after
-		}
-		prev = after
-		rs := "-r" + strconv.Itoa(r)
-		var ids []string
-		for i := 1; i < c.Slots; i++ {
-			id := fmt.Sprintf("long-%d%s-%d", n, rs, i)
-			add(id, fresh(jit(n, c.SlotContext-longOut-16)), longOut)
-			ids = append(ids, id)
-		}
-		lead := "lead-64" + rs
-		add(lead, fresh(jit(64, c.SlotContext)), leadOut)
-		prev = []string{lead}
-		for _, l := range []int{64, 256, 512, 128} {
-			if l+l/4+midOut > c.SlotContext {
-				continue
-			}
-			serial("mid-"+strconv.Itoa(l)+rs, fresh(jit(l, c.SlotContext)), midOut)
-		}
-		return append(ids, prev...)
+	c := t.c
+	n := min(longLen, c.SlotContext-longOut-16)
+	if c.Slots < 2 || n < 64 {
+		return after
 	}
-	for r := 1; r <= c.Repeats; r++ {
-		for k := 2; k <= c.Slots; k++ {
-			for _, l := range []int{64, 512} {
-				if l+l/4+64 > c.SlotContext {
-					continue
-				}
-				var ids []string
-				for i := 1; i <= k; i++ {
-					id := fmt.Sprintf("batch%d-%d-r%d-%d", k, l, r, i)
-					add(id, fresh(jit(l, c.SlotContext)), 64)
-					ids = append(ids, id)
-				}
-				prev = ids
-			}
-		}
-		prev = longDecodes(r, prev)
+	t.prev = after
+	rs := "-r" + strconv.Itoa(r)
+	var ids []string
+	for i := 1; i < c.Slots; i++ {
+		id := fmt.Sprintf("long-%d%s-%d", n, rs, i)
+		t.add(id, t.fresh(t.jit(n, c.SlotContext-longOut-16)), longOut)
+		ids = append(ids, id)
 	}
-	return recs, nil
+	lead := "lead-64" + rs
+	t.add(lead, t.fresh(t.jit(64, c.SlotContext)), leadOut)
+	t.prev = []string{lead}
+	for _, l := range []int{64, 256, 512, 128} {
+		if l+l/4+midOut > c.SlotContext {
+			continue
+		}
+		t.serial("mid-"+strconv.Itoa(l)+rs, t.fresh(t.jit(l, c.SlotContext)), midOut)
+	}
+	return append(ids, t.prev...)
 }
 
 // LlamaCalibration is a fitted llama-server CPU cost and how well it fits.
@@ -296,7 +342,7 @@ const (
 	afterPromptMinSteps = 10
 )
 
-// CalibrateLlama fits llamacpp.CPUCost to a per-request trace of the
+// FitLlama fits llamacpp.CPUCost to a per-request trace of the
 // calibration trace's replay against a llama-server run with cfg's
 // arguments (kvsim replay --per-request; the records' Arrival is each
 // request's send time). Two samples per request:
@@ -332,8 +378,8 @@ const (
 // the minimum: the fidelity runs meet the same noise, and the median is
 // what a typical request sees). Both fits are non-negative least squares
 // with a free intercept on relative errors (Calibrate's solver).
-func CalibrateLlama(recs []traces.Record, cfg llamacpp.Config, smallCall int) (*LlamaCalibration, error) {
-	return CalibrateLlamaRuns([][]traces.Record{recs}, cfg, LlamaFit{SmallCall: smallCall})
+func FitLlama(recs []traces.Record, cfg llamacpp.Config, smallCall int) (*LlamaCalibration, error) {
+	return FitLlamaRuns([][]traces.Record{recs}, cfg, LlamaFit{SmallCall: smallCall})
 }
 
 // LlamaFit are the settings of a llama-server fit that the runs cannot
@@ -353,17 +399,17 @@ type LlamaFit struct {
 	// Logs, when not nil, are the server's logs of the runs, one per run
 	// in the same order (ReadLlamaServerLog): the copy rates are then
 	// measured from them instead of fitted with the prompt cost (see
-	// CalibrateLlamaRuns).
+	// FitLlamaRuns).
 	Logs [][]LlamaLogTask
 	// LogNames, when not nil, name the logs in errors (one per log).
 	LogNames []string
 	// NoAfterPrompt leaves the slowdown of decode steps after a prompt
 	// call out of the fit (no llamacpp.CPUCost.AfterPromptCurve; see
-	// CalibrateLlamaRuns).
+	// FitLlamaRuns).
 	NoAfterPrompt bool
 }
 
-// CalibrateLlamaRuns is CalibrateLlama over several runs of the calibration
+// FitLlamaRuns is FitLlama over several runs of the calibration
 // trace, each against a fresh server with cfg's arguments (their send
 // times are each from its own start): each run's requests give their
 // samples as in one run, and a shape's repeats in all runs are pooled
@@ -384,183 +430,55 @@ type LlamaFit struct {
 // take up whatever else comes with the copies: on the project's machines
 // that fit gave 0.06-0.60 ns per byte copied between runs, where the logs
 // give 0.22-0.30 (docs/fidelity.md).
-func CalibrateLlamaRuns(runs [][]traces.Record, cfg llamacpp.Config, fit LlamaFit) (*LlamaCalibration, error) {
-	if len(runs) == 0 {
-		return nil, errors.New("calibrate: no runs")
+func FitLlamaRuns(runs [][]traces.Record, cfg llamacpp.Config, fit LlamaFit) (*LlamaCalibration, error) {
+	if err := fit.validate(cfg, len(runs)); err != nil {
+		return nil, err
 	}
-	if fit.RequestDelay < 0 {
-		return nil, fmt.Errorf("calibrate: request delay must be >= 0 (got %d ns)", fit.RequestDelay)
+	pre, dec, cps, maxB, err := pooledSamples(runs, cfg, fit)
+	if err != nil {
+		return nil, err
 	}
-	if fit.MediumCall != 0 && fit.MediumCall <= fit.SmallCall {
-		return nil, fmt.Errorf("calibrate: the medium-call bound (%d tokens) must be above the small-call bound (%d)", fit.MediumCall, fit.SmallCall)
-	}
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("calibrate: %w", err)
-	}
-	if fit.SmallCall < 0 {
-		return nil, fmt.Errorf("calibrate: small-call size must be >= 0 (got %d)", fit.SmallCall)
-	}
-	switch {
-	case fit.Tile < 0:
-		return nil, fmt.Errorf("calibrate: tile must be >= 0 (got %d)", fit.Tile)
-	case fit.Tile > 0 && (fit.SmallCall != 0 || fit.MediumCall != 0):
-		return nil, fmt.Errorf("calibrate: tiles (%d rows) exclude the small- and medium-call tiers (got %d and %d tokens)", fit.Tile, fit.SmallCall, fit.MediumCall)
-	case fit.Tile > cfg.UbatchSize():
-		return nil, fmt.Errorf("calibrate: tiles of %d rows do not fit micro-batches of %d tokens (ubatch_size, batch_size): every prompt row would take the per-row kernel", fit.Tile, cfg.UbatchSize())
-	}
-	if fit.Logs != nil && len(fit.Logs) != len(runs) {
-		return nil, fmt.Errorf("calibrate: %d server logs for %d runs: give one per run, in the same order", len(fit.Logs), len(runs))
-	}
-	if fit.LogNames != nil && len(fit.LogNames) != len(fit.Logs) {
-		return nil, fmt.Errorf("calibrate: %d log names for %d server logs", len(fit.LogNames), len(fit.Logs))
-	}
-	var pre, dec, cps []calSample
-	maxB := 0.0
-	for i, recs := range runs {
-		var log []LlamaLogTask
-		logName := "server log"
-		if fit.Logs != nil {
-			log = fit.Logs[i]
-			if fit.LogNames != nil {
-				logName = fit.LogNames[i]
-			}
-		}
-		p, d, cp, b, err := llamaSamples(recs, log, logName, cfg, fit)
-		if err != nil {
-			if len(runs) > 1 {
-				return nil, fmt.Errorf("run %d: %w", i+1, err)
-			}
+	method := "median request of each shape, then non-negative least squares (Lawson-Hanson active set, free intercept), relative weights"
+	var copies shapeFit // the copy fit, with server logs: intercept, copied, fresh
+	if fit.Logs != nil {
+		var note string
+		if copies, pre, note, err = fitCopies(cps, pre); err != nil {
 			return nil, err
 		}
-		pre, dec, cps, maxB = append(pre, p...), append(dec, d...), append(cps, cp...), max(maxB, b)
+		method += note
 	}
-	// Each shape is represented by its median request: the one with the
-	// median time, with its own features (the mean of the middle two, time
-	// and features, for an even count). A request's time is a linear
-	// function of its features up to noise, so on noiseless data the
-	// representative lies on that function exactly, however the repeats'
-	// sizes differ; with noise, a stalled repeat is never the median.
-	shapes := func(ss []calSample) ([][]float64, []float64) {
-		groups := map[string][]calSample{}
-		var keys []string
-		for _, s := range ss {
-			if _, ok := groups[s.key]; !ok {
-				keys = append(keys, s.key)
-			}
-			groups[s.key] = append(groups[s.key], s)
-		}
-		var xs [][]float64
-		var ys []float64
-		for _, k := range keys {
-			g := slices.Clone(groups[k])
-			slices.SortStableFunc(g, func(a, b calSample) int { return cmp.Compare(a.y, b.y) })
-			mid := g[(len(g)-1)/2 : len(g)/2+1]
-			x := make([]float64, len(g[0].x))
-			var y float64
-			for _, s := range mid {
-				for j := range x {
-					x[j] += s.x[j] / float64(len(mid))
-				}
-				y += s.y / float64(len(mid))
-			}
-			xs = append(xs, x)
-			ys = append(ys, y)
-		}
-		return xs, ys
+	prompt, tiered, note, err := fitPrompt(pre, &fit)
+	if err != nil {
+		return nil, err
 	}
-	// A tier whose pair rate fits 0 (no sample in it, or none that needs
-	// it) is dropped and the prompt fit made again without it: a config
-	// needs a positive rate for each tier it has.
-	method := "median request of each shape, then non-negative least squares (Lawson-Hanson active set, free intercept), relative weights"
-	var cc []float64 // the copy fit, with server logs: intercept, copied, fresh
-	var cx [][]float64
-	var cy []float64
-	if fit.Logs != nil {
-		cx, cy = shapes(cps)
-		if len(cy) < 3 {
-			return nil, fmt.Errorf("calibrate: %d shapes of requests run alone that the server logs time, need at least 3 (are they the logs of these runs?)", len(cy))
-		}
-		var err error
-		if cc, err = nnlsFreeIntercept(cx, cy, true); err != nil {
-			return nil, fmt.Errorf("calibrate copies: %w", err)
-		}
-		// The copies' time is known: out of the TTFTs, out of the fit.
-		kept := pre[:0]
-		for _, s := range pre {
-			s.y -= cc[copyCopied]*s.x[colCopied] + cc[copyFresh]*s.x[colFresh]
-			s.x[colCopied], s.x[colFresh] = 0, 0
-			if s.y > 0 {
-				kept = append(kept, s)
-			}
-		}
-		dropped := len(pre) - len(kept)
-		pre = kept
-		method += fmt.Sprintf("; copy rates from the server logs (TTFT less the prompt eval time of %d requests run alone, %d shapes, against the bytes copied), taken out of the TTFTs before the prompt fit", len(cps), len(cy))
-		if dropped > 0 {
-			method += fmt.Sprintf(" (%d prompt samples left no time for the call and were dropped)", dropped)
-		}
-	}
-	var tiered []calSample
-	var px [][]float64
-	var py, pc []float64
-	var err error
-	for {
-		tiered = inTiers(pre, fit)
-		px, py = shapes(tiered)
-		if len(py) < 3 {
-			return nil, fmt.Errorf("calibrate: %d prompt shapes measured alone, need at least 3 (replay the calibration trace: kvsim calibrate --gen-trace)", len(py))
-		}
-		if pc, err = nnlsFreeIntercept(px, py, true); err != nil {
-			return nil, fmt.Errorf("calibrate prompt processing: %w", err)
-		}
-		switch {
-		case fit.SmallCall > 0 && !(pc[colShort] > 0):
-			fit.SmallCall = 0
-			method += "; the small-call tier was dropped (its pair rate fitted 0)"
-			continue
-		case fit.MediumCall > 0 && !(pc[colMedium] > 0):
-			fit.MediumCall = 0
-			method += "; the medium-call tier was dropped (its pair rate fitted 0)"
-			continue
-		}
-		break
-	}
+	method += note
 	var apCurve []llamacpp.AfterPromptPoint
 	var apSteps int
 	var apBins []AfterPromptBin
 	if !fit.NoAfterPrompt {
-		apCurve, apSteps, apBins = fitAfterPrompt(dec)
-		switch {
-		case apCurve != nil:
-			for i := range dec {
-				dec[i].y -= meanAfterPrompt(dec[i].steps, apCurve)
-			}
-			method += fmt.Sprintf("; decode steps after a prompt call: the medians of %d steps within %d calls of one, against their request's steady steps, in %d context ranges, each fitted as ns * decay^(calls-1) at its median context and taken out of the decode samples before the decode fit", apSteps, afterPromptCalls, len(apBins))
-		case apBins == nil:
-			method += fmt.Sprintf("; decode steps after a prompt call: too few measured (%d steps within %d calls of one, need %d at each distance), not fitted", apSteps, afterPromptCalls, afterPromptMinSteps)
-		default:
-			method += fmt.Sprintf("; decode steps after a prompt call: no extra time found (%d steps within %d calls of one)", apSteps, afterPromptCalls)
-		}
+		apCurve, apSteps, apBins, note = takeOutAfterPrompt(dec)
+		method += note
 	}
-	dx, dy := shapes(dec)
-	if len(dy) < 3 {
-		return nil, fmt.Errorf("calibrate: %d decode shapes, need at least 3 (requests with more than one output token)", len(dy))
+	var decode shapeFit
+	decode.x, decode.y = medianShapes(dec)
+	if len(decode.y) < 3 {
+		return nil, fmt.Errorf("calibrate: %d decode shapes, need at least 3 (requests with more than one output token)", len(decode.y))
 	}
-	dc, err := nnlsFreeIntercept(dx, dy, true)
-	if err != nil {
+	if decode.coef, err = nnlsFreeIntercept(decode.x, decode.y, true); err != nil {
 		return nil, fmt.Errorf("calibrate decode: %w", err)
 	}
+	pc, dc := prompt.coef, decode.coef
 	c := &LlamaCalibration{
 		Cost:           llamacpp.CPUCost{Fitted: hw.Fitted{Prefill: [4]float64{pc[colCalls], pc[colNew], pc[colPairs], 0}, Decode: [3]float64{dc[0], dc[1], dc[2]}}, StateCopy: pc[colCopied], StateRestore: pc[colCopied], StateFresh: pc[colFresh], Delay: fit.RequestDelay},
-		PrefillSamples: len(pre), PrefillShapes: len(py), DecodeSamples: len(dec), DecodeShapes: len(dy), MaxBatch: maxB,
+		PrefillSamples: len(pre), PrefillShapes: len(prompt.y), DecodeSamples: len(dec), DecodeShapes: len(decode.y), MaxBatch: maxB,
 		AfterPromptSteps: apSteps, AfterPromptBins: apBins,
 		Method: method,
 	}
 	c.Cost.AfterPromptCurve = apCurve
-	if cc != nil {
+	if cc := copies.coef; cc != nil {
 		c.Cost.StateCopy, c.Cost.StateRestore, c.Cost.StateFresh = cc[copyCopied], cc[copyCopied], cc[copyFresh]
-		c.CopySamples, c.CopyShapes, c.CopyOtherNs = len(cps), len(cy), cc[copyOther]
-		_, c.CopyMAPE = fitQuality(cx, cy, cc)
+		c.CopySamples, c.CopyShapes, c.CopyOtherNs = len(cps), len(copies.y), cc[copyOther]
+		_, c.CopyMAPE = fitQuality(copies.x, copies.y, cc)
 	}
 	if fit.SmallCall > 0 {
 		c.Cost.SmallCall, c.Cost.SmallPair = fit.SmallCall, pc[colShort]
@@ -574,21 +492,205 @@ func CalibrateLlamaRuns(runs [][]traces.Record, cfg llamacpp.Config, fit LlamaFi
 	if fit.MediumCall > 0 {
 		c.Cost.MediumCall, c.Cost.MediumPair = fit.MediumCall, pc[colMedium]
 	}
-	_, c.PrefillMAPE = fitQuality(px, py, pc)
-	_, c.DecodeMAPE = fitQuality(dx, dy, dc)
-	all := func(ss []calSample, coef []float64) float64 {
-		xs, ys := make([][]float64, len(ss)), make([]float64, len(ss))
-		for i, s := range ss {
-			xs[i], ys[i] = s.x, s.y
-		}
-		_, m := fitQuality(xs, ys, coef)
-		return m
-	}
-	c.PrefillMAPEAll, c.DecodeMAPEAll = all(tiered, pc), all(dec, dc)
+	_, c.PrefillMAPE = fitQuality(prompt.x, prompt.y, pc)
+	_, c.DecodeMAPE = fitQuality(decode.x, decode.y, dc)
+	c.PrefillMAPEAll, c.DecodeMAPEAll = samplesMAPE(tiered, pc), samplesMAPE(dec, dc)
 	if err := c.Cost.Validate(); err != nil {
 		return nil, fmt.Errorf("calibrate: %w", err)
 	}
 	return c, nil
+}
+
+// validate checks the fit's settings against the config and the number of
+// runs.
+func (fit LlamaFit) validate(cfg llamacpp.Config, runs int) error {
+	if runs == 0 {
+		return errors.New("calibrate: no runs")
+	}
+	if fit.RequestDelay < 0 {
+		return fmt.Errorf("calibrate: request delay must be >= 0 (got %d ns)", fit.RequestDelay)
+	}
+	if fit.MediumCall != 0 && fit.MediumCall <= fit.SmallCall {
+		return fmt.Errorf("calibrate: the medium-call bound (%d tokens) must be above the small-call bound (%d)", fit.MediumCall, fit.SmallCall)
+	}
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("calibrate: %w", err)
+	}
+	if fit.SmallCall < 0 {
+		return fmt.Errorf("calibrate: small-call size must be >= 0 (got %d)", fit.SmallCall)
+	}
+	switch {
+	case fit.Tile < 0:
+		return fmt.Errorf("calibrate: tile must be >= 0 (got %d)", fit.Tile)
+	case fit.Tile > 0 && (fit.SmallCall != 0 || fit.MediumCall != 0):
+		return fmt.Errorf("calibrate: tiles (%d rows) exclude the small- and medium-call tiers (got %d and %d tokens)", fit.Tile, fit.SmallCall, fit.MediumCall)
+	case fit.Tile > cfg.UbatchSize():
+		return fmt.Errorf("calibrate: tiles of %d rows do not fit micro-batches of %d tokens (ubatch_size, batch_size): every prompt row would take the per-row kernel", fit.Tile, cfg.UbatchSize())
+	}
+	if fit.Logs != nil && len(fit.Logs) != runs {
+		return fmt.Errorf("calibrate: %d server logs for %d runs: give one per run, in the same order", len(fit.Logs), runs)
+	}
+	if fit.LogNames != nil && len(fit.LogNames) != len(fit.Logs) {
+		return fmt.Errorf("calibrate: %d log names for %d server logs", len(fit.LogNames), len(fit.Logs))
+	}
+	return nil
+}
+
+// pooledSamples reads the prompt, decode and copy samples of every run
+// (with its server log, if given) into one pool each; maxB is the largest
+// batch seen.
+func pooledSamples(runs [][]traces.Record, cfg llamacpp.Config, fit LlamaFit) (pre, dec, cps []calSample, maxB float64, err error) {
+	for i, recs := range runs {
+		var log []LlamaLogTask
+		logName := "server log"
+		if fit.Logs != nil {
+			log = fit.Logs[i]
+			if fit.LogNames != nil {
+				logName = fit.LogNames[i]
+			}
+		}
+		p, d, cp, b, err := llamaSamples(recs, log, logName, cfg, fit)
+		if err != nil {
+			if len(runs) > 1 {
+				return nil, nil, nil, 0, fmt.Errorf("run %d: %w", i+1, err)
+			}
+			return nil, nil, nil, 0, err
+		}
+		pre, dec, cps, maxB = append(pre, p...), append(dec, d...), append(cps, cp...), max(maxB, b)
+	}
+	return pre, dec, cps, maxB, nil
+}
+
+// fitCopies fits the state copy rates to the requests run alone that the
+// server logs time (cps: TTFT less the logged prompt eval time) and takes
+// the copies' time, now known, out of the prompt samples (dropping those
+// left with none). note is what the fit adds to the method.
+func fitCopies(cps, pre []calSample) (copies shapeFit, kept []calSample, note string, err error) {
+	copies.x, copies.y = medianShapes(cps)
+	if len(copies.y) < 3 {
+		return copies, nil, "", fmt.Errorf("calibrate: %d shapes of requests run alone that the server logs time, need at least 3 (are they the logs of these runs?)", len(copies.y))
+	}
+	if copies.coef, err = nnlsFreeIntercept(copies.x, copies.y, true); err != nil {
+		return copies, nil, "", fmt.Errorf("calibrate copies: %w", err)
+	}
+	cc := copies.coef
+	kept = pre[:0]
+	for _, s := range pre {
+		s.y -= cc[copyCopied]*s.x[colCopied] + cc[copyFresh]*s.x[colFresh]
+		s.x[colCopied], s.x[colFresh] = 0, 0
+		if s.y > 0 {
+			kept = append(kept, s)
+		}
+	}
+	dropped := len(pre) - len(kept)
+	note = fmt.Sprintf("; copy rates from the server logs (TTFT less the prompt eval time of %d requests run alone, %d shapes, against the bytes copied), taken out of the TTFTs before the prompt fit", len(cps), len(copies.y))
+	if dropped > 0 {
+		note += fmt.Sprintf(" (%d prompt samples left no time for the call and were dropped)", dropped)
+	}
+	return copies, kept, note, nil
+}
+
+// fitPrompt fits the prompt cost to the prompt samples put in fit's call
+// tiers (tiered). A tier whose pair rate fits 0 (no sample in it, or none
+// that needs it) is dropped (cleared in fit) and the fit made again
+// without it: a config needs a positive rate for each tier it has. note is what it adds to
+// the method.
+func fitPrompt(pre []calSample, fit *LlamaFit) (prompt shapeFit, tiered []calSample, note string, err error) {
+	for {
+		tiered = inTiers(pre, *fit)
+		prompt.x, prompt.y = medianShapes(tiered)
+		if len(prompt.y) < 3 {
+			return prompt, nil, "", fmt.Errorf("calibrate: %d prompt shapes measured alone, need at least 3 (replay the calibration trace: kvsim calibrate --gen-trace)", len(prompt.y))
+		}
+		if prompt.coef, err = nnlsFreeIntercept(prompt.x, prompt.y, true); err != nil {
+			return prompt, nil, "", fmt.Errorf("calibrate prompt processing: %w", err)
+		}
+		switch {
+		case fit.SmallCall > 0 && !(prompt.coef[colShort] > 0):
+			fit.SmallCall = 0
+			note += "; the small-call tier was dropped (its pair rate fitted 0)"
+			continue
+		case fit.MediumCall > 0 && !(prompt.coef[colMedium] > 0):
+			fit.MediumCall = 0
+			note += "; the medium-call tier was dropped (its pair rate fitted 0)"
+			continue
+		}
+		return prompt, tiered, note, nil
+	}
+}
+
+// takeOutAfterPrompt fits the extra time of decode steps after a prompt
+// call and, if it found some, takes it out of the decode samples. note
+// is what it adds to the method.
+func takeOutAfterPrompt(dec []calSample) (curve []llamacpp.AfterPromptPoint, steps int, bins []AfterPromptBin, note string) {
+	curve, steps, bins = fitAfterPrompt(dec)
+	switch {
+	case curve != nil:
+		for i := range dec {
+			dec[i].y -= meanAfterPrompt(dec[i].steps, curve)
+		}
+		note = fmt.Sprintf("; decode steps after a prompt call: the medians of %d steps within %d calls of one, against their request's steady steps, in %d context ranges, each fitted as ns * decay^(calls-1) at its median context and taken out of the decode samples before the decode fit", steps, afterPromptCalls, len(bins))
+	case bins == nil:
+		note = fmt.Sprintf("; decode steps after a prompt call: too few measured (%d steps within %d calls of one, need %d at each distance), not fitted", steps, afterPromptCalls, afterPromptMinSteps)
+	default:
+		note = fmt.Sprintf("; decode steps after a prompt call: no extra time found (%d steps within %d calls of one)", steps, afterPromptCalls)
+	}
+	return curve, steps, bins, note
+}
+
+// samplesMAPE is the mean absolute percentage error of coef on every
+// sample, not only the shapes' medians.
+func samplesMAPE(ss []calSample, coef []float64) float64 {
+	xs, ys := make([][]float64, len(ss)), make([]float64, len(ss))
+	for i, s := range ss {
+		xs[i], ys[i] = s.x, s.y
+	}
+	_, m := fitQuality(xs, ys, coef)
+	return m
+}
+
+// shapeFit is a fit of the shapes' medians: their features x, times y,
+// and the coefficients (intercept first).
+type shapeFit struct {
+	x    [][]float64
+	y    []float64
+	coef []float64
+}
+
+// medianShapes represents each shape (in order of first appearance) by
+// its median request: the one with the median time, with its own
+// features (the mean of the middle two, time and features, for an even
+// count). A request's time is a linear function of its features up to
+// noise, so on noiseless data the representative lies on that function
+// exactly, however the repeats' sizes differ; with noise, a stalled
+// repeat is never the median.
+func medianShapes(ss []calSample) ([][]float64, []float64) {
+	groups := map[string][]calSample{}
+	var keys []string
+	for _, s := range ss {
+		if _, ok := groups[s.key]; !ok {
+			keys = append(keys, s.key)
+		}
+		groups[s.key] = append(groups[s.key], s)
+	}
+	var xs [][]float64
+	var ys []float64
+	for _, k := range keys {
+		g := slices.Clone(groups[k])
+		slices.SortStableFunc(g, func(a, b calSample) int { return cmp.Compare(a.y, b.y) })
+		mid := g[(len(g)-1)/2 : len(g)/2+1]
+		x := make([]float64, len(g[0].x))
+		var y float64
+		for _, s := range mid {
+			for j := range x {
+				x[j] += s.x[j] / float64(len(mid))
+			}
+			y += s.y / float64(len(mid))
+		}
+		xs = append(xs, x)
+		ys = append(ys, y)
+	}
+	return xs, ys
 }
 
 // calSample is one request's sample of a calibration fit: its shape key,
@@ -662,8 +764,8 @@ func inTiers(pre []calSample, fit LlamaFit) []calSample {
 }
 
 // llamaSamples are the prompt and decode samples of one calibration run's
-// per-request records (see CalibrateLlama), with the run's server log the
-// copy samples (see CalibrateLlamaRuns), and the largest mean decode batch
+// per-request records (see FitLlama), with the run's server log the
+// copy samples (see FitLlamaRuns), and the largest mean decode batch
 // seen.
 func llamaSamples(recs []traces.Record, log []LlamaLogTask, logName string, cfg llamacpp.Config, fit LlamaFit) (pre, dec, cps []calSample, maxB float64, err error) {
 	copied, err := llamaCopies(recs, cfg)
@@ -674,58 +776,9 @@ func llamaSamples(recs []traces.Record, log []LlamaLogTask, logName string, cfg 
 	if err != nil {
 		return nil, nil, nil, 0, fmt.Errorf("%s: %w", logName, err)
 	}
-	var ok []int
-	var spans []calSpan
-	for i := range recs {
-		o := recs[i].Observed
-		if o == nil || (o.Status != "ok" && o.Status != "") || recs[i].Kind == "warmup" || o.TTFT <= 0 || o.E2E < o.TTFT {
-			continue
-		}
-		ok = append(ok, i)
-		a := recs[i].Arrival
-		spans = append(spans, calSpan{a, a + o.TTFT, a + o.E2E})
-	}
-	// flights are the requests in flight, by record index, from send to
-	// end: every request sent, also those that give no sample (one
-	// without a TTFT still ran beside the others).
-	type flight struct {
-		i          int
-		start, end int64
-	}
-	var flights []flight
-	var blind []calSpan // the requests in flight that give no span: no first token seen
-	for i := range recs {
-		o := recs[i].Observed
-		if o == nil {
-			continue
-		}
-		if end := max(o.E2E, o.TTFT); end > 0 {
-			flights = append(flights, flight{i, recs[i].Arrival, recs[i].Arrival + end})
-			if o.TTFT <= 0 || o.E2E < o.TTFT || (o.Status != "ok" && o.Status != "") {
-				blind = append(blind, calSpan{recs[i].Arrival, recs[i].Arrival, recs[i].Arrival + end})
-			}
-		}
-	}
-	// times[n] are the stream times of request ok[n]'s tokens: its first
-	// token, then one per inter-token latency (nil without ITLs).
-	times := make([][]int64, len(ok))
-	for n, i := range ok {
-		o := recs[i].Observed
-		if len(o.ITL) == 0 {
-			continue
-		}
-		t := spans[n].first
-		times[n] = append(make([]int64, 0, len(o.ITL)+1), t)
-		for _, d := range o.ITL {
-			t += d
-			times[n] = append(times[n], t)
-		}
-	}
-	held := make([]bool, len(ok))
-	for n, i := range ok {
-		o := recs[i].Observed
-		held[n] = len(o.ITL) > 0 && len(o.ITL)+1 < recs[i].OutputLen
-	}
+	ok, spans := measuredSpans(recs)
+	flights, blind := inFlight(recs)
+	times, held := tokenTimes(recs, ok, spans)
 	tl := newCallTimeline(spans, times, held)
 	for n, i := range ok {
 		r, o, s := &recs[i], recs[i].Observed, spans[n]
@@ -734,26 +787,12 @@ func llamaSamples(recs []traces.Record, log []LlamaLogTask, logName string, cfg 
 		// chunk may come steps after the first token and a gap may span
 		// several steps, so it gives no sample (it still counts as a
 		// request in flight for the others).
-		if len(o.ITL) > 0 && len(o.ITL)+1 < r.OutputLen {
+		if held[n] {
 			continue
 		}
-		alone := true
-		for _, f := range flights {
-			if f.i != i && f.start < s.first && f.end > s.start {
-				alone = false
-				break
-			}
-		}
-		// The shape of a prompt or copy sample: the calibration trace's
-		// records by their nominal shape (the ID without the repeat);
-		// other records by their sizes, where a fresh prompt can share its
-		// first token or two with a slot by chance: cached counts within
-		// 16 tokens are one shape; so are copies within 4 KiB.
+		alone := ranAlone(flights, i, s)
 		cp := copied[r.ID]
-		startKey, tagged := shapeTag(r.ID)
-		if !tagged {
-			startKey = fmt.Sprintf("%d/%d/%d/%d/%d", r.InputLen, (o.CachedTokens+8)/16, cp.Saved>>12, cp.Restored>>12, cp.Fresh>>12)
-		}
+		startKey, tagged := startShape(r, cp)
 		// A prompt whose last chunk is one token (a full hit: one new
 		// token) is not a prompt sample: the model charges that token as
 		// a decode token (llamacpp.CPUCost.CallTime), which the prompt
@@ -773,14 +812,8 @@ func llamaSamples(recs []traces.Record, log []LlamaLogTask, logName string, cfg 
 			}
 		}
 		if t, ok := taskOf[i]; ok && alone && o.CachedTokens >= 0 && t.HasEval {
-			// The server evaluates at least one token (the last again on a
-			// full hit).
-			if n := max(1, r.InputLen-o.CachedTokens); t.PromptEvalTokens != n {
-				hint := ""
-				if failed > 0 {
-					hint = fmt.Sprintf(" (%d requests of the run failed; one that never reached the server has no task and shifts the pairing: run the calibration again)", failed)
-				}
-				return nil, nil, nil, 0, fmt.Errorf("%s:%d: task %d evaluated %d prompt tokens, but request %s, paired with it, has %d new (%d prompt tokens, %d cached): is this the log of this run?%s", logName, t.Line, t.Task, t.PromptEvalTokens, r.ID, n, r.InputLen, o.CachedTokens, hint)
+			if err := checkPairing(r, t, logName, failed); err != nil {
+				return nil, nil, nil, 0, err
 			}
 			if y := o.TTFT - t.PromptEvalNs; y > 0 {
 				cps = append(cps, calSample{key: startKey, x: []float64{1, float64(cp.Saved + cp.Restored), float64(cp.Fresh)}, y: float64(y)})
@@ -801,6 +834,111 @@ func llamaSamples(recs []traces.Record, log []LlamaLogTask, logName string, cfg 
 		dec = append(dec, calSample{key: fmt.Sprintf("%s/%.0f", key, math.Round(b)), x: x, y: y, steps: steps})
 	}
 	return pre, dec, cps, maxB, nil
+}
+
+// measuredSpans returns the records that give samples (measured, ok, a
+// first token before the end; not the warm-up) and their spans.
+func measuredSpans(recs []traces.Record) (ok []int, spans []calSpan) {
+	for i := range recs {
+		o := recs[i].Observed
+		if o == nil || (o.Status != "ok" && o.Status != "") || recs[i].Kind == "warmup" || o.TTFT <= 0 || o.E2E < o.TTFT {
+			continue
+		}
+		ok = append(ok, i)
+		a := recs[i].Arrival
+		spans = append(spans, calSpan{a, a + o.TTFT, a + o.E2E})
+	}
+	return ok, spans
+}
+
+// calFlight is a request in flight, by record index, from send to end.
+type calFlight struct {
+	i          int
+	start, end int64
+}
+
+// inFlight returns every request sent, also those that give no sample
+// (one without a TTFT still ran beside the others), and of those the
+// ones that give no span (blind: no first token seen).
+func inFlight(recs []traces.Record) (flights []calFlight, blind []calSpan) {
+	for i := range recs {
+		o := recs[i].Observed
+		if o == nil {
+			continue
+		}
+		if end := max(o.E2E, o.TTFT); end > 0 {
+			flights = append(flights, calFlight{i, recs[i].Arrival, recs[i].Arrival + end})
+			if o.TTFT <= 0 || o.E2E < o.TTFT || (o.Status != "ok" && o.Status != "") {
+				blind = append(blind, calSpan{recs[i].Arrival, recs[i].Arrival, recs[i].Arrival + end})
+			}
+		}
+	}
+	return flights, blind
+}
+
+// tokenTimes returns times[n], the stream times of request ok[n]'s
+// tokens: its first token, then one per inter-token latency (nil without
+// ITLs); and held[n], whether its stream had fewer chunks than tokens.
+func tokenTimes(recs []traces.Record, ok []int, spans []calSpan) (times [][]int64, held []bool) {
+	times = make([][]int64, len(ok))
+	for n, i := range ok {
+		o := recs[i].Observed
+		if len(o.ITL) == 0 {
+			continue
+		}
+		t := spans[n].first
+		times[n] = append(make([]int64, 0, len(o.ITL)+1), t)
+		for _, d := range o.ITL {
+			t += d
+			times[n] = append(times[n], t)
+		}
+	}
+	held = make([]bool, len(ok))
+	for n, i := range ok {
+		o := recs[i].Observed
+		held[n] = len(o.ITL) > 0 && len(o.ITL)+1 < recs[i].OutputLen
+	}
+	return times, held
+}
+
+// ranAlone says whether no other request was in flight between record
+// i's send and its first token.
+func ranAlone(flights []calFlight, i int, s calSpan) bool {
+	for _, f := range flights {
+		if f.i != i && f.start < s.first && f.end > s.start {
+			return false
+		}
+	}
+	return true
+}
+
+// startShape is the shape of a prompt or copy sample: the calibration
+// trace's records by their nominal shape (the ID without the repeat;
+// tagged); other records by their sizes, where a fresh prompt can share
+// its first token or two with a slot by chance: cached counts within 16
+// tokens are one shape; so are copies within 4 KiB.
+func startShape(r *traces.Record, cp llamacpp.Copies) (key string, tagged bool) {
+	key, tagged = shapeTag(r.ID)
+	if !tagged {
+		key = fmt.Sprintf("%d/%d/%d/%d/%d", r.InputLen, (r.Observed.CachedTokens+8)/16, cp.Saved>>12, cp.Restored>>12, cp.Fresh>>12)
+	}
+	return key, tagged
+}
+
+// checkPairing checks that the log's task t evaluated the prompt tokens
+// of request r it is paired with: at least one (the last again on a full
+// hit).
+func checkPairing(r *traces.Record, t LlamaLogTask, logName string, failed int) error {
+	o := r.Observed
+	n := max(1, r.InputLen-o.CachedTokens)
+	if t.PromptEvalTokens == n {
+		return nil
+	}
+	hint := ""
+	if failed > 0 {
+		hint = fmt.Sprintf(" (%d requests of the run failed; one that never reached the server has no task and shifts the pairing: run the calibration again)", failed)
+	}
+	return fmt.Errorf("%s:%d: task %d evaluated %d prompt tokens, but request %s, paired with it, has %d new (%d prompt tokens, %d cached): is this the log of this run?%s", logName, t.Line, t.Task, t.PromptEvalTokens, r.ID, n, r.InputLen, o.CachedTokens, hint)
 }
 
 // llamaLogTasks pairs a run's records with the tasks of its server log (nil

@@ -78,7 +78,7 @@ func TestCalibrateLlamaRecoversSimulator(t *testing.T) {
 			}
 		}
 	}
-	c, err := CalibrateLlamaRuns([][]traces.Record{perRequest(t, recs, res)}, cfg, LlamaFit{SmallCall: 63, MediumCall: 127})
+	c, err := FitLlamaRuns([][]traces.Record{perRequest(t, recs, res)}, cfg, LlamaFit{SmallCall: 63, MediumCall: 127})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestCalibrateLlamaMedianIgnoresStalls(t *testing.T) {
 	cfg := llamacpp.DefaultConfig()
 	recs, res := simCalibrationRun(t, cfg, &llamacpp.CPUCost{Fitted: truth}, 2, 0)
 	pr := perRequest(t, recs, res)
-	clean, err := CalibrateLlama(pr, cfg, 0)
+	clean, err := FitLlama(pr, cfg, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestCalibrateLlamaMedianIgnoresStalls(t *testing.T) {
 			pr[i].Observed = &o
 		}
 	}
-	noisy, err := CalibrateLlama(pr, cfg, 0)
+	noisy, err := FitLlama(pr, cfg, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,14 +261,14 @@ func TestCalibrateLlamaRunsPools(t *testing.T) {
 	}
 	// The simulated server sees each request 0.7 ms after its send; told
 	// so, the fit takes it out of the TTFTs and writes it back.
-	c, err := CalibrateLlamaRuns(runs, cfg, LlamaFit{SmallCall: 63, MediumCall: 127, RequestDelay: 7e5})
+	c, err := FitLlamaRuns(runs, cfg, LlamaFit{SmallCall: 63, MediumCall: 127, RequestDelay: 7e5})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Cost.Delay != 7e5 {
 		t.Errorf("request delay %d ns, want 700000", c.Cost.Delay)
 	}
-	one, err := CalibrateLlamaRuns(runs[:1], cfg, LlamaFit{SmallCall: 63, MediumCall: 127, RequestDelay: 7e5})
+	one, err := FitLlamaRuns(runs[:1], cfg, LlamaFit{SmallCall: 63, MediumCall: 127, RequestDelay: 7e5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,17 +291,17 @@ func TestCalibrateLlamaRunsPools(t *testing.T) {
 	}
 	// The same records as one run overlap in time: (almost) no request
 	// ran alone, and the fit says so.
-	joined, err := CalibrateLlamaRuns([][]traces.Record{append(slices.Clone(runs[0]), runs[1]...)}, cfg, LlamaFit{SmallCall: 63, MediumCall: 127, RequestDelay: 7e5})
+	joined, err := FitLlamaRuns([][]traces.Record{append(slices.Clone(runs[0]), runs[1]...)}, cfg, LlamaFit{SmallCall: 63, MediumCall: 127, RequestDelay: 7e5})
 	switch {
 	case err != nil && !strings.Contains(err.Error(), "measured alone"):
 		t.Errorf("two runs read as one: %v", err)
 	case err == nil && joined.PrefillSamples >= c.PrefillSamples:
 		t.Errorf("two runs read as one: %d prompt samples, not fewer than %d", joined.PrefillSamples, c.PrefillSamples)
 	}
-	if _, err := CalibrateLlamaRuns(nil, cfg, LlamaFit{SmallCall: 63}); err == nil {
+	if _, err := FitLlamaRuns(nil, cfg, LlamaFit{SmallCall: 63}); err == nil {
 		t.Error("no runs: no error")
 	}
-	if _, err := CalibrateLlamaRuns(runs, cfg, LlamaFit{RequestDelay: -1}); err == nil {
+	if _, err := FitLlamaRuns(runs, cfg, LlamaFit{RequestDelay: -1}); err == nil {
 		t.Error("negative request delay: no error")
 	}
 }
@@ -313,7 +313,7 @@ func TestCalibrateLlamaDropsEmptyTier(t *testing.T) {
 	recs, res := simCalibrationRun(t, cfg, &llamacpp.CPUCost{Fitted: hw.Fitted{Prefill: [4]float64{3e6, 60e3, 40, 0}, Decode: [3]float64{1.2e6, 300e3, 150}}}, 4, 0)
 	pr := perRequest(t, recs, res)
 	// No prompt of the trace has 11 new tokens: the medium tier is empty.
-	c, err := CalibrateLlamaRuns([][]traces.Record{pr}, cfg, LlamaFit{SmallCall: 10, MediumCall: 11})
+	c, err := FitLlamaRuns([][]traces.Record{pr}, cfg, LlamaFit{SmallCall: 10, MediumCall: 11})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,7 +354,7 @@ func TestCalibrateLlamaRecoversTiles(t *testing.T) {
 		StateCopy: 0.3, StateFresh: 0.4, StateRestore: 0.3, Tile: 64, ShortPair: 600}
 	cfg := llamacpp.DefaultConfig()
 	recs, res := simCalibrationRun(t, cfg, &truth, 3, 1)
-	c, err := CalibrateLlamaRuns([][]traces.Record{perRequest(t, recs, res)}, cfg, LlamaFit{Tile: 64})
+	c, err := FitLlamaRuns([][]traces.Record{perRequest(t, recs, res)}, cfg, LlamaFit{Tile: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +386,7 @@ func TestCalibrateLlamaRecoversTiles(t *testing.T) {
 	if strings.Contains(out.String(), "small_call_tokens") {
 		t.Errorf("TOML has the call-size tiers with tiles:\n%s", out.String())
 	}
-	if _, err := CalibrateLlamaRuns([][]traces.Record{perRequest(t, recs, res)}, cfg, LlamaFit{Tile: 64, SmallCall: 63}); err == nil {
+	if _, err := FitLlamaRuns([][]traces.Record{perRequest(t, recs, res)}, cfg, LlamaFit{Tile: 64, SmallCall: 63}); err == nil {
 		t.Error("tiles with a small-call tier: no error")
 	}
 }
@@ -399,7 +399,7 @@ func TestCalibrateLlamaSkipsHeldStreams(t *testing.T) {
 	cost := &llamacpp.CPUCost{Fitted: hw.Fitted{Prefill: [4]float64{2e6, 120e3, 110, 0}, Decode: [3]float64{0.8e6, 200e3, 600}}, Tile: 64, ShortPair: 600}
 	recs, res := simCalibrationRun(t, cfg, cost, 5, 1)
 	run := perRequest(t, recs, res)
-	base, err := CalibrateLlamaRuns([][]traces.Record{run}, cfg, LlamaFit{Tile: 64})
+	base, err := FitLlamaRuns([][]traces.Record{run}, cfg, LlamaFit{Tile: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,7 +411,7 @@ func TestCalibrateLlamaSkipsHeldStreams(t *testing.T) {
 	o := *held[i].Observed
 	o.ITL = append([]int64{o.ITL[0] + o.ITL[1]}, o.ITL[2:]...) // two tokens in one chunk
 	held[i].Observed = &o
-	c, err := CalibrateLlamaRuns([][]traces.Record{held}, cfg, LlamaFit{Tile: 64})
+	c, err := FitLlamaRuns([][]traces.Record{held}, cfg, LlamaFit{Tile: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -483,7 +483,7 @@ func TestCalibrateLlamaCopiesFromServerLog(t *testing.T) {
 	failed.Status, failed.TTFT, failed.CachedTokens = "timeout", 0, -1
 	withFailure[i].Observed = &failed
 	fit.Logs = [][]LlamaLogTask{append([]LlamaLogTask{warm}, log...)}
-	c, err := CalibrateLlamaRuns([][]traces.Record{withFailure}, cfg, fit)
+	c, err := FitLlamaRuns([][]traces.Record{withFailure}, cfg, fit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -535,14 +535,14 @@ func TestCalibrateLlamaCopiesFromServerLog(t *testing.T) {
 		}
 	}
 	fit.Logs = [][]LlamaLogTask{llamaLogOf(conf, cfg, &truth, func(r traces.Record) int64 { return extra[r.ID] })}
-	c, err = CalibrateLlamaRuns([][]traces.Record{conf}, cfg, fit)
+	c, err = FitLlamaRuns([][]traces.Record{conf}, cfg, fit)
 	if err != nil {
 		t.Fatal(err)
 	}
 	near("copy, confounded, with the log", c.Cost.StateCopy, truth.StateCopy, 0.02)
 	near("fresh, confounded, with the log", c.Cost.StateFresh, truth.StateFresh, 0.02)
 	fit.Logs = nil
-	c, err = CalibrateLlamaRuns([][]traces.Record{conf}, cfg, fit)
+	c, err = FitLlamaRuns([][]traces.Record{conf}, cfg, fit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -569,7 +569,7 @@ func TestCalibrateLlamaRefusesOtherLog(t *testing.T) {
 		{"shifted", [][]LlamaLogTask{log, append(slices.Clone(log[1:]), log[0])}, "run 2: server log:"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := CalibrateLlamaRuns([][]traces.Record{pr, pr}, cfg, LlamaFit{Tile: 64, Logs: c.logs})
+			_, err := FitLlamaRuns([][]traces.Record{pr, pr}, cfg, LlamaFit{Tile: 64, Logs: c.logs})
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("error %v, want it to contain %q", err, c.want)
 			}
@@ -615,7 +615,7 @@ func TestCalibrateLlamaRecoversAfterPrompt(t *testing.T) {
 	cfg := llamacpp.DefaultConfig()
 	recs, res := simCalibrationRun(t, cfg, &truth, 3, 2)
 	runs := [][]traces.Record{perRequest(t, recs, res)}
-	c, err := CalibrateLlamaRuns(runs, cfg, LlamaFit{Tile: 64})
+	c, err := FitLlamaRuns(runs, cfg, LlamaFit{Tile: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -650,7 +650,7 @@ func TestCalibrateLlamaRecoversAfterPrompt(t *testing.T) {
 		t.Errorf("TOML has %d after-prompt points, want %d:\n%s", n, len(c.Cost.AfterPromptCurve), out.String())
 	}
 	// Without the term the decode fit spreads the extra over every step.
-	off, err := CalibrateLlamaRuns(runs, cfg, LlamaFit{Tile: 64, NoAfterPrompt: true})
+	off, err := FitLlamaRuns(runs, cfg, LlamaFit{Tile: 64, NoAfterPrompt: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -660,7 +660,7 @@ func TestCalibrateLlamaRecoversAfterPrompt(t *testing.T) {
 	// A simulator without the term gives none.
 	truth.AfterPromptCurve = nil
 	recs, res = simCalibrationRun(t, cfg, &truth, 3, 2)
-	none, err := CalibrateLlamaRuns([][]traces.Record{perRequest(t, recs, res)}, cfg, LlamaFit{Tile: 64})
+	none, err := FitLlamaRuns([][]traces.Record{perRequest(t, recs, res)}, cfg, LlamaFit{Tile: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -677,7 +677,7 @@ func TestCalibrateLlamaRecoversAfterPromptCurve(t *testing.T) {
 		Tile: 64, ShortPair: 600, AfterPromptCurve: curve}
 	cfg := llamacpp.DefaultConfig()
 	recs, res := simCalibrationRun(t, cfg, &truth, 3, 2)
-	c, err := CalibrateLlamaRuns([][]traces.Record{perRequest(t, recs, res)}, cfg, LlamaFit{Tile: 64})
+	c, err := FitLlamaRuns([][]traces.Record{perRequest(t, recs, res)}, cfg, LlamaFit{Tile: 64})
 	if err != nil {
 		t.Fatal(err)
 	}

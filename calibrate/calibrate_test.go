@@ -78,7 +78,7 @@ func calibrationTrace(t testing.TB, truth hw.Fitted, n int) []traces.Record {
 func TestCalibrateRecoversKnownCoefficients(t *testing.T) {
 	truth := hw.Fitted{Prefill: [4]float64{2.5e6, 45, 0.015, 4e5}, Decode: [3]float64{7e6, 2e5, 35}}
 	recs := calibrationTrace(t, truth, 60)
-	c, err := Calibrate(recs, DefaultCalibrate())
+	c, err := Calibrate(recs, Default())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestNNLSClampsNegativeSlopes(t *testing.T) {
 }
 
 func TestCalibrateNeedsSamples(t *testing.T) {
-	if _, err := Calibrate([]traces.Record{{ID: "a", InputLen: 10, OutputLen: 1, Observed: &traces.Observed{Status: "ok", TTFT: 5, CachedTokens: 0}}}, DefaultCalibrate()); err == nil || !strings.Contains(err.Error(), "usable TTFT samples") {
+	if _, err := Calibrate([]traces.Record{{ID: "a", InputLen: 10, OutputLen: 1, Observed: &traces.Observed{Status: "ok", TTFT: 5, CachedTokens: 0}}}, Default()); err == nil || !strings.Contains(err.Error(), "usable TTFT samples") {
 		t.Fatalf("err %v", err)
 	}
 }
@@ -162,7 +162,7 @@ func TestCalibrateWithNoise(t *testing.T) {
 			o.ITL[j] = noisy(o.ITL[j])
 		}
 	}
-	c, err := Calibrate(recs, DefaultCalibrate())
+	c, err := Calibrate(recs, Default())
 	if err != nil {
 		t.Fatal(err)
 	}

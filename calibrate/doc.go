@@ -1,7 +1,7 @@
 // Package calibrate fits the simulators' cost models to measured requests
 // and writes the fit as kvsim configuration: [Calibrate] fits the SGLang
 // simulator's fitted cost model (hw.Fitted) to a concurrency-1
-// per-request trace, and [CalibrateLlamaRuns] fits llama-server's CPU cost
+// per-request trace, and [FitLlamaRuns] fits llama-server's CPU cost
 // (llamacpp.CPUCost) to replays of the calibration trace that
 // [LlamaCalibrationTrace] generates, optionally with the server's own logs
 // ([ReadLlamaServerLog]). The per-request traces come from kvsim replay

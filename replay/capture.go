@@ -396,39 +396,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer res.Body.Close()
 	copyHeaders(w.Header(), res.Header)
 	w.WriteHeader(res.StatusCode)
-	fl, _ := w.(http.Flusher)
 	var tap *streamTap
 	if c != nil {
 		tap = &streamTap{st: streamState{api: api}, resp: Response{CachedTokens: -1, Retries: retries}, rc: recorder{start: start}, status: res.StatusCode}
 		tap.sse = strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream")
 	}
-	buf := make([]byte, 32<<10)
-	var rerr error
-	for {
-		n, err := res.Body.Read(buf)
-		if n > 0 {
-			if tap != nil {
-				tap.feed(buf[:n], p.clock.Now())
-			}
-			if _, werr := w.Write(buf[:n]); werr != nil {
-				rerr = &RequestError{Reason: "client gone", Err: werr}
-				break
-			}
-			if fl != nil {
-				fl.Flush()
-			}
-		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			rerr = transportError(r.Context(), err)
-			if Reason(rerr) == "connection closed" || Reason(rerr) == "transport" {
-				rerr = &RequestError{Reason: "stream cut", Err: err}
-			}
-			break
-		}
-	}
+	rerr := p.relay(r.Context(), w, res.Body, tap)
 	if tap != nil {
 		err := tap.finish(rerr, p.clock.Now())
 		p.finishRecord(c, &in, &tap.resp, &tap.rc, err, start)
@@ -436,6 +409,38 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rerr != nil && Reason(rerr) == "stream cut" {
 		// Cut the client's stream as the upstream cut ours.
 		panic(http.ErrAbortHandler)
+	}
+}
+
+// relay copies the upstream's response body to the client as it comes,
+// flushing each read, and feeds it to tap (if recording). It returns why
+// it stopped early: the client gone, or the upstream's stream cut.
+func (p *Proxy) relay(ctx context.Context, w http.ResponseWriter, body io.Reader, tap *streamTap) error {
+	fl, _ := w.(http.Flusher)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := body.Read(buf)
+		if n > 0 {
+			if tap != nil {
+				tap.feed(buf[:n], p.clock.Now())
+			}
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return &RequestError{Reason: "client gone", Err: werr}
+			}
+			if fl != nil {
+				fl.Flush()
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			rerr := transportError(ctx, err)
+			if Reason(rerr) == "connection closed" || Reason(rerr) == "transport" {
+				rerr = &RequestError{Reason: "stream cut", Err: err}
+			}
+			return rerr
+		}
 	}
 }
 
@@ -459,10 +464,7 @@ func parseCaptured(api API, body []byte) capturedInput {
 		Prompt   json.RawMessage `json:"prompt"`
 		Model    string          `json:"model"`
 		Sampling samplingFields  `json:"sampling_params"`
-		Messages []struct {
-			Role    string          `json:"role"`
-			Content json.RawMessage `json:"content"`
-		} `json:"messages"`
+		Messages []chatMessage   `json:"messages"`
 		samplingFields
 		MaxTokens           *int `json:"max_tokens"`
 		MaxCompletionTokens *int `json:"max_completion_tokens"`
@@ -473,23 +475,6 @@ func parseCaptured(api API, body []byte) capturedInput {
 		return in
 	}
 	in.model = b.Model
-	// words reads a text prompt: a string, or a list of one string (a
-	// batch of one); a longer batch keeps its length only.
-	// The text is kept in place in the decoded body (jsonText) and its
-	// words counted without splitting it, so a large prompt costs its
-	// bytes once more, not a slice per word.
-	words := func(raw json.RawMessage) {
-		s, ok := jsonText(raw)
-		if !ok {
-			var one []string
-			if json.Unmarshal(raw, &one) != nil || len(one) != 1 {
-				return
-			}
-			s = []byte(one[0])
-		}
-		in.textWords += countWords(s)
-		in.text = s
-	}
 	sf := b.samplingFields
 	switch api {
 	case APISGLang:
@@ -497,41 +482,16 @@ func parseCaptured(api API, body []byte) capturedInput {
 		if ids, err := tokenIDs(b.InputIDs, "input_ids"); err == nil && len(ids) > 0 {
 			in.tokens = ids
 		} else {
-			words(b.Text)
+			in.words(b.Text)
 		}
 	case APIOpenAI:
 		if ids, err := tokenIDs(b.Prompt, "prompt"); err == nil && len(ids) > 0 {
 			in.tokens = ids
 		} else {
-			words(b.Prompt)
+			in.words(b.Prompt)
 		}
 	case APIOpenAIChat:
-		// The conversation as one text, each message its role and its
-		// content, each length-prefixed, so that a shared history is a
-		// shared prefix and nothing in a content reads as a boundary.
-		// Content that is not text (an image part) goes in as its JSON,
-		// so that conversations that differ only there differ.
-		contents := make([][]byte, len(b.Messages))
-		size := 0
-		for i, m := range b.Messages {
-			if t, err := messageText(m.Content); err == nil {
-				in.textWords += countWords(t)
-				contents[i] = t
-			} else {
-				contents[i] = m.Content
-			}
-			size += 2*binary.MaxVarintLen64 + len(m.Role) + len(contents[i])
-		}
-		text := make([]byte, 0, size) // one copy of the conversation
-		part := func(b []byte) {
-			text = binary.AppendUvarint(text, uint64(len(b)))
-			text = append(text, b...)
-		}
-		for i, m := range b.Messages {
-			part([]byte(m.Role))
-			part(contents[i])
-		}
-		in.text = text
+		in.chat(b.Messages)
 	}
 	switch {
 	case sf.MaxNewTokens != nil:
@@ -541,22 +501,7 @@ func parseCaptured(api API, body []byte) capturedInput {
 	case b.MaxCompletionTokens != nil:
 		in.maxNew = *b.MaxCompletionTokens
 	}
-	if sf.Temperature != nil || sf.TopP != nil || sf.TopK != nil || sf.IgnoreEOS != nil {
-		s := &traces.Sampling{}
-		if sf.Temperature != nil {
-			s.Temperature = *sf.Temperature
-		}
-		if sf.TopP != nil {
-			s.TopP = *sf.TopP
-		}
-		if sf.TopK != nil {
-			s.TopK = *sf.TopK
-		}
-		if sf.IgnoreEOS != nil {
-			s.IgnoreEOS = *sf.IgnoreEOS
-		}
-		in.sampling = s
-	}
+	in.sampling = sf.sampling()
 	return in
 }
 
@@ -566,6 +511,82 @@ type samplingFields struct {
 	TopP         *float64 `json:"top_p"`
 	TopK         *int     `json:"top_k"`
 	IgnoreEOS    *bool    `json:"ignore_eos"`
+}
+
+// chatMessage is a message of a chat completion request.
+type chatMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// words reads a text prompt: a string, or a list of one string (a batch
+// of one); a longer batch keeps its length only. The text is kept in
+// place in the decoded body (jsonText) and its words counted without
+// splitting it, so a large prompt costs its bytes once more, not a slice
+// per word.
+func (in *capturedInput) words(raw json.RawMessage) {
+	s, ok := jsonText(raw)
+	if !ok {
+		var one []string
+		if json.Unmarshal(raw, &one) != nil || len(one) != 1 {
+			return
+		}
+		s = []byte(one[0])
+	}
+	in.textWords += countWords(s)
+	in.text = s
+}
+
+// chat reads a chat request's messages.
+func (in *capturedInput) chat(messages []chatMessage) {
+	// The conversation as one text, each message its role and its
+	// content, each length-prefixed, so that a shared history is a
+	// shared prefix and nothing in a content reads as a boundary.
+	// Content that is not text (an image part) goes in as its JSON,
+	// so that conversations that differ only there differ.
+	contents := make([][]byte, len(messages))
+	size := 0
+	for i, m := range messages {
+		if t, err := messageText(m.Content); err == nil {
+			in.textWords += countWords(t)
+			contents[i] = t
+		} else {
+			contents[i] = m.Content
+		}
+		size += 2*binary.MaxVarintLen64 + len(m.Role) + len(contents[i])
+	}
+	text := make([]byte, 0, size) // one copy of the conversation
+	part := func(b []byte) {
+		text = binary.AppendUvarint(text, uint64(len(b)))
+		text = append(text, b...)
+	}
+	for i, m := range messages {
+		part([]byte(m.Role))
+		part(contents[i])
+	}
+	in.text = text
+}
+
+// sampling returns the request's sampling parameters, or nil if it set
+// none.
+func (sf samplingFields) sampling() *traces.Sampling {
+	if sf.Temperature == nil && sf.TopP == nil && sf.TopK == nil && sf.IgnoreEOS == nil {
+		return nil
+	}
+	s := &traces.Sampling{}
+	if sf.Temperature != nil {
+		s.Temperature = *sf.Temperature
+	}
+	if sf.TopP != nil {
+		s.TopP = *sf.TopP
+	}
+	if sf.TopK != nil {
+		s.TopK = *sf.TopK
+	}
+	if sf.IgnoreEOS != nil {
+		s.IgnoreEOS = *sf.IgnoreEOS
+	}
+	return s
 }
 
 // finishRecord fills c's record unless Close already wrote it.

@@ -191,159 +191,218 @@ func (s *Server) loop(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var base engine.Time // virtual time at which o started
-	jobs := map[string]*job{}
-	var seq uint64
-	scale := s.cfg.TimeScale
-	wall0 := time.Now()
-	// vOf maps a wall time to the virtual time it stands for.
-	vOf := func(w time.Time) engine.Time { return engine.Time(float64(w.Sub(wall0)) / scale) }
-	// wallOf maps an absolute virtual time to its wall time.
-	wallOf := func(v engine.Time) time.Time { return wall0.Add(time.Duration(float64(v) * scale)) }
-	var timer *time.Timer
+	l := &serveLoop{s: s, o: o, jobs: map[string]*job{}, touched: map[*job]bool{}, scale: s.cfg.TimeScale, wall0: time.Now()}
 	defer func() {
-		if timer != nil {
-			timer.Stop()
+		if l.timer != nil {
+			l.timer.Stop()
 		}
 	}()
-	touched := map[*job]bool{}
-
-	dispatch := func(evs []engine.Event) {
-		for _, e := range evs {
-			j := jobs[e.ID]
-			if j == nil {
-				panic("replay: serve: event for an unknown request " + e.ID)
-			}
-			j.mu.Lock()
-			j.tokens = int(e.Tokens)
-			j.cached = int(e.CachedTokens)
-			if e.Done {
-				j.done = true
-				j.res = e.Result
-				delete(jobs, e.ID)
-			}
-			j.mu.Unlock()
-			touched[j] = true
-			s.account(e)
-		}
-		for j := range touched {
-			j.publish()
-		}
-		clear(touched)
-	}
-	handle := func(c command) error {
-		switch c.kind {
-		case cmdSubmit:
-			seq++
-			id := fmt.Sprintf("r%d", seq)
-			j := c.job
-			j.arrival = int64(base + o.Now())
-			rec := traces.Record{ID: id, Arrival: int64(o.Now()), InputLen: len(j.prompt), Tokens: j.prompt, OutputLen: j.n, OutputTokens: j.out}
-			if err := o.Submit(rec); err != nil {
-				return err
-			}
-			jobs[id] = j
-			s.statsMu.Lock()
-			s.stats.Requests++
-			s.stats.PromptTokens += int64(len(j.prompt))
-			s.stats.InSystem++
-			s.stats.Waiting++
-			s.statsMu.Unlock()
-		case cmdFlush:
-			if len(jobs) > 0 {
-				c.reply <- fmt.Errorf("%d requests running or waiting", len(jobs))
-				return nil
-			}
-			fresh, err := s.cfg.Sim.Engine.New()
-			if err != nil {
-				c.reply <- err
-				return nil
-			}
-			base += o.Now()
-			o = fresh
-			s.statsMu.Lock()
-			s.stats.Flushes++
-			s.statsMu.Unlock()
-			c.reply <- nil
-		}
-		return nil
-	}
 	for {
 		// Virtual time now.
-		if scale > 0 {
-			if v := vOf(time.Now()) - base; v > o.Now() {
-				evs, err := o.RunUntil(v)
-				if err != nil {
+		if l.scale > 0 {
+			if v := l.vOf(time.Now()) - l.base; v > l.o.Now() {
+				if err := l.runUntil(v); err != nil {
 					return err
 				}
-				dispatch(evs)
 			}
 		}
-		// Take every command waiting, at the current virtual time.
-	drain:
-		for {
-			select {
-			case c := <-s.cmds:
-				if err := handle(c); err != nil {
-					return err
-				}
-			default:
-				break drain
-			}
+		if err := l.drain(); err != nil {
+			return err
 		}
-		s.statsMu.Lock()
-		s.stats.VirtualNs = int64(base + o.Now())
-		s.extraStats(o)
-		s.statsMu.Unlock()
-		next, ok := o.Next()
-		if scale == 0 {
-			if ok && len(jobs) > 0 {
-				evs, err := o.RunUntil(next)
-				if err != nil {
-					return err
-				}
-				dispatch(evs)
-				continue
-			}
-			select {
-			case c := <-s.cmds:
-				if err := handle(c); err != nil {
-					return err
-				}
-			case <-ctx.Done():
-				return nil
-			}
-			continue
+		l.noteTime()
+		next, ok := l.o.Next()
+		var done bool
+		if l.scale == 0 {
+			done, err = l.waitFast(ctx, next, ok)
+		} else {
+			done, err = l.waitTimed(ctx, next, ok)
 		}
-		var wake <-chan time.Time
-		if ok {
-			d := time.Until(wallOf(base + next))
-			if d <= 0 {
-				continue
-			}
-			if timer == nil {
-				timer = time.NewTimer(d)
-			} else {
-				timer.Reset(d)
-			}
-			wake = timer.C
-		}
-		select {
-		case c := <-s.cmds:
-			if err := handle(c); err != nil {
-				return err
-			}
-		case <-wake:
-		case <-ctx.Done():
-			return nil
-		}
-		if timer != nil && !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
+		if done || err != nil {
+			return err
 		}
 	}
+}
+
+// serveLoop is the state of Server.loop: the engine, the requests it
+// runs by ID, and the wall clock the virtual one follows.
+type serveLoop struct {
+	s       *Server
+	o       engine.Engine
+	base    engine.Time // virtual time at which o started
+	jobs    map[string]*job
+	seq     uint64
+	touched map[*job]bool
+	scale   float64
+	wall0   time.Time
+	timer   *time.Timer
+}
+
+// vOf maps a wall time to the virtual time it stands for.
+func (l *serveLoop) vOf(w time.Time) engine.Time {
+	return engine.Time(float64(w.Sub(l.wall0)) / l.scale)
+}
+
+// wallOf maps an absolute virtual time to its wall time.
+func (l *serveLoop) wallOf(v engine.Time) time.Time {
+	return l.wall0.Add(time.Duration(float64(v) * l.scale))
+}
+
+// runUntil advances the engine to virtual time v (of the engine) and
+// passes its events on.
+func (l *serveLoop) runUntil(v engine.Time) error {
+	evs, err := l.o.RunUntil(v)
+	if err != nil {
+		return err
+	}
+	l.dispatch(evs)
+	return nil
+}
+
+// dispatch passes the engine's events to their requests' jobs and the
+// server's counters, and wakes each job touched once.
+func (l *serveLoop) dispatch(evs []engine.Event) {
+	for _, e := range evs {
+		j := l.jobs[e.ID]
+		if j == nil {
+			panic("replay: serve: event for an unknown request " + e.ID)
+		}
+		j.mu.Lock()
+		j.tokens = int(e.Tokens)
+		j.cached = int(e.CachedTokens)
+		if e.Done {
+			j.done = true
+			j.res = e.Result
+			delete(l.jobs, e.ID)
+		}
+		j.mu.Unlock()
+		l.touched[j] = true
+		l.s.account(e)
+	}
+	for j := range l.touched {
+		j.publish()
+	}
+	clear(l.touched)
+}
+
+// drain takes every command waiting, at the current virtual time.
+func (l *serveLoop) drain() error {
+	for {
+		select {
+		case c := <-l.s.cmds:
+			if err := l.handle(c); err != nil {
+				return err
+			}
+		default:
+			return nil
+		}
+	}
+}
+
+func (l *serveLoop) handle(c command) error {
+	switch c.kind {
+	case cmdSubmit:
+		return l.submit(c.job)
+	case cmdFlush:
+		c.reply <- l.flush()
+	}
+	return nil
+}
+
+// submit hands a request to the engine at the current virtual time.
+func (l *serveLoop) submit(j *job) error {
+	s, o := l.s, l.o
+	l.seq++
+	id := fmt.Sprintf("r%d", l.seq)
+	j.arrival = int64(l.base + o.Now())
+	rec := traces.Record{ID: id, Arrival: int64(o.Now()), InputLen: len(j.prompt), Tokens: j.prompt, OutputLen: j.n, OutputTokens: j.out}
+	if err := o.Submit(rec); err != nil {
+		return err
+	}
+	l.jobs[id] = j
+	s.statsMu.Lock()
+	s.stats.Requests++
+	s.stats.PromptTokens += int64(len(j.prompt))
+	s.stats.InSystem++
+	s.stats.Waiting++
+	s.statsMu.Unlock()
+	return nil
+}
+
+// flush replaces the engine by a fresh one (an empty cache) that starts
+// at the current virtual time; it refuses while requests run or wait.
+func (l *serveLoop) flush() error {
+	if len(l.jobs) > 0 {
+		return fmt.Errorf("%d requests running or waiting", len(l.jobs))
+	}
+	fresh, err := l.s.cfg.Sim.Engine.New()
+	if err != nil {
+		return err
+	}
+	l.base += l.o.Now()
+	l.o = fresh
+	l.s.statsMu.Lock()
+	l.s.stats.Flushes++
+	l.s.statsMu.Unlock()
+	return nil
+}
+
+// noteTime publishes the virtual time and the engine's own counters.
+func (l *serveLoop) noteTime() {
+	s := l.s
+	s.statsMu.Lock()
+	s.stats.VirtualNs = int64(l.base + l.o.Now())
+	s.extraStats(l.o)
+	s.statsMu.Unlock()
+}
+
+// waitFast is a step of the loop at time scale 0 (as fast as possible):
+// run to the engine's next event while requests are in it, else wait for
+// a command. done says the context ended.
+func (l *serveLoop) waitFast(ctx context.Context, next engine.Time, ok bool) (done bool, err error) {
+	if ok && len(l.jobs) > 0 {
+		return false, l.runUntil(next)
+	}
+	select {
+	case c := <-l.s.cmds:
+		return false, l.handle(c)
+	case <-ctx.Done():
+		return true, nil
+	}
+}
+
+// waitTimed is a step of the loop in real time: wait until the wall time
+// of the engine's next event (if any) or a command. done says the
+// context ended.
+func (l *serveLoop) waitTimed(ctx context.Context, next engine.Time, ok bool) (done bool, err error) {
+	var wake <-chan time.Time
+	if ok {
+		d := time.Until(l.wallOf(l.base + next))
+		if d <= 0 {
+			return false, nil
+		}
+		if l.timer == nil {
+			l.timer = time.NewTimer(d)
+		} else {
+			l.timer.Reset(d)
+		}
+		wake = l.timer.C
+	}
+	select {
+	case c := <-l.s.cmds:
+		if err := l.handle(c); err != nil {
+			return false, err
+		}
+	case <-wake:
+	case <-ctx.Done():
+		return true, nil
+	}
+	if l.timer != nil && !l.timer.Stop() {
+		select {
+		case <-l.timer.C:
+		default:
+		}
+	}
+	return false, nil
 }
 
 // account updates the counters with one simulator event.

@@ -323,16 +323,13 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 }
 
 type completionBody struct {
-	Model    string          `json:"model"`
-	Prompt   json.RawMessage `json:"prompt"`
-	Messages []struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
-	} `json:"messages"`
-	MaxTokens           *int `json:"max_tokens"`
-	MaxCompletionTokens *int `json:"max_completion_tokens"`
-	N                   *int `json:"n"`
-	Stream              bool `json:"stream"`
+	Model               string          `json:"model"`
+	Prompt              json.RawMessage `json:"prompt"`
+	Messages            []chatMessage   `json:"messages"`
+	MaxTokens           *int            `json:"max_tokens"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	N                   *int            `json:"n"`
+	Stream              bool            `json:"stream"`
 	StreamOptions       struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
@@ -620,6 +617,16 @@ func (g *genStream) usageJSON(b *bytes.Buffer) {
 	fmt.Fprintf(b, `{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d,"prompt_tokens_details":{"cached_tokens":%d}}`, p, c, p+c, g.cached)
 }
 
+// openAIHead writes an OpenAI response object's start, up to its first
+// choice's fields: {"id":...,"object":object,"created":0,"model":...,"choices":[{"index":0,
+func (g *genStream) openAIHead(b *bytes.Buffer, object string) {
+	b.WriteString(`{"id":`)
+	appendJSONString(b, g.rid)
+	b.WriteString(`,"object":"` + object + `","created":0,"model":`)
+	appendJSONString(b, g.model)
+	b.WriteString(`,"choices":[{"index":0,`)
+}
+
 // chunk writes the streamed event of token k.
 func (g *genStream) chunk(b *bytes.Buffer, k int, last bool) {
 	b.WriteString("data: ")
@@ -633,18 +640,14 @@ func (g *genStream) chunk(b *bytes.Buffer, k int, last bool) {
 		g.meta(b, k, last)
 		b.WriteString(`,"index":0}`)
 	case APIOpenAI, APIOpenAIChat:
-		b.WriteString(`{"id":`)
-		appendJSONString(b, g.rid)
 		if g.api == APIOpenAI {
-			b.WriteString(`,"object":"text_completion","created":0,"model":`)
-			appendJSONString(b, g.model)
-			b.WriteString(`,"choices":[{"index":0,"text":`)
+			g.openAIHead(b, "text_completion")
+			b.WriteString(`"text":`)
 			appendJSONString(b, g.words[k-1])
 			b.WriteString(`,"logprobs":null`)
 		} else {
-			b.WriteString(`,"object":"chat.completion.chunk","created":0,"model":`)
-			appendJSONString(b, g.model)
-			b.WriteString(`,"choices":[{"index":0,"delta":{`)
+			g.openAIHead(b, "chat.completion.chunk")
+			b.WriteString(`"delta":{`)
 			if k == 1 {
 				b.WriteString(`"role":"assistant",`)
 			}
@@ -695,17 +698,13 @@ func (g *genStream) whole(b *bytes.Buffer) {
 		g.meta(b, n, true)
 		b.WriteString("}\n")
 	default:
-		b.WriteString(`{"id":`)
-		appendJSONString(b, g.rid)
 		if g.api == APIOpenAI {
-			b.WriteString(`,"object":"text_completion","created":0,"model":`)
-			appendJSONString(b, g.model)
-			b.WriteString(`,"choices":[{"index":0,"text":`)
+			g.openAIHead(b, "text_completion")
+			b.WriteString(`"text":`)
 			appendJSONString(b, text)
 		} else {
-			b.WriteString(`,"object":"chat.completion","created":0,"model":`)
-			appendJSONString(b, g.model)
-			b.WriteString(`,"choices":[{"index":0,"message":{"role":"assistant","content":`)
+			g.openAIHead(b, "chat.completion")
+			b.WriteString(`"message":{"role":"assistant","content":`)
 			appendJSONString(b, text)
 			b.WriteByte('}')
 		}

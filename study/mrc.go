@@ -88,56 +88,9 @@ func (f fenwick) sum(i int) int64 { // counts at times 1..i
 // into chained blocks of traces.DefaultTokenBlockSize tokens (full blocks
 // only), as traces.Stats does; hash traces use their own blocks.
 func computeMRC(rd *traces.Reader) (*mrcCurve, error) {
-	type req struct {
-		blocks []uint64
-		input  int
-	}
-	var reqs []req
-	bs := 0
-	intern := map[string]uint64{}
-	var total int
-	for {
-		r, err := rd.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		var bl []uint64
-		switch {
-		case r.Blocks != nil:
-			if bs == 0 {
-				bs = r.BlockSize
-			}
-			if r.BlockSize != bs {
-				return nil, fmt.Errorf("request %s: block size %d, earlier ones %d", r.ID, r.BlockSize, bs)
-			}
-			bl = r.Blocks
-		case r.Tokens != nil:
-			if bs == 0 {
-				bs = traces.DefaultTokenBlockSize
-			}
-			var parent uint64
-			key := make([]byte, 8+4*bs)
-			for i := 0; i+bs <= len(r.Tokens); i += bs {
-				binary.LittleEndian.PutUint64(key, parent)
-				for j, t := range r.Tokens[i : i+bs] {
-					binary.LittleEndian.PutUint32(key[8+4*j:], uint32(t))
-				}
-				id, ok := intern[string(key)]
-				if !ok {
-					id = uint64(len(intern))
-					intern[string(key)] = id
-				}
-				bl = append(bl, id)
-				parent = id + 1
-			}
-		default:
-			return nil, errors.New("the trace has neither block hashes nor token ids: no prefix information")
-		}
-		reqs = append(reqs, req{blocks: bl, input: r.InputLen})
-		total += len(bl)
+	reqs, bs, total, err := readMRCRequests(rd)
+	if err != nil {
+		return nil, err
 	}
 	c := &mrcCurve{blockSize: bs}
 	future := traces.NewOPTBuilder()
@@ -148,6 +101,83 @@ func computeMRC(rd *traces.Reader) (*mrcCurve, error) {
 		c.inputs = append(c.inputs, q.input)
 	}
 	c.opt = future.Build()
+	c.stackDistances(reqs, total)
+	return c, nil
+}
+
+// mrcRequest is a request as the curve sees it: its prompt's blocks and
+// its input length in tokens.
+type mrcRequest struct {
+	blocks []uint64
+	input  int
+}
+
+// readMRCRequests reads every request's blocks: the trace's block hashes
+// (of one block size), or its token ids hashed in blocks of
+// traces.DefaultTokenBlockSize, each block identified by itself and its
+// parent. total counts the blocks of all requests.
+func readMRCRequests(rd *traces.Reader) (reqs []mrcRequest, bs, total int, err error) {
+	intern := map[string]uint64{}
+	for {
+		r, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			return reqs, bs, total, nil
+		}
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		var bl []uint64
+		switch {
+		case r.Blocks != nil:
+			if bs == 0 {
+				bs = r.BlockSize
+			}
+			if r.BlockSize != bs {
+				return nil, 0, 0, fmt.Errorf("request %s: block size %d, earlier ones %d", r.ID, r.BlockSize, bs)
+			}
+			bl = r.Blocks
+		case r.Tokens != nil:
+			if bs == 0 {
+				bs = traces.DefaultTokenBlockSize
+			}
+			bl = internTokenBlocks(r.Tokens, bs, intern)
+		default:
+			return nil, 0, 0, errors.New("the trace has neither block hashes nor token ids: no prefix information")
+		}
+		reqs = append(reqs, mrcRequest{blocks: bl, input: r.InputLen})
+		total += len(bl)
+	}
+}
+
+// internTokenBlocks returns the ids of the whole blocks of bs tokens of a
+// prompt; a block's id stands for its tokens and its parent's id (ids
+// are dense, in order of first appearance in intern).
+func internTokenBlocks(tokens []int32, bs int, intern map[string]uint64) []uint64 {
+	var bl []uint64
+	var parent uint64
+	key := make([]byte, 8+4*bs)
+	for i := 0; i+bs <= len(tokens); i += bs {
+		binary.LittleEndian.PutUint64(key, parent)
+		for j, t := range tokens[i : i+bs] {
+			binary.LittleEndian.PutUint32(key[8+4*j:], uint32(t))
+		}
+		id, ok := intern[string(key)]
+		if !ok {
+			id = uint64(len(intern))
+			intern[string(key)] = id
+		}
+		bl = append(bl, id)
+		parent = id + 1
+	}
+	return bl
+}
+
+// stackDistances fills the LRU curve: for each request, the capacity in
+// blocks its hit run needs (the largest stack distance of its leading
+// reused blocks, from a Fenwick tree over last-use times), and the tokens
+// and blocks that hit at each such capacity.
+func (c *mrcCurve) stackDistances(reqs []mrcRequest, total int) {
+	bs := c.blockSize
 	fw := make(fenwick, total+1)
 	last := map[uint64]int{}
 	now := 0
@@ -193,7 +223,6 @@ func computeMRC(rd *traces.Reader) (*mrcCurve, error) {
 		c.tokens = append(c.tokens, tok[k])
 		c.blocks = append(c.blocks, blk[k])
 	}
-	return c, nil
 }
 
 // optHitTokens replays the trace under Belady's optimum at capacity

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -73,15 +72,8 @@ type warmCacheRow struct {
 }
 
 func benchWarmCache(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("bench warm-cache", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		io.WriteString(stderr, "usage: kvsim bench warm-cache --target URL|sim [flags]\n\n")
-		fs.PrintDefaults()
-	}
-	var rf replayFlags
-	rf.register(fs, 20*time.Minute)
-	cfgPath := fs.String("config", "", "with --target sim: the simulated server (TOML; default: the bundled configs/default.toml)")
+	fs, rf := newBenchCommand("warm-cache", stderr)
+	cfgPath, settle := &rf.cfgPath, &rf.settle
 	numPrompts := fs.Int("num-prompts", 64, "prompts per shared-prefix percentage")
 	total := fs.Int("total-tokens", 70000, "tokens per prompt (shared prefix + unique suffix)")
 	outLen := fs.Int("output-len", 200, "output tokens per request")
@@ -90,23 +82,10 @@ func benchWarmCache(args []string, stdout, stderr io.Writer) int {
 	seed := fs.Uint64("seed", 42, "seed of the synthetic prompts")
 	noEOS := fs.Bool("disable-ignore-eos", false, "send ignore_eos=false")
 	outFile := fs.String("output-file", "", "append one JSON object per percentage to this JSONL file")
-	settle := fs.Duration("settle", time.Second, "pause after each flush")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := rf.parse(fs, args); !ok {
+		return code
 	}
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "kvsim bench warm-cache: "+format+"\n", a...)
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		return usageErr("unexpected argument %q", fs.Arg(0))
-	}
-	if err := rf.validate(); err != nil {
-		return usageErr("%v", err)
-	}
+	usageErr := fs.usageErr
 	var tg replay.Target
 	var vocab traces.Vocab
 	backend := "sglang"
@@ -125,13 +104,11 @@ func benchWarmCache(args []string, stdout, stderr io.Writer) int {
 		if rf.api != "sglang" {
 			return usageErr("--api %s: the warm-cache sweep uses SGLang's native /generate (as the bench does)", rf.api)
 		}
-		h, v, err := rf.build()
+		h, v, err := rf.buildHTTP(fs.Name(), stderr)
 		if err != nil {
 			return usageErr("%v", err)
 		}
 		defer h.CloseIdle()
-		info, _ := h.Info(context.Background())
-		v, _ = rf.fitVocab(v, info, stderr, "kvsim bench warm-cache", true)
 		tg, vocab = h, v
 	}
 	pl, err := traces.ParseIntList(*pcts)
@@ -241,15 +218,8 @@ type multiTurnLog struct {
 }
 
 func benchMultiTurn(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("bench multiturn", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		io.WriteString(stderr, "usage: kvsim bench multiturn --target URL|sim [flags]\n\n")
-		fs.PrintDefaults()
-	}
-	var rf replayFlags
-	rf.register(fs, 20*time.Minute)
-	cfgPath := fs.String("config", "", "with --target sim: the simulated server (TOML; default: the bundled configs/default.toml)")
+	fs, rf := newBenchCommand("multiturn", stderr)
+	cfgPath, settle := &rf.cfgPath, &rf.settle
 	clients := fs.Int("num-clients", 256, "number of clients (conversations)")
 	maxPar := fs.Int("max-parallel", 128, "maximum requests in flight")
 	reqLen := fs.Int("request-length", 512, "first prompt length in tokens")
@@ -263,23 +233,10 @@ func benchMultiTurn(args []string, stdout, stderr io.Writer) int {
 	noAuto := fs.Bool("disable-auto-run", false, "run only --request-rate (default: the rates 16, 14, 12, 10, 9, ..., 1 unless --request-rate is given)")
 	logFile := fs.String("log-file", "performance_metrics.jsonl", "append one JSON object per rate to this JSONL file ('' for none)")
 	tag := fs.String("tag", "", "tag written with each log line")
-	settle := fs.Duration("settle", time.Second, "pause after each flush")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := rf.parse(fs, args); !ok {
+		return code
 	}
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "kvsim bench multiturn: "+format+"\n", a...)
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		return usageErr("unexpected argument %q", fs.Arg(0))
-	}
-	if err := rf.validate(); err != nil {
-		return usageErr("%v", err)
-	}
+	usageErr := fs.usageErr
 	if rf.api == "openai-chat" {
 		return usageErr("--api openai-chat: the multi-turn history is token ids; use sglang or openai")
 	}
@@ -303,24 +260,17 @@ func benchMultiTurn(args []string, stdout, stderr io.Writer) int {
 		if *cfgPath != "" {
 			return usageErr("--config describes the simulated server: use it with --target sim")
 		}
-		h, v, err := rf.build()
+		h, v, err := rf.buildHTTP(fs.Name(), stderr)
 		if err != nil {
 			return usageErr("%v", err)
 		}
 		defer h.CloseIdle()
-		info, _ := h.Info(context.Background())
-		v, _ = rf.fitVocab(v, info, stderr, "kvsim bench multiturn", true)
 		tg, vocab = h, v
 		run = func(ctx context.Context, cfg replay.MultiTurnConfig) (*replay.MultiTurnResult, error) {
 			return replay.MultiTurn(ctx, cfg, h, replay.WallClock{})
 		}
 	}
-	rateSet := false
-	fs.Visit(func(f *flag.Flag) { rateSet = rateSet || f.Name == "request-rate" })
-	rates := []float64{*rate}
-	if !*noAuto && !rateSet {
-		rates = []float64{16, 14, 12, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1}
-	}
+	rates := multiTurnRates(fs.FlagSet, *rate, *noAuto)
 	cfg := replay.MultiTurnConfig{
 		Clients: *clients, MaxParallel: *maxPar, RequestLength: *reqLen, OutputLength: *outLen, Rounds: *rounds,
 		SubQuestionLength: *subLen, Distribution: *dist, ReadyQueue: *queue, Seed: *seed, Vocab: vocab, Timeout: rf.timeout,
@@ -415,4 +365,60 @@ func (f *replayFlags) buildSim(cfgPath string) (*replay.SimTarget, traces.Vocab,
 	}
 	st, err := simTarget(cfgPath)
 	return st, v, err
+}
+
+// buildHTTP is a server target for a benchmark, with the vocab of the
+// prompts fitted to what the server reports (announced as prog).
+func (f *replayFlags) buildHTTP(prog string, stderr io.Writer) (*replay.HTTPTarget, traces.Vocab, error) {
+	h, v, err := f.build()
+	if err != nil {
+		return nil, v, err
+	}
+	info, _ := h.Info(context.Background())
+	v, _ = f.fitVocab(v, info, stderr, prog, true)
+	return h, v, nil
+}
+
+// multiTurnRates are the request rates bench multiturn runs: --request-rate
+// alone when given or with --disable-auto-run, else bench_multiturn.py's
+// automatic sweep.
+func multiTurnRates(fs *flag.FlagSet, rate float64, noAuto bool) []float64 {
+	rateSet := false
+	fs.Visit(func(f *flag.Flag) { rateSet = rateSet || f.Name == "request-rate" })
+	if noAuto || rateSet {
+		return []float64{rate}
+	}
+	return []float64{16, 14, 12, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1}
+}
+
+// benchFlags are the flags both benchmarks share: the target's
+// (replayFlags), --config for --target sim and --settle.
+type benchFlags struct {
+	replayFlags
+	cfgPath string
+	settle  time.Duration
+}
+
+// newBenchCommand returns the flag set of "kvsim bench NAME" with the
+// shared flags registered.
+func newBenchCommand(name string, stderr io.Writer) (*cmdFlags, *benchFlags) {
+	name = "kvsim bench " + name
+	fs := newCommand(name, "usage: "+name+" --target URL|sim [flags]\n\n", stderr)
+	b := new(benchFlags)
+	b.register(fs.FlagSet, 20*time.Minute)
+	fs.StringVar(&b.cfgPath, "config", "", "with --target sim: the simulated server (TOML; default: the bundled configs/default.toml)")
+	fs.DurationVar(&b.settle, "settle", time.Second, "pause after each flush")
+	return fs, b
+}
+
+// parse parses a benchmark's flags and checks the target's; code and ok
+// are as for cmdFlags.parse.
+func (b *benchFlags) parse(fs *cmdFlags, args []string) (code int, ok bool) {
+	if code, ok := fs.parse(args); !ok {
+		return code, false
+	}
+	if err := b.validate(); err != nil {
+		return fs.usageErr("%v", err), false
+	}
+	return exitOK, true
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/kvsim/kvsim/calibrate"
 	"github.com/kvsim/kvsim/configs"
+	"github.com/kvsim/kvsim/sim/llamacpp"
 	"github.com/kvsim/kvsim/traces"
 )
 
@@ -56,9 +56,7 @@ See docs/replay.md and docs/fidelity.md.
 `
 
 func runCalibrate(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("calibrate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { io.WriteString(stderr, calibrateUsage); fs.PrintDefaults() }
+	fs := newCommand("kvsim calibrate", calibrateUsage, stderr)
 	var perReqs, serverLogs pathsFlag
 	fs.Var(&perReqs, "per-request", "per-request trace of a concurrency-1 replay (or capture); with a llama-server config, one per run of the calibration trace (repeat the flag: their repeats are pooled)")
 	fs.Var(&serverLogs, "server-log", "llama-server config: llama-server's `LOG` (default verbosity, with timestamps) of each --per-request run, one per run in the same order (repeat the flag): the copy rates are then measured from each TTFT less the logged prompt eval time instead of fitted with the prompt cost")
@@ -76,25 +74,13 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 	requestDelay := fs.Duration("request-delay", 0, "llama-server config: time from a request's send until the server loop sees it (written to the config as request_delay_ns and taken out of every TTFT before the fit; not fitted; default: the --config's request_delay_ns)")
 	noAfterPrompt := fs.Bool("no-after-prompt", false, "llama-server config: do not fit the extra time of decode steps after a prompt call (after_prompt_ns 0; the decode fit then spreads it over all steps)")
 	asJSON := fs.Bool("json", false, "print the fit as JSON instead of text")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "kvsim calibrate: "+format+"\n", a...)
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		return usageErr("unexpected argument %q", fs.Arg(0))
-	}
-	f := configs.Default()
-	if *cfgPath != "" {
-		var err error
-		if f, err = configs.Load(*cfgPath); err != nil {
-			return usageErr("%v", err)
-		}
+	usageErr := fs.usageErr
+	f, err := loadConfig(*cfgPath)
+	if err != nil {
+		return usageErr("%v", err)
 	}
 	if f.IsLlamaCpp() {
 		set := map[string]bool{}
@@ -136,7 +122,7 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvsim calibrate: %v\n", err)
 		return exitFail
 	}
-	cc := calibrate.CalibrateConfig{
+	cc := calibrate.Config{
 		ChunkedPrefillSize: built.Sim.Scheduler.ChunkedPrefillSize,
 		PageSize:           built.Sim.Cache.PageSize, Relative: !*absolute,
 	}
@@ -201,31 +187,7 @@ func calibrateLlama(f *configs.File, cfgPath, genTrace string, perReqs, serverLo
 		if len(perReqs) > 0 || len(serverLogs) > 0 || out != "" {
 			return usageErr("--gen-trace writes the calibration trace only: no --per-request, --server-log or --out")
 		}
-		recs, err := calibrate.LlamaCalibrationTrace(calibrate.LlamaCalibrationConfig{
-			Slots: cfg.Slots, SlotContext: cfg.SlotContext(), Repeats: o.repeats, Seed: o.seed, Vocab: o.vocab,
-		})
-		if err != nil {
-			return usageErr(err.Error())
-		}
-		hdr := traces.Header{Format: "kvsim", Source: fmt.Sprintf("kvsim calibrate --config %s --gen-trace --seed %d --repeats %d --vocab %s", cfgPath, o.seed, o.repeats, o.vocab)}
-		err = writeAtomic(genTrace, func(w io.Writer) error {
-			tw, err := traces.NewWriter(w, hdr)
-			if err != nil {
-				return err
-			}
-			for _, r := range recs {
-				if err := tw.Write(r); err != nil {
-					return err
-				}
-			}
-			return tw.Flush()
-		})
-		if err != nil {
-			return fail(err)
-		}
-		fmt.Fprintf(stdout, "wrote %s: %d requests; replay it with --max-concurrency %d --vocab %s --per-request F, then kvsim calibrate --config %s --per-request F --out calibrated.toml\n",
-			genTrace, len(recs), cfg.Slots, o.vocab, cfgPath)
-		return exitOK
+		return genLlamaTrace(cfg, cfgPath, genTrace, o, stdout, stderr)
 	}
 	switch {
 	case len(perReqs) == 0:
@@ -255,7 +217,7 @@ func calibrateLlama(f *configs.File, cfgPath, genTrace string, perReqs, serverLo
 		fit.Logs = append(fit.Logs, tasks)
 		fit.LogNames = append(fit.LogNames, p)
 	}
-	c, err := calibrate.CalibrateLlamaRuns(runs, cfg, fit)
+	c, err := calibrate.FitLlamaRuns(runs, cfg, fit)
 	if err != nil {
 		names := strings.Join(perReqs, ", ")
 		if len(serverLogs) > 0 {
@@ -276,6 +238,44 @@ func calibrateLlama(f *configs.File, cfgPath, genTrace string, perReqs, serverLo
 		}
 		return exitOK
 	}
+	printLlamaFit(stdout, c, cfg)
+	fmt.Fprintf(stdout, "wrote %s\n", out)
+	return exitOK
+}
+
+// readLlamaLog reads the tasks of a llama-server log file.
+func readLlamaLog(path string) ([]calibrate.LlamaLogTask, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return calibrate.ReadLlamaServerLog(f, path)
+}
+
+// genLlamaTrace writes the llama-server calibration trace for cfg's slots
+// to path (--gen-trace) and says how to replay it.
+func genLlamaTrace(cfg llamacpp.Config, cfgPath, path string, o llamaTraceOpts, stdout, stderr io.Writer) int {
+	recs, err := calibrate.LlamaCalibrationTrace(calibrate.LlamaCalibrationConfig{
+		Slots: cfg.Slots, SlotContext: cfg.SlotContext(), Repeats: o.repeats, Seed: o.seed, Vocab: o.vocab,
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "kvsim calibrate: %v\n", err)
+		return exitUsage
+	}
+	hdr := traces.Header{Format: "kvsim", Source: fmt.Sprintf("kvsim calibrate --config %s --gen-trace --seed %d --repeats %d --vocab %s", cfgPath, o.seed, o.repeats, o.vocab)}
+	if err := writeAtomic(path, func(w io.Writer) error { return writeRecords(w, hdr, recs) }); err != nil {
+		fmt.Fprintf(stderr, "kvsim calibrate: %v\n", err)
+		return exitFail
+	}
+	fmt.Fprintf(stdout, "wrote %s: %d requests; replay it with --max-concurrency %d --vocab %s --per-request F, then kvsim calibrate --config %s --per-request F --out calibrated.toml\n",
+		path, len(recs), cfg.Slots, o.vocab, cfgPath)
+	return exitOK
+}
+
+// printLlamaFit prints a llama-server fit as formulas, with how well they
+// fit.
+func printLlamaFit(stdout io.Writer, c *calibrate.LlamaCalibration, cfg llamacpp.Config) {
 	p, d := c.Cost.Prefill, c.Cost.Decode
 	pairs := "causal_pairs"
 	if c.Cost.Tile > 0 {
@@ -311,16 +311,4 @@ func calibrateLlama(f *configs.File, cfgPath, genTrace string, perReqs, serverLo
 		}
 	}
 	fmt.Fprintf(stdout, "method: %s (-b %d)\n", c.Method, cfg.Batch)
-	fmt.Fprintf(stdout, "wrote %s\n", out)
-	return exitOK
-}
-
-// readLlamaLog reads the tasks of a llama-server log file.
-func readLlamaLog(path string) ([]calibrate.LlamaLogTask, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return calibrate.ReadLlamaServerLog(f, path)
 }

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -46,27 +44,17 @@ var (
 )
 
 func runCapture(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("capture", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { io.WriteString(stderr, captureUsage); fs.PrintDefaults() }
+	fs := newCommand("kvsim capture", captureUsage, stderr)
 	listen := fs.String("listen", "127.0.0.1:30001", "address to listen on")
 	upstream := fs.String("upstream", "", "the server's base URL, e.g. http://127.0.0.1:30000")
 	out := fs.String("out", "", "the trace file to write")
 	drain := fs.Duration("drain", 10*time.Second, "on Ctrl-C, how long requests in flight may finish")
 	bpt := fs.Float64("text-bytes-per-token", 4, "text prompts: bytes of text per token for the prefix hashes of their 16-token blocks (about 4 for English with the usual BPE tokenizers; lower for code or other languages)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "kvsim capture: "+format+"\n", a...)
-		return exitUsage
-	}
+	usageErr := fs.usageErr
 	switch {
-	case fs.NArg() > 0:
-		return usageErr("unexpected argument %q", fs.Arg(0))
 	case *upstream == "":
 		return usageErr("--upstream is required")
 	case *out == "":

@@ -1,9 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -63,11 +63,9 @@ func (p *pathsFlag) Set(s string) error {
 }
 
 func runCompare(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { io.WriteString(stderr, compareUsage); fs.PrintDefaults() }
+	fs := newCommand("kvsim compare", compareUsage, stderr)
 	var j replayJob
-	j.register(fs)
+	j.register(fs.FlagSet)
 	url := fs.String("url", "", "the server's base URL (measured)")
 	var measuredPaths pathsFlag
 	fs.Var(&measuredPaths, "measured", "offline: a per-request trace of the server; repeat it for several runs (compared by their per-request median)")
@@ -77,16 +75,10 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 	maxMAPE := fs.Float64("max-ttft-mape", 15, "fail (exit 1) when the per-request TTFT MAPE is above this, in percent")
 	maxPP := fs.Float64("max-hit-rate-pp", 5, "fail (exit 1) when the hit rates differ by more than this many percentage points")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "kvsim compare: "+format+"\n", a...)
-		return exitUsage
-	}
+	usageErr := fs.usageErr
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "kvsim compare: %v\n", err)
 		return exitFail
@@ -102,26 +94,15 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 		if len(measuredPaths) == 0 || *predictedPath == "" || *url != "" || j.rf.target != "" {
 			return usageErr("offline: give both --measured and --predicted, and no --url or --target")
 		}
-		read := func(path string) ([]replay.RequestResult, error) {
-			recs, err := readRecords(path, traces.FormatAuto, 0)
-			if err != nil {
-				return nil, err
-			}
-			res := replay.ResultsFromTrace(recs)
-			if len(res) == 0 {
-				return nil, fmt.Errorf("%s: no record with observed results", path)
-			}
-			return res, nil
-		}
 		for _, path := range measuredPaths {
-			res, err := read(path)
+			res, err := readObserved(path)
 			if err != nil {
 				return fail(err)
 			}
 			measured = append(measured, res)
 		}
 		var err error
-		if predicted, err = read(*predictedPath); err != nil {
+		if predicted, err = readObserved(*predictedPath); err != nil {
 			return fail(err)
 		}
 		out.MeasuredFrom, out.PredictedFrom = strings.Join(measuredPaths, ","), *predictedPath
@@ -133,7 +114,7 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 			return usageErr("--target: compare replays against --url and the simulator; use --url")
 		}
 		j.rf.target = *url
-		uerr, ferr := j.check(fs, false)
+		uerr, ferr := j.check(fs.FlagSet, false)
 		if uerr != nil {
 			return usageErr("%v", uerr)
 		}
@@ -142,21 +123,12 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 		}
 		ctx, stop := replaySignalContext()
 		defer stop()
-		runs := map[string]*replayRun{}
-		for _, name := range []string{*url, "sim"} {
-			tg, closeTarget, err := j.target(name)
-			if err != nil {
-				return usageErr("%v", err)
-			}
-			run, err := j.run(ctx, tg, name, stderr, "kvsim compare")
-			closeTarget()
-			if err != nil {
-				return fail(fmt.Errorf("%s: %w", name, err))
-			}
-			if run.res.Interrupted {
-				return fail(errors.New("interrupted"))
-			}
-			runs[name] = run
+		runs, uerr, ferr := j.runBoth(ctx, *url, stderr)
+		if uerr != nil {
+			return usageErr("%v", uerr)
+		}
+		if ferr != nil {
+			return fail(ferr)
 		}
 		for _, x := range []struct{ path, name string }{{*saveMeasured, *url}, {*savePredicted, "sim"}} {
 			if x.path != "" {
@@ -173,36 +145,84 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 	if c.Requests == 0 {
 		return fail(errors.New("no request succeeded in both runs"))
 	}
-	if c.TTFTMAPE > *maxMAPE {
-		out.Violations = append(out.Violations, fmt.Sprintf("TTFT MAPE %.2f%% > %.2f%%", c.TTFTMAPE, *maxMAPE))
-	}
-	switch {
-	case c.HitRateDiffPP == nil:
-		out.Violations = append(out.Violations, "cache hit rate not reported by both")
-	case math.Abs(*c.HitRateDiffPP) > *maxPP:
-		out.Violations = append(out.Violations, fmt.Sprintf("cache hit rate differs by %.2f pp > %.2f", math.Abs(*c.HitRateDiffPP), *maxPP))
-	}
-	out.Pass = len(out.Violations) == 0
-	if out.Violations == nil {
-		out.Violations = []string{}
-	}
+	out.judge()
 	if *asJSON {
 		if err := json.NewEncoder(stdout).Encode(out); err != nil {
 			return fail(err)
 		}
 	} else {
-		replay.PrintComparison(stdout, "measured", "predicted", c)
-		if out.Pass {
-			fmt.Fprintf(stdout, "\nPASS (TTFT MAPE <= %g%%, hit rate within %g pp)\n", *maxMAPE, *maxPP)
-		} else {
-			for _, v := range out.Violations {
-				fmt.Fprintf(stdout, "\nFAIL: %s", v)
-			}
-			fmt.Fprintln(stdout)
-		}
+		out.print(stdout)
 	}
 	if !out.Pass {
 		return exitFail
 	}
 	return exitOK
+}
+
+// readObserved reads the observed results of a per-request trace.
+func readObserved(path string) ([]replay.RequestResult, error) {
+	recs, err := readRecords(path, traces.FormatAuto, 0)
+	if err != nil {
+		return nil, err
+	}
+	res := replay.ResultsFromTrace(recs)
+	if len(res) == 0 {
+		return nil, fmt.Errorf("%s: no record with observed results", path)
+	}
+	return res, nil
+}
+
+// runBoth replays the job against the server at url and the simulator,
+// in that order, and returns both runs by target name; a usage error
+// (the target cannot be built) comes back as uerr.
+func (j *replayJob) runBoth(ctx context.Context, url string, stderr io.Writer) (runs map[string]*replayRun, uerr, ferr error) {
+	runs = map[string]*replayRun{}
+	for _, name := range []string{url, "sim"} {
+		tg, closeTarget, err := j.target(name)
+		if err != nil {
+			return nil, err, nil
+		}
+		run, err := j.run(ctx, tg, name, stderr, "kvsim compare")
+		closeTarget()
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", name, err)
+		}
+		if run.res.Interrupted {
+			return nil, nil, errors.New("interrupted")
+		}
+		runs[name] = run
+	}
+	return runs, nil, nil
+}
+
+// judge holds the comparison against the thresholds: the violations
+// (never nil) and whether it passes.
+func (out *compareOutput) judge() {
+	c := &out.Comparison
+	if c.TTFTMAPE > out.MaxTTFTMAPE {
+		out.Violations = append(out.Violations, fmt.Sprintf("TTFT MAPE %.2f%% > %.2f%%", c.TTFTMAPE, out.MaxTTFTMAPE))
+	}
+	switch {
+	case c.HitRateDiffPP == nil:
+		out.Violations = append(out.Violations, "cache hit rate not reported by both")
+	case math.Abs(*c.HitRateDiffPP) > out.MaxHitRatePP:
+		out.Violations = append(out.Violations, fmt.Sprintf("cache hit rate differs by %.2f pp > %.2f", math.Abs(*c.HitRateDiffPP), out.MaxHitRatePP))
+	}
+	out.Pass = len(out.Violations) == 0
+	if out.Violations == nil {
+		out.Violations = []string{}
+	}
+}
+
+// print writes the comparison's table and the verdict.
+func (out *compareOutput) print(w io.Writer) {
+	replay.PrintComparison(w, "measured", "predicted", &out.Comparison)
+	if out.Pass {
+		fmt.Fprintf(w, "\nPASS (TTFT MAPE <= %g%%, hit rate within %g pp)\n", out.MaxTTFTMAPE, out.MaxHitRatePP)
+		return
+	}
+	for _, v := range out.Violations {
+		fmt.Fprintf(w, "\nFAIL: %s", v)
+	}
+	fmt.Fprintln(w)
 }

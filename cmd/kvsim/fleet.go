@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -52,9 +51,7 @@ one line per replica.
 
 // runFleetSim is kvsim sim for a fleet file f.
 func runFleetSim(f *configs.File, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { io.WriteString(stderr, fleetUsage); fs.PrintDefaults() }
+	fs := newCommand("kvsim sim", fleetUsage, stderr)
 	cfgPath := fs.String("config", "", "fleet configuration (TOML)")
 	tracePath := fs.String("trace", "", "trace file (overrides the config's workload.trace)")
 	format := fs.String("format", "", "trace format; default: the config's workload.format for the config's trace, else detected")
@@ -66,15 +63,8 @@ func runFleetSim(f *configs.File, args []string, stdout, stderr io.Writer) int {
 	fs.Func("idle-gap-cap", "not for a fleet", refuse)
 	fs.BoolFunc("explain", "not for a fleet", refuse)
 	fs.BoolFunc("open-loop", "not for a fleet (a fleet runs open loop)", refuse)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "kvsim sim: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
 	if err := outputDirExists(*perReq); err != nil {
 		fmt.Fprintf(stderr, "kvsim sim: --per-request: %v\n", err)
@@ -109,23 +99,9 @@ func runFleetSim(f *configs.File, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
 		return exitUsage
 	}
-	tp, fmtName := *tracePath, *format
-	if tp == "" {
-		tp = f.TracePath()
-		if fmtName == "" {
-			fmtName = f.Workload.Format
-		}
-	}
-	if tp == "" {
-		fmt.Fprintln(stderr, "kvsim sim: no trace: give --trace or set workload.trace in the config")
-		return exitUsage
-	}
-	tf := traces.FormatAuto
-	if fmtName != "" {
-		if tf, err = traces.ParseFormat(fmtName); err != nil {
-			fmt.Fprintf(stderr, "kvsim sim: --format: %v\n", err)
-			return exitUsage
-		}
+	tp, tf, err := simTracePath(f, *tracePath, *format)
+	if err != nil {
+		return fs.usageErr("%v", err)
 	}
 	rd, closeTrace, err := openTrace(f, *tracePath == "", tp, tf)
 	if err != nil {

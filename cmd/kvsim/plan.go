@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -48,25 +47,13 @@ flags:
 `
 
 func runPlan(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("kvsim plan", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newHintCommand("kvsim plan", planUsage, stdout, stderr)
 	input := fs.String("input", "", "the snapshot `FILE` (JSON)")
 	algo := fs.String("algo", "heap", "planner: heap (lazy re-evaluation heap) or reference (full rescan)")
-	fs.Usage = func() {} // printed below: to stdout for -h, as a hint otherwise
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			io.WriteString(stdout, planUsage)
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-			return exitOK
-		}
-		fmt.Fprintln(stderr, "run 'kvsim plan -h' for usage")
-		return exitUsage
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
 	switch {
-	case fs.NArg() > 0:
-		fmt.Fprintf(stderr, "kvsim plan: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
 	case *input == "":
 		fmt.Fprintln(stderr, "kvsim plan: --input is required")
 		return exitUsage

@@ -2,8 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -71,28 +69,15 @@ type planBenchResult struct {
 }
 
 func runPlanBench(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("kvsim plan-bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newHintCommand("kvsim plan-bench", planBenchUsage, stdout, stderr)
 	var cfg synth.Config
 	fs.IntVar(&cfg.Candidates, "candidates", 2000, "initially eligible leaves (>= 1)")
 	fs.Int64Var(&cfg.Deficit, "deficit", 7877, "total page deficit over all lanes (>= 0)")
 	fs.IntVar(&cfg.Lanes, "cp", 8, "owner lanes, in [1, 1024]")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the snapshot generator")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
-	fs.Usage = func() {}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			io.WriteString(stdout, planBenchUsage)
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-			return exitOK
-		}
-		fmt.Fprintln(stderr, "run 'kvsim plan-bench -h' for usage")
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "kvsim plan-bench: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(stderr, "kvsim plan-bench: --%v\n", err)

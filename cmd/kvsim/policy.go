@@ -46,9 +46,7 @@ policies, one object keyed by policy name.
 `
 
 func runPolicy(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("kvsim policy", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { io.WriteString(stderr, policyUsage+"\nflags:\n"); fs.PrintDefaults() }
+	fs := newCommand("kvsim policy", policyUsage+"\nflags:\n", stderr)
 	tracePath := fs.String("trace", "", "trace file (required); a directory is read as WEKA conversations")
 	format := fs.String("format", "", "trace format: "+strings.Join(traces.FormatNames(), ", ")+" (default: detect)")
 	var names string
@@ -60,19 +58,10 @@ func runPolicy(args []string, stdout, stderr io.Writer) int {
 	thr := fs.Int("write-through-threshold", policy.Default().WriteThroughThreshold, "hits at which main_write_through copies a page to host, >= 1")
 	maxReq := fs.Int("max-requests", 0, "read at most this many records, in file order (0: all)")
 	asJSON := fs.Bool("json", false, "print JSON instead of the table")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "kvsim policy: "+format+"\n", a...)
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		return usageErr("unexpected argument %q", fs.Arg(0))
-	}
+	usageErr := fs.usageErr
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	switch {
@@ -89,26 +78,14 @@ func runPolicy(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageErr("--format: %v", err)
 	}
-	var pols []policy.Policy
-	for _, n := range strings.Split(names, ",") {
-		if strings.TrimSpace(n) == "" {
-			continue
-		}
-		p, err := policy.ParsePolicy(n)
-		if err != nil {
-			return usageErr("--policy: %v", err)
-		}
-		pols = append(pols, p)
-	}
-	if len(pols) == 0 {
-		return usageErr("--policy: no policy named")
+	pols, err := parsePolicies(names)
+	if err != nil {
+		return usageErr("--policy: %v", err)
 	}
 	if !set["l2-pages"] {
 		// Belady models L1 only: --l2-pages may be left out, as 0.
-		for _, p := range pols {
-			if p != policy.Belady {
-				return usageErr("--l2-pages is required")
-			}
+		if slices.ContainsFunc(pols, func(p policy.Policy) bool { return p != policy.Belady }) {
+			return usageErr("--l2-pages is required")
 		}
 		*l2 = 0
 	}
@@ -338,4 +315,24 @@ func policyWriteTable(w io.Writer, tracePath string, n int, cfg policy.Config, r
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// parsePolicies parses a comma-separated list of policy names (empty
+// names are skipped); it needs at least one.
+func parsePolicies(names string) ([]policy.Policy, error) {
+	var pols []policy.Policy
+	for _, n := range strings.Split(names, ",") {
+		if strings.TrimSpace(n) == "" {
+			continue
+		}
+		p, err := policy.ParsePolicy(n)
+		if err != nil {
+			return nil, err
+		}
+		pols = append(pols, p)
+	}
+	if len(pols) == 0 {
+		return nil, errors.New("no policy named")
+	}
+	return pols, nil
 }

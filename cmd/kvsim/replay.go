@@ -240,12 +240,9 @@ type replayTarget interface {
 // simTarget builds the in-process simulator target from a config file
 // ("" = the bundled default).
 func simTarget(cfgPath string) (*replay.SimTarget, error) {
-	f := configs.Default()
-	if cfgPath != "" {
-		var err error
-		if f, err = configs.Load(cfgPath); err != nil {
-			return nil, err
-		}
+	f, err := loadConfig(cfgPath)
+	if err != nil {
+		return nil, err
 	}
 	srv, err := f.BuildServer(configs.ServerOptions{})
 	if err != nil {
@@ -303,8 +300,6 @@ func (j *replayJob) register(fs *flag.FlagSet) {
 func (j *replayJob) check(fs *flag.FlagSet, needTarget bool) (usage error, fail error) {
 	fs.Visit(func(f *flag.Flag) { j.rateSet = j.rateSet || f.Name == "request-rate" })
 	switch {
-	case fs.NArg() > 0:
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0)), nil
 	case j.tracePath == "":
 		return errors.New("--trace is required"), nil
 	case j.stamps && j.rateSet:
@@ -484,22 +479,17 @@ func (j *replayJob) writePerRequest(path, name string, run *replayRun) error {
 }
 
 func runReplay(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { io.WriteString(stderr, replayUsage); fs.PrintDefaults() }
+	fs := newCommand("kvsim replay", replayUsage, stderr)
 	var j replayJob
-	j.register(fs)
-	durationVar(fs, &j.gapCap, "idle-gap-cap", 0, "cut every gap between consecutive request starts of a session family longer than this to it, shifting later times left (0: none)")
+	j.register(fs.FlagSet)
+	durationVar(fs.FlagSet, &j.gapCap, "idle-gap-cap", 0, "cut every gap between consecutive request starts of a session family longer than this to it, shifting later times left (0: none)")
 	outFile := fs.String("output-file", "", "append the run's JSON object to this JSONL file")
 	perReq := fs.String("per-request", "", "write every request's measurements as a kvsim trace to this file")
 	asJSON := fs.Bool("json", false, "print the run's JSON object instead of the table")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
-	uerr, ferr := j.check(fs, true)
+	uerr, ferr := j.check(fs.FlagSet, true)
 	if uerr == nil {
 		if err := outputDirExists(*perReq); err != nil {
 			uerr = fmt.Errorf("--per-request: %w", err)

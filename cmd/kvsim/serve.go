@@ -2,14 +2,11 @@ package main
 
 import (
 	"cmp"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
 	"time"
 
-	"github.com/kvsim/kvsim/configs"
 	"github.com/kvsim/kvsim/replay"
 )
 
@@ -45,26 +42,15 @@ var serveListen = func(addr string) (net.Listener, error) { return net.Listen("t
 var serveReady = func(addr string) {}
 
 func runServe(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { io.WriteString(stderr, serveUsage); fs.PrintDefaults() }
+	fs := newCommand("kvsim serve", serveUsage, stderr)
 	cfgPath := fs.String("config", "", "the simulated server (TOML); default: the bundled default")
 	addr := fs.String("addr", "127.0.0.1:30000", "address to listen on")
 	scale := fs.Float64("time-scale", 1, "wall seconds per simulated second: 1 real time, 0 as fast as possible")
 	shutdown := fs.Duration("shutdown-timeout", 10*time.Second, "on Ctrl-C, how long requests in flight may finish")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "kvsim serve: "+format+"\n", a...)
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		return usageErr("unexpected argument %q", fs.Arg(0))
-	}
+	usageErr := fs.usageErr
 	if !(*scale >= 0) {
 		return usageErr("--time-scale: must be >= 0 (got %v)", *scale)
 	}
@@ -74,12 +60,9 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if !validHostPort(*addr) {
 		return usageErr("--addr: expected HOST:PORT, e.g. 127.0.0.1:30000, found %q", *addr)
 	}
-	f := configs.Default()
-	if *cfgPath != "" {
-		var err error
-		if f, err = configs.Load(*cfgPath); err != nil {
-			return usageErr("%v", err)
-		}
+	f, err := loadConfig(*cfgPath)
+	if err != nil {
+		return usageErr("%v", err)
 	}
 	built, err := f.Build()
 	if err != nil {

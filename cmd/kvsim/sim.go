@@ -38,9 +38,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	if f := fleetConfig(args); f != nil {
 		return runFleetSim(f, args, stdout, stderr) // cmd/kvsim/fleet.go
 	}
-	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { io.WriteString(stderr, simUsage); fs.PrintDefaults() }
+	fs := newCommand("kvsim sim", simUsage, stderr)
 	cfgPath := fs.String("config", "", "server configuration (TOML); default: the bundled default")
 	tracePath := fs.String("trace", "", "trace file (overrides the config's workload.trace)")
 	format := fs.String("format", "", "trace format (mooncake, bailian, weka, azure, tokens, kvsim); default: the config's workload.format for the config's trace, else detected")
@@ -51,16 +49,9 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	explain := fs.Bool("explain", false, "print how the memory sizes and cost model were derived")
 	openLoop := fs.Bool("open-loop", false, "release every request at its trace arrival, ignoring its dependencies (overrides the config's workload.open_loop; default: closed loop, a request waits for its parent and sub-agents to finish in simulated time, plus its delay)")
 	gapCap := new(time.Duration)
-	durationVar(fs, gapCap, "idle-gap-cap", 0, "cut every gap between consecutive request starts of a session family longer than this to it, shifting later times left (overrides the config's workload.idle_gap_cap; 0: none)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "kvsim sim: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
+	durationVar(fs.FlagSet, gapCap, "idle-gap-cap", 0, "cut every gap between consecutive request starts of a session family longer than this to it, shifting later times left (overrides the config's workload.idle_gap_cap; 0: none)")
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
 	for _, o := range []struct{ flag, path string }{{"per-request", *perReq}, {"timeline", *timeline}} {
 		if err := outputDirExists(o.path); err != nil {
@@ -68,15 +59,9 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 	}
-	var f *configs.File
-	if *cfgPath == "" {
-		f = configs.Default()
-	} else {
-		var err error
-		if f, err = configs.Load(*cfgPath); err != nil {
-			fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
-			return exitUsage
-		}
+	f, err := loadConfig(*cfgPath)
+	if err != nil {
+		return fs.usageErr("%v", err)
 	}
 	if *seed != 0 {
 		f.Seed = *seed
@@ -91,8 +76,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	})
 	if gapCapSet {
 		if *gapCap < 0 {
-			fmt.Fprintf(stderr, "kvsim sim: --idle-gap-cap: must be >= 0 (got %v)\n", *gapCap)
-			return exitUsage
+			return fs.usageErr("--idle-gap-cap: must be >= 0 (got %v)", *gapCap)
 		}
 		capNs = int64(*gapCap)
 	}
@@ -109,25 +93,9 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintln(stdout)
 	}
-	tp := *tracePath
-	fmtName := *format
-	if tp == "" {
-		tp = f.TracePath()
-		if fmtName == "" {
-			fmtName = f.Workload.Format
-		}
-	}
-	if tp == "" {
-		fmt.Fprintln(stderr, "kvsim sim: no trace: give --trace or set workload.trace in the config")
-		return exitUsage
-	}
-	tf := traces.FormatAuto
-	if fmtName != "" {
-		// configs.Load has checked workload.format; only the flag is left.
-		if tf, err = traces.ParseFormat(fmtName); err != nil {
-			fmt.Fprintf(stderr, "kvsim sim: --format: %v\n", err)
-			return exitUsage
-		}
+	tp, tf, err := simTracePath(f, *tracePath, *format)
+	if err != nil {
+		return fs.usageErr("%v", err)
 	}
 	rd, closeTrace, err := openTrace(f, *tracePath == "", tp, tf)
 	if err != nil {
@@ -143,35 +111,10 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stderr, "kvsim sim: %s\n", gapCutNote(cut))
 	}
-	// The SGLang model streams --per-request and --timeline to their files
-	// as it produces them (and keeps no record it is not asked for), so
-	// memory follows the requests in flight, not the trace's length.
-	var streams []*lineStream
-	if sf, ok := srv.Factory.(*sim.Factory); ok {
-		sf.Sink.Result = func(engine.RequestResult) error { return nil }
-		if *perReq != "" {
-			ls, err := createLineStream(*perReq)
-			if err != nil {
-				fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
-				return exitFail
-			}
-			streams = append(streams, ls)
-			enc := json.NewEncoder(ls.w)
-			sf.Sink.Result = func(r engine.RequestResult) error { return enc.Encode(r) }
-		}
-		if *timeline != "" {
-			ls, err := createLineStream(*timeline)
-			if err != nil {
-				for _, s := range streams {
-					s.finish(err)
-				}
-				fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
-				return exitFail
-			}
-			streams = append(streams, ls)
-			writeTimelineHeader(ls.w)
-			sf.Sink.Sample = func(x engine.Sample) error { return writeTimelineRow(ls.w, x) }
-		}
+	streams, err := streamSimOutputs(srv.Factory, *perReq, *timeline)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
+		return exitFail
 	}
 	res, err := srv.Run(rd)
 	for _, s := range streams {
@@ -187,44 +130,15 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvsim sim: %v\n", traces.InFile(tp, err))
 		return exitFail
 	}
-	if *perReq != "" && streams == nil {
-		if err := writeAtomic(*perReq, func(w io.Writer) error {
-			enc := json.NewEncoder(w)
-			for _, r := range res.Requests {
-				if err := enc.Encode(r); err != nil {
-					return err
-				}
-			}
-			return nil
-		}); err != nil {
-			fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
-			return exitFail
-		}
-	}
-	if *timeline != "" && streams == nil {
-		if err := writeAtomic(*timeline, func(w io.Writer) error {
-			writeTimelineHeader(w)
-			for _, x := range res.Timeline {
-				if err := writeTimelineRow(w, x); err != nil {
-					return err
-				}
-			}
-			return nil
-		}); err != nil {
+	if streams == nil {
+		if err := writeSimOutputs(res, *perReq, *timeline); err != nil {
 			fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
 			return exitFail
 		}
 	}
 	if *asJSON {
-		out := struct {
-			engine.Summary
-			Trace   string `json:"trace"`
-			Config  string `json:"config"`
-			Seed    uint64 `json:"seed"`
-			Version string `json:"kvsim_version"`
-		}{res.Summary, tp, nameOr(*cfgPath, "default"), srv.Seed, version}
-		enc := json.NewEncoder(stdout)
-		if err := enc.Encode(out); err != nil {
+		out := simJSON{res.Summary, tp, nameOr(*cfgPath, "default"), srv.Seed, version}
+		if err := json.NewEncoder(stdout).Encode(out); err != nil {
 			fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
 			return exitFail
 		}
@@ -237,6 +151,46 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 // openTrace opens the trace at path, or, for the config's own trace of
 // the bundled default (fromConfig), the copy embedded in the binary, so
 // that `kvsim sim` works from any directory. closeTrace closes both.
+// simJSON is what kvsim sim --json prints.
+type simJSON struct {
+	engine.Summary
+	Trace   string `json:"trace"`
+	Config  string `json:"config"`
+	Seed    uint64 `json:"seed"`
+	Version string `json:"kvsim_version"`
+}
+
+// loadConfig loads the config at path, or the bundled default for "".
+func loadConfig(path string) (*configs.File, error) {
+	if path == "" {
+		return configs.Default(), nil
+	}
+	return configs.Load(path)
+}
+
+// simTracePath resolves the trace to simulate and its format: the flags',
+// else the config's workload.trace and workload.format.
+func simTracePath(f *configs.File, path, format string) (string, traces.Format, error) {
+	if path == "" {
+		path = f.TracePath()
+		if format == "" {
+			format = f.Workload.Format
+		}
+	}
+	if path == "" {
+		return "", 0, errors.New("no trace: give --trace or set workload.trace in the config")
+	}
+	if format == "" {
+		return path, traces.FormatAuto, nil
+	}
+	// configs.Load has checked workload.format; only the flag is left.
+	tf, err := traces.ParseFormat(format)
+	if err != nil {
+		return "", 0, fmt.Errorf("--format: %w", err)
+	}
+	return path, tf, nil
+}
+
 func openTrace(f *configs.File, fromConfig bool, path string, tf traces.Format) (rd *traces.Reader, closeTrace func(), err error) {
 	if !fromConfig || !f.Bundled() {
 		rd, err := traces.Open(path, tf)
@@ -294,6 +248,72 @@ func nameOr(s, def string) string {
 // failure never leaves a truncated file behind.
 func writeAtomic(path string, fill func(io.Writer) error) error {
 	return atomicfile.Write(path, fill)
+}
+
+// streamSimOutputs sets the SGLang model up to stream --per-request and
+// --timeline to their files as it produces them (and to keep no record it
+// is not asked for), so memory follows the requests in flight, not the
+// trace's length. It returns the open streams: none for another model,
+// which writeSimOutputs writes after the run.
+func streamSimOutputs(f engine.Factory, perReq, timeline string) ([]*lineStream, error) {
+	sf, ok := f.(*sim.Factory)
+	if !ok {
+		return nil, nil
+	}
+	var streams []*lineStream
+	sf.Sink.Result = func(engine.RequestResult) error { return nil }
+	if perReq != "" {
+		ls, err := createLineStream(perReq)
+		if err != nil {
+			return nil, err
+		}
+		streams = append(streams, ls)
+		enc := json.NewEncoder(ls.w)
+		sf.Sink.Result = func(r engine.RequestResult) error { return enc.Encode(r) }
+	}
+	if timeline != "" {
+		ls, err := createLineStream(timeline)
+		if err != nil {
+			for _, s := range streams {
+				s.finish(err)
+			}
+			return nil, err
+		}
+		streams = append(streams, ls)
+		writeTimelineHeader(ls.w)
+		sf.Sink.Sample = func(x engine.Sample) error { return writeTimelineRow(ls.w, x) }
+	}
+	return streams, nil
+}
+
+// writeSimOutputs writes --per-request and --timeline (each if asked for)
+// from a finished run's result.
+func writeSimOutputs(res *engine.Result, perReq, timeline string) error {
+	if perReq != "" {
+		if err := writeAtomic(perReq, func(w io.Writer) error {
+			enc := json.NewEncoder(w)
+			for _, r := range res.Requests {
+				if err := enc.Encode(r); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	if timeline == "" {
+		return nil
+	}
+	return writeAtomic(timeline, func(w io.Writer) error {
+		writeTimelineHeader(w)
+		for _, x := range res.Timeline {
+			if err := writeTimelineRow(w, x); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // lineStream is an output file written while a run goes on: buffered into

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -45,19 +43,14 @@ func runStudy(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "merge" {
 		return runStudyMerge(args[1:], stdout, stderr)
 	}
-	fs := flag.NewFlagSet("study", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { io.WriteString(stderr, studyUsage); fs.PrintDefaults() }
+	fs := newCommand("kvsim study", studyUsage, stderr)
 	out := fs.String("out", "", `output folder (default: the study's [output] dir, else out/<study name>)`)
 	jobs := fs.Int("jobs", 0, "points simulated at once (default: one per CPU; each may take ~0.5 GB on the bundled trace)")
 	shard := fs.String("shard", "", "run only the share i/n of the grid (point index mod n == i)")
 	// Flags may follow the file name.
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	pos, code, ok := fs.parsePositional(args)
+	if !ok {
+		return code
 	}
 	if len(pos) > 1 {
 		fmt.Fprintf(stderr, "kvsim study: unexpected argument %q\n", pos[1])
@@ -141,16 +134,11 @@ func shardNote(sh study.Shard) string {
 }
 
 func runStudyMerge(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("study merge", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { io.WriteString(stderr, studyUsage); fs.PrintDefaults() }
+	fs := newCommand("kvsim study merge", studyUsage, stderr)
 	out := fs.String("out", "", `output folder (default: "merged" beside the first folder)`)
-	dirs, err := parseInterleaved(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	dirs, code, ok := fs.parsePositional(args)
+	if !ok {
+		return code
 	}
 	if len(dirs) == 0 {
 		fmt.Fprintln(stderr, "kvsim study merge: give the shards' output folders")

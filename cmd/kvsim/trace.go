@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/kvsim/kvsim/internal/atomicfile"
 	"hash/fnv"
 	"io"
 	"math"
@@ -17,6 +16,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/kvsim/kvsim/internal/atomicfile"
 
 	"github.com/kvsim/kvsim/traces"
 )
@@ -78,27 +79,23 @@ func runTrace(args []string, stdout, stderr io.Writer) int {
 	return exitUsage
 }
 
-// parseInterleaved parses flags that may come before or after the
-// positional arguments, and returns the positional arguments.
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
+// newTraceInput returns the flag set of "kvsim trace NAME" with the
+// flags of its trace input (--format, and --idle-gap-cap if gapCap).
+func newTraceInput(name string, gapCap bool, stderr io.Writer) (*cmdFlags, *traceInput) {
+	fs := newTraceCommand(name, stderr)
+	in := new(traceInput)
+	in.register(fs.FlagSet)
+	if gapCap {
+		in.registerGapCap(fs.FlagSet)
 	}
+	return fs, in
 }
 
-func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("kvsim trace "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return fs
+// newTraceCommand returns the flag set of "kvsim trace NAME"; its usage
+// is the flag package's default one.
+func newTraceCommand(name string, stderr io.Writer) *cmdFlags {
+	name = "kvsim trace " + name
+	return newCommand(name, "Usage of "+name+":\n", stderr)
 }
 
 // traceInput holds the flags shared by the commands that read a trace.
@@ -139,11 +136,17 @@ func (in *traceInput) check(fs *flag.FlagSet, pos []string, stderr io.Writer) bo
 	return true
 }
 
-// parse parses the flags and the files; it prints the problem and returns
-// false on a usage error.
-func (in *traceInput) parse(fs *flag.FlagSet, args []string, stderr io.Writer) bool {
-	pos, err := parseInterleaved(fs, args)
-	return err == nil && in.check(fs, pos, stderr)
+// parse parses the flags and the files; when ok is false the caller
+// returns code (the problem has been printed).
+func (in *traceInput) parse(fs *cmdFlags, args []string) (code int, ok bool) {
+	pos, code, ok := fs.parsePositional(args)
+	if !ok {
+		return code, false
+	}
+	if !in.check(fs.FlagSet, pos, fs.stderr) {
+		return exitUsage, false
+	}
+	return exitOK, true
 }
 
 func (in *traceInput) open() (*traces.Reader, error) {
@@ -251,20 +254,16 @@ func fail(stderr io.Writer, err error) int {
 // ---- stats ----
 
 func traceStats(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("stats", stderr)
-	var in traceInput
-	in.register(fs)
-	in.registerGapCap(fs)
+	fs, in := newTraceInput("stats", true, stderr)
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	blockSize := fs.Int("token-block-size", traces.DefaultTokenBlockSize, "block size for hashing token-id traces")
 	withOPT := fs.Bool("opt", true, "compute the OPT (Belady) hit rates, whose memory grows with the trace's block references; --opt=false keeps memory to the unique blocks")
 	out := fs.String("out", "", "write to `FILE` instead of stdout")
-	if !in.parse(fs, args, stderr) {
-		return exitUsage
+	if code, ok := in.parse(fs, args); !ok {
+		return code
 	}
 	if *blockSize <= 0 {
-		fmt.Fprintf(stderr, "%s: --token-block-size: must be > 0 (got %d)\n", fs.Name(), *blockSize)
-		return exitUsage
+		return fs.usageErr("--token-block-size: must be > 0 (got %d)", *blockSize)
 	}
 	st, err := traces.ComputeStats(in.open, traces.StatsOptions{TokenBlockSize: *blockSize, NoOPT: !*withOPT})
 	if err != nil {
@@ -343,12 +342,10 @@ func writeStatsTable(w io.Writer, name string, st *traces.Stats) error {
 // ---- validate ----
 
 func traceValidate(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("validate", stderr)
-	var in traceInput
-	in.register(fs)
+	fs, in := newTraceInput("validate", false, stderr)
 	maxShown := fs.Int("max", 0, "print at most `N` problems (0: all)")
-	if !in.parse(fs, args, stderr) {
-		return exitUsage
+	if code, ok := in.parse(fs, args); !ok {
+		return code
 	}
 	r, err := in.open()
 	if err != nil {
@@ -456,20 +453,16 @@ func copyTrace(in *traceInput, outPath string, stdout io.Writer, limit int, keep
 }
 
 func traceConvert(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("convert", stderr)
-	var in traceInput
-	in.register(fs)
-	in.registerGapCap(fs)
+	fs, in := newTraceInput("convert", true, stderr)
 	to := fs.String("to", "kvsim", "output format (only kvsim)")
 	out := fs.String("out", "", "write to `FILE` instead of stdout")
-	if !in.parse(fs, args, stderr) {
-		return exitUsage
+	if code, ok := in.parse(fs, args); !ok {
+		return code
 	}
 	if *to != "kvsim" {
-		fmt.Fprintf(stderr, "%s: --to: only kvsim can be written (got %q)\n", fs.Name(), *to)
-		return exitUsage
+		return fs.usageErr("--to: only kvsim can be written (got %q)", *to)
 	}
-	if err := copyTrace(&in, *out, stdout, 0, nil); err != nil {
+	if err := copyTrace(in, *out, stdout, 0, nil); err != nil {
 		return fail(stderr, err)
 	}
 	in.noteCut(fs.Name(), stderr)
@@ -477,37 +470,31 @@ func traceConvert(args []string, stdout, stderr io.Writer) int {
 }
 
 func traceHead(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("head", stderr)
-	var in traceInput
-	in.register(fs)
+	fs, in := newTraceInput("head", false, stderr)
 	n := fs.Int("n", 10, "number of requests to keep")
 	out := fs.String("out", "", "write to `FILE` instead of stdout")
-	if !in.parse(fs, args, stderr) {
-		return exitUsage
+	if code, ok := in.parse(fs, args); !ok {
+		return code
 	}
 	if *n < 1 {
-		fmt.Fprintf(stderr, "%s: -n: must be >= 1 (got %d)\n", fs.Name(), *n)
-		return exitUsage
+		return fs.usageErr("-n: must be >= 1 (got %d)", *n)
 	}
-	if err := copyTrace(&in, *out, stdout, *n, nil); err != nil {
+	if err := copyTrace(in, *out, stdout, *n, nil); err != nil {
 		return fail(stderr, err)
 	}
 	return exitOK
 }
 
 func traceSample(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("sample", stderr)
-	var in traceInput
-	in.register(fs)
+	fs, in := newTraceInput("sample", false, stderr)
 	fraction := fs.Float64("fraction", 0.1, "fraction of sessions to keep, in (0, 1]")
 	seed := fs.Uint64("seed", 1, "seed of the sample")
 	out := fs.String("out", "", "write to `FILE` instead of stdout")
-	if !in.parse(fs, args, stderr) {
-		return exitUsage
+	if code, ok := in.parse(fs, args); !ok {
+		return code
 	}
 	if !(*fraction > 0 && *fraction <= 1) {
-		fmt.Fprintf(stderr, "%s: --fraction: must be in (0, 1] (got %v)\n", fs.Name(), *fraction)
-		return exitUsage
+		return fs.usageErr("--fraction: must be in (0, 1] (got %v)", *fraction)
 	}
 	// A request belongs to the unit of its root: the session (or request,
 	// when it has none) that its dependency chain starts from, so that
@@ -527,7 +514,7 @@ func traceSample(args []string, stdout, stderr io.Writer) int {
 		rng := rand.New(rand.NewPCG(h.Sum64(), *seed))
 		return rng.Float64() < *fraction
 	}
-	if err := copyTrace(&in, *out, stdout, 0, keep); err != nil {
+	if err := copyTrace(in, *out, stdout, 0, keep); err != nil {
 		return fail(stderr, err)
 	}
 	return exitOK
@@ -608,13 +595,48 @@ func traceGen(args []string, stdout, stderr io.Writer) int {
 	if kind == "repeat" {
 		return traceRepeat(args[1:], stdout, stderr)
 	}
-	fs := newFlagSet("gen "+kind, stderr)
+	fs := newTraceCommand("gen "+kind, stderr)
 	seed := fs.Uint64("seed", 1, "seed of the generator")
 	out := fs.String("out", "", "write to `FILE` instead of stdout")
 	vocab := vocabFlag(traces.DefaultVocab)
 	fs.Var(&vocab, "vocab", "token id range `LO:HI` (HI excluded)")
+	gen := genFlags(kind, fs.FlagSet, seed, &vocab)
+	if gen == nil {
+		fmt.Fprintf(stderr, "kvsim trace gen: unknown kind %q\n\n%s", kind, genUsage)
+		return exitUsage
+	}
+	pos, code, ok := fs.parsePositional(args[1:])
+	if !ok {
+		return code
+	}
+	if len(pos) > 0 {
+		return fs.usageErr("unexpected argument %q", pos[0])
+	}
+	recs, err := gen()
+	if err != nil {
+		return fs.usageErr("%v", strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
+	var src []string
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name != "out" {
+			src = append(src, "--"+f.Name+" "+f.Value.String())
+		}
+	})
+	hdr := traces.Header{Format: "kvsim", Source: strings.TrimSpace("kvsim trace gen " + kind + " " + strings.Join(src, " "))}
+	o, err := openOutput(*out, stdout)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	if err := o.finish(writeRecords(o.w, hdr, recs)); err != nil {
+		return fail(stderr, err)
+	}
+	return exitOK
+}
+
+// genFlags adds the flags of generator kind to fs and returns the
+// generator, which reads them once parsed; nil for an unknown kind.
+func genFlags(kind string, fs *flag.FlagSet, seed *uint64, vocab *vocabFlag) func() ([]traces.Record, error) {
 	rate := rateFlag(1)
-	var gen func() ([]traces.Record, error)
 	switch kind {
 	case "multiturn":
 		c := traces.ChatConfig{}
@@ -626,8 +648,8 @@ func traceGen(args []string, stdout, stderr io.Writer) int {
 		fs.Var(&rate, "rate", "request rate in requests/s, or inf")
 		fs.StringVar(&c.Distribution, "distribution", traces.ArrivalPoisson, "arrival gaps: poisson or uniform")
 		fs.StringVar(&c.Order, "order", "random", "order of clients within a round: random or fifo")
-		gen = func() ([]traces.Record, error) {
-			c.Rate, c.Seed, c.Vocab = float64(rate), *seed, traces.Vocab(vocab)
+		return func() ([]traces.Record, error) {
+			c.Rate, c.Seed, c.Vocab = float64(rate), *seed, traces.Vocab(*vocab)
 			return traces.GenerateChat(c)
 		}
 	case "roundrobin":
@@ -640,9 +662,9 @@ func traceGen(args []string, stdout, stderr io.Writer) int {
 		rate = rateFlag(math.Inf(1))
 		fs.Var(&rate, "rate", "request rate in requests/s, or inf")
 		fs.StringVar(&c.Distribution, "distribution", traces.ArrivalPoisson, "arrival gaps: poisson or uniform")
-		gen = func() ([]traces.Record, error) {
+		return func() ([]traces.Record, error) {
 			c.Rounds = repeatList(rounds, *conversations)
-			c.Rate, c.Seed, c.Vocab = float64(rate), *seed, traces.Vocab(vocab)
+			c.Rate, c.Seed, c.Vocab = float64(rate), *seed, traces.Vocab(*vocab)
 			return traces.GenerateRoundRobin(c)
 		}
 	case "shared-prefix":
@@ -657,9 +679,9 @@ func traceGen(args []string, stdout, stderr io.Writer) int {
 		rate = rateFlag(math.Inf(1))
 		fs.Var(&rate, "rate", "request rate in requests/s, or inf")
 		fs.StringVar(&c.Distribution, "distribution", traces.ArrivalPoisson, "arrival gaps: poisson or uniform")
-		gen = func() ([]traces.Record, error) {
+		return func() ([]traces.Record, error) {
 			c.Questions = repeatList(questions, *groups)
-			c.Rate, c.Seed, c.Vocab = float64(rate), *seed, traces.Vocab(vocab)
+			c.Rate, c.Seed, c.Vocab = float64(rate), *seed, traces.Vocab(*vocab)
 			return traces.GenerateSharedPrefix(c)
 		}
 	case "warmcache":
@@ -669,74 +691,42 @@ func traceGen(args []string, stdout, stderr io.Writer) int {
 		fs.Var(&pcts, "pcts", "shared-prefix percentages")
 		fs.IntVar(&c.NumPrompts, "num-prompts", 64, "prompts per percentage")
 		fs.IntVar(&c.OutputLength, "output-len", 200, "output tokens per request")
-		gen = func() ([]traces.Record, error) {
-			c.Pcts, c.Seed, c.Vocab = pcts, *seed, traces.Vocab(vocab)
+		return func() ([]traces.Record, error) {
+			c.Pcts, c.Seed, c.Vocab = pcts, *seed, traces.Vocab(*vocab)
 			return traces.GenerateWarmCache(c)
 		}
-	default:
-		fmt.Fprintf(stderr, "kvsim trace gen: unknown kind %q\n\n%s", kind, genUsage)
-		return exitUsage
 	}
-	pos, err := parseInterleaved(fs, args[1:])
+	return nil
+}
+
+// writeRecords writes recs as a kvsim trace with header hdr.
+func writeRecords(w io.Writer, hdr traces.Header, recs []traces.Record) error {
+	tw, err := traces.NewWriter(w, hdr)
 	if err != nil {
-		return exitUsage
+		return err
 	}
-	if len(pos) > 0 {
-		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", fs.Name(), pos[0])
-		return exitUsage
-	}
-	recs, err := gen()
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), strings.ReplaceAll(err.Error(), "\n", "; "))
-		return exitUsage
-	}
-	var src []string
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name != "out" {
-			src = append(src, "--"+f.Name+" "+f.Value.String())
-		}
-	})
-	hdr := traces.Header{Format: "kvsim", Source: strings.TrimSpace("kvsim trace gen " + kind + " " + strings.Join(src, " "))}
-	o, err := openOutput(*out, stdout)
-	if err != nil {
-		return fail(stderr, err)
-	}
-	err = func() error {
-		w, err := traces.NewWriter(o.w, hdr)
-		if err != nil {
+	for _, r := range recs {
+		if err := tw.Write(r); err != nil {
 			return err
 		}
-		for _, r := range recs {
-			if err := w.Write(r); err != nil {
-				return err
-			}
-		}
-		return w.Flush()
-	}()
-	if err := o.finish(err); err != nil {
-		return fail(stderr, err)
 	}
-	return exitOK
+	return tw.Flush()
 }
 
 // traceRepeat writes --copies copies of a trace back to back in time
 // (traces.Repeat), reading the input once per copy.
 func traceRepeat(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("gen repeat", stderr)
-	var in traceInput
-	in.register(fs)
+	fs, in := newTraceInput("gen repeat", false, stderr)
 	copies := fs.Int("copies", 2, "number of copies, back to back in time (1: the trace in kvsim format)")
 	out := fs.String("out", "", "write to `FILE` instead of stdout")
-	if !in.parse(fs, args, stderr) {
-		return exitUsage
+	if code, ok := in.parse(fs, args); !ok {
+		return code
 	}
 	switch {
 	case *copies < 1:
-		fmt.Fprintf(stderr, "%s: --copies: must be >= 1 (got %d)\n", fs.Name(), *copies)
-		return exitUsage
+		return fs.usageErr("--copies: must be >= 1 (got %d)", *copies)
 	case *copies > 1 && slices.Contains(in.paths, "-"):
-		fmt.Fprintf(stderr, "%s: --copies %d reads the trace %d times: give a file, not standard input\n", fs.Name(), *copies, *copies)
-		return exitUsage
+		return fs.usageErr("--copies %d reads the trace %d times: give a file, not standard input", *copies, *copies)
 	}
 	o, err := openOutput(*out, stdout)
 	if err != nil {
