@@ -97,126 +97,179 @@ func (f *Fleet) Run(src engine.Source) (*Result, error) {
 		return nil, errors.New("fleet: already run")
 	}
 	f.ran = true
-	n := len(f.engines)
-	var (
-		rec      traces.Record
-		have     bool
-		requests []engine.RequestResult
-		replica  []int
-		itls     []float64
-		lastTok  = map[tokenKey]engine.Time{}
-		area     = make([]int64, n) // in-flight x ns per replica
-		maxIn    = make([]int, n)
-		start    = engine.Never
-		now      engine.Time
-		nextPoll engine.Time
-	)
-	next := func() error {
-		r, err := src.Next()
-		if err == io.EOF {
-			have = false
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if have && r.Arrival < rec.Arrival {
-			return fmt.Errorf("fleet: request %q arrives at %d ns, before the previous one (%d ns)", r.ID, r.Arrival, rec.Arrival)
-		}
-		rec, have = r, true
-		return nil
+	r := &run{
+		f: f, src: src, lastTok: map[tokenKey]engine.Time{},
+		area: make([]int64, len(f.engines)), maxIn: make([]int, len(f.engines)), start: engine.Never,
 	}
-	if err := next(); err != nil {
+	if err := r.next(); err != nil {
 		return nil, err
 	}
 	for {
-		t, ok := engine.Never, false
-		if have {
-			t, ok = engine.Time(rec.Arrival), true
-		}
-		for _, e := range f.engines {
-			if at, has := e.Next(); has && at < t {
-				t, ok = at, true
-			}
-		}
+		t, ok := r.nextInstant()
 		if !ok {
 			break // no arrival left and every replica idle: ticks and polls change nothing
 		}
-		if t < now {
-			return nil, fmt.Errorf("fleet: request %q arrives at %d ns, before the fleet's time %d ns", rec.ID, t, now)
+		if err := r.advance(t); err != nil {
+			return nil, err
 		}
-		if start != engine.Never {
-			for i := range n {
-				area[i] += int64(f.router.InFlight(i)) * int64(t-now)
-			}
+		if err := r.routeArrivals(); err != nil {
+			return nil, err
 		}
-		now = t
-		// The router's events come first at an instant. A tick or poll
-		// due between two instants happens at the later one: nothing was
-		// routed in between and no replica's state changed.
-		if at, has := f.router.NextTick(); has && time.Duration(now) >= at {
-			f.router.Tick(time.Duration(now))
-		}
-		for have && engine.Time(rec.Arrival) == now {
-			if f.poll >= 0 && (f.poll == 0 || now >= nextPoll) {
-				for i, e := range f.engines {
-					f.router.SetLoad(i, float64(e.Active()))
-				}
-				if f.poll > 0 {
-					nextPoll = (now/engine.Time(f.poll) + 1) * engine.Time(f.poll)
-				}
-			}
-			req := routeReq(&rec)
-			d, err := f.router.Route(&req)
-			if err != nil {
-				return nil, fmt.Errorf("fleet: request %q: %w", rec.ID, err)
-			}
-			if start == engine.Never {
-				start = now
-			}
-			if err := f.engines[d.Replica].Submit(rec); err != nil {
-				return nil, fmt.Errorf("fleet: replica %d: %w", d.Replica, err)
-			}
-			maxIn[d.Replica] = max(maxIn[d.Replica], f.router.InFlight(d.Replica))
-			if err := next(); err != nil {
-				return nil, err
-			}
-		}
-		for i, e := range f.engines {
-			if at, has := e.Next(); !has || at > now {
-				continue // nothing due: its clock catches up at its next due instant
-			}
-			evs, err := e.RunUntil(now)
-			if err != nil {
-				return nil, fmt.Errorf("fleet: replica %d: %w", i, err)
-			}
-			for _, ev := range evs {
-				k := tokenKey{i, ev.ID}
-				if ev.Done {
-					delete(lastTok, k)
-					requests = append(requests, ev.Result)
-					replica = append(replica, i)
-					if err := f.router.Finish(i); err != nil {
-						return nil, fmt.Errorf("fleet: request %q: %w", ev.ID, err)
-					}
-					continue
-				}
-				if last, seen := lastTok[k]; seen {
-					itls = append(itls, float64(ev.Time-last)/1e6)
-				}
-				lastTok[k] = ev.Time
-			}
+		if err := r.runReplicas(); err != nil {
+			return nil, err
 		}
 	}
-	res := &Result{Policy: f.policy.String(), Requests: requests, Replica: replica}
+	return r.result()
+}
+
+// run is the state of one [Fleet.Run]: the next record, the clock, and
+// what the results are built from.
+type run struct {
+	f        *Fleet
+	src      engine.Source
+	rec      traces.Record
+	have     bool
+	requests []engine.RequestResult
+	replica  []int
+	itls     []float64
+	lastTok  map[tokenKey]engine.Time
+	area     []int64 // in-flight x ns per replica
+	maxIn    []int
+	start    engine.Time
+	now      engine.Time
+	nextPoll engine.Time
+}
+
+// next reads the next record, checking that arrivals do not go back in
+// time.
+func (r *run) next() error {
+	rec, err := r.src.Next()
+	if err == io.EOF {
+		r.have = false
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if r.have && rec.Arrival < r.rec.Arrival {
+		return fmt.Errorf("fleet: request %q arrives at %d ns, before the previous one (%d ns)", rec.ID, rec.Arrival, r.rec.Arrival)
+	}
+	r.rec, r.have = rec, true
+	return nil
+}
+
+// nextInstant is the earliest of the next arrival and the replicas' next
+// events; false when there is neither.
+func (r *run) nextInstant() (engine.Time, bool) {
+	t, ok := engine.Never, false
+	if r.have {
+		t, ok = engine.Time(r.rec.Arrival), true
+	}
+	for _, e := range r.f.engines {
+		if at, has := e.Next(); has && at < t {
+			t, ok = at, true
+		}
+	}
+	return t, ok
+}
+
+// advance moves the clock to t, accruing each replica's in-flight area,
+// and runs the router's tree eviction if it is due. The router's events
+// come first at an instant; a tick due between two instants happens at
+// the later one: nothing was routed in between and no replica's state
+// changed.
+func (r *run) advance(t engine.Time) error {
+	if t < r.now {
+		return fmt.Errorf("fleet: request %q arrives at %d ns, before the fleet's time %d ns", r.rec.ID, t, r.now)
+	}
+	if r.start != engine.Never {
+		for i := range r.area {
+			r.area[i] += int64(r.f.router.InFlight(i)) * int64(t-r.now)
+		}
+	}
+	r.now = t
+	if at, has := r.f.router.NextTick(); has && time.Duration(r.now) >= at {
+		r.f.router.Tick(time.Duration(r.now))
+	}
+	return nil
+}
+
+// routeArrivals routes and submits every request arriving now, polling
+// the replicas' load first when a poll is due.
+func (r *run) routeArrivals() error {
+	f := r.f
+	for r.have && engine.Time(r.rec.Arrival) == r.now {
+		if f.poll >= 0 && (f.poll == 0 || r.now >= r.nextPoll) {
+			for i, e := range f.engines {
+				f.router.SetLoad(i, float64(e.Active()))
+			}
+			if f.poll > 0 {
+				r.nextPoll = (r.now/engine.Time(f.poll) + 1) * engine.Time(f.poll)
+			}
+		}
+		req := routeReq(&r.rec)
+		d, err := f.router.Route(&req)
+		if err != nil {
+			return fmt.Errorf("fleet: request %q: %w", r.rec.ID, err)
+		}
+		if r.start == engine.Never {
+			r.start = r.now
+		}
+		if err := f.engines[d.Replica].Submit(r.rec); err != nil {
+			return fmt.Errorf("fleet: replica %d: %w", d.Replica, err)
+		}
+		r.maxIn[d.Replica] = max(r.maxIn[d.Replica], f.router.InFlight(d.Replica))
+		if err := r.next(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runReplicas runs, in index order, the replicas with an event due now
+// (an idle replica's clock catches up at its next due instant), records
+// their token gaps and completions, and tells the router of the latter.
+func (r *run) runReplicas() error {
+	for i, e := range r.f.engines {
+		if at, has := e.Next(); !has || at > r.now {
+			continue
+		}
+		evs, err := e.RunUntil(r.now)
+		if err != nil {
+			return fmt.Errorf("fleet: replica %d: %w", i, err)
+		}
+		for _, ev := range evs {
+			k := tokenKey{i, ev.ID}
+			if ev.Done {
+				delete(r.lastTok, k)
+				r.requests = append(r.requests, ev.Result)
+				r.replica = append(r.replica, i)
+				if err := r.f.router.Finish(i); err != nil {
+					return fmt.Errorf("fleet: request %q: %w", ev.ID, err)
+				}
+				continue
+			}
+			if last, seen := r.lastTok[k]; seen {
+				r.itls = append(r.itls, float64(ev.Time-last)/1e6)
+			}
+			r.lastTok[k] = ev.Time
+		}
+	}
+	return nil
+}
+
+// result finishes every replica and builds the fleet's result.
+func (r *run) result() (*Result, error) {
+	f := r.f
+	res := &Result{Policy: f.policy.String(), Requests: r.requests, Replica: r.replica}
 	for i, e := range f.engines {
-		r, err := e.Finish()
+		er, err := e.Finish()
 		if err != nil {
 			return nil, fmt.Errorf("fleet: replica %d: %w", i, err)
 		}
-		res.Replicas = append(res.Replicas, replicaResult(i, f.replicas[i].Group, f.router, r, area[i], maxIn[i], now-start))
+		res.Replicas = append(res.Replicas, replicaResult(i, f.replicas[i].Group, f.router, er, r.area[i], r.maxIn[i], r.now-r.start))
 	}
-	res.Summary = summarize(requests, itls, res.Replicas)
+	res.Summary = summarize(r.requests, r.itls, res.Replicas)
 	res.Imbalance = imbalance(res.Replicas)
 	for _, why := range router.Reasons() {
 		if c := f.router.Count(why); c > 0 {
