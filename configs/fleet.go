@@ -64,6 +64,17 @@ const maxRouterSeconds = 365 * 24 * 3600
 // IsFleet reports whether the file describes a fleet ([fleet] groups).
 func (f *File) IsFleet() bool { return len(f.Fleet.Groups) > 0 }
 
+// OneServer returns an error naming [fleet] when the file describes a
+// fleet, for the commands that simulate one server (who, e.g. "kvsim
+// serve simulates"): they must refuse a fleet rather than run its base
+// server alone.
+func (f *File) OneServer(who string) error {
+	if f.IsFleet() {
+		return fmt.Errorf("fleet: %s one server, and this file describes a fleet of %d groups behind a router; only kvsim sim runs a fleet so far (docs/fleet.md)", who, len(f.Fleet.Groups))
+	}
+	return nil
+}
+
 // FleetGroupFile is a replica group built: its replicas' server file (the
 // base file with the group's keys set).
 type FleetGroupFile struct {

@@ -600,7 +600,7 @@ func (p *parser) point(s *Study, base *baseDoc, baseFile string, i int, idx []in
 	if err != nil {
 		return pt, p.mapConfigErr(s, pt, base, err)
 	}
-	if err := f.SGLangOnly("studies simulate"); err != nil {
+	if err := errors.Join(f.SGLangOnly("studies simulate"), f.OneServer("studies simulate")); err != nil {
 		return pt, p.pointErr(s, pt, p.pos("base"), err.Error())
 	}
 	if pt.Trace == "" {

@@ -78,7 +78,7 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	usageErr := fs.usageErr
-	f, err := loadConfig(*cfgPath)
+	f, err := loadConfig(*cfgPath, "kvsim calibrate fits")
 	if err != nil {
 		return usageErr("%v", err)
 	}

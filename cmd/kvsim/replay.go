@@ -240,7 +240,7 @@ type replayTarget interface {
 // simTarget builds the in-process simulator target from a config file
 // ("" = the bundled default).
 func simTarget(cfgPath string) (*replay.SimTarget, error) {
-	f, err := loadConfig(cfgPath)
+	f, err := loadConfig(cfgPath, "replay --target sim and compare simulate")
 	if err != nil {
 		return nil, err
 	}

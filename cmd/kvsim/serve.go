@@ -60,7 +60,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if !validHostPort(*addr) {
 		return usageErr("--addr: expected HOST:PORT, e.g. 127.0.0.1:30000, found %q", *addr)
 	}
-	f, err := loadConfig(*cfgPath)
+	f, err := loadConfig(*cfgPath, "kvsim serve simulates")
 	if err != nil {
 		return usageErr("%v", err)
 	}

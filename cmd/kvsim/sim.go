@@ -59,7 +59,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 	}
-	f, err := loadConfig(*cfgPath)
+	f, err := loadConfig(*cfgPath, "kvsim sim runs")
 	if err != nil {
 		return fs.usageErr("%v", err)
 	}
@@ -160,12 +160,21 @@ type simJSON struct {
 	Version string `json:"kvsim_version"`
 }
 
-// loadConfig loads the config at path, or the bundled default for "".
-func loadConfig(path string) (*configs.File, error) {
+// loadConfig loads the config at path, or the bundled default for "",
+// for a command (who, e.g. "kvsim serve simulates") that runs one server:
+// a fleet file is refused, not silently run as its base server.
+func loadConfig(path, who string) (*configs.File, error) {
 	if path == "" {
 		return configs.Default(), nil
 	}
-	return configs.Load(path)
+	f, err := configs.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.OneServer(who); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, nil
 }
 
 // simTracePath resolves the trace to simulate and its format: the flags',
