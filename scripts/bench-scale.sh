@@ -12,7 +12,7 @@
 #
 # Environment:
 #   KVSIM          the kvsim binary (default bin/kvsim)
-#   TRACE          the trace to repeat (default the shared conversation trace)
+#   TRACE          the trace to repeat (default the bundled Mooncake conversation trace)
 #   COPIES         the lengths, in copies (default "1 4 24")
 #   MAX_RSS_RATIO  if set, exit 1 when a row's peak RSS at the last length
 #                  exceeds this many times its RSS at the first (for CI)
@@ -24,7 +24,7 @@
 set -euo pipefail
 
 KVSIM=${KVSIM:-bin/kvsim}
-TRACE=${TRACE:-../shared/data/traces/mooncake_fast25/conversation_trace.jsonl}
+TRACE=${TRACE:-configs/traces/mooncake_conversation.jsonl.zst}
 COPIES=${COPIES:-"1 4 24"}
 ROWS=(
 	"trace stats|trace stats {}"
