@@ -103,6 +103,9 @@ func runFleetSim(f *configs.File, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fs.usageErr("%v", err)
 	}
+	if err := checkOutputsApart([]outputFlag{{"per-request", *perReq}}, *cfgPath, tp); err != nil {
+		return fs.usageErr("%v", err)
+	}
 	rd, closeTrace, err := openTrace(f, *tracePath == "", tp, tf)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvsim sim: %v\n", err)

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -97,6 +98,9 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fs.usageErr("%v", err)
 	}
+	if err := checkOutputsApart([]outputFlag{{"per-request", *perReq}, {"timeline", *timeline}}, *cfgPath, tp); err != nil {
+		return fs.usageErr("%v", err)
+	}
 	rd, closeTrace, err := openTrace(f, *tracePath == "", tp, tf)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
@@ -127,7 +131,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvsim sim: warning: %d dependencies (parent, wait_for) name no earlier request, and their requests ran without them; kvsim trace validate says where\n", res.IgnoredDeps)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "kvsim sim: %v\n", traces.InFile(tp, err))
+		fmt.Fprintf(stderr, "kvsim sim: %v\n", runError(tp, err))
 		return exitFail
 	}
 	if streams == nil {
@@ -230,7 +234,8 @@ func gapCutNote(c traces.GapCut) string {
 }
 
 // outputDirExists checks, before a long run, that the folder an output
-// file goes to exists, so that the run is not lost at its end.
+// file goes to exists and that the path is not itself a folder, so that the
+// run is not lost at its end.
 func outputDirExists(path string) error {
 	if path == "" {
 		return nil
@@ -243,7 +248,77 @@ func outputDirExists(path string) error {
 	if !fi.IsDir() {
 		return fmt.Errorf("cannot write %s: %s is not a folder", path, dir)
 	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("cannot write %s: it is a folder", path)
+	}
 	return nil
+}
+
+// outputFlag is an output file given by a flag.
+type outputFlag struct{ flag, path string }
+
+// checkOutputsApart checks, before a long run, that no two outputs name
+// the same file (one would overwrite the other) and that no output names
+// one of the run's inputs (which it would overwrite).
+func checkOutputsApart(outs []outputFlag, inputs ...string) error {
+	for i, o := range outs {
+		if o.path == "" {
+			continue
+		}
+		for _, p := range outs[:i] {
+			if p.path != "" && sameFile(o.path, p.path) {
+				return fmt.Errorf("--%s and --%s: both name %s; give each its own file", p.flag, o.flag, o.path)
+			}
+		}
+		for _, in := range inputs {
+			if in != "" && in != "-" && sameFile(o.path, in) {
+				return fmt.Errorf("--%s %s: that is an input of this run; writing it would overwrite it", o.flag, o.path)
+			}
+		}
+	}
+	return nil
+}
+
+// sameFile reports whether two paths name one file: the same file on disk
+// when both exist, else the same cleaned absolute path.
+func sameFile(a, b string) bool {
+	fa, errA := os.Stat(a)
+	fb, errB := os.Stat(b)
+	if errA == nil && errB == nil {
+		return os.SameFile(fa, fb)
+	}
+	absA, errA := filepath.Abs(a)
+	absB, errB := filepath.Abs(b)
+	return errA == nil && errB == nil && absA == absB
+}
+
+// outputError is a failure to write an output file while the simulation
+// runs: it names the flag and the path the user gave, not the trace (the
+// run's other errors name the trace) or the temporary file being written.
+type outputError struct {
+	flag, path string
+	err        error
+}
+
+func (e *outputError) Error() string {
+	cause := e.err
+	var pe *fs.PathError
+	if errors.As(cause, &pe) {
+		cause = pe.Err
+	}
+	return fmt.Sprintf("--%s %s: %v", e.flag, e.path, cause)
+}
+
+func (e *outputError) Unwrap() error { return e.err }
+
+// runError names the trace in an error of a run, unless the error is an
+// output's own ([outputError]).
+func runError(trace string, err error) error {
+	var oe *outputError
+	if errors.As(err, &oe) {
+		return oe
+	}
+	return traces.InFile(trace, err)
 }
 
 func nameOr(s, def string) string {
@@ -278,7 +353,12 @@ func streamSimOutputs(f engine.Factory, perReq, timeline string) ([]*lineStream,
 		}
 		streams = append(streams, ls)
 		enc := json.NewEncoder(ls.w)
-		sf.Sink.Result = func(r engine.RequestResult) error { return enc.Encode(r) }
+		sf.Sink.Result = func(r engine.RequestResult) error {
+			if err := enc.Encode(r); err != nil {
+				return &outputError{"per-request", perReq, err}
+			}
+			return nil
+		}
 	}
 	if timeline != "" {
 		ls, err := createLineStream(timeline)
@@ -290,7 +370,12 @@ func streamSimOutputs(f engine.Factory, perReq, timeline string) ([]*lineStream,
 		}
 		streams = append(streams, ls)
 		writeTimelineHeader(ls.w)
-		sf.Sink.Sample = func(x engine.Sample) error { return writeTimelineRow(ls.w, x) }
+		sf.Sink.Sample = func(x engine.Sample) error {
+			if err := writeTimelineRow(ls.w, x); err != nil {
+				return &outputError{"timeline", timeline, err}
+			}
+			return nil
+		}
 	}
 	return streams, nil
 }
