@@ -10,13 +10,10 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"os"
-	"os/signal"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/kvsim/kvsim/configs"
@@ -49,9 +46,7 @@ See docs/replay.md.
 
 // replaySignalContext returns the context that SIGINT/SIGTERM cancel; tests
 // replace it.
-var replaySignalContext = func() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-}
+var replaySignalContext = interruptContext
 
 // replayFlags are the flags shared by replay and bench.
 type replayFlags struct {

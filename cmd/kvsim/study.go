@@ -1,14 +1,11 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/kvsim/kvsim/configs"
 	"github.com/kvsim/kvsim/study"
@@ -92,7 +89,7 @@ func runStudy(args []string, stdout, stderr io.Writer) int {
 	if sh.Count > 1 {
 		dir = filepath.Join(dir, fmt.Sprintf("shard-%d-of-%d", sh.Index, sh.Count))
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptContext()
 	defer stop()
 	fmt.Fprintf(stderr, "kvsim study: %s: %d points%s -> %s\n", s.Title, len(s.Points()), shardNote(sh), dir)
 	res, err := study.Run(ctx, s, study.Options{

@@ -149,3 +149,50 @@ func waitLines(t *testing.T, path string, n int) {
 	}
 	t.Fatalf("%s never held %d lines", path, n)
 }
+
+// Interrupted by SIGINT or SIGTERM mid-run, kvsim sim exits 128+signal,
+// leaves the old --per-request file as it was and no temporary file beside
+// it. (It used to leave its .pr.jsonl.tmp… behind.)
+func TestSimInterruptedLeavesNoTemp(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.jsonl")
+	if o := kvsim(t, run{args: []string{"trace", "gen", "repeat", "--copies", "200", "--out", big, testdata("chat.jsonl")}}); o.code != 0 {
+		t.Fatalf("trace gen repeat: %v", o)
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			out := t.TempDir()
+			pr := writeFile(t, out, "pr.jsonl", []byte("old\n"))
+			b := start(t, run{args: []string{"sim", "--config", testdata("small.toml"), "--trace", big, "--per-request", pr}})
+			tmp := waitTemp(t, out)
+			o := b.stop(t, sig)
+			if o.code == 0 {
+				t.Skipf("the run ended before the signal arrived (%v)", o)
+			}
+			check(t, o, expect{code: 128 + int(sig)})
+			if _, err := os.Stat(tmp); !os.IsNotExist(err) {
+				t.Errorf("temporary file %s left behind (%v)", tmp, err)
+			}
+			entries, _ := os.ReadDir(out)
+			if len(entries) != 1 {
+				t.Errorf("%s holds %v, want pr.jsonl only", out, entries)
+			}
+			if got, _ := os.ReadFile(pr); string(got) != "old\n" {
+				t.Errorf("pr.jsonl holds %q, want the old content", tail(got))
+			}
+		})
+	}
+}
+
+// waitTemp waits until dir holds a temporary file and returns its path.
+func waitTemp(t *testing.T, dir string) string {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		matches, _ := filepath.Glob(filepath.Join(dir, ".*.tmp*"))
+		if len(matches) > 0 {
+			return matches[0]
+		}
+	}
+	t.Fatalf("no temporary file appeared in %s", dir)
+	return ""
+}
