@@ -121,7 +121,7 @@ func TestFleetSetDeterministic(t *testing.T) {
 	// list every time, in key order.
 	set := map[string]any{
 		"server.hicache_ratio": 3.0, "gpu": map[string]any{"preset": "h100-sxm"},
-		"cache": map[string]any{"eviction": "lru", "write_policy": "write_back"},
+		"cache":  map[string]any{"eviction": "lru", "write_policy": "write_back"},
 		"server": map[string]any{"page_size": int64(16), "tp_size": int64(2)}, "scheduler.policy": "lpm",
 	}
 	want := []string{"cache.eviction", "cache.write_policy", "gpu.preset", "scheduler.policy", "server.hicache_ratio", "server.page_size", "server.tp_size"}
@@ -172,5 +172,20 @@ func TestFleetFileErrors(t *testing.T) {
 	f, err := Parse(fleetDoc("[workload]\nopen_loop = true\nidle_gap_cap = 0.0\n[[fleet.groups]]\ncount = 2\n"), "t.toml")
 	if err != nil || !f.IsFleet() {
 		t.Fatalf("open_loop = true: %v", err)
+	}
+}
+
+// A type error in an array of tables names the element, as the file's
+// other errors do: go-toml's key has no index.
+func TestFleetTypeErrorIndex(t *testing.T) {
+	for _, c := range []struct{ doc, want string }{
+		{"[[fleet.groups]]\ncount = \"2\"\n", `t.toml:8:9: fleet.groups[0].count: expected an integer, found a string ("2")`},
+		{"[[fleet.groups]]\ncount = 1\n[[fleet.groups]]\ncount = 2.5\n", `t.toml:10:9: fleet.groups[1].count: expected an integer, found a float (2.5)`},
+		{"[[fleet.groups]]\ncount = 1\nname = 3\n", `t.toml:9:8: fleet.groups[0].name: expected a string, found an integer (3)`},
+	} {
+		_, err := Parse(fleetDoc(c.doc), "t.toml")
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%q: error %v, want %s", c.doc, err, c.want)
+		}
 	}
 }
