@@ -475,7 +475,7 @@ func decodeStrict(data []byte, name string, ps Positions, f *File, errs ...error
 	}
 	f.data = data
 	var invalid []error
-	if err := errors.Join(f.Validate(), f.validateFleet()); err != nil {
+	if err := errors.Join(f.Validate(), f.validateFleet(name, ps)); err != nil {
 		invalid = append(invalid, err)
 	}
 	invalid = append(coefficientErrors(raw, f), invalid...)

@@ -1,6 +1,7 @@
 package configs
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -97,7 +98,7 @@ func (f *File) FleetGroups() ([]FleetGroupFile, error) {
 	for i, g := range f.Fleet.Groups {
 		gf, err := f.groupFile(g)
 		if err != nil {
-			return nil, fielderr.Wrap(groupKey(i).Key("set"), err)
+			return nil, fielderr.Wrap(groupKey(i).Key("set"), errors.Join(groupErrors(err)...))
 		}
 		out = append(out, FleetGroupFile{Name: groupName(i, g), Count: g.Count, File: gf})
 	}
@@ -113,40 +114,92 @@ func groupName(i int, g FleetGroup) string {
 	return fmt.Sprintf("group%d", i)
 }
 
-// validateFleet checks [fleet] and [router]: every group's count and
-// overridden keys, and the server each group's overrides make (its errors
-// named under the group's set), and the router's keys.
-func (f *File) validateFleet() error {
+// validateFleet checks [fleet] and [router]: every group's count, name
+// and overridden keys, and the server each group's overrides make (its
+// errors named under the group's set, at the key in the file), and the
+// router's keys. name and ps are the file's name and key positions, for
+// the errors it places itself.
+func (f *File) validateFleet(name string, ps Positions) error {
 	var errs []error
+	// at places err at where path is written (or its group, or nowhere).
+	at := func(path fielderr.Path, err error) error {
+		p, _ := ps.Find(path)
+		return &fielderr.At{File: name, Line: p.Line, Col: p.Col, Err: err}
+	}
+	written := func(path fielderr.Path) bool { _, ok := ps[path.String()]; return ok }
 	if !f.IsFleet() {
-		if f.Router != (RouterSection{}) {
+		if fl := fielderr.Key("fleet"); written(fl) {
+			// [fleet] alone or groups = []: not one server silently.
+			errs = append(errs, at(fl, fielderr.New(fl.Key("groups"), "at least one group ([[fleet.groups]] with a count)")))
+		} else if f.Router != (RouterSection{}) {
 			errs = append(errs, fielderr.New(fielderr.Key("router"), "only with a [fleet] table (add [[fleet.groups]])"))
 		}
 		return errors.Join(errs...)
 	}
+	// The fleet runs open loop without idle-gap cuts (fleet.Run): refuse
+	// the workload keys it would ignore.
+	if k := fielderr.Dotted("workload.idle_gap_cap"); written(k) && f.Workload.IdleGapCap != 0 {
+		errs = append(errs, fielderr.New(k, "not supported for a fleet yet (a fleet replays the trace as written)"))
+	}
+	if k := fielderr.Dotted("workload.open_loop"); written(k) && !f.Workload.OpenLoop {
+		errs = append(errs, fielderr.New(k, "false (closed loop) is not supported for a fleet yet (a fleet runs open loop)"))
+	}
 	total := 0
 	keys := schemaKeys()
+	names := map[string]int{}
 	for i, g := range f.Fleet.Groups {
-		if g.Count < 1 || g.Count > maxFleetReplicas {
+		switch {
+		case !written(groupKey(i).Key("count")):
+			errs = append(errs, fielderr.New(groupKey(i).Key("count"), "required: the group's number of replicas, in [1, %d]", maxFleetReplicas))
+		case g.Count < 1 || g.Count > maxFleetReplicas:
 			errs = append(errs, fielderr.Range(groupKey(i).Key("count"), fmt.Sprintf("in [1, %d]", maxFleetReplicas), g.Count))
 		}
+		if n := groupName(i, g); names[n] > 0 {
+			j := names[n] - 1
+			p, _ := ps.Find(groupKey(j).Key("name"))
+			errs = append(errs, fielderr.New(groupKey(i).Key("name"), "%q is also group %d's name (%s:%d:%d)", n, j, name, p.Line, p.Col))
+		} else {
+			names[n] = i + 1
+		}
 		total += max(g.Count, 0)
-		bad := false
-		for _, st := range flattenKeys(g.Set, nil) {
+		set := groupKey(i).Key("set")
+		sts, dups := flattenKeys(g.Set)
+		bad := len(dups) > 0
+		for _, d := range dups {
+			// At the later of the two, naming the earlier.
+			first, second := set.Key(d[0].spelling...), set.Key(d[1].spelling...)
+			p1, _ := ps.Find(first)
+			p2, _ := ps.Find(second)
+			if p2.Line < p1.Line || p2.Line == p1.Line && p2.Col < p1.Col {
+				first, second, p1 = second, first, p2
+			}
+			errs = append(errs, at(second, fielderr.New(second, "sets %s again, as %s does (%s:%d:%d); write it once",
+				fielderr.Key(d[0].key...), first, name, p1.Line, p1.Col)))
+		}
+		for _, st := range sts {
 			k := st.key
-			p := groupKey(i).Key("set").Key(k...)
+			p := set.Key(st.spelling...)
 			switch dotted := strings.Join(k, "."); {
 			case k[0] == "workload" || k[0] == "fleet" || k[0] == "router":
-				errs = append(errs, fielderr.New(p, "[%s] is the fleet's, not a group's", k[0]))
+				errs = append(errs, at(p, fielderr.New(set.Key(k...), "[%s] is the fleet's, not a group's", k[0])))
 				bad = true
 			case !slices.Contains(keys, dotted):
-				errs = append(errs, fielderr.New(groupKey(i).Key("set"), "unknown key %q", dotted))
+				errs = append(errs, at(p, fielderr.New(set, "unknown key %q", dotted)))
 				bad = true
 			}
 		}
 		if !bad && g.Count >= 1 {
 			if _, err := f.groupFile(g); err != nil {
-				errs = append(errs, fielderr.Wrap(groupKey(i).Key("set"), err))
+				for _, e := range groupErrors(err) {
+					// At the key of the set whose error it is, if any.
+					p := set
+					for _, st := range sts {
+						if strings.HasPrefix(e.Error(), fielderr.Key(st.key...).String()+": ") {
+							p = set.Key(st.spelling...)
+						}
+					}
+					errs = append(errs, at(p, fielderr.Wrap(set, e)))
+				}
 			}
 		}
 	}
@@ -159,31 +212,71 @@ func (f *File) validateFleet() error {
 	return errors.Join(errs...)
 }
 
-// setting is one key a group sets: its path and value.
+// setting is one key a group sets: its path, its value and its spelling
+// (the path as written: "server.tp_size" quoted is one part).
 type setting struct {
-	key []string
-	v   any
+	key, spelling []string
+	v             any
 }
 
 // flattenKeys lists the leaves of m sorted by key path, a dotted key
-// ("gpu.preset") split at its dots.
-func flattenKeys(m map[string]any, prefix []string) []setting {
-	var out []setting
-	for k, v := range m {
-		p := append(slices.Clone(prefix), strings.Split(k, ".")...)
-		if sub, ok := v.(map[string]any); ok {
-			out = append(out, flattenKeys(sub, p)...)
+// ("gpu.preset") split at its dots, then by spelling: deterministic, not
+// in map order. Two spellings of one key ("server.tp_size" quoted and
+// server.tp_size, or server = {tp_size = 4}) are returned in dups, in
+// that order, and only their first in the list.
+func flattenKeys(m map[string]any) (list []setting, dups [][2]setting) {
+	var all []setting
+	var walk func(m map[string]any, key, spelling []string)
+	walk = func(m map[string]any, key, spelling []string) {
+		for k, v := range m {
+			p := append(slices.Clone(key), strings.Split(k, ".")...)
+			sp := append(slices.Clone(spelling), k)
+			if sub, ok := v.(map[string]any); ok {
+				walk(sub, p, sp)
+				continue
+			}
+			all = append(all, setting{p, sp, v})
+		}
+	}
+	walk(m, nil, nil)
+	slices.SortFunc(all, func(a, b setting) int {
+		return cmp.Or(slices.Compare(a.key, b.key), slices.Compare(a.spelling, b.spelling))
+	})
+	for _, st := range all {
+		if n := len(list); n > 0 && slices.Equal(list[n-1].key, st.key) {
+			dups = append(dups, [2]setting{list[n-1], st})
 			continue
 		}
-		out = append(out, setting{p, v})
+		list = append(list, st)
 	}
-	slices.SortStableFunc(out, func(a, b setting) int { return slices.Compare(a.key, b.key) })
+	return list, dups
+}
+
+// groupDoc names the regenerated document of a group's file in its
+// errors, which [groupErrors] takes off.
+const groupDoc = "\x00group"
+
+// groupErrors lists the errors of a group's file without the regenerated
+// document's name and positions: "key: what" each.
+func groupErrors(err error) []error {
+	var out []error
+	for _, e := range fielderr.Flatten(err) {
+		if at, ok := e.(*fielderr.At); ok {
+			out = append(out, at.Err)
+			continue
+		}
+		msg := strings.TrimPrefix(e.Error(), groupDoc+":")
+		if msg != e.Error() {
+			msg = strings.TrimLeft(strings.TrimLeft(msg, "0123456789:"), " ")
+		}
+		out = append(out, errors.New(msg))
+	}
 	return out
 }
 
 // groupFile is the file of g's replicas: the document with g's keys set
-// and without [fleet] and [router], parsed again. Its errors lose the
-// regenerated document's positions and keep their keys.
+// and without [fleet] and [router], parsed again. Its errors name the
+// regenerated document groupDoc ([groupErrors] takes it off).
 func (f *File) groupFile(g FleetGroup) (*File, error) {
 	var doc map[string]any
 	if err := toml.Unmarshal(f.data, &doc); err != nil {
@@ -191,7 +284,8 @@ func (f *File) groupFile(g FleetGroup) (*File, error) {
 	}
 	delete(doc, "fleet")
 	delete(doc, "router")
-	for _, st := range flattenKeys(g.Set, nil) {
+	sts, _ := flattenKeys(g.Set)
+	for _, st := range sts {
 		k := st.key
 		t := doc
 		for _, part := range k[:len(k)-1] {
@@ -208,18 +302,11 @@ func (f *File) groupFile(g FleetGroup) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	gf, err := Parse(data, f.path)
+	gf, err := Parse(data, groupDoc)
 	if err != nil {
-		var out []error
-		for _, e := range fielderr.Flatten(err) {
-			if at, ok := e.(*fielderr.At); ok {
-				e = at.Err
-			}
-			out = append(out, e)
-		}
-		return nil, errors.Join(out...)
+		return nil, err
 	}
-	gf.bundled = f.bundled
+	gf.path, gf.bundled = f.path, f.bundled
 	return gf, nil
 }
 

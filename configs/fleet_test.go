@@ -66,9 +66,9 @@ func TestFleetErrors(t *testing.T) {
 	}
 	want := []string{
 		`testdata/fleet/bad.toml:9:1: fleet.groups[0].count: must be in [1, 4096] (got 0)`,
-		`testdata/fleet/bad.toml:10:1: fleet.groups[0].set: unknown key "gpu.presett"`,
+		`testdata/fleet/bad.toml:10:9: fleet.groups[0].set: unknown key "gpu.presett"`,
 		`testdata/fleet/bad.toml:10:37: fleet.groups[0].set.workload.trace: [workload] is the fleet's, not a group's`,
-		`testdata/fleet/bad.toml:14:1: fleet.groups[1].set: server.tp_size: must be >= 1 (got -3)`,
+		`testdata/fleet/bad.toml:14:9: fleet.groups[1].set: server.tp_size: must be >= 1 (got -3)`,
 		`testdata/fleet/bad.toml:17:1: router.policy: must be "cache_aware", "round_robin", "random", "power_of_two" or "consistent_hash" (got "kv_aware"; kv_aware needs the replicas' cache oracle, not built yet)`,
 		`testdata/fleet/bad.toml:20:1: router.miss_rule: must be "min_load" or "smallest_tree" (got "x")`,
 		`testdata/fleet/bad.toml:19:1: router.eviction_interval: must be seconds in [0, 31536000] (got -1)`,
@@ -80,9 +80,110 @@ func TestFleetErrors(t *testing.T) {
 	for _, c := range []struct{ doc, want string }{
 		{"[router]\npolicy = \"random\"\n", `t.toml:7:1: router: only with a [fleet] table (add [[fleet.groups]])`},
 		{"[[fleet.groups]]\ncount = 3000\n[[fleet.groups]]\ncount = 3000\n", `t.toml:7:1: fleet.groups: at most 4096 replicas in all (got 6000)`},
-		{"[[fleet.groups]]\ncount = 1\nset = { gpu = { preset = \"nope\" } }\n", `t.toml:9:1: fleet.groups[0].set: gpu.preset: gpu unknown preset "nope" (want one of a100-80g, b200, h100-sxm, h200, l40s)`},
+		{"[[fleet.groups]]\ncount = 1\nset = { gpu = { preset = \"nope\" } }\n", `t.toml:9:17: fleet.groups[0].set: gpu.preset: gpu unknown preset "nope" (want one of a100-80g, b200, h100-sxm, h200, l40s)`},
 	} {
 		_, err := Parse([]byte("[model]\npreset = \"qwen2.5-14b\"\n[gpu]\npreset = \"h200\"\n[server]\ntp_size = 4\n"+c.doc), "t.toml")
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%q: error %v, want %s", c.doc, err, c.want)
+		}
+	}
+}
+
+// fleetDoc is a fleet test document: a six-line server, then doc from
+// line 7.
+func fleetDoc(doc string) []byte {
+	return []byte("[model]\npreset = \"qwen2.5-14b\"\n[gpu]\npreset = \"h200\"\n[server]\ntp_size = 4\n" + doc)
+}
+
+// A group's keys are flattened in key order whatever Go's map order, and
+// two spellings of one key in a set are refused (naming both) rather than
+// one of them winning at random. Go randomises every map walk, so a
+// dependence on map order shows up over many parses.
+func TestFleetSetDeterministic(t *testing.T) {
+	for _, c := range []struct{ doc, want string }{
+		{"[[fleet.groups]]\ncount = 1\nset = { \"server.tp_size\" = 2, server.tp_size = 4 }\n",
+			`t.toml:9:31: fleet.groups[0].set.server.tp_size: sets server.tp_size again, as fleet.groups[0].set."server.tp_size" does (t.toml:9:9); write it once`},
+		{"[[fleet.groups]]\ncount = 1\nset = { server.tp_size = 2, \"server.tp_size\" = 4 }\n",
+			`t.toml:9:29: fleet.groups[0].set."server.tp_size": sets server.tp_size again, as fleet.groups[0].set.server.tp_size does (t.toml:9:9); write it once`},
+		{"[[fleet.groups]]\ncount = 1\nset = { \"server.tp_size\" = 2, server = { tp_size = 8 } }\n",
+			`t.toml:9:42: fleet.groups[0].set.server.tp_size: sets server.tp_size again, as fleet.groups[0].set."server.tp_size" does (t.toml:9:9); write it once`},
+		{"[[fleet.groups]]\ncount = 1\n[fleet.groups.set]\n\"server.tp_size\" = 2\nserver.tp_size = 8\n",
+			`t.toml:11:1: fleet.groups[0].set.server.tp_size: sets server.tp_size again, as fleet.groups[0].set."server.tp_size" does (t.toml:10:1); write it once`},
+	} {
+		for range 50 {
+			_, err := Parse(fleetDoc(c.doc), "t.toml")
+			if err == nil || err.Error() != c.want {
+				t.Fatalf("%q: error %v, want %s", c.doc, err, c.want)
+			}
+		}
+	}
+	// Many keys, some spelled dotted, some quoted, some nested: the same
+	// list every time, in key order.
+	set := map[string]any{
+		"server.hicache_ratio": 3.0, "gpu": map[string]any{"preset": "h100-sxm"},
+		"cache":  map[string]any{"eviction": "lru", "write_policy": "write_back"},
+		"server": map[string]any{"page_size": int64(16), "tp_size": int64(2)}, "scheduler.policy": "lpm",
+	}
+	want := []string{"cache.eviction", "cache.write_policy", "gpu.preset", "scheduler.policy", "server.hicache_ratio", "server.page_size", "server.tp_size"}
+	for range 50 {
+		list, dups := flattenKeys(set)
+		var got []string
+		for _, st := range list {
+			got = append(got, strings.Join(st.key, "."))
+		}
+		if strings.Join(got, " ") != strings.Join(want, " ") || len(dups) != 0 {
+			t.Fatalf("flattenKeys: %v (dups %v), want %v", got, dups, want)
+		}
+	}
+}
+
+// The fleet's structural mistakes are refused at the key's line and
+// column in the user's file, one position each: an empty fleet, a missing
+// count, a duplicate group name, workload keys a fleet ignores, a wrong
+// type or a fleet key inside a group's set.
+func TestFleetFileErrors(t *testing.T) {
+	for _, c := range []struct{ doc, want string }{
+		{"[fleet]\n", `t.toml:7:1: fleet.groups: at least one group ([[fleet.groups]] with a count)`},
+		{"[fleet]\ngroups = []\n", `t.toml:7:1: fleet.groups: at least one group ([[fleet.groups]] with a count)`},
+		{"[[fleet.groups]]\nname = \"x\"\n", `t.toml:7:1: fleet.groups[0].count: required: the group's number of replicas, in [1, 4096]`},
+		{"[[fleet.groups]]\nname = \"a\"\ncount = 1\n[[fleet.groups]]\nname = \"a\"\ncount = 1\n",
+			`t.toml:11:1: fleet.groups[1].name: "a" is also group 0's name (t.toml:8:1)`},
+		{"[[fleet.groups]]\ncount = 1\n[[fleet.groups]]\nname = \"group0\"\ncount = 1\n",
+			`t.toml:10:1: fleet.groups[1].name: "group0" is also group 0's name (t.toml:7:1)`},
+		{"[workload]\nidle_gap_cap = 60.0\n[[fleet.groups]]\ncount = 1\n",
+			`t.toml:8:1: workload.idle_gap_cap: not supported for a fleet yet (a fleet replays the trace as written)`},
+		{"[workload]\nopen_loop = false\n[[fleet.groups]]\ncount = 1\n",
+			`t.toml:8:1: workload.open_loop: false (closed loop) is not supported for a fleet yet (a fleet runs open loop)`},
+		{"[[fleet.groups]]\ncount = 1\n\n\nset = { \"server.tp_size\" = \"x\", \"cache.eviction\" = \"lru\" }\n",
+			`t.toml:11:9: fleet.groups[0].set: server.tp_size: expected an integer, found a string ('x')`},
+		{"[[fleet.groups]]\ncount = 1\nset = { \"router.policy\" = \"random\" }\n",
+			`t.toml:9:9: fleet.groups[0].set.router.policy: [router] is the fleet's, not a group's`},
+		{"[[fleet.groups]]\ncount = 1\n[fleet.groups.set]\nserver.hicache_ratio = -4.0\ngpu.preset = \"zz\"\n",
+			"t.toml:11:1: fleet.groups[0].set: gpu.preset: gpu unknown preset \"zz\" (want one of a100-80g, b200, h100-sxm, h200, l40s)\n" +
+				`t.toml:10:1: fleet.groups[0].set: server.hicache_ratio: must be >= 0 (got -4)`},
+	} {
+		_, err := Parse(fleetDoc(c.doc), "t.toml")
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%q: error %v, want %s", c.doc, err, c.want)
+		}
+	}
+	// What a fleet does anyway is accepted: open loop said explicitly, no
+	// idle-gap cap.
+	f, err := Parse(fleetDoc("[workload]\nopen_loop = true\nidle_gap_cap = 0.0\n[[fleet.groups]]\ncount = 2\n"), "t.toml")
+	if err != nil || !f.IsFleet() {
+		t.Fatalf("open_loop = true: %v", err)
+	}
+}
+
+// A type error in an array of tables names the element, as the file's
+// other errors do: go-toml's key has no index.
+func TestFleetTypeErrorIndex(t *testing.T) {
+	for _, c := range []struct{ doc, want string }{
+		{"[[fleet.groups]]\ncount = \"2\"\n", `t.toml:8:9: fleet.groups[0].count: expected an integer, found a string ("2")`},
+		{"[[fleet.groups]]\ncount = 1\n[[fleet.groups]]\ncount = 2.5\n", `t.toml:10:9: fleet.groups[1].count: expected an integer, found a float (2.5)`},
+		{"[[fleet.groups]]\ncount = 1\nname = 3\n", `t.toml:9:8: fleet.groups[0].name: expected a string, found an integer (3)`},
+	} {
+		_, err := Parse(fleetDoc(c.doc), "t.toml")
 		if err == nil || err.Error() != c.want {
 			t.Errorf("%q: error %v, want %s", c.doc, err, c.want)
 		}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -57,7 +58,7 @@ func TOMLError(name string, data []byte, target any, err error) error {
 			key = keyAt(data, row, col)
 		}
 		if len(key) > 0 {
-			msg = KeyPath(key) + ": " + msg
+			msg = indexedKeyPath(data, row, key) + ": " + msg
 		}
 		return fmt.Errorf("%s:%d:%d: %s", name, row, col, msg)
 	}
@@ -66,6 +67,34 @@ func TOMLError(name string, data []byte, target any, err error) error {
 		return fmt.Errorf("%s: %v", name, pe)
 	}
 	return fmt.Errorf("%s: %s", name, strings.TrimPrefix(err.Error(), "toml: "))
+}
+
+// indexedKeyPath writes key, a key of a decoding error at line row of
+// data, with the array indices go-toml leaves out (fleet.groups[1].count,
+// not fleet.groups.count): those of the last key of that path written at
+// or before row. An array of tables itself keeps its name ([[server]] is
+// "server", not "server[0]").
+func indexedKeyPath(data []byte, row int, key []string) string {
+	keys, _ := ScanKeys(data)
+	var found fielderr.Path
+	for _, k := range keys {
+		if k.At.Line > row {
+			break
+		}
+		var parts []string
+		for _, st := range k.Path {
+			if st.Index < 0 {
+				parts = append(parts, st.Key)
+			}
+		}
+		if slices.Equal(parts, key) && k.Path[len(k.Path)-1].Index < 0 {
+			found = k.Path
+		}
+	}
+	if found == nil {
+		return KeyPath(key)
+	}
+	return found.String()
 }
 
 // KeyPath writes a key path as TOML does: parts joined by dots, a part

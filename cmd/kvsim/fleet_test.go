@@ -187,3 +187,27 @@ func TestStudyRefusesFleetBase(t *testing.T) {
 		t.Errorf("exit %d, stderr %q", code, errOut)
 	}
 }
+
+// kvsim sim refuses a fleet file that would run other than it says: an
+// empty fleet (not one server), a key set twice in a group (not one
+// spelling at random), a closed loop (a fleet runs open loop).
+func TestSimFleetFileRefuses(t *testing.T) {
+	for _, c := range []struct {
+		doc  string
+		want []string
+	}{
+		{"[fleet]\ngroups = []\n", []string{"f.toml:1:1: fleet.groups: at least one group"}},
+		{"[[fleet.groups]]\ncount = 1\nset = { \"server.tp_size\" = 2, server = { tp_size = 8 } }\n",
+			[]string{`f.toml:3:42: fleet.groups[0].set.server.tp_size: sets server.tp_size again, as fleet.groups[0].set."server.tp_size" does (`, "f.toml:3:9)"}},
+		{"[workload]\nopen_loop = false\n[[fleet.groups]]\ncount = 1\n", []string{"f.toml:2:1: workload.open_loop: false (closed loop) is not supported for a fleet yet"}},
+	} {
+		f := filepath.Join(t.TempDir(), "f.toml")
+		if err := os.WriteFile(f, []byte(c.doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, _, errOut := runCLI(t, "sim", "--config", f, "--trace", fleetTrace)
+		if code != exitUsage || !strings.Contains(errOut, c.want[0]) || !strings.Contains(errOut, c.want[len(c.want)-1]) {
+			t.Errorf("%q: exit %d, stderr %q, want %q", c.doc, code, errOut, c.want)
+		}
+	}
+}
