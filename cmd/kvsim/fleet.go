@@ -99,17 +99,9 @@ func runFleetSim(f *configs.File, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
 		return exitUsage
 	}
-	tp, tf, err := simTracePath(f, *tracePath, *format)
-	if err != nil {
-		return fs.usageErr("%v", err)
-	}
-	if err := checkOutputsApart([]outputFlag{{"per-request", *perReq}}, *cfgPath, tp); err != nil {
-		return fs.usageErr("%v", err)
-	}
-	rd, closeTrace, err := openTrace(f, *tracePath == "", tp, tf)
-	if err != nil {
-		fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
-		return exitFail
+	tp, rd, closeTrace, code := openSimTrace(fs, f, *cfgPath, *tracePath, *format, []outputFlag{{"per-request", *perReq}}, stderr)
+	if rd == nil {
+		return code
 	}
 	defer closeTrace()
 	res, err := fl.Run(rd)

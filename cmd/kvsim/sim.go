@@ -94,17 +94,9 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintln(stdout)
 	}
-	tp, tf, err := simTracePath(f, *tracePath, *format)
-	if err != nil {
-		return fs.usageErr("%v", err)
-	}
-	if err := checkOutputsApart([]outputFlag{{"per-request", *perReq}, {"timeline", *timeline}}, *cfgPath, tp); err != nil {
-		return fs.usageErr("%v", err)
-	}
-	rd, closeTrace, err := openTrace(f, *tracePath == "", tp, tf)
-	if err != nil {
-		fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
-		return exitFail
+	tp, rd, closeTrace, code := openSimTrace(fs, f, *cfgPath, *tracePath, *format, []outputFlag{{"per-request", *perReq}, {"timeline", *timeline}}, stderr)
+	if rd == nil {
+		return code
 	}
 	defer closeTrace()
 	if capNs > 0 {
@@ -252,6 +244,26 @@ func outputDirExists(path string) error {
 		return fmt.Errorf("cannot write %s: it is a folder", path)
 	}
 	return nil
+}
+
+// openSimTrace resolves the trace of a sim run (the flags', else the
+// config's), checks that the outputs are apart from each other and from
+// the inputs, and opens it. On an error it returns a nil reader and the
+// exit code, having said why.
+func openSimTrace(fs *cmdFlags, f *configs.File, cfgPath, tracePath, format string, outs []outputFlag, stderr io.Writer) (string, *traces.Reader, func(), int) {
+	tp, tf, err := simTracePath(f, tracePath, format)
+	if err != nil {
+		return "", nil, nil, fs.usageErr("%v", err)
+	}
+	if err := checkOutputsApart(outs, cfgPath, tp); err != nil {
+		return "", nil, nil, fs.usageErr("%v", err)
+	}
+	rd, closeTrace, err := openTrace(f, tracePath == "", tp, tf)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
+		return "", nil, nil, exitFail
+	}
+	return tp, rd, closeTrace, exitOK
 }
 
 // outputFlag is an output file given by a flag.
