@@ -259,3 +259,21 @@ func TestPDBackPressure(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkPD runs benchTrace's 1,000 requests on a disaggregated fleet
+// of two prefill and two decode replicas (the aggregated fleet of four is
+// BenchmarkFleet/replicas=4), and reports ns per request.
+func BenchmarkPD(b *testing.B) {
+	recs := benchTrace(1000)
+	cfg := fleet.DefaultPD()
+	cfg.Prefill.Policy, cfg.Decode.Policy = router.RoundRobin, router.RoundRobin
+	cfg.TransferGbps = 100
+	reps := []fleet.PDReplica{
+		pdServer(fleet.Prefill, 2048, -1, 1), pdServer(fleet.Prefill, 2048, -1, 1),
+		pdServer(fleet.Decode, 2048, -1, 1), pdServer(fleet.Decode, 2048, -1, 1),
+	}
+	for b.Loop() {
+		pdRun(b, reps, cfg, recs)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(recs)), "ns/request")
+}
