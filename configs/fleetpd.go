@@ -27,7 +27,8 @@ type DisaggregationSection struct {
 	// NumReservedDecodeTokens is --num-reserved-decode-tokens; default 512.
 	NumReservedDecodeTokens *int `toml:"num_reserved_decode_tokens"`
 	// DecodeCache is the decode replicas' cache: "chunk" (the default,
-	// SGLang's classic decode: no prefix reuse).
+	// SGLang's classic decode: no prefix reuse) or "radix"
+	// (--disaggregation-decode-enable-radix-cache).
 	DecodeCache string `toml:"decode_cache"`
 }
 
@@ -42,6 +43,8 @@ type PD struct {
 	TransferLatency             time.Duration
 	TransferQueues              int
 	ReservedDecodeTokens        int64
+	// DecodeRadix: decode_cache = "radix".
+	DecodeRadix bool
 }
 
 // Bounds of the [disaggregation] keys.
@@ -133,10 +136,12 @@ func (f *File) pdConfig(place func(fielderr.Path, error) error) (PD, error) {
 	}
 	switch d.DecodeCache {
 	case "", "chunk":
-	case "radix", "hicache":
-		errs = append(errs, fielderr.New(key("decode_cache"), "%q is not supported yet: only \"chunk\" (SGLang's classic decode, no prefix reuse)", d.DecodeCache))
+	case "radix":
+		pd.DecodeRadix = true
+	case "hicache":
+		errs = append(errs, fielderr.New(key("decode_cache"), "\"hicache\" is not supported yet: \"chunk\" or \"radix\""))
 	default:
-		errs = append(errs, fielderr.New(key("decode_cache"), "must be \"chunk\" (got %q)", d.DecodeCache))
+		errs = append(errs, fielderr.New(key("decode_cache"), "must be \"chunk\" or \"radix\" (got %q)", d.DecodeCache))
 	}
 	if _, err := f.Router.config(); err == nil {
 		var err error

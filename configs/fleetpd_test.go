@@ -45,7 +45,7 @@ func TestPDConfig(t *testing.T) {
 	if pd.PrefillRouter != want {
 		t.Errorf("prefill router %+v, want %+v", pd.PrefillRouter, want)
 	}
-	if fmt.Sprint(pd.Prefill) != "[true false true]" || pd.TransferQueues != 4 || pd.ReservedDecodeTokens != 512 || pd.TransferLatency != 0 {
+	if fmt.Sprint(pd.Prefill) != "[true false true]" || pd.TransferQueues != 4 || pd.ReservedDecodeTokens != 512 || pd.TransferLatency != 0 || pd.DecodeRadix {
 		t.Errorf("defaults %+v", pd)
 	}
 }
@@ -69,11 +69,13 @@ func TestPDErrors(t *testing.T) {
 			`t.toml:13:1: disaggregation.transfer_gbps: required: each prefill replica's KV link, Gbit/s`},
 		{groups + "[disaggregation]\nprefill = \"p\"\ndecode = \"d\"\ntransfer_gbps = -2.0\n",
 			`t.toml:16:1: disaggregation.transfer_gbps: must be Gbit/s in (0, 1e+06] (got -2)`},
-		{groups + "[disaggregation]\nprefill = \"p\"\ndecode = \"d\"\ntransfer_gbps = 1\ntransfer_latency = -1.0\ntransfer_queues = 0\nnum_reserved_decode_tokens = -5\ndecode_cache = \"radix\"\n",
+		{groups + "[disaggregation]\nprefill = \"p\"\ndecode = \"d\"\ntransfer_gbps = 1\ntransfer_latency = -1.0\ntransfer_queues = 0\nnum_reserved_decode_tokens = -5\ndecode_cache = \"hicache\"\n",
 			"t.toml:17:1: disaggregation.transfer_latency: must be seconds in [0, 31536000] (got -1)\n" +
 				"t.toml:18:1: disaggregation.transfer_queues: must be in [1, 1024] (got 0)\n" +
 				"t.toml:19:1: disaggregation.num_reserved_decode_tokens: must be tokens in [0, 16777216] (got -5)\n" +
-				`t.toml:20:1: disaggregation.decode_cache: "radix" is not supported yet: only "chunk" (SGLang's classic decode, no prefix reuse)`},
+				`t.toml:20:1: disaggregation.decode_cache: "hicache" is not supported yet: "chunk" or "radix"`},
+		{groups + "[disaggregation]\nprefill = \"p\"\ndecode = \"d\"\ntransfer_gbps = 1\ndecode_cache = \"lru\"\n",
+			`t.toml:17:1: disaggregation.decode_cache: must be "chunk" or "radix" (got "lru")`},
 		{groups + "[disaggregation]\nprefill = \"p\"\ndecode = \"d\"\ntransfer_gbps = 1\n[router.prefill]\ncache_threshold = 2.0\n[router.decode]\npolicy = \"nope\"\n",
 			"t.toml:18:1: router.prefill.cache_threshold: must be in [0, 1] (got 2)\n" +
 				`t.toml:20:1: router.decode.policy: must be "cache_aware", "round_robin", "random", "power_of_two" or "consistent_hash" (got "nope"; kv_aware needs the replicas' cache oracle, not built yet)`},

@@ -23,7 +23,8 @@
 // (router.PD); the decode replica preallocates its prompt's KV (with
 // num_reserved_decode_tokens of headroom, back-pressuring the prefill
 // side), then the prefill replica computes it with max_new_tokens = 1 and
-// sends each chunk's pages over its link (transfer queues sharing the
+// sends each chunk's pages (after the decode side's radix hit, if it has
+// a radix cache) over its link (transfer queues sharing the
 // bandwidth, a latency per transfer), and when the last page lands the
 // decode replica emits the first token in a prebuilt step and decodes.
 // The engines' two modes are sim.Online's, reached through the
@@ -33,6 +34,5 @@
 //
 // The fleet runs open loop: a request reaches the router at its trace
 // arrival, whatever its dependencies. The shared L3, the decode side's
-// radix and HiCache caches and kv_aware's cache oracle are still to build
-// (docs/fleet.md).
+// HiCache and kv_aware's cache oracle are still to build (docs/fleet.md).
 package fleet

@@ -76,10 +76,11 @@ type prefillServer interface {
 }
 
 // decodeServer is what a decode replica's engine must do besides
-// [engine.Engine] (sim.Online does, with its radix cache off).
+// [engine.Engine] (sim.Online does: with its radix cache off, the chunk
+// cache; on, the decode-side radix cache).
 type decodeServer interface {
 	engine.Engine
-	SetDecodeMode(reserved int64, onPrealloc func(id string, at engine.Time)) error
+	SetDecodeMode(reserved int64, onPrealloc func(id string, at engine.Time, cached int64)) error
 	KVReady(id string, at engine.Time) error
 	Abort(id string, at engine.Time, why string) error
 }
@@ -191,8 +192,8 @@ func (pd *pdFleet) setMode(i int, e engine.Engine) error {
 	if !ok {
 		return errors.New("its server model cannot serve decode in a disaggregated fleet (SGLang's can)")
 	}
-	return ds.SetDecodeMode(pd.cfg.ReservedDecodeTokens, func(id string, at engine.Time) {
-		pd.run.preallocated(i, id, at)
+	return ds.SetDecodeMode(pd.cfg.ReservedDecodeTokens, func(id string, at engine.Time, cached int64) {
+		pd.run.preallocated(i, id, at, cached)
 	})
 }
 
@@ -216,6 +217,7 @@ type pdReq struct {
 	landed     engine.Time
 	first      engine.Time
 	sentPages  int64
+	skipped    int64 // pages the decode replica had (decode_prefix_len)
 	bytes      float64
 	pages      int64
 	prefillRes engine.RequestResult
@@ -247,6 +249,10 @@ type PDRequest struct {
 	Transfer      engine.Time `json:"transfer_ns"`
 	TransferBytes float64     `json:"transfer_bytes"`
 	TransferPages int64       `json:"transfer_pages"`
+	// DecodeCached is the prompt's hit on the decode replica's radix cache
+	// at preallocation (decode_prefix_len; 0 with the chunk cache): its
+	// pages are not sent.
+	DecodeCached int64 `json:"decode_cached_tokens,omitempty"`
 }
 
 // PDResult is a disaggregated fleet's transfer summary.
@@ -257,6 +263,8 @@ type PDResult struct {
 	Transfers     int64   `json:"transfers"`
 	TransferBytes float64 `json:"transfer_bytes"`
 	TransferPages int64   `json:"transfer_pages"`
+	// SkippedPages are the pages not sent thanks to decode-side hits.
+	SkippedPages int64 `json:"skipped_pages,omitempty"`
 	// Per completed request, first chunk sent to last page landed, ms.
 	TransferMeanMs float64 `json:"transfer_mean_ms"`
 	TransferP50Ms  float64 `json:"transfer_p50_ms"`

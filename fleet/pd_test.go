@@ -19,11 +19,17 @@ import (
 // pdServer is a small SGLang server for a disaggregated fleet: a decode
 // server has its radix cache off (SGLang's chunk cache on decode).
 func pdServer(role fleet.Role, device int64, chunk int64, pageSize int) fleet.PDReplica {
+	return pdServerCache(role, device, chunk, pageSize, false)
+}
+
+// pdServerCache is pdServer with a choice of the decode replica's cache:
+// the chunk cache or (radix) the decode-side radix cache.
+func pdServerCache(role fleet.Role, device int64, chunk int64, pageSize int, radix bool) fleet.PDReplica {
 	sc := sim.Default(device)
 	sc.Cache.PageSize = pageSize
 	sc.Scheduler.ChunkedPrefillSize = chunk
 	if role == fleet.Decode {
-		sc.Cache.Disable = true
+		sc.Cache.Disable = !radix
 	} else {
 		sc.Cache.HostTokens = 4096
 	}
@@ -52,15 +58,16 @@ func pdRun(t fataler, reps []fleet.PDReplica, cfg fleet.PDConfig, recs []traces.
 
 // drawPD draws a disaggregated fleet: one to three replicas per role,
 // small pools, chunked prefill, any router policies, link and reservation.
-func drawPD(t *rapid.T) ([]fleet.PDReplica, fleet.PDConfig) {
+func drawPD(t *rapid.T) ([]fleet.PDReplica, fleet.PDConfig, int) {
 	ps := rapid.SampledFrom([]int{1, 4, 16}).Draw(t, "page_size")
 	chunk := int64(rapid.SampledFrom([]int{-1, 64, 256}).Draw(t, "chunk"))
 	var reps []fleet.PDReplica
 	for range rapid.IntRange(1, 3).Draw(t, "prefill") {
 		reps = append(reps, pdServer(fleet.Prefill, int64(rapid.IntRange(300, 4096).Draw(t, "p_device")), chunk, ps))
 	}
+	radix := rapid.Bool().Draw(t, "decode_radix")
 	for range rapid.IntRange(1, 3).Draw(t, "decode") {
-		reps = append(reps, pdServer(fleet.Decode, int64(rapid.IntRange(700, 4096).Draw(t, "d_device")), chunk, ps))
+		reps = append(reps, pdServerCache(fleet.Decode, int64(rapid.IntRange(700, 4096).Draw(t, "d_device")), chunk, ps, radix))
 	}
 	if rapid.Bool().Draw(t, "interleave") {
 		reps[0], reps[len(reps)-1] = reps[len(reps)-1], reps[0]
@@ -71,7 +78,7 @@ func drawPD(t *rapid.T) ([]fleet.PDReplica, fleet.PDConfig) {
 	cfg.TransferLatency = time.Duration(rapid.SampledFrom([]int64{0, 1e5, 5e6}).Draw(t, "latency"))
 	cfg.TransferQueues = rapid.IntRange(1, 4).Draw(t, "queues")
 	cfg.ReservedDecodeTokens = int64(rapid.SampledFrom([]int{0, 64, 512}).Draw(t, "reserved"))
-	return reps, cfg
+	return reps, cfg, ps
 }
 
 // Every request is decoded once on its decode replica and, unless it
@@ -81,7 +88,7 @@ func drawPD(t *rapid.T) ([]fleet.PDReplica, fleet.PDConfig) {
 // second run is byte-identical.
 func TestPropPDConservation(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		reps, cfg := drawPD(t)
+		reps, cfg, ps := drawPD(t)
 		recs := drawTrace(t)
 		res, f := pdRun(t, reps, cfg, recs)
 		if len(res.Requests) != len(recs) || len(res.PDRequests) != len(recs) {
@@ -143,6 +150,11 @@ func TestPropPDConservation(t *testing.T) {
 			}
 			if r.OutputTokens != int64(max(recs[slices.IndexFunc(recs, func(x traces.Record) bool { return x.ID == r.ID })].OutputLen, 1)) {
 				t.Fatalf("request %s: %d output tokens", r.ID, r.OutputTokens)
+			}
+			// Every page of the prompt is sent once, but for those the
+			// decode replica had.
+			if want := (r.PromptTokens+int64(ps)-1)/int64(ps) - d.DecodeCached/int64(ps); d.TransferPages != want || d.DecodeCached%int64(ps) != 0 {
+				t.Fatalf("request %s: %d pages sent, %d cached on decode, want %d pages", r.ID, d.TransferPages, d.DecodeCached, want)
 			}
 			pages += d.TransferPages
 		}

@@ -21,6 +21,7 @@ type pdRun struct {
 	xfers    int64
 	bytes    float64
 	pages    int64
+	skipped  int64
 	transfer []float64 // ms per completed request
 }
 
@@ -198,6 +199,7 @@ func (p *pdRun) decodeEvent(i int, ev engine.Event) error {
 		d.Bootstrap, d.PrefillQueue = q.prealloc-engine.Time(q.rec.Arrival), q.pAdmit-q.prealloc
 		d.PrefillCompute, d.TransferTail, d.FirstStep = q.pDone-q.pAdmit, q.landed-q.pDone, q.first-q.landed
 		d.Transfer, d.TransferBytes, d.TransferPages = q.landed-q.firstSent, q.bytes, q.pages
+		d.DecodeCached = q.skipped * int64(p.pd.pageSize[q.p])
 		p.transfer = append(p.transfer, float64(d.Transfer)/1e6)
 	}
 	p.requests = append(p.requests, res)
@@ -210,13 +212,18 @@ func (p *pdRun) decodeEvent(i int, ev engine.Event) error {
 }
 
 // preallocated is a decode replica's report that request id has its KV
-// allocated, at: the request goes to its prefill replica.
-func (p *pdRun) preallocated(i int, id string, at engine.Time) {
+// allocated, at, with cached prompt tokens already there: the request
+// goes to its prefill replica, which will send the pages after those
+// (SGLang's start_send_idx = decode_prefix_len).
+func (p *pdRun) preallocated(i int, id string, at engine.Time, cached int64) {
 	q := p.reqs[id]
 	if q == nil || q.d != i {
 		panic(fmt.Sprintf("fleet: replica %d preallocated unknown request %q", i, id))
 	}
 	q.prealloc = at
+	q.skipped = cached / int64(p.pd.pageSize[q.p])
+	q.sentPages = q.skipped
+	p.skipped += q.skipped
 	rec := q.rec
 	rec.Arrival = int64(at)
 	if err := p.f.engines[q.p].Submit(rec); err != nil && p.err == nil {
@@ -297,7 +304,7 @@ func (p *pdRun) summary() *PDResult {
 	cfg := p.pd.cfg
 	s := &PDResult{
 		PrefillPolicy: cfg.Prefill.Policy.String(), DecodePolicy: cfg.Decode.Policy.String(),
-		Transfers: p.xfers, TransferBytes: p.bytes, TransferPages: p.pages,
+		Transfers: p.xfers, TransferBytes: p.bytes, TransferPages: p.pages, SkippedPages: p.skipped,
 	}
 	sorted := slices.Clone(p.transfer)
 	slices.Sort(sorted)

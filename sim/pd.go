@@ -23,10 +23,10 @@ type pdState struct {
 	onChunk func(id string, at engine.Time, computed int64, last bool)
 
 	// Decode mode: reserved is num_reserved_decode_tokens; onPrealloc is
-	// called when a request's KV is allocated.
+	// called when a request's KV is allocated, with its device hit.
 	decode     bool
 	reserved   int64
-	onPrealloc func(id string, at engine.Time)
+	onPrealloc func(id string, at engine.Time, cached int64)
 	prealloc   []*request // DecodePreallocQueue: waiting for room
 	transfer   []*request // DecodeTransferQueue: KV allocated, not arrived
 	ready      []*request // KV arrived: the next iteration's prebuilt batch
@@ -57,25 +57,32 @@ func (o *Online) SetPrefillMode(onChunk func(id string, at engine.Time, computed
 	return nil
 }
 
-// SetDecodeMode makes o a decode server (--disaggregation-mode decode)
-// with the chunk cache (no prefix reuse: the radix cache must be off,
-// cache.disable). A submitted request joins the preallocation queue; at
-// each scheduler iteration requests leave it in order while the pool's
-// free + evictable tokens, less reserved for every request already in the
-// server (running, waiting, preallocated, arrived), cover the prompt plus
-// reserved (SGLang's _allocatable_tokens and _prealloc_required_tokens);
-// the prompt's tokens are then allocated and onPrealloc called. The
-// request waits for [Online.KVReady], then its first token is emitted by a
-// prebuilt batch of no forward (1 ns), and it decodes as usual. A request
-// that cannot be preallocated even in an empty server fails. Call it
-// before the first Submit.
-func (o *Online) SetDecodeMode(reserved int64, onPrealloc func(id string, at engine.Time)) error {
+// SetDecodeMode makes o a decode server (--disaggregation-mode decode).
+// With the radix cache off (cache.disable) it has SGLang's classic chunk
+// cache: no prefix reuse. With it on, SGLang's
+// --disaggregation-decode-enable-radix-cache: a request's prompt is
+// matched on the device at preallocation (at most prompt - 1 tokens, page
+// aligned), the match locked and only the rest allocated, and the
+// prompt, then prompt + output, inserted as on any server; a host tier is
+// refused (decode-side HiCache is not modelled). A submitted request
+// joins the preallocation queue; at each scheduler iteration requests
+// leave it in order while the pool's free + evictable tokens, less
+// reserved for every request already in the server (running, waiting,
+// preallocated, arrived), cover the page-rounded new tokens plus reserved
+// (SGLang's _allocatable_tokens and _prealloc_required_tokens);
+// onPrealloc is then called with the device hit (decode_prefix_len: the
+// prefill side sends only the pages after it). The request waits for
+// [Online.KVReady], then its first token is emitted by a prebuilt batch
+// of no forward (1 ns), and it decodes as usual. A request that cannot be
+// preallocated even in an empty server fails. Call it before the first
+// Submit.
+func (o *Online) SetDecodeMode(reserved int64, onPrealloc func(id string, at engine.Time, cached int64)) error {
 	if err := o.pdModeCheck(); err != nil {
 		return err
 	}
 	switch {
-	case !o.s.cfg.Cache.Disable:
-		return errors.New("sim: a decode server needs the radix cache off (cache.disable: SGLang's chunk cache on decode)")
+	case !o.s.cfg.Cache.Disable && o.s.tree.HasHost():
+		return errors.New("sim: a decode server with a radix cache must have no host tier (decode-side HiCache is not modelled)")
 	case reserved < 0:
 		return fmt.Errorf("sim: reserved decode tokens must be >= 0 (got %d)", reserved)
 	case onPrealloc == nil:
@@ -209,17 +216,30 @@ func (s *Sim) popPrealloc() {
 		if len(pd.transfer)+len(pd.ready) >= s.cfg.Scheduler.MaxRunningRequests {
 			break // DecodeReqToTokenPool's slots (kvsim: max_running_requests)
 		}
-		need := (r.input+ps-1)/ps*ps + pd.reserved
-		if need > avail || !s.alloc(r, s.lanesOf(0, r.input, s.lanesA)) {
+		m := s.match(r) // the root with the chunk cache
+		prefix, last := m.DeviceTokens, m.LastDevice
+		if !last.IsRoot() {
+			s.tree.Lock(last)
+		}
+		need := (r.input-prefix+ps-1)/ps*ps + pd.reserved
+		if need > avail || !s.alloc(r, s.lanesOf(prefix, r.input, s.lanesA)) {
+			if !last.IsRoot() {
+				s.tree.Unlock(last)
+			}
 			if inServer == 0 && len(pd.transfer) == 0 {
 				s.fail(r, "not enough KV memory to preallocate the request on the decode server")
 				continue
 			}
 			break
 		}
+		if !last.IsRoot() {
+			r.last = last
+		}
+		r.protected = prefix
+		r.res.CachedTokens, r.res.CachedDevice = prefix, prefix // the decode side's own hit
 		avail -= need
 		pd.transfer = append(pd.transfer, r)
-		pd.onPrealloc(r.id, s.now)
+		pd.onPrealloc(r.id, s.now, prefix)
 	}
 	pd.prealloc = slices.Delete(pd.prealloc, 0, k)
 }

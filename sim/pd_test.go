@@ -58,16 +58,23 @@ func TestPrefillModeChunks(t *testing.T) {
 // and decodes the rest; Abort fails a waiting request and frees its KV.
 func TestDecodeModePrealloc(t *testing.T) {
 	cfg := Default(1000)
-	if o, _ := NewOnline(cfg, linearCost{}); o.SetDecodeMode(10, func(string, engine.Time) {}) == nil {
-		t.Fatal("SetDecodeMode with the radix cache on = nil")
+	cfg.Cache.HostTokens = 1000
+	if o, _ := NewOnline(cfg, linearCost{}); o.SetDecodeMode(10, func(string, engine.Time, int64) {}) == nil {
+		t.Fatal("SetDecodeMode with a radix cache and a host tier = nil")
 	}
+	cfg.Cache.HostTokens = 0
 	cfg.Cache.Disable = true
 	o, err := NewOnline(cfg, linearCost{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var pre []string
-	if err := o.SetDecodeMode(100, func(id string, at engine.Time) { pre = append(pre, fmt.Sprintf("%s@%d", id, at)) }); err != nil {
+	if err := o.SetDecodeMode(100, func(id string, at engine.Time, cached int64) {
+		pre = append(pre, fmt.Sprintf("%s@%d", id, at))
+		if cached != 0 {
+			t.Errorf("%s: %d tokens cached on a chunk cache", id, cached)
+		}
+	}); err != nil {
 		t.Fatal(err)
 	}
 	// a: 400 + 100 fits in 1000; b: 400 + 100 fits in the 500 left; c
@@ -114,5 +121,48 @@ func TestDecodeModePrealloc(t *testing.T) {
 	// b's abort freed its 400 tokens: c is preallocated at once.
 	if strings.Join(pre, " ") != "a@0 b@0 c@10" || len(evs) != 5 || !evs[4].Done || evs[4].Result.OutputTokens != 3 {
 		t.Fatalf("preallocated %v", pre)
+	}
+}
+
+// A decode server with a radix cache matches a request's prompt at
+// preallocation against what earlier requests left, allocates only the
+// rest, and reports the hit (decode_prefix_len).
+func TestDecodeModeRadix(t *testing.T) {
+	o, err := NewOnline(Default(1000), linearCost{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached := map[string]int64{}
+	at := map[string]engine.Time{}
+	if err := o.SetDecodeMode(100, func(id string, now engine.Time, c int64) {
+		cached[id], at[id] = c, now
+		if err := o.KVReady(id, now); err != nil {
+			t.Error(err)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// b shares a's 300-token prompt and adds 100; it arrives after a's
+	// end, so a's prompt and output (303 tokens) are in the tree. b takes
+	// 100 new tokens of the 697 free, so c's 350 + 100 reserved fit
+	// beside b and its reservation (597 free + 3 evictable - 100) at the
+	// next iteration, after b's 1 ns prebuilt step; had b taken its whole
+	// prompt, c would wait for b's end.
+	prompt := tokens(300, 1)
+	for _, r := range []struct {
+		id     string
+		at     int64
+		prompt []int32
+	}{{"a", 0, prompt}, {"b", 1e9, append(slices.Clone(prompt), tokens(100, 5000)...)}, {"c", 1e9, tokens(350, 9000)}} {
+		if err := o.Submit(rec(r.id, r.at, r.prompt, 4)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := o.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cached["a"] != 0 || cached["b"] != 300 || cached["c"] != 0 || at["b"] != 1e9 || at["c"] != 1e9+1 || res.Summary.Failed != 0 {
+		t.Fatalf("decode hits %v at %v, %d failed", cached, at, res.Summary.Failed)
 	}
 }

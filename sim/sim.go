@@ -348,14 +348,15 @@ func (s *Sim) admit(rec *traces.Record) error {
 	if why := admissionError(&s.cfg, s.lanes, r.input, r.maxNew); why != "" {
 		s.fail(r, why)
 	} else {
-		if s.pd != nil && s.pd.decode {
-			// A decode server preallocates first; its chunk cache needs no
-			// page keys (SetDecodeMode wants the radix cache off).
-			s.pd.prealloc = append(s.pd.prealloc, r)
-			return nil
+		if s.pd == nil || !s.pd.decode || !s.cfg.Cache.Disable {
+			// (A decode server's chunk cache needs no page keys.)
+			if err := s.computePromptPages(r, rec); err != nil {
+				return fmt.Errorf("request %q: %w", rec.ID, err)
+			}
 		}
-		if err := s.computePromptPages(r, rec); err != nil {
-			return fmt.Errorf("request %q: %w", rec.ID, err)
+		if s.pd != nil && s.pd.decode {
+			s.pd.prealloc = append(s.pd.prealloc, r) // a decode server preallocates first
+			return nil
 		}
 		s.waiting = append(s.waiting, r)
 		if s.st != nil {

@@ -12,8 +12,9 @@ import (
 
 // buildPDFleet builds a disaggregated fleet ([disaggregation]): each
 // group's replicas in their role, the decode groups with their radix
-// cache off (decode_cache = "chunk"), each replica's KV bytes per token
-// over its TP ranks from its model and GPU sizing.
+// cache off (decode_cache = "chunk") or without a host tier and storage
+// ("radix"), each replica's KV bytes per token over its TP ranks from its
+// model and GPU sizing.
 func buildPDFleet(f *configs.File, groups []configs.FleetGroupFile, seed uint64) (*fleet.Fleet, []string, error) {
 	pd := f.PDConfig()
 	var reps []fleet.PDReplica
@@ -25,7 +26,13 @@ func buildPDFleet(f *configs.File, groups []configs.FleetGroupFile, seed uint64)
 		role := fleet.Prefill
 		if !pd.Prefill[i] {
 			role = fleet.Decode
-			g.File.Cache.Disable = true // SGLang forces the chunk cache on decode
+			if pd.DecodeRadix {
+				// --disaggregation-decode-enable-radix-cache without HiCache.
+				off := false
+				g.File.Cache.Hierarchical, g.File.Storage.Enabled = &off, false
+			} else {
+				g.File.Cache.Disable = true // SGLang forces the chunk cache on decode
+			}
 		}
 		b, err := g.File.Build()
 		if err != nil {
@@ -69,6 +76,9 @@ func writePDTable(w io.Writer, res *fleet.Result) {
 	line("KV transfers (chunks):", p.Transfers)
 	line("KV pages transferred:", p.TransferPages)
 	line("KV transferred (GB):", fmt.Sprintf("%.3f", p.TransferBytes/1e9))
+	if p.SkippedPages > 0 {
+		line("KV pages not sent (decode hits):", p.SkippedPages)
+	}
 	line("Mean transfer (ms):", ms(p.TransferMeanMs))
 	line("P50 transfer (ms):", ms(p.TransferP50Ms))
 	line("P90 transfer (ms):", ms(p.TransferP90Ms))

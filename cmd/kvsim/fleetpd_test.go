@@ -74,3 +74,42 @@ func TestSimFleetPDPerRequest(t *testing.T) {
 		t.Fatalf("%d lines moving %d pages; the fleet moved %d", len(lines), pages, got.PD.TransferPages)
 	}
 }
+
+// With decode_cache = "radix" the decode replicas reuse what earlier
+// requests left (their hit rate is no longer 0) and the prefill replicas
+// send only the pages after the decode side's hit.
+func TestSimFleetPDRadix(t *testing.T) {
+	doc, err := os.ReadFile(fleetPD)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "radix.toml")
+	abs, err := filepath.Abs(filepath.Join(filepath.Dir(fleetPD), "traces"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(string(doc), `decode_cache = "chunk"`, `decode_cache = "radix"`, 1)
+	text = strings.Replace(text, `trace = "traces/`, `trace = "`+filepath.ToSlash(abs)+`/`, 1)
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI(t, "sim", "--config", path, "--trace", fleetTrace, "--json")
+	if code != exitOK || errOut != "" {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	var got struct {
+		PD struct {
+			Skipped int64 `json:"skipped_pages"`
+		} `json:"pd"`
+		Replicas []struct {
+			Role string  `json:"role"`
+			Hit  float64 `json:"cache_hit_rate"`
+		} `json:"replicas"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.PD.Skipped == 0 || got.Replicas[2].Hit == 0 || got.Replicas[3].Role != "decode" {
+		t.Fatalf("skipped %d pages, replicas %+v", got.PD.Skipped, got.Replicas)
+	}
+}
