@@ -63,6 +63,9 @@ type File struct {
 	// (configs/fleet.go); without [fleet] the file is one server.
 	Fleet  FleetSection  `toml:"fleet"`
 	Router RouterSection `toml:"router"`
+	// Disaggregation splits a fleet's groups into prefill and decode
+	// (configs/fleetpd.go).
+	Disaggregation DisaggregationSection `toml:"disaggregation"`
 
 	path      string // where the file was read from, for relative paths
 	bundled   bool   // the bundled default: its trace is embedded

@@ -18,7 +18,21 @@
 // is modelled. It starts no goroutine and reads no clock: the same
 // replicas, router config, seed and trace give byte-identical results.
 //
+// [NewPD] builds a prefill/decode disaggregated fleet (fleet-spec 2):
+// each request gets a prefill and a decode replica from two routers
+// (router.PD); the decode replica preallocates its prompt's KV (with
+// num_reserved_decode_tokens of headroom, back-pressuring the prefill
+// side), then the prefill replica computes it with max_new_tokens = 1 and
+// sends each chunk's pages (after the decode side's radix hit, if it has
+// a radix cache) over its link (transfer queues sharing the
+// bandwidth, a latency per transfer), and when the last page lands the
+// decode replica emits the first token in a prebuilt step and decodes.
+// The engines' two modes are sim.Online's, reached through the
+// prefillServer and decodeServer interfaces declared here. Results split
+// each request's TTFT into bootstrap wait, prefill queue, prefill compute,
+// transfer tail and first decode step ([PDRequest]).
+//
 // The fleet runs open loop: a request reaches the router at its trace
-// arrival, whatever its dependencies. The shared L3, P/D transfers and
-// kv_aware's cache oracle are still to build (docs/fleet.md).
+// arrival, whatever its dependencies. The shared L3, the decode side's
+// HiCache and kv_aware's cache oracle are still to build (docs/fleet.md).
 package fleet
