@@ -103,7 +103,7 @@ func (f *File) parseEnums() {
 	e := &f.enums
 	e.eviction = parseEnum(f.Cache.Eviction, tree.ParseStrategy)
 	e.writePolicy = parseEnum(f.Cache.WritePolicy, tree.ParseWritePolicy)
-	e.lanes = parseEnum(f.Cache.Lanes, sim.ParseLanes)
+	e.lanes = parseEnum(f.Cache.Lanes, tree.ParseLanes)
 	e.planner = parseEnum(f.Cache.Planner, sim.ParsePlanner)
 	e.policy = parseEnum(f.Scheduler.Policy, sim.ParseSchedulePolicy)
 	e.prefetch = parseEnum(f.Storage.PrefetchPolicy, sim.ParsePrefetchPolicy)
