@@ -3,11 +3,11 @@ package planner_test
 import (
 	"crypto/sha256"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/kvsim/kvsim/internal/golden"
 	"github.com/kvsim/kvsim/planner"
 	"github.com/kvsim/kvsim/planner/synth"
 )
@@ -44,19 +44,7 @@ func TestPlanGolden(t *testing.T) {
 				t.Fatalf("heap and reference differ")
 			}
 			text := describePlan(deficits, got)
-			path := filepath.Join("testdata", name+".golden")
-			if *update {
-				if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if text != string(want) {
-				t.Fatalf("plan changed:\n got:\n%s\nwant:\n%s", text, want)
-			}
+			golden.CheckString(t, filepath.Join("testdata", name+".golden"), text)
 		})
 	}
 }

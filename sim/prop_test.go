@@ -1,12 +1,12 @@
 package sim
 
 import (
-	"flag"
 	"fmt"
 	"os"
 	"reflect"
 	"testing"
 
+	"github.com/kvsim/kvsim/internal/testutil"
 	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 	"github.com/kvsim/kvsim/tree"
@@ -16,15 +16,7 @@ import (
 // TestMain raises rapid's default to 200 cases for plain `go test` unless
 // -rapid.checks was given (make prop passes 2000).
 func TestMain(m *testing.M) {
-	flag.Parse()
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "rapid.checks" })
-	if !set {
-		if err := flag.Set("rapid.checks", "200"); err != nil {
-			panic(err)
-		}
-	}
-	os.Exit(m.Run())
+	os.Exit(testutil.MainWithDefaults(m, map[string]string{"rapid.checks": "200"}))
 }
 
 // drawConfig draws a small, often memory-starved server so that eviction,

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"pgregory.net/rapid"
+
+	"github.com/kvsim/kvsim/internal/golden"
 )
 
 // recordedStarts schedules recs by the dependency rules (see deps.go) with
@@ -140,28 +142,8 @@ func TestWEKASubagentJoinsGolden(t *testing.T) {
 				}
 				b.WriteByte('\n')
 			}
-			checkGolden(t, filepath.Join("testdata", "agentic", name+".golden"), b.Bytes())
+			golden.Check(t, filepath.Join("testdata", "agentic", name+".golden"), b.Bytes())
 		})
-	}
-}
-
-func checkGolden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -args -update)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("%s differs from the output (run go test -args -update and review the diff)", path)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
-	"flag"
 	"io"
 	"os"
 	"path/filepath"
@@ -13,9 +12,9 @@ import (
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
-)
 
-var update = flag.Bool("update", false, "rewrite golden files in testdata/")
+	"github.com/kvsim/kvsim/internal/golden"
+)
 
 // readAll reads every record of r, collecting per-record errors.
 func readAll(t testing.TB, r *Reader) ([]Record, []error) {
@@ -74,54 +73,26 @@ func TestReadMooncakeFixture(t *testing.T) {
 // TestBadInputs reads every testdata/bad file with the format named by its
 // prefix and compares all the errors with the .err golden file.
 func TestBadInputs(t *testing.T) {
-	files, err := filepath.Glob("testdata/bad/*")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, path := range files {
-		if strings.HasSuffix(path, ".err") {
-			continue
+	golden.BadFiles(t, "testdata/bad/*", func(t *testing.T, path string) error {
+		name := filepath.Base(path)
+		prefix, _, _ := strings.Cut(name, "_")
+		f, err := ParseFormat(prefix)
+		if err != nil {
+			t.Fatalf("bad fixture name %s: %v", name, err)
 		}
-		t.Run(filepath.Base(path), func(t *testing.T) {
-			name := filepath.Base(path)
-			prefix, _, _ := strings.Cut(name, "_")
-			f, err := ParseFormat(prefix)
-			if err != nil {
-				t.Fatalf("bad fixture name %s: %v", name, err)
+		r, err := Open(path, f)
+		if err != nil {
+			return err
+		}
+		_, errs := readAll(t, r)
+		r.Close()
+		for _, e := range errs {
+			if !errors.Is(e, ErrBadRecord) {
+				t.Errorf("error %q does not match ErrBadRecord", e)
 			}
-			var msgs []string
-			r, err := Open(path, f)
-			if err != nil {
-				msgs = append(msgs, err.Error())
-			} else {
-				_, errs := readAll(t, r)
-				r.Close()
-				for _, e := range errs {
-					msgs = append(msgs, e.Error())
-					if !errors.Is(e, ErrBadRecord) {
-						t.Errorf("error %q does not match ErrBadRecord", e)
-					}
-				}
-			}
-			if len(msgs) == 0 {
-				t.Fatalf("%s: no error", path)
-			}
-			got := strings.Join(msgs, "\n") + "\n"
-			golden := strings.TrimSuffix(path, filepath.Ext(path)) + ".err"
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update)", err)
-			}
-			if got != string(want) {
-				t.Fatalf("errors:\n got %s\nwant %s", got, want)
-			}
-		})
-	}
+		}
+		return errors.Join(errs...) // one error a line
+	})
 }
 
 func TestParseErrorFormat(t *testing.T) {

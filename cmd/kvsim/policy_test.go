@@ -14,11 +14,6 @@ import (
 	"github.com/kvsim/kvsim/traces"
 )
 
-func policyGolden(t *testing.T, name, got string) {
-	t.Helper()
-	checkGolden(t, "policy", name, got)
-}
-
 var policySmall = filepath.Join("testdata", "policy", "small.jsonl")
 
 // TestPolicyTable: small.jsonl is sim/policy's hand-worked case
@@ -29,7 +24,7 @@ func TestPolicyTable(t *testing.T) {
 	if code != exitOK || errOut != "" {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
-	policyGolden(t, "small_table", out)
+	checkGolden(t, "policy", "small_table", out)
 }
 
 func TestPolicyJSONOnePolicy(t *testing.T) {
@@ -38,7 +33,7 @@ func TestPolicyJSONOnePolicy(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	policyGolden(t, "small_main_write_through_json", out)
+	checkGolden(t, "policy", "small_main_write_through_json", out)
 	var m map[string]any
 	if err := json.Unmarshal([]byte(out), &m); err != nil {
 		t.Fatal(err)
@@ -92,13 +87,13 @@ func TestPolicyBelady(t *testing.T) {
 	if code != exitOK || errOut != "" {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
-	policyGolden(t, "small_belady_table", out)
+	checkGolden(t, "policy", "small_belady_table", out)
 	code, out, errOut = runCLI(t, "policy", "--trace", policySmall, "--policy", "belady,main_write_through",
 		"--l1-pages", "2", "--l2-pages", "0", "--json")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	policyGolden(t, "small_belady_lru_json", out)
+	checkGolden(t, "policy", "small_belady_lru_json", out)
 	var m map[string]policy.Result
 	if err := json.Unmarshal([]byte(out), &m); err != nil {
 		t.Fatal(err)

@@ -14,11 +14,6 @@ import (
 	"github.com/kvsim/kvsim/traces"
 )
 
-func traceGolden(t *testing.T, name, got string) {
-	t.Helper()
-	checkGolden(t, "trace", name, got)
-}
-
 func readTrace(t *testing.T, path string) (traces.Header, []traces.Record) {
 	t.Helper()
 	r, err := traces.Open(path, traces.FormatAuto)
@@ -46,7 +41,7 @@ func TestTraceStatsTable(t *testing.T) {
 			if code != exitOK {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}
-			traceGolden(t, "stats_"+f, out)
+			checkGolden(t, "trace", "stats_"+f, out)
 		})
 	}
 }
@@ -95,7 +90,7 @@ func TestTraceValidate(t *testing.T) {
 		if code != exitFail {
 			t.Fatalf("%s: exit %d, want %d", f, code, exitFail)
 		}
-		traceGolden(t, "validate_"+f, out+"--- stderr\n"+errOut)
+		checkGolden(t, "trace", "validate_"+f, out+"--- stderr\n"+errOut)
 	}
 }
 
@@ -139,7 +134,7 @@ func TestTraceConvertHead(t *testing.T) {
 	if code != exitOK {
 		t.Fatal("head failed")
 	}
-	traceGolden(t, "head_mooncake", stdout)
+	checkGolden(t, "trace", "head_mooncake", stdout)
 	// A failing conversion leaves no output file behind.
 	bad := filepath.Join(dir, "bad.jsonl")
 	if code, _, _ := runCLI(t, "trace", "convert", "--out", bad, "testdata/trace/bad_mooncake.jsonl"); code != exitFail {

@@ -4,17 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/kvsim/kvsim/internal/golden"
 	"github.com/kvsim/kvsim/traces"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // traceDir holds the shared public traces, relative to this package: the
 // repository root's ../shared/data/traces.
@@ -118,20 +116,7 @@ func TestGoldenMooncake(t *testing.T) {
 						p, cfg.L1Pages, c.pct, cfg.L2Pages, js, r.DedupL2Evictions, r.DeletedL2Evictions, r.DHPages, r.UniqueCachedPages)
 				}
 			}
-			golden := filepath.Join("testdata", tr.name+".golden")
-			if *update {
-				if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if !bytes.Equal(b.Bytes(), want) {
-				t.Errorf("%s differs (rerun with -update and review the diff):\ngot:\n%s", golden, b.String())
-			}
+			golden.Check(t, filepath.Join("testdata", tr.name+".golden"), b.Bytes())
 		})
 	}
 }
@@ -238,20 +223,7 @@ func TestGoldenBelady(t *testing.T) {
 		}
 		fmt.Fprintf(&b, "belady l1=%d%s: %s lru_l1_hit_rate=%.6f\n", c.pages, c.label, js, lru.L1HitRate)
 	}
-	golden := filepath.Join("testdata", "belady_mooncake_conversation.golden")
-	if *update {
-		if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(b.Bytes(), want) {
-		t.Errorf("%s differs (rerun with -update and review the diff):\ngot:\n%s", golden, b.String())
-	}
+	golden.Check(t, filepath.Join("testdata", "belady_mooncake_conversation.golden"), b.Bytes())
 }
 
 // BenchmarkBeladyMooncakeConversation replays the bundled conversation

@@ -1,29 +1,18 @@
 package policy
 
 import (
-	"flag"
 	"os"
 	"testing"
 
 	"pgregory.net/rapid"
+
+	"github.com/kvsim/kvsim/internal/testutil"
 )
 
 // TestMain raises rapid's default number of checks for plain `go test`
 // unless -rapid.checks was given.
 func TestMain(m *testing.M) {
-	flag.Parse()
-	given := false
-	flag.Visit(func(f *flag.Flag) {
-		if f.Name == "rapid.checks" {
-			given = true
-		}
-	})
-	if !given {
-		if err := flag.Set("rapid.checks", "300"); err != nil {
-			panic(err)
-		}
-	}
-	os.Exit(m.Run())
+	os.Exit(testutil.MainWithDefaults(m, map[string]string{"rapid.checks": "300"}))
 }
 
 // genTrace draws a trace with heavy prefix sharing: each request either
