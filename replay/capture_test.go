@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvsim/kvsim/internal/testutil"
 	"github.com/kvsim/kvsim/replay/replaytest"
 	"github.com/kvsim/kvsim/sim"
 	"github.com/kvsim/kvsim/sim/hw"
@@ -43,17 +44,9 @@ func (s *syncBuffer) records(t testing.TB) (traces.Header, []traces.Record) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var recs []traces.Record
-	for {
-		r, err := rd.Next()
-		if err == io.EOF {
-			return rd.Header(), recs
-		}
-		if err != nil {
-			t.Fatalf("the captured trace does not read back: %v\n%s", err, data)
-		}
-		recs = append(recs, r)
-	}
+	t.Logf("captured trace:\n%s", data) // shown only if reading it back fails
+	recs := testutil.ReadAll(t, rd.Next)
+	return rd.Header(), recs
 }
 
 // startProxy runs a capturing proxy to upstream on a loopback port.

@@ -46,8 +46,10 @@ func chatTrace(t *testing.T) []traces.Record {
 	return recs
 }
 
+// mooncakeHead reads the first n records of the conversation trace.
 func mooncakeHead(t *testing.T, n int) []traces.Record {
-	rd, err := traces.Open("../configs/traces/mooncake_conversation.jsonl.zst", traces.FormatMooncake)
+	t.Helper()
+	rd, err := traces.Open(conversation, traces.FormatMooncake)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -129,14 +129,7 @@ func TestPropStorageTier(t *testing.T) {
 // ordered, no tier is over capacity, nothing stays held, locked, protected
 // or reserved, and a second run gives identical results.
 func checkRun(t *rapid.T, cfg Config, recs []traces.Record) {
-	s, err := New(cfg, linearCost{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := s.Run(engine.NewSliceSource(recs))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, res := simulate(t, cfg, (*Sim).Run, recs)
 	if len(res.Requests) != len(recs) {
 		t.Fatalf("%d results for %d requests", len(res.Requests), len(recs))
 	}

@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
+
+	"github.com/kvsim/kvsim/internal/testutil"
 
 	"github.com/kvsim/kvsim/internal/golden"
 )
@@ -74,17 +75,7 @@ func readWEKAFile(t fataler, path string) []Record {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	var recs []Record
-	for {
-		rec, err := r.Next()
-		if err == io.EOF {
-			return recs
-		}
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		recs = append(recs, rec)
-	}
+	return testutil.ReadAll(t, r.Next)
 }
 
 // TestWEKAReproducesRecording: with the recorded service times, the

@@ -59,8 +59,8 @@ func TestCaptureCLIRecordsAndReplays(t *testing.T) {
 	if code, stderr := stop(); code != exitOK || !strings.Contains(stderr, "12 requests recorded") {
 		t.Fatalf("capture exit %d: %s", code, stderr)
 	}
-	recs := readReplayTrace(t, captured)
-	measured := readReplayTrace(t, per)
+	recs := readTraceRecords(t, captured)
+	measured := readTraceRecords(t, per)
 	if len(recs) != 12 || len(measured) != 12 {
 		t.Fatalf("captured %d, measured %d", len(recs), len(measured))
 	}
@@ -75,7 +75,7 @@ func TestCaptureCLIRecordsAndReplays(t *testing.T) {
 	if code, _, stderr := runCLI(t, "replay", "--trace", captured, "--target", "sim", "--config", simConfig, "--max-concurrency", "1", "--warmup=false", "--per-request", again, "--json"); code != exitOK {
 		t.Fatalf("replay of the capture: exit %d: %s", code, stderr)
 	}
-	for i, r := range readReplayTrace(t, again) {
+	for i, r := range readTraceRecords(t, again) {
 		if r.Observed.CachedTokens != recs[i].Observed.CachedTokens {
 			t.Errorf("record %d: cached %d on replay, %d captured", i, r.Observed.CachedTokens, recs[i].Observed.CachedTokens)
 		}

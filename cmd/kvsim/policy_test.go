@@ -2,14 +2,13 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/kvsim/kvsim/internal/testutil"
 	"github.com/kvsim/kvsim/sim/policy"
 	"github.com/kvsim/kvsim/traces"
 )
@@ -186,14 +185,7 @@ func TestPolicyMooncakeMatchesPackage(t *testing.T) {
 	}
 	defer rd.Close()
 	var reqs []policy.Request
-	for {
-		rec, err := rd.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, rec := range testutil.ReadAll(t, rd.Next) {
 		reqs = append(reqs, policy.Request{Timestamp: rec.Arrival, Pages: rec.Blocks})
 	}
 	cfg := policy.Config{Policy: policy.BoundaryL1L2, L1Pages: 9139, L2Pages: 18278, WriteThroughThreshold: 1}

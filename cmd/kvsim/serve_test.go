@@ -56,7 +56,7 @@ func genTrace(t *testing.T, kind string, args ...string) string {
 func cachedPerRequest(t *testing.T, path string) map[string]int {
 	t.Helper()
 	out := map[string]int{}
-	for _, r := range readReplayTrace(t, path) {
+	for _, r := range readTraceRecords(t, path) {
 		if r.Observed == nil || r.Observed.Status != "ok" {
 			t.Fatalf("%s: %+v", r.ID, r.Observed)
 		}

@@ -5,12 +5,12 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/kvsim/kvsim/internal/testutil"
 	"github.com/kvsim/kvsim/traces"
 )
 
@@ -21,17 +21,15 @@ func readTrace(t *testing.T, path string) (traces.Header, []traces.Record) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	var recs []traces.Record
-	for {
-		rec, err := r.Next()
-		if err == io.EOF {
-			return r.Header(), recs
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, rec)
-	}
+	recs := testutil.ReadAll(t, r.Next)
+	return r.Header(), recs
+}
+
+// readTraceRecords is readTrace without the header.
+func readTraceRecords(t *testing.T, path string) []traces.Record {
+	t.Helper()
+	_, recs := readTrace(t, path)
+	return recs
 }
 
 func TestTraceStatsTable(t *testing.T) {

@@ -8,10 +8,17 @@ import (
 	"testing"
 )
 
+// TB is what the helpers need of a test: *testing.T, *testing.B and
+// *rapid.T all have it.
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+}
+
 // ReadAll calls next until it returns io.EOF and returns every value it
 // gave before, failing the test on any other error. next is typically a
 // reader's Next method: testutil.ReadAll(t, rd.Next).
-func ReadAll[T any](tb testing.TB, next func() (T, error)) []T {
+func ReadAll[T any](tb TB, next func() (T, error)) []T {
 	tb.Helper()
 	var out []T
 	for {
@@ -28,7 +35,7 @@ func ReadAll[T any](tb testing.TB, next func() (T, error)) []T {
 
 // ReadFile returns the contents of the file at path, failing the test if
 // it cannot be read.
-func ReadFile(tb testing.TB, path string) []byte {
+func ReadFile(tb TB, path string) []byte {
 	tb.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -3,14 +3,13 @@ package policy
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/kvsim/kvsim/internal/golden"
+	"github.com/kvsim/kvsim/internal/testutil"
 	"github.com/kvsim/kvsim/traces"
 )
 
@@ -50,14 +49,7 @@ func loadTraceFile(tb testing.TB, path string) []Request {
 	}
 	defer rd.Close()
 	var reqs []Request
-	for {
-		rec, err := rd.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			tb.Fatal(err)
-		}
+	for _, rec := range testutil.ReadAll(tb, rd.Next) {
 		reqs = append(reqs, Request{Timestamp: rec.Arrival, Pages: rec.Blocks})
 	}
 	return reqs
