@@ -1,11 +1,11 @@
 package configs
 
 import (
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/kvsim/kvsim/internal/golden"
+	"github.com/kvsim/kvsim/internal/testutil"
 )
 
 // Every file in testdata/bad must fail with exactly the error text in its
@@ -20,10 +20,7 @@ func TestBadConfigs(t *testing.T) {
 // docs/config.md must document every key the decoder accepts, so the
 // reference cannot drift from the code.
 func TestConfigDocListsEveryKey(t *testing.T) {
-	doc, err := os.ReadFile("../docs/config.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	doc := testutil.ReadFile(t, "../docs/config.md")
 	keys := schemaKeys()
 	for _, k := range keys {
 		if !strings.Contains(string(doc), "`"+k+"`") {

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kvsim/kvsim/internal/testutil"
 )
 
 // The reader benchmarks parse whole traces from memory and report MB/s of
@@ -83,10 +85,7 @@ func cpuTime(b *testing.B) time.Duration {
 
 func sharedBytes(b *testing.B, rel string) []byte {
 	b.Helper()
-	data, err := os.ReadFile(sharedTrace(b, rel))
-	if err != nil {
-		b.Fatal(err)
-	}
+	data := testutil.ReadFile(b, sharedTrace(b, rel))
 	return data
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/kvsim/kvsim/internal/golden"
+	"github.com/kvsim/kvsim/internal/testutil"
 )
 
 // readAll reads every record of r, collecting per-record errors.
@@ -153,10 +154,7 @@ func TestParseFormat(t *testing.T) {
 }
 
 func TestCompressedInput(t *testing.T) {
-	plain, err := os.ReadFile("testdata/mooncake.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
+	plain := testutil.ReadFile(t, "testdata/mooncake.jsonl")
 	want := openAll(t, "testdata/mooncake.jsonl", FormatAuto)
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)

@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"math"
-	"os"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/kvsim/kvsim/internal/testutil"
 )
 
 // repeatBytes repeats the trace in data (format detected) copies times.
@@ -40,10 +41,7 @@ func readNamed(t *testing.T, name string, data []byte) ([]Record, Header) {
 
 func TestRepeatOneCopyIsTheConversion(t *testing.T) {
 	for _, p := range []string{"testdata/mooncake.jsonl", "testdata/kvsim.jsonl", "testdata/tokens.jsonl", "testdata/bailian.jsonl"} {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
+		data := testutil.ReadFile(t, p)
 		got, err := repeatBytes(t, p, data, 1)
 		if err != nil {
 			t.Fatalf("%s: %v", p, err)
@@ -75,10 +73,7 @@ func TestRepeatCopies(t *testing.T) {
 	for _, c := range []struct{ path string }{
 		{"testdata/mooncake.jsonl"}, {"testdata/kvsim.jsonl"}, {"testdata/tokens.jsonl"}, {"testdata/bailian.jsonl"},
 	} {
-		data, err := os.ReadFile(c.path)
-		if err != nil {
-			t.Fatal(err)
-		}
+		data := testutil.ReadFile(t, c.path)
 		orig, _ := readBytes(t, data)
 		const k = 3
 		out, err := repeatBytes(t, c.path, data, k)
@@ -143,10 +138,7 @@ func TestRepeatCopies(t *testing.T) {
 // keeps every hit of one copy).
 func TestRepeatStats(t *testing.T) {
 	p := sharedTrace(t, "mooncake_fast25/synthetic_trace.jsonl")
-	data, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := testutil.ReadFile(t, p)
 	stats := func(data []byte) *Stats {
 		st, err := ComputeStats(func() (*Reader, error) { return NewReader(bytes.NewReader(data), "x", FormatAuto) }, StatsOptions{})
 		if err != nil {

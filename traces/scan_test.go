@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/kvsim/kvsim/internal/testutil"
 )
 
 // scanEdgeLines are lines at the edges of the scanner's subset: each must
@@ -203,10 +205,7 @@ func TestScannerSameAsJSONMutations(t *testing.T) {
 		[]byte(`{"kvsim_trace":1,"block_size":512}` + "\n" + strings.Join(scanEdgeLines[26:], "\n")),
 	}
 	for _, p := range []string{"testdata/mooncake.jsonl", "testdata/kvsim.jsonl"} {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
+		data := testutil.ReadFile(t, p)
 		seeds = append(seeds, data)
 	}
 	const alphabet = "[]{}\",:0123456789-e. \n"

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvsim/kvsim/internal/testutil"
 	"github.com/kvsim/kvsim/replay/replaytest"
 	"github.com/kvsim/kvsim/traces"
 )
@@ -29,10 +30,7 @@ func TestBenchWarmCacheCLI(t *testing.T) {
 			t.Errorf("stdout lacks %q", want)
 		}
 	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := testutil.ReadFile(t, out)
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	if len(lines) != 3 {
 		t.Fatalf("%d JSONL rows, want 3", len(lines))
@@ -102,10 +100,7 @@ func TestBenchMultiTurnCLI(t *testing.T) {
 			t.Errorf("stdout lacks %q:\n%s", want, stdout)
 		}
 	}
-	b, err := os.ReadFile(logf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := testutil.ReadFile(t, logf)
 	var l struct {
 		Tag     string `json:"tag"`
 		Summary struct {
@@ -208,10 +203,7 @@ func TestBenchWarmCacheSim(t *testing.T) {
 	if code != exitOK || !strings.Contains(stdout, "Mean TTFT by shared prefix") {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := testutil.ReadFile(t, out)
 	var prevTTFT float64
 	for i, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		var row struct {
@@ -255,10 +247,7 @@ func TestBenchMultiTurnSim(t *testing.T) {
 	if code != exitOK || out1 != out2 {
 		t.Fatalf("second run: exit %d, output differs:\n%s\n---\n%s\n%s", code, out1, out2, stderr)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "a.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := testutil.ReadFile(t, filepath.Join(dir, "a.jsonl"))
 	var l struct {
 		Summary struct {
 			TotalRequests int `json:"total_requests"`

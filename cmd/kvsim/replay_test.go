@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvsim/kvsim/internal/testutil"
 	"github.com/kvsim/kvsim/replay/replaytest"
 )
 
@@ -89,10 +90,7 @@ func TestReplayCLIHashTraceCachedTokens(t *testing.T) {
 			if code, _, stderr := runCLI(t, args...); code != exitOK {
 				t.Fatalf("second run: exit %d\n%s", code, stderr)
 			}
-			b, err := os.ReadFile(outFile)
-			if err != nil {
-				t.Fatal(err)
-			}
+			b := testutil.ReadFile(t, outFile)
 			if n := strings.Count(string(b), "\n"); n != 2 {
 				t.Errorf("output file has %d lines, want 2", n)
 			}

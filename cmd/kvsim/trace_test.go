@@ -150,10 +150,7 @@ func TestTraceGenAndSample(t *testing.T) {
 	if code, _, errOut := runCLI(t, args...); code != exitOK {
 		t.Fatalf("gen: %s", errOut)
 	}
-	first, err := os.ReadFile(mt)
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := testutil.ReadFile(t, mt)
 	if code, _, _ := runCLI(t, args...); code != exitOK {
 		t.Fatal("second gen failed")
 	}
@@ -237,10 +234,7 @@ func gzipBytes(t *testing.T, data []byte) []byte {
 // (/dev/fd/N, as bash's <(zcat f) gives) work, compressed or not, and give
 // the figures of the file.
 func TestTraceStatsPipe(t *testing.T) {
-	plain, err := os.ReadFile("testdata/trace/mooncake.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
+	plain := testutil.ReadFile(t, "testdata/trace/mooncake.jsonl")
 	_, want, _ := runCLI(t, "trace", "stats", "--json", "testdata/trace/mooncake.jsonl")
 	for name, data := range map[string][]byte{"plain": plain, "gzip": gzipBytes(t, plain)} {
 		t.Run("stdin/"+name, func(t *testing.T) {
@@ -289,10 +283,7 @@ func TestTraceStatsEmptyStdin(t *testing.T) {
 // read), not the output, and leaves no output file.
 func TestTraceConvertTruncatedInput(t *testing.T) {
 	dir := t.TempDir()
-	plain, err := os.ReadFile("testdata/trace/mooncake.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
+	plain := testutil.ReadFile(t, "testdata/trace/mooncake.jsonl")
 	gz := gzipBytes(t, bytes.Repeat(plain[:bytes.IndexByte(plain, '\n')+1], 5000))
 	in := filepath.Join(dir, "in.jsonl.gz")
 	if err := os.WriteFile(in, gz[:len(gz)*3/4], 0o644); err != nil {

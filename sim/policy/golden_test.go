@@ -123,26 +123,33 @@ func BenchmarkPolicyMooncakeConversation(b *testing.B) {
 // benchPolicies runs a sub-benchmark per policy of SGLang's that replays
 // reqs with L1 = 5% of u pages and L2 = 2x L1.
 func benchPolicies(b *testing.B, reqs []Request, u int) {
+	for _, p := range Policies() {
+		b.Run(p.String(), func(b *testing.B) {
+			cfg := Config{Policy: p, L1Pages: u * 5 / 100, L2Pages: u * 5 / 100 * 2, WriteThroughThreshold: 1}
+			r := benchRun(b, cfg, reqs)
+			b.ReportMetric(r.L1L2HitRate, "l1+l2-hit-rate")
+		})
+	}
+}
+
+// benchRun replays reqs under cfg at every b.Loop, reports the pages and
+// CPU time per replay (reportPages), and returns the last result.
+func benchRun(b *testing.B, cfg Config, reqs []Request) Result {
 	pages := 0
 	for _, r := range reqs {
 		pages += len(r.Pages)
 	}
-	for _, p := range Policies() {
-		b.Run(p.String(), func(b *testing.B) {
-			cfg := Config{Policy: p, L1Pages: u * 5 / 100, L2Pages: u * 5 / 100 * 2, WriteThroughThreshold: 1}
-			b.ReportAllocs()
-			var r Result
-			cpu := startCPU()
-			for b.Loop() {
-				var err error
-				if r, err = Run(cfg, reqs); err != nil {
-					b.Fatal(err)
-				}
-			}
-			reportPages(b, pages, cpu)
-			b.ReportMetric(r.L1L2HitRate, "l1+l2-hit-rate")
-		})
+	b.ReportAllocs()
+	var r Result
+	cpu := startCPU()
+	for b.Loop() {
+		var err error
+		if r, err = Run(cfg, reqs); err != nil {
+			b.Fatal(err)
+		}
 	}
+	reportPages(b, pages, cpu)
+	return r
 }
 
 // BenchmarkPolicyMooncakeConversationRepeated replays the conversation
@@ -224,21 +231,7 @@ func TestGoldenBelady(t *testing.T) {
 func BenchmarkBeladyMooncakeConversation(b *testing.B) {
 	reqs := loadTraceFile(b, bundledConversation)
 	u := uniquePages(reqs)
-	pages := 0
-	for _, r := range reqs {
-		pages += len(r.Pages)
-	}
-	cfg := Config{Policy: Belady, L1Pages: u * 5 / 100, WriteThroughThreshold: 1}
-	b.ReportAllocs()
-	var r Result
-	cpu := startCPU()
-	for b.Loop() {
-		var err error
-		if r, err = Run(cfg, reqs); err != nil {
-			b.Fatal(err)
-		}
-	}
-	reportPages(b, pages, cpu)
+	r := benchRun(b, Config{Policy: Belady, L1Pages: u * 5 / 100, WriteThroughThreshold: 1}, reqs)
 	b.ReportMetric(r.L1HitRate, "l1-hit-rate")
 }
 
