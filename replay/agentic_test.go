@@ -2,7 +2,6 @@ package replay
 
 import (
 	"container/heap"
-	"context"
 	"path/filepath"
 	"testing"
 
@@ -120,14 +119,7 @@ func closedLoopPair(t *testing.T, cfg sim.Config, cost sim.CostModel, recs []tra
 	}
 	rcfg := Default()
 	rcfg.Pacing = PaceTimestamps
-	rp, err := New(rcfg, st, WallClock{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rres, err := rp.Run(context.Background(), recs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rres := runReplay(t, st, rcfg, recs)
 	return sres, rres
 }
 

@@ -23,10 +23,7 @@ func BenchmarkReplayLoopback(b *testing.B) {
 	defer tg.CloseIdle()
 	cfg := Default()
 	cfg.MaxConcurrency = 64
-	r, err := New(cfg, tg, WallClock{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	r := newWallRunner(b, cfg, tg)
 	const n = 1000
 	recs := make([]traces.Record, n)
 	for i := range recs {

@@ -100,15 +100,8 @@ func TestCaptureRecordsAReplay(t *testing.T) {
 			}
 			cfg := Default()
 			cfg.MaxConcurrency = 1
-			r, err := New(cfg, tg, WallClock{})
-			if err != nil {
-				t.Fatal(err)
-			}
 			recs := sharedPrefixTrace(t)
-			res, err := r.Run(t.Context(), recs)
-			if err != nil {
-				t.Fatal(err)
-			}
+			res := runReplay(t, tg, cfg, recs)
 			waitInFlight(t, p, 0)
 			if err := p.Close(); err != nil {
 				t.Fatal(err)
@@ -147,16 +140,8 @@ func TestCaptureRecordsAReplay(t *testing.T) {
 func TestCaptureStreamsThroughUnchanged(t *testing.T) {
 	body := `{"input_ids":[5,6,7,8,9],"sampling_params":{"max_new_tokens":6},"stream":true}`
 	get := func(url string) string {
-		res, err := http.Post(url+"/generate", "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		b, err := io.ReadAll(res.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
+		_, b := httpDo(t, http.MethodPost, url+"/generate", body)
+		return b
 	}
 	a := replaytest.NewServer(replaytest.Config{})
 	defer a.Close()
@@ -521,7 +506,7 @@ func TestCaptureTextPromptsKeepPrefixes(t *testing.T) {
 	for i := range got {
 		got[i].Observed, got[i].Arrival = nil, 0
 	}
-	res := runSim(t, st, cfg, got)
+	res := runReplay(t, st, cfg, got)
 	if c := res.Requests[1].CachedTokens; c != shared*TextBlockSize {
 		t.Errorf("the second turn hit %d cached tokens in the simulator, want %d (its shared blocks)", c, shared*TextBlockSize)
 	}

@@ -26,6 +26,13 @@ func startServer(t testing.TB, deviceTokens int64, scale float64) (string, *Serv
 	if err != nil {
 		t.Fatal(err)
 	}
+	return "http://" + serve(t, srv), srv
+}
+
+// serve runs srv on a loopback port until the test ends, failing the test
+// if Serve fails, and returns the port's address (host:port).
+func serve(t testing.TB, srv *Server) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +46,7 @@ func startServer(t testing.TB, deviceTokens int64, scale float64) (string, *Serv
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return "http://" + ln.Addr().String(), srv
+	return ln.Addr().String()
 }
 
 func sharedTrace(t testing.TB) []traces.Record {
@@ -78,15 +85,8 @@ func TestServeMatchesSimTarget(t *testing.T) {
 			if _, err := tg.Info(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			r, err := New(cfg, tg, WallClock{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := r.Run(t.Context(), tc.recs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := runSim(t, newSimTarget(t, device), cfg, tc.recs)
+			got := runReplay(t, tg, cfg, tc.recs)
+			want := runReplay(t, newSimTarget(t, device), cfg, tc.recs)
 			var g, w []int
 			for i := range tc.recs {
 				if got.Requests[i].Failed != "" || want.Requests[i].Failed != "" {
@@ -307,10 +307,7 @@ func BenchmarkServeLoopback(b *testing.B) {
 	tg := newTarget(b, url, APISGLang)
 	cfg := Default()
 	cfg.MaxConcurrency = 64
-	r, err := New(cfg, tg, WallClock{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	r := newWallRunner(b, cfg, tg)
 	const n = 1000
 	shared := OutputTokens([]int32{1}, 64, traces.DefaultVocab)
 	recs := make([]traces.Record, n)
@@ -344,18 +341,11 @@ func TestServeSlowClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
-	defer func() { cancel(); <-done }()
-	url := "http://" + ln.Addr().String()
+	addr := serve(t, srv)
+	url := "http://" + addr
 	// The stalled client: a stream of 600,000 tokens (40 MB, more than the
 	// sockets' buffers hold), of which it reads nothing.
-	c, err := net.Dial("tcp", ln.Addr().String())
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
