@@ -162,7 +162,7 @@ func BenchmarkReplayCLI(b *testing.B) {
 				args := append([]string{"replay", "--trace", trace, "--target", srv.URL, "--max-concurrency", "64", "--json",
 					"--per-request", filepath.Join(dir, "per.jsonl")}, bc.flags...)
 				start := time.Now()
-				code, stdout, stderr := runCLIB(b, args...)
+				code, stdout, stderr := runCLI(b, args...)
 				total += time.Since(start)
 				if code != exitOK {
 					b.Fatalf("exit %d: %s", code, stderr)
@@ -184,13 +184,6 @@ func BenchmarkReplayCLI(b *testing.B) {
 			b.ReportMetric(rps, "measured-req/s")
 		})
 	}
-}
-
-func runCLIB(b *testing.B, args ...string) (int, string, string) {
-	b.Helper()
-	var o, e strings.Builder
-	code := run(args, &o, &e)
-	return code, o.String(), e.String()
 }
 
 // The warm-cache sweep runs against the in-process simulator too: the same

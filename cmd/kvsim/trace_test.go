@@ -49,10 +49,6 @@ func TestTraceStatsJSONMooncakeGolden(t *testing.T) {
 	if _, err := os.Stat(p); err != nil {
 		t.Skipf("shared trace %s not available (%v): this golden test needs shared/data/traces beside the repository", p, err)
 	}
-	code, out, errOut := runCLI(t, "trace", "stats", "--json", p)
-	if code != exitOK {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
 	var st struct {
 		Requests     int                `json:"requests"`
 		DurationS    float64            `json:"duration_s"`
@@ -61,9 +57,7 @@ func TestTraceStatsJSONMooncakeGolden(t *testing.T) {
 		Ideal        float64            `json:"ideal_hit_rate"`
 		LRU          map[string]float64 `json:"lru_hit_rate"`
 	}
-	if err := json.Unmarshal([]byte(out), &st); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
+	runJSON(t, &st, "trace", "stats", "--json", p)
 	want := map[string]float64{"0.01": 0.052, "0.05": 0.195, "0.1": 0.278, "0.25": 0.353, "0.5": 0.363}
 	if st.Requests != 12031 || st.TotalBlocks != 288500 || st.UniqueBlocks != 182790 || st.DurationS < 3536.9 || st.DurationS > 3537.1 {
 		t.Fatalf("stats %+v", st)
