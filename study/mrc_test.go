@@ -1,7 +1,6 @@
 package study
 
 import (
-	"bytes"
 	"io"
 	"math"
 	"runtime"
@@ -22,11 +21,9 @@ func TestPropMRCOPT(t *testing.T) {
 		nreq := rapid.IntRange(1, 25).Draw(t, "requests")
 		type edge struct{ parent, key uint64 }
 		ids := map[edge]uint64{}
-		var b bytes.Buffer
-		b.WriteString(`{"kvsim_trace":1,"block_size":4}` + "\n")
 		var reqs [][]uint64
 		var inputs []int
-		for i := range nreq {
+		for range nreq {
 			raw := rapid.SliceOfN(rapid.Uint64Range(1, 4), 1, 8).Draw(t, "keys")
 			var bl []uint64
 			var cur uint64
@@ -42,23 +39,8 @@ func TestPropMRCOPT(t *testing.T) {
 			in := 4*len(bl) - rapid.IntRange(0, 3).Draw(t, "short")
 			reqs = append(reqs, bl)
 			inputs = append(inputs, in)
-			b.WriteString(`{"id":"r` + itoa(i) + `","arrival_ns":` + itoa(i) + `,"input_len":` + itoa(in) + `,"output_len":1,"block_size":4,"blocks":[`)
-			for j, x := range bl {
-				if j > 0 {
-					b.WriteString(",")
-				}
-				b.WriteString(itoa(int(x)))
-			}
-			b.WriteString("]}\n")
 		}
-		rd, err := traces.NewReader(&b, "prop.jsonl", traces.FormatAuto)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := computeMRC(rd)
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := blocksMRC(t, reqs, inputs)
 		ob := traces.NewOPTBuilder()
 		for _, bl := range reqs {
 			if err := ob.Add(bl); err != nil {

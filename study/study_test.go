@@ -354,29 +354,13 @@ func TestPropMRCMatchesBruteForceLRU(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		nreq := rapid.IntRange(1, 25).Draw(t, "requests")
 		var reqs [][]uint64
-		var b bytes.Buffer
-		b.WriteString(`{"kvsim_trace":1,"block_size":4}` + "\n")
-		for i := range nreq {
+		var inputs []int
+		for range nreq {
 			bl := rapid.SliceOfN(rapid.Uint64Range(1, 12), 1, 8).Draw(t, "blocks")
 			reqs = append(reqs, bl)
-			in := 4*len(bl) - rapid.IntRange(0, 3).Draw(t, "short")
-			b.WriteString(`{"id":"r` + itoa(i) + `","arrival_ns":` + itoa(i) + `,"input_len":` + itoa(in) + `,"output_len":1,"block_size":4,"blocks":[`)
-			for j, x := range bl {
-				if j > 0 {
-					b.WriteString(",")
-				}
-				b.WriteString(itoa(int(x)))
-			}
-			b.WriteString("]}\n")
+			inputs = append(inputs, 4*len(bl)-rapid.IntRange(0, 3).Draw(t, "short"))
 		}
-		rd, err := traces.NewReader(&b, "prop.jsonl", traces.FormatAuto)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := computeMRC(rd)
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := blocksMRC(t, reqs, inputs)
 		capacity := rapid.Int64Range(1, 14).Draw(t, "capacity")
 		// Brute force: a slice, most recent first.
 		var lru []uint64
@@ -402,6 +386,33 @@ func TestPropMRCMatchesBruteForceLRU(t *testing.T) {
 			t.Fatalf("capacity %d: curve hit rate %v, brute force %v", capacity, got, hits/total)
 		}
 	})
+}
+
+// blocksMRC computes the miss-ratio curve of a kvsim trace (block size 4)
+// whose request i, arriving at i ns, has the blocks reqs[i] and
+// inputs[i] prompt tokens.
+func blocksMRC(t *rapid.T, reqs [][]uint64, inputs []int) *mrcCurve {
+	var b bytes.Buffer
+	b.WriteString(`{"kvsim_trace":1,"block_size":4}` + "\n")
+	for i, bl := range reqs {
+		b.WriteString(`{"id":"r` + itoa(i) + `","arrival_ns":` + itoa(i) + `,"input_len":` + itoa(inputs[i]) + `,"output_len":1,"block_size":4,"blocks":[`)
+		for j, x := range bl {
+			if j > 0 {
+				b.WriteString(",")
+			}
+			b.WriteString(itoa(int(x)))
+		}
+		b.WriteString("]}\n")
+	}
+	rd, err := traces.NewReader(&b, "prop.jsonl", traces.FormatAuto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := computeMRC(rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 func itoa(i int) string { return formatValue(int64(i)) }

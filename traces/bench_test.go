@@ -110,7 +110,7 @@ func conversationRecords(b *testing.B) ([]Record, Header) {
 }
 
 // kvsimBytes writes records in the kvsim format.
-func kvsimBytes(b *testing.B, recs []Record, hdr Header) []byte {
+func kvsimBytes(b testutil.TB, recs []Record, hdr Header) []byte {
 	b.Helper()
 	var buf bytes.Buffer
 	w, err := NewWriter(&buf, hdr)

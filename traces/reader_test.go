@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"errors"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -26,20 +27,30 @@ func readAll(t testing.TB, r *Reader) ([]Record, []error) {
 func readAllErr(r *Reader) ([]Record, []error) {
 	var recs []Record
 	var errs []error
-	for {
-		rec, err := r.Next()
-		if err == io.EOF {
-			return recs, errs
-		}
+	eachResult(r, math.MaxInt, func(rec Record, err error) {
 		if err != nil {
 			errs = append(errs, err)
-			var pe *ParseError
-			if !errors.As(err, &pe) || pe.Line == 0 {
-				return recs, errs
-			}
-			continue
+		} else {
+			recs = append(recs, rec)
 		}
-		recs = append(recs, rec)
+	})
+	return recs, errs
+}
+
+// eachResult calls f with each record, or each record's error, that r
+// yields, in order, at most limit times: it stops at io.EOF and after an
+// error that is not a record's (a ParseError with a line).
+func eachResult(r *Reader, limit int, f func(Record, error)) {
+	for range limit {
+		rec, err := r.Next()
+		if err == io.EOF {
+			return
+		}
+		f(rec, err)
+		var pe *ParseError
+		if err != nil && (!errors.As(err, &pe) || pe.Line == 0) {
+			return
+		}
 	}
 }
 
@@ -202,23 +213,15 @@ func fuzzRead(t *testing.T, data []byte, f Format) {
 	}
 	defer r.Close()
 	var recs []Record
-	for i := 0; i < 10000; i++ {
-		rec, err := r.Next()
-		if err == io.EOF {
-			break
-		}
+	eachResult(r, 10000, func(rec Record, err error) {
 		if err != nil {
-			var pe *ParseError
-			if !errors.As(err, &pe) || pe.Line == 0 {
-				break
-			}
-			continue
+			return
 		}
 		if fe := rec.check(nil); fe != nil {
 			t.Fatalf("reader returned an inconsistent record %+v: %v", rec, fe)
 		}
 		recs = append(recs, rec)
-	}
+	})
 	roundTrip(t, r.Header(), recs)
 }
 

@@ -47,21 +47,9 @@ func TestRepeatOneCopyIsTheConversion(t *testing.T) {
 			t.Fatalf("%s: %v", p, err)
 		}
 		recs, hdr := readNamed(t, p, data)
-		var want bytes.Buffer
-		w, err := NewWriter(&want, hdr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range recs {
-			if err := w.Write(r); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := w.Flush(); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, want.Bytes()) {
-			t.Errorf("%s: one copy:\n%s\nwant the conversion:\n%s", p, got, want.Bytes())
+		want := kvsimBytes(t, recs, hdr)
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s: one copy:\n%s\nwant the conversion:\n%s", p, got, want)
 		}
 	}
 }

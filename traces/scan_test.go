@@ -3,8 +3,6 @@ package traces
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"io"
 	"math/rand/v2"
 	"os"
 	"reflect"
@@ -116,25 +114,17 @@ func readEach(t *testing.T, data []byte, f Format, slow bool) []string {
 		d.slow = slow
 	}
 	var out []string
-	for i := 0; i < 10000; i++ {
-		rec, err := r.Next()
-		if err == io.EOF {
-			break
-		}
+	eachResult(r, 10000, func(rec Record, err error) {
 		if err != nil {
 			out = append(out, "error: "+err.Error())
-			var pe *ParseError
-			if !(errors.As(err, &pe) && pe.Line > 0) {
-				break
-			}
-			continue
+			return
 		}
 		b, err := json.Marshal(rec)
 		if err != nil {
 			t.Fatal(err)
 		}
 		out = append(out, string(b))
-	}
+	})
 	return out
 }
 
