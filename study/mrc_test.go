@@ -9,6 +9,8 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/kvsim/kvsim/internal/testutil"
+
 	"github.com/kvsim/kvsim/traces"
 )
 
@@ -19,27 +21,14 @@ import (
 func TestPropMRCOPT(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		nreq := rapid.IntRange(1, 25).Draw(t, "requests")
-		type edge struct{ parent, key uint64 }
-		ids := map[edge]uint64{}
-		var reqs [][]uint64
+		var raw [][]uint64
 		var inputs []int
 		for range nreq {
-			raw := rapid.SliceOfN(rapid.Uint64Range(1, 4), 1, 8).Draw(t, "keys")
-			var bl []uint64
-			var cur uint64
-			for _, k := range raw {
-				id, ok := ids[edge{cur, k}]
-				if !ok {
-					id = uint64(len(ids) + 1)
-					ids[edge{cur, k}] = id
-				}
-				bl = append(bl, id)
-				cur = id
-			}
-			in := 4*len(bl) - rapid.IntRange(0, 3).Draw(t, "short")
-			reqs = append(reqs, bl)
-			inputs = append(inputs, in)
+			keys := rapid.SliceOfN(rapid.Uint64Range(1, 4), 1, 8).Draw(t, "keys")
+			raw = append(raw, keys)
+			inputs = append(inputs, 4*len(keys)-rapid.IntRange(0, 3).Draw(t, "short"))
 		}
+		reqs := testutil.ChainKeys(raw)
 		c := blocksMRC(t, reqs, inputs)
 		ob := traces.NewOPTBuilder()
 		for _, bl := range reqs {

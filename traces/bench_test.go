@@ -85,14 +85,14 @@ func cpuTime(b *testing.B) time.Duration {
 
 func sharedBytes(b *testing.B, rel string) []byte {
 	b.Helper()
-	data := testutil.ReadFile(b, sharedTrace(b, rel))
+	data := testutil.ReadFile(b, testutil.SharedTrace(b, rel))
 	return data
 }
 
 // readTrace reads a whole shared trace.
 func readTrace(b *testing.B, rel string) ([]Record, Header) {
 	b.Helper()
-	r, err := Open(sharedTrace(b, rel), FormatAuto)
+	r, err := Open(testutil.SharedTrace(b, rel), FormatAuto)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func BenchmarkReadAzure(b *testing.B) {
 }
 
 func BenchmarkReadWEKA(b *testing.B) {
-	dir := sharedTrace(b, "weka_kv_cache_tester")
+	dir := testutil.SharedTrace(b, "weka_kv_cache_tester")
 	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil || len(files) == 0 {
 		b.Fatalf("no WEKA files in %s (%v)", dir, err)

@@ -82,7 +82,7 @@ func readWEKAFile(t fataler, path string) []Record {
 // schedule sends every request of every shared WEKA file at its recorded t.
 func TestWEKAReproducesRecording(t *testing.T) {
 	for _, dir := range []string{"weka_kv_cache_tester", "weka_kv_cache_tester_subagents"} {
-		d := sharedTrace(t, dir)
+		d := testutil.SharedTrace(t, dir)
 		ents, err := os.ReadDir(d)
 		if err != nil {
 			t.Fatal(err)
@@ -103,7 +103,7 @@ func TestWEKAReproducesRecording(t *testing.T) {
 func TestWEKASubagentJoinsGolden(t *testing.T) {
 	for _, name := range []string{"trace_0003", "trace_0010"} {
 		t.Run(name, func(t *testing.T) {
-			p := sharedTrace(t, "weka_kv_cache_tester_subagents/"+name+".json")
+			p := testutil.SharedTrace(t, "weka_kv_cache_tester_subagents/"+name+".json")
 			recs := readWEKAFile(t, p)
 			checkReproduced(t, p, recs)
 			var b bytes.Buffer

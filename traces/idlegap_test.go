@@ -96,7 +96,7 @@ func TestCapIdleGapsProperty(t *testing.T) {
 // the capped starts are reproduced.
 func TestCapIdleGapsShared(t *testing.T) {
 	for _, name := range []string{"trace_0003.json", "trace_0010.json"} {
-		p := sharedTrace(t, "weka_kv_cache_tester_subagents/"+name)
+		p := testutil.SharedTrace(t, "weka_kv_cache_tester_subagents/"+name)
 		before := readWEKAFile(t, p)
 		after := append([]Record(nil), before...)
 		cut, err := CapIdleGaps(after, 300e9)

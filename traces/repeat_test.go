@@ -125,7 +125,7 @@ func TestRepeatCopies(t *testing.T) {
 // rates no lower (a cache K times larger over copies that share nothing
 // keeps every hit of one copy).
 func TestRepeatStats(t *testing.T) {
-	p := sharedTrace(t, "mooncake_fast25/synthetic_trace.jsonl")
+	p := testutil.SharedTrace(t, "mooncake_fast25/synthetic_trace.jsonl")
 	data := testutil.ReadFile(t, p)
 	stats := func(data []byte) *Stats {
 		st, err := ComputeStats(func() (*Reader, error) { return NewReader(bytes.NewReader(data), "x", FormatAuto) }, StatsOptions{})

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -175,10 +174,7 @@ func TestPolicyHelp(t *testing.T) {
 // conversation trace and checks its JSON against policy.Run on the records
 // read directly (whose figures sim/policy's golden file pins).
 func TestPolicyMooncakeMatchesPackage(t *testing.T) {
-	p := filepath.Join("..", "..", "..", "shared", "data", "traces", "mooncake_fast25", "conversation_trace.jsonl")
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("shared trace %s not available (%v): this test needs shared/data/traces beside the repository", p, err)
-	}
+	p := testutil.SharedTrace(t, "mooncake_fast25/conversation_trace.jsonl")
 	rd, err := traces.Open(p, traces.FormatAuto)
 	if err != nil {
 		t.Fatal(err)
@@ -216,10 +212,7 @@ func TestPolicyMooncakeMatchesPackage(t *testing.T) {
 // a trace of several batches, for every online policy and both a small and
 // a large cache.
 func TestPolicyStreamsAsRun(t *testing.T) {
-	p := filepath.Join("..", "..", "..", "shared", "data", "traces", "mooncake_fast25", "conversation_trace.jsonl")
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("shared trace %s not available (%v)", p, err)
-	}
+	p := testutil.SharedTrace(t, "mooncake_fast25/conversation_trace.jsonl")
 	reqs, _, err := policyReadTrace(p, traces.FormatAuto, 0, nil)
 	if err != nil {
 		t.Fatal(err)

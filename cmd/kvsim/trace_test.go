@@ -45,10 +45,7 @@ func TestTraceStatsTable(t *testing.T) {
 }
 
 func TestTraceStatsJSONMooncakeGolden(t *testing.T) {
-	p := filepath.Join("..", "..", "..", "shared", "data", "traces", "mooncake_fast25", "conversation_trace.jsonl")
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("shared trace %s not available (%v): this golden test needs shared/data/traces beside the repository", p, err)
-	}
+	p := testutil.SharedTrace(t, "mooncake_fast25/conversation_trace.jsonl")
 	var st struct {
 		Requests     int                `json:"requests"`
 		DurationS    float64            `json:"duration_s"`

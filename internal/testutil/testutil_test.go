@@ -72,3 +72,21 @@ func TestReadFile(t *testing.T) {
 		t.Errorf("ReadFile = %q", got)
 	}
 }
+
+func TestChainKeys(t *testing.T) {
+	got := ChainKeys([][]uint64{{1, 2}, {1, 3}, {2}, {1, 2, 2}})
+	want := [][]uint64{{1, 2}, {1, 3}, {4}, {1, 2, 5}}
+	if !slices.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("ChainKeys = %v, want %v", got, want)
+	}
+}
+
+func TestRelabelFar(t *testing.T) {
+	odd := func(h uint64) uint64 { return h*0x9e3779b97f4a7c15 | 1<<63 }
+	near, far := RelabelFar([][]uint64{{1, 2}, {2}, {3}, {4}}, 9)
+	wantNear := [][]uint64{{9, 1, 2}, {2}, {3}, {9, 4}}
+	wantFar := [][]uint64{{0, odd(1), 2}, {2}, {odd(3)}, {0, 4}}
+	if !slices.EqualFunc(near, wantNear, slices.Equal) || !slices.EqualFunc(far, wantFar, slices.Equal) {
+		t.Errorf("RelabelFar = %v, %v; want %v, %v", near, far, wantNear, wantFar)
+	}
+}

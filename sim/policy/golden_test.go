@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -12,10 +11,6 @@ import (
 	"github.com/kvsim/kvsim/internal/testutil"
 	"github.com/kvsim/kvsim/traces"
 )
-
-// traceDir holds the shared public traces, relative to this package: the
-// repository root's ../shared/data/traces.
-const traceDir = "../../../shared/data/traces"
 
 // mooncake describes one Mooncake FAST'25 trace (kvcache-ai/Mooncake @
 // 3b5a594133958449a1feaf1c9e0fc1b553e34a28, FAST25-release/traces/,
@@ -33,16 +28,12 @@ var mooncakeTraces = []mooncake{
 // shared data is absent.
 func loadTrace(tb testing.TB, rel string) []Request {
 	tb.Helper()
-	return loadTraceFile(tb, filepath.Join(traceDir, rel))
+	return loadTraceFile(tb, testutil.SharedTrace(tb, rel))
 }
 
-// loadTraceFile reads the trace at path, skipping the test when it is
-// absent.
+// loadTraceFile reads the trace at path.
 func loadTraceFile(tb testing.TB, path string) []Request {
 	tb.Helper()
-	if _, err := os.Stat(path); err != nil {
-		tb.Skipf("shared trace %s not available: %v", path, err)
-	}
 	rd, err := traces.Open(path, traces.FormatAuto)
 	if err != nil {
 		tb.Fatal(err)
