@@ -24,14 +24,7 @@ func TestPlanGolden(t *testing.T) {
 	} {
 		name := fmt.Sprintf("plan-c%d-d%d-cp%d-s%d", c.Candidates, c.Deficit, c.Lanes, c.Seed)
 		t.Run(name, func(t *testing.T) {
-			nodes, deficits, err := synth.Snapshot(c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := planner.New(planner.Config{Lanes: c.Lanes})
-			if err != nil {
-				t.Fatal(err)
-			}
+			nodes, deficits, p := snapshotPlanner(t, c)
 			got, err := p.Plan(nodes, deficits)
 			if err != nil {
 				t.Fatal(err)

@@ -147,6 +147,23 @@ func httpDo(t testing.TB, method, url, body string) (int, string) {
 	return res.StatusCode, string(b)
 }
 
+// waitMetrics polls the server's /metrics every 10 ms until it contains
+// every line of want, failing with why and the last metrics after timeout.
+func waitMetrics(t *testing.T, url string, timeout time.Duration, why string, want ...string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		_, m := httpDo(t, "GET", url+"/metrics", "")
+		if !slices.ContainsFunc(want, func(w string) bool { return !strings.Contains(m, w) }) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s:\n%s", why, m)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // Every endpoint answers in its API's shape; bad requests get 400 with a
 // message; non-streaming requests get one JSON object.
 func TestServeEndpoints(t *testing.T) {
@@ -282,16 +299,7 @@ func TestServeClientDisconnect(t *testing.T) {
 	var st struct {
 		MaxTotal int `json:"max_total_num_tokens"`
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		_, m := httpDo(t, "GET", url+"/metrics", "")
-		if strings.Contains(m, "kvsim_generation_tokens_total 50") && strings.Contains(m, "kvsim_requests_in_server 0") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the simulator did not finish the abandoned request:\n%s", m)
-		}
-	}
+	waitMetrics(t, url, 5*time.Second, "the simulator did not finish the abandoned request", "kvsim_generation_tokens_total 50", "kvsim_requests_in_server 0")
 	code, body := httpDo(t, "GET", url+"/server_info", "")
 	if code != 200 || json.Unmarshal([]byte(body), &st) != nil || st.MaxTotal != 100000 {
 		t.Fatalf("server_info after disconnect: %d %s", code, body)
@@ -315,18 +323,7 @@ func BenchmarkServeLoopback(b *testing.B) {
 		p := append(slices.Clone(shared), OutputTokens([]int32{int32(i), 2}, 64, traces.DefaultVocab)...)
 		recs[i] = traces.Record{ID: fmt.Sprint(i), InputLen: len(p), Tokens: p, OutputLen: 8}
 	}
-	var total time.Duration
-	for b.Loop() {
-		start := time.Now()
-		res, err := r.Run(b.Context(), recs)
-		if err != nil {
-			b.Fatal(err)
-		}
-		total += time.Since(start)
-		if s := Summarize(res.Requests); s.Completed != n {
-			b.Fatalf("completed %d of %d: %v", s.Completed, n, s.FailedReasons)
-		}
-	}
+	total := benchReplay(b, r, recs, nil)
 	b.ReportMetric(float64(n*b.N)/total.Seconds(), "req/s")
 	b.ReportMetric(float64(8*n*b.N)/total.Seconds(), "tokens/s")
 }
@@ -361,17 +358,7 @@ func TestServeSlowClient(t *testing.T) {
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("5 short requests took %v beside a stalled client", d)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, m := httpDo(t, "GET", url+"/metrics", "")
-		if strings.Contains(m, "kvsim_requests_in_server 0") && strings.Contains(m, "kvsim_generation_tokens_total 600020") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the simulator did not finish the stalled request:\n%s", m)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitMetrics(t, url, 10*time.Second, "the simulator did not finish the stalled request", "kvsim_requests_in_server 0", "kvsim_generation_tokens_total 600020")
 	// The server gave up on the stalled connection after WriteStall and
 	// closed it: reading it now gets what the sockets held, then the end,
 	// well short of the stream's 40 MB.

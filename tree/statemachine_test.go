@@ -432,17 +432,23 @@ func (m *machine) evictNode(rt *rapid.T) {
 	m.adopt(rt, "evict node", locked, m.evictAllowed)
 }
 
+// matchPrompt matches the pages of a drawn cached prompt (skipping the
+// step when nothing is cached) and returns them with the match.
+func (m *machine) matchPrompt(rt *rapid.T) ([]PageID, MatchResult) {
+	if len(m.prompts) == 0 {
+		rt.Skip("nothing cached")
+	}
+	pages := m.pager.TokenPages(rapid.SampledFrom(m.prompts).Draw(rt, "prompt"), nil)
+	return pages, m.t.Match(pages, m.tick(rt))
+}
+
 // protectHost pins or unpins the host copy of a host-only node.
 func (m *machine) protectHost(rt *rapid.T) {
 	if len(m.hostPins) > 0 && rapid.Bool().Draw(rt, "unpin") {
 		m.t.ReleaseHost(takeOne(rt, &m.hostPins, "pin", ""))
 		return
 	}
-	if len(m.prompts) == 0 {
-		rt.Skip("nothing cached")
-	}
-	pages := m.pager.TokenPages(rapid.SampledFrom(m.prompts).Draw(rt, "prompt"), nil)
-	r := m.t.Match(pages, m.tick(rt))
+	_, r := m.matchPrompt(rt)
 	if r.HostTokens == 0 {
 		rt.Skip("no host-only node")
 	}
@@ -475,11 +481,7 @@ func (m *machine) evictHost(rt *rapid.T) {
 }
 
 func (m *machine) loadBack(rt *rapid.T) {
-	if len(m.prompts) == 0 {
-		rt.Skip("nothing cached")
-	}
-	pages := m.pager.TokenPages(rapid.SampledFrom(m.prompts).Draw(rt, "prompt"), nil)
-	r := m.t.Match(pages, m.tick(rt))
+	pages, r := m.matchPrompt(rt)
 	if r.HostTokens == 0 {
 		rt.Skip("no host hit")
 	}
