@@ -20,14 +20,7 @@ import (
 // never below LRU; and it never rises with capacity.
 func TestPropMRCOPT(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		nreq := rapid.IntRange(1, 25).Draw(t, "requests")
-		var raw [][]uint64
-		var inputs []int
-		for range nreq {
-			keys := rapid.SliceOfN(rapid.Uint64Range(1, 4), 1, 8).Draw(t, "keys")
-			raw = append(raw, keys)
-			inputs = append(inputs, 4*len(keys)-rapid.IntRange(0, 3).Draw(t, "short"))
-		}
+		raw, inputs := drawBlocks(t, 4, "keys")
 		reqs := testutil.ChainKeys(raw)
 		c := blocksMRC(t, reqs, inputs)
 		ob := traces.NewOPTBuilder()

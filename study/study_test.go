@@ -352,14 +352,7 @@ func TestMRCMatchesTraceStats(t *testing.T) {
 // block streams (prefix semantics, duplicate blocks within a request).
 func TestPropMRCMatchesBruteForceLRU(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		nreq := rapid.IntRange(1, 25).Draw(t, "requests")
-		var reqs [][]uint64
-		var inputs []int
-		for range nreq {
-			bl := rapid.SliceOfN(rapid.Uint64Range(1, 12), 1, 8).Draw(t, "blocks")
-			reqs = append(reqs, bl)
-			inputs = append(inputs, 4*len(bl)-rapid.IntRange(0, 3).Draw(t, "short"))
-		}
+		reqs, inputs := drawBlocks(t, 12, "blocks")
 		c := blocksMRC(t, reqs, inputs)
 		capacity := rapid.Int64Range(1, 14).Draw(t, "capacity")
 		// Brute force: a slice, most recent first.
@@ -386,6 +379,18 @@ func TestPropMRCMatchesBruteForceLRU(t *testing.T) {
 			t.Fatalf("capacity %d: curve hit rate %v, brute force %v", capacity, got, hits/total)
 		}
 	})
+}
+
+// drawBlocks draws 1 to 25 requests of 1 to 8 blocks of keys 1 to maxKey
+// (named label), each with a prompt of 1 to 4 tokens in its last block of
+// 4.
+func drawBlocks(t *rapid.T, maxKey uint64, label string) (reqs [][]uint64, inputs []int) {
+	for range rapid.IntRange(1, 25).Draw(t, "requests") {
+		bl := rapid.SliceOfN(rapid.Uint64Range(1, maxKey), 1, 8).Draw(t, label)
+		reqs = append(reqs, bl)
+		inputs = append(inputs, 4*len(bl)-rapid.IntRange(0, 3).Draw(t, "short"))
+	}
+	return reqs, inputs
 }
 
 // blocksMRC computes the miss-ratio curve of a kvsim trace (block size 4)

@@ -92,16 +92,8 @@ func sharedBytes(b *testing.B, rel string) []byte {
 // readTrace reads a whole shared trace.
 func readTrace(b *testing.B, rel string) ([]Record, Header) {
 	b.Helper()
-	r, err := Open(testutil.SharedTrace(b, rel), FormatAuto)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer r.Close()
-	recs, errs := readAll(b, r)
-	if len(errs) > 0 {
-		b.Fatal(errs[0])
-	}
-	return recs, r.Header()
+	p := testutil.SharedTrace(b, rel)
+	return readNamed(b, p, testutil.ReadFile(b, p))
 }
 
 // conversationRecords reads the Mooncake conversation trace.

@@ -25,7 +25,8 @@ func readBytes(t *testing.T, data []byte) ([]Record, Header) {
 	return readNamed(t, "x", data)
 }
 
-func readNamed(t *testing.T, name string, data []byte) ([]Record, Header) {
+// readNamed reads a whole trace held in data, named name.
+func readNamed(t testing.TB, name string, data []byte) ([]Record, Header) {
 	t.Helper()
 	r, err := NewReader(bytes.NewReader(data), name, FormatAuto)
 	if err != nil {

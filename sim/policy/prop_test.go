@@ -46,6 +46,16 @@ func genConfig(t *rapid.T) Config {
 	}
 }
 
+// drawCompleteRun draws a configuration and a trace and replays it with
+// perRequest; ok is false when a request aborted the run (the properties
+// that need a whole run then hold vacuously).
+func drawCompleteRun(t *rapid.T) (cfg Config, reqs [][]uint64, l1, l2 []int, res Result, ok bool) {
+	cfg = genConfig(t)
+	reqs = genTrace(t)
+	l1, l2, res, aborted := perRequest(t, cfg, reqs)
+	return cfg, reqs, l1, l2, res, aborted == 0
+}
+
 // perRequest replays reqs and returns the hits of each request; aborted is
 // the 1-based request at which SGLang would abort (0 if none).
 func perRequest(t *rapid.T, cfg Config, reqs [][]uint64) (l1, l2 []int, res Result, aborted int) {
@@ -106,10 +116,8 @@ func TestPropMatchesNaive(t *testing.T) {
 // (perRequest checks capacities and per-request bounds after every request).
 func TestPropCountersAddUp(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		cfg := genConfig(t)
-		reqs := genTrace(t)
-		l1, l2, r, aborted := perRequest(t, cfg, reqs)
-		if aborted != 0 {
+		cfg, reqs, l1, l2, r, ok := drawCompleteRun(t)
+		if !ok {
 			return
 		}
 		pages := 0
