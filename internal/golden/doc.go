@@ -8,5 +8,5 @@
 // Importing the package defines the -update flag in the test binary, so a
 // package's tests must not define their own. Only tests import it: it
 // imports testing and defines a command-line flag, neither of which
-// belongs in a production binary.
+// belongs in a production binary (internal/lint checks).
 package golden
