@@ -65,7 +65,7 @@ bench-scale-ci: build ## the short bench-scale CI runs: kvsim sim at 1x and 4x, 
 
 .PHONY: golden
 golden: ## rewrite golden files (review the diff before committing)
-	@pkgs=$$(grep -l 'flag.Bool("update"' $$(git ls-files '*_test.go') | xargs -n1 dirname | sort -u | sed 's|^|./|'); \
+	@pkgs=$$(grep -l '"github.com/kvsim/kvsim/internal/golden"' $$(git ls-files '*_test.go') | xargs -n1 dirname | sort -u | sed 's|^|./|'); \
 	echo $(GO) test $$pkgs -args -update; \
 	$(GO) test $$pkgs -args -update
 

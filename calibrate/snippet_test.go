@@ -2,10 +2,8 @@ package calibrate
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -15,30 +13,10 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/kvsim/kvsim/configs"
+	"github.com/kvsim/kvsim/internal/golden"
 	"github.com/kvsim/kvsim/sim/hw"
 	"github.com/kvsim/kvsim/sim/llamacpp"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/*.golden")
-
-// checkGolden compares got with testdata/name, or rewrites it with -update.
-func checkGolden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs (go test -update rewrites it; review the diff):\n--- got\n%s--- want\n%s", path, got, want)
-	}
-}
 
 // goldenCalibration is an SGLang fit whose coefficients need every
 // float form: an exponent, a fraction, a whole number and 0.
@@ -83,7 +61,7 @@ func TestSnippetGolden(t *testing.T) {
 	if err := goldenCalibration().WriteTOML(&b, "measured.jsonl"); err != nil {
 		t.Fatal(err)
 	}
-	checkGolden(t, "sglang.toml.golden", b.Bytes())
+	golden.Check(t, filepath.Join("testdata", "sglang.toml.golden"), b.Bytes())
 	for _, c := range []struct {
 		name  string
 		tiles bool
@@ -94,7 +72,7 @@ func TestSnippetGolden(t *testing.T) {
 		if err := goldenLlama(c.tiles).WriteLlamaTOML(&b, cfg, "cal1.jsonl cal2.jsonl"); err != nil {
 			t.Fatal(err)
 		}
-		checkGolden(t, c.name, b.Bytes())
+		golden.Check(t, filepath.Join("testdata", c.name), b.Bytes())
 	}
 }
 

@@ -5,6 +5,7 @@ package e2e
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"testing"
 
@@ -61,7 +62,7 @@ func TestMeasureCPUCost(t *testing.T) {
 			for range 3 {
 				base := fresh(c)
 				s.complete(base, 1, nil)
-				r := s.complete(cat(base, fresh(n)), 1, nil)
+				r := s.complete(slices.Concat(base, fresh(n)), 1, nil)
 				if r.Status != 200 || r.Cached != c {
 					t.Fatalf("cached %d + %d: got cache_n %d (%+v)", c, n, r.Cached, r)
 				}

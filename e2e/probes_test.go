@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -44,20 +45,20 @@ func TestProbeSlotChoice(t *testing.T) {
 	}
 	// D shares exactly 10% with A's slot: not above the threshold, so LRU:
 	// slot 1 (B), whose content D does not share.
-	d := cat(a[:20], tokens(3, 180))
+	d := slices.Concat(a[:20], tokens(3, 180))
 	expect(t, "D = A[:20]+180 new (sim 0.10, not > 0.10)", s.complete(d, 3, nil), 1, 0)
 	// E shares 11% with A's slot 0: chosen by similarity although slot 1 (D)
 	// is now the least recently used... no: slot 0 was used before D, so
 	// LRU would also give 0. Make the LRU slot the other one first.
 	expect(t, "A again (slot 0 becomes most recent)", s.complete(a, 3, nil), 0, 199)
-	e := cat(a[:22], tokens(4, 178))
+	e := slices.Concat(a[:22], tokens(4, 178))
 	expect(t, "E = A[:22]+178 new (sim 0.11 with slot 0, 0.10 with slot 1 (D), LRU is slot 1)", s.complete(e, 3, nil), 0, 22)
 	// F shares 20 with D (slot 1) and 40 with E (slot 0): the longer wins
 	// even though slot 1 is the least recently used.
-	f := cat(e[:40], tokens(5, 160))
+	f := slices.Concat(e[:40], tokens(5, 160))
 	expect(t, "F = E[:40]+160 new (LCP 40 with slot 0, 20 with slot 1)", s.complete(f, 3, nil), 0, 40)
 	// A substring that is not a prefix does not count.
-	g := cat(tokens(6, 10), f[:190])
+	g := slices.Concat(tokens(6, 10), f[:190])
 	expect(t, "G = 10 new + F[:190] (F as a substring, not a prefix)", s.complete(g, 3, nil), 1, 0)
 	if lg := s.log(); !strings.Contains(lg, "selected slot by LCP similarity") || !strings.Contains(lg, "selected slot by LRU") {
 		t.Errorf("server log lacks the slot selection lines")
@@ -76,7 +77,7 @@ func TestProbeSlotKeepsOutput(t *testing.T) {
 		t.Fatalf("tokens_cached %d, %d tokens returned; want 104 and 5", r.TokensCached, len(r.Tokens))
 	}
 	t.Logf("output ids %v", r.Tokens)
-	expect(t, "A + its 5 output ids (105)", s.complete(cat(a, r.Tokens), 2, nil), 0, 104)
+	expect(t, "A + its 5 output ids (105)", s.complete(slices.Concat(a, r.Tokens), 2, nil), 0, 104)
 }
 
 // TestProbeLRUClock: a slot's last-used time is set when it is released,
@@ -122,10 +123,10 @@ func TestProbeRAMCache(t *testing.T) {
 		expect(t, "Y (100, unrelated: LRU, X saved to RAM)", s.complete(y, 3, nil), 0, 0)
 		expect(t, "X again (restored from RAM, full hit)", s.complete(x, 3, nil), 0, 399)
 		expect(t, "Y again (restored)", s.complete(y, 3, nil), 0, 99)
-		z := cat(x[:80], tokens(32, 20))
+		z := slices.Concat(x[:80], tokens(32, 20))
 		expect(t, "Z = X[:80]+20 (f_keep 80/402 < 0.25: X not restored)", s.complete(z, 3, nil), 0, 0)
 		expect(t, "U (unrelated 50)", s.complete(tokens(33, 50), 3, nil), 0, 0)
-		w := cat(x[:130], tokens(34, 10))
+		w := slices.Concat(x[:130], tokens(34, 10))
 		expect(t, "W = X[:130]+10 (f_keep 130/402 >= 0.25: X restored)", s.complete(w, 3, nil), 0, 130)
 		for _, l := range regexp.MustCompile(`.*(found better prompt|saving prompt with|already in the cache|removing).*`).FindAllString(s.log(), -1) {
 			t.Log(strings.TrimSpace(l))

@@ -278,15 +278,6 @@ func tokens(seed uint64, n int) []int32 {
 	return out
 }
 
-// cat concatenates token slices into a new slice.
-func cat(parts ...[]int32) []int32 {
-	var out []int32
-	for _, p := range parts {
-		out = append(out, p...)
-	}
-	return out
-}
-
 var savingRE = regexp.MustCompile(`saving prompt with length (\d+)`)
 
 // count returns how many times re matches in s.

@@ -3,11 +3,11 @@ package planner_test
 import (
 	"crypto/sha256"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/kvsim/kvsim/internal/golden"
 	"github.com/kvsim/kvsim/planner"
 	"github.com/kvsim/kvsim/planner/synth"
 )
@@ -24,14 +24,7 @@ func TestPlanGolden(t *testing.T) {
 	} {
 		name := fmt.Sprintf("plan-c%d-d%d-cp%d-s%d", c.Candidates, c.Deficit, c.Lanes, c.Seed)
 		t.Run(name, func(t *testing.T) {
-			nodes, deficits, err := synth.Snapshot(c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := planner.New(planner.Config{Lanes: c.Lanes})
-			if err != nil {
-				t.Fatal(err)
-			}
+			nodes, deficits, p := snapshotPlanner(t, c)
 			got, err := p.Plan(nodes, deficits)
 			if err != nil {
 				t.Fatal(err)
@@ -44,19 +37,7 @@ func TestPlanGolden(t *testing.T) {
 				t.Fatalf("heap and reference differ")
 			}
 			text := describePlan(deficits, got)
-			path := filepath.Join("testdata", name+".golden")
-			if *update {
-				if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if text != string(want) {
-				t.Fatalf("plan changed:\n got:\n%s\nwant:\n%s", text, want)
-			}
+			golden.CheckString(t, filepath.Join("testdata", name+".golden"), text)
 		})
 	}
 }

@@ -2,11 +2,10 @@ package replay
 
 import (
 	"container/heap"
-	"context"
-	"io"
 	"path/filepath"
 	"testing"
 
+	"github.com/kvsim/kvsim/internal/testutil"
 	"github.com/kvsim/kvsim/sim"
 	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/sim/hw"
@@ -59,17 +58,7 @@ func TestPacerReproducesWEKARecording(t *testing.T) {
 		if err != nil {
 			t.Skipf("shared trace not available: %v", err)
 		}
-		var recs []traces.Record
-		for {
-			rec, err := r.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			recs = append(recs, rec)
-		}
+		recs := testutil.ReadAll(t, r.Next)
 		r.Close()
 		cfg := Default()
 		cfg.Pacing = PaceTimestamps
@@ -95,17 +84,7 @@ func readTraceFile(t *testing.T, path string) []traces.Record {
 		t.Skipf("trace not available: %v", err)
 	}
 	defer r.Close()
-	var recs []traces.Record
-	for {
-		rec, err := r.Next()
-		if err == io.EOF {
-			return recs
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, rec)
-	}
+	return testutil.ReadAll(t, r.Next)
 }
 
 // closedLoopPair runs recs through kvsim sim's closed loop
@@ -140,14 +119,7 @@ func closedLoopPair(t *testing.T, cfg sim.Config, cost sim.CostModel, recs []tra
 	}
 	rcfg := Default()
 	rcfg.Pacing = PaceTimestamps
-	rp, err := New(rcfg, st, WallClock{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rres, err := rp.Run(context.Background(), recs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rres := runReplay(t, st, rcfg, recs)
 	return sres, rres
 }
 

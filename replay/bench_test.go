@@ -23,18 +23,25 @@ func BenchmarkReplayLoopback(b *testing.B) {
 	defer tg.CloseIdle()
 	cfg := Default()
 	cfg.MaxConcurrency = 64
-	r, err := New(cfg, tg, WallClock{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	r := newWallRunner(b, cfg, tg)
 	const n = 1000
 	recs := make([]traces.Record, n)
 	for i := range recs {
 		recs[i] = traces.Record{ID: strconv.Itoa(i), InputLen: 16, OutputLen: 4}
 	}
 	b.ReportAllocs()
-	var total time.Duration
 	var late float64
+	total := benchReplay(b, r, recs, func(s Summary) { late = max(late, s.P99Lateness) })
+	b.ReportMetric(float64(n*b.N)/total.Seconds(), "req/s")
+	b.ReportMetric(late, "p99-lateness-ms")
+}
+
+// benchReplay runs r on recs at every b.Loop, each run having to complete
+// every request, calls each (if not nil) with the run's summary, and
+// returns the wall time the runs took.
+func benchReplay(b *testing.B, r *Replayer, recs []traces.Record, each func(Summary)) time.Duration {
+	b.Helper()
+	var total time.Duration
 	for b.Loop() {
 		start := time.Now()
 		res, err := r.Run(b.Context(), recs)
@@ -43,11 +50,12 @@ func BenchmarkReplayLoopback(b *testing.B) {
 		}
 		total += time.Since(start)
 		s := Summarize(res.Requests)
-		if s.Completed != n {
-			b.Fatalf("completed %d of %d: %v", s.Completed, n, s.FailedReasons)
+		if s.Completed != int64(len(recs)) {
+			b.Fatalf("completed %d of %d: %v", s.Completed, len(recs), s.FailedReasons)
 		}
-		late = max(late, s.P99Lateness)
+		if each != nil {
+			each(s)
+		}
 	}
-	b.ReportMetric(float64(n*b.N)/total.Seconds(), "req/s")
-	b.ReportMetric(late, "p99-lateness-ms")
+	return total
 }

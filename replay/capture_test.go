@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvsim/kvsim/internal/testutil"
 	"github.com/kvsim/kvsim/replay/replaytest"
 	"github.com/kvsim/kvsim/sim"
 	"github.com/kvsim/kvsim/sim/hw"
@@ -43,17 +44,9 @@ func (s *syncBuffer) records(t testing.TB) (traces.Header, []traces.Record) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var recs []traces.Record
-	for {
-		r, err := rd.Next()
-		if err == io.EOF {
-			return rd.Header(), recs
-		}
-		if err != nil {
-			t.Fatalf("the captured trace does not read back: %v\n%s", err, data)
-		}
-		recs = append(recs, r)
-	}
+	t.Logf("captured trace:\n%s", data) // shown only if reading it back fails
+	recs := testutil.ReadAll(t, rd.Next)
+	return rd.Header(), recs
 }
 
 // startProxy runs a capturing proxy to upstream on a loopback port.
@@ -107,15 +100,8 @@ func TestCaptureRecordsAReplay(t *testing.T) {
 			}
 			cfg := Default()
 			cfg.MaxConcurrency = 1
-			r, err := New(cfg, tg, WallClock{})
-			if err != nil {
-				t.Fatal(err)
-			}
 			recs := sharedPrefixTrace(t)
-			res, err := r.Run(t.Context(), recs)
-			if err != nil {
-				t.Fatal(err)
-			}
+			res := runReplay(t, tg, cfg, recs)
 			waitInFlight(t, p, 0)
 			if err := p.Close(); err != nil {
 				t.Fatal(err)
@@ -154,16 +140,8 @@ func TestCaptureRecordsAReplay(t *testing.T) {
 func TestCaptureStreamsThroughUnchanged(t *testing.T) {
 	body := `{"input_ids":[5,6,7,8,9],"sampling_params":{"max_new_tokens":6},"stream":true}`
 	get := func(url string) string {
-		res, err := http.Post(url+"/generate", "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		b, err := io.ReadAll(res.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
+		_, b := httpDo(t, http.MethodPost, url+"/generate", body)
+		return b
 	}
 	a := replaytest.NewServer(replaytest.Config{})
 	defer a.Close()
@@ -528,7 +506,7 @@ func TestCaptureTextPromptsKeepPrefixes(t *testing.T) {
 	for i := range got {
 		got[i].Observed, got[i].Arrival = nil, 0
 	}
-	res := runSim(t, st, cfg, got)
+	res := runReplay(t, st, cfg, got)
 	if c := res.Requests[1].CachedTokens; c != shared*TextBlockSize {
 		t.Errorf("the second turn hit %d cached tokens in the simulator, want %d (its shared blocks)", c, shared*TextBlockSize)
 	}

@@ -70,10 +70,7 @@ func TestFaultSuite(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer tg.CloseIdle()
-				r, err := New(cfg, tg, WallClock{})
-				if err != nil {
-					t.Fatal(err)
-				}
+				r := newWallRunner(t, cfg, tg)
 				runtime.GC()
 				peak := heapPeak()
 				start := time.Now()

@@ -3,7 +3,6 @@ package replay
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -61,15 +60,8 @@ func TestHTTPTargetsReportCachedTokens(t *testing.T) {
 			}
 			cfg := Default()
 			cfg.MaxConcurrency = 1 // the hits below depend on the order
-			r, err := New(cfg, tg, WallClock{})
-			if err != nil {
-				t.Fatal(err)
-			}
 			recs := sharedPrefixTrace(t)
-			res, err := r.Run(t.Context(), recs)
-			if err != nil {
-				t.Fatal(err)
-			}
+			res := runReplay(t, tg, cfg, recs)
 			var cached []int
 			for _, rr := range res.Requests {
 				if rr.Failed != "" {
@@ -103,14 +95,7 @@ func TestHTTPTargetOpenAIWithoutCacheReport(t *testing.T) {
 	if _, err := tg.Info(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	r, err := New(Default(), tg, WallClock{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := r.Run(t.Context(), sharedPrefixTrace(t)[:2])
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := runReplay(t, tg, Default(), sharedPrefixTrace(t)[:2])
 	s := Summarize(res.Requests)
 	if s.Completed != 2 || s.CacheHitRate != nil || res.Requests[0].CachedTokens != -1 {
 		t.Fatalf("completed %d hit rate %v cached %d; want 2, nil, -1", s.Completed, s.CacheHitRate, res.Requests[0].CachedTokens)
@@ -276,15 +261,8 @@ func TestFaultsFailRequestsWithReasons(t *testing.T) {
 			tg := newTarget(t, tc.url, APISGLang)
 			cfg := Default()
 			cfg.Timeout = 300 * time.Millisecond
-			r, err := New(cfg, tg, WallClock{})
-			if err != nil {
-				t.Fatal(err)
-			}
 			start := time.Now()
-			res, err := r.Run(t.Context(), []traces.Record{rec("a", 0, 4, 3), rec("b", 0, 4, 3)})
-			if err != nil {
-				t.Fatal(err)
-			}
+			res := runReplay(t, tg, cfg, []traces.Record{rec("a", 0, 4, 3), rec("b", 0, 4, 3)})
 			if d := time.Since(start); d > 5*time.Second {
 				t.Errorf("run took %v", d)
 			}
@@ -304,14 +282,7 @@ func TestPerRequestTraceRoundTrips(t *testing.T) {
 	recs = append(recs, traces.Record{ID: "hash", InputLen: 40, Blocks: []uint64{7, 8}, BlockSize: 16, OutputLen: 2})
 	cfg := Default()
 	cfg.MaxConcurrency = 1
-	r, err := New(cfg, tg, WallClock{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := r.Run(context.Background(), recs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := runReplay(t, tg, cfg, recs)
 	var buf bytes.Buffer
 	w, err := traces.NewWriter(&buf, PerRequestHeader("test", Info{Server: "sglang"}))
 	if err != nil {

@@ -5,18 +5,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kvsim/kvsim/internal/golden"
 	"github.com/kvsim/kvsim/sim/engine"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 func TestPrintTableGolden(t *testing.T) {
 	h := 0.4567
@@ -35,19 +32,7 @@ func TestPrintTableGolden(t *testing.T) {
 	}
 	var b bytes.Buffer
 	PrintTable(&b, TableHeader{Backend: "sglang", RequestRate: s.RequestRate, MaxConcurrency: 4}, &s)
-	golden := filepath.Join("testdata", "table.golden")
-	if *update {
-		if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(b.Bytes(), want) {
-		t.Fatalf("table differs from %s (run with -update to rewrite):\n%s", golden, b.Bytes())
-	}
+	golden.Check(t, filepath.Join("testdata", "table.golden"), b.Bytes())
 }
 
 type nopSink struct{ last int }

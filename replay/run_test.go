@@ -301,7 +301,7 @@ func TestRunSendGapOrdersSimultaneousSends(t *testing.T) {
 
 // newWallRunner is New on the wall clock (synctest's fake one inside a
 // bubble), failing the test on an error.
-func newWallRunner(t *testing.T, cfg Config, target Target) *Replayer {
+func newWallRunner(t testing.TB, cfg Config, target Target) *Replayer {
 	t.Helper()
 	r, err := New(cfg, target, WallClock{})
 	if err != nil {

@@ -26,6 +26,13 @@ func startServer(t testing.TB, deviceTokens int64, scale float64) (string, *Serv
 	if err != nil {
 		t.Fatal(err)
 	}
+	return "http://" + serve(t, srv), srv
+}
+
+// serve runs srv on a loopback port until the test ends, failing the test
+// if Serve fails, and returns the port's address (host:port).
+func serve(t testing.TB, srv *Server) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +46,7 @@ func startServer(t testing.TB, deviceTokens int64, scale float64) (string, *Serv
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return "http://" + ln.Addr().String(), srv
+	return ln.Addr().String()
 }
 
 func sharedTrace(t testing.TB) []traces.Record {
@@ -78,15 +85,8 @@ func TestServeMatchesSimTarget(t *testing.T) {
 			if _, err := tg.Info(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			r, err := New(cfg, tg, WallClock{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := r.Run(t.Context(), tc.recs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := runSim(t, newSimTarget(t, device), cfg, tc.recs)
+			got := runReplay(t, tg, cfg, tc.recs)
+			want := runReplay(t, newSimTarget(t, device), cfg, tc.recs)
 			var g, w []int
 			for i := range tc.recs {
 				if got.Requests[i].Failed != "" || want.Requests[i].Failed != "" {
@@ -145,6 +145,23 @@ func httpDo(t testing.TB, method, url, body string) (int, string) {
 		t.Fatal(err)
 	}
 	return res.StatusCode, string(b)
+}
+
+// waitMetrics polls the server's /metrics every 10 ms until it contains
+// every line of want, failing with why and the last metrics after timeout.
+func waitMetrics(t *testing.T, url string, timeout time.Duration, why string, want ...string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		_, m := httpDo(t, "GET", url+"/metrics", "")
+		if !slices.ContainsFunc(want, func(w string) bool { return !strings.Contains(m, w) }) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s:\n%s", why, m)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // Every endpoint answers in its API's shape; bad requests get 400 with a
@@ -282,16 +299,7 @@ func TestServeClientDisconnect(t *testing.T) {
 	var st struct {
 		MaxTotal int `json:"max_total_num_tokens"`
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		_, m := httpDo(t, "GET", url+"/metrics", "")
-		if strings.Contains(m, "kvsim_generation_tokens_total 50") && strings.Contains(m, "kvsim_requests_in_server 0") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the simulator did not finish the abandoned request:\n%s", m)
-		}
-	}
+	waitMetrics(t, url, 5*time.Second, "the simulator did not finish the abandoned request", "kvsim_generation_tokens_total 50", "kvsim_requests_in_server 0")
 	code, body := httpDo(t, "GET", url+"/server_info", "")
 	if code != 200 || json.Unmarshal([]byte(body), &st) != nil || st.MaxTotal != 100000 {
 		t.Fatalf("server_info after disconnect: %d %s", code, body)
@@ -307,10 +315,7 @@ func BenchmarkServeLoopback(b *testing.B) {
 	tg := newTarget(b, url, APISGLang)
 	cfg := Default()
 	cfg.MaxConcurrency = 64
-	r, err := New(cfg, tg, WallClock{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	r := newWallRunner(b, cfg, tg)
 	const n = 1000
 	shared := OutputTokens([]int32{1}, 64, traces.DefaultVocab)
 	recs := make([]traces.Record, n)
@@ -318,18 +323,7 @@ func BenchmarkServeLoopback(b *testing.B) {
 		p := append(slices.Clone(shared), OutputTokens([]int32{int32(i), 2}, 64, traces.DefaultVocab)...)
 		recs[i] = traces.Record{ID: fmt.Sprint(i), InputLen: len(p), Tokens: p, OutputLen: 8}
 	}
-	var total time.Duration
-	for b.Loop() {
-		start := time.Now()
-		res, err := r.Run(b.Context(), recs)
-		if err != nil {
-			b.Fatal(err)
-		}
-		total += time.Since(start)
-		if s := Summarize(res.Requests); s.Completed != n {
-			b.Fatalf("completed %d of %d: %v", s.Completed, n, s.FailedReasons)
-		}
-	}
+	total := benchReplay(b, r, recs, nil)
 	b.ReportMetric(float64(n*b.N)/total.Seconds(), "req/s")
 	b.ReportMetric(float64(8*n*b.N)/total.Seconds(), "tokens/s")
 }
@@ -344,18 +338,11 @@ func TestServeSlowClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
-	defer func() { cancel(); <-done }()
-	url := "http://" + ln.Addr().String()
+	addr := serve(t, srv)
+	url := "http://" + addr
 	// The stalled client: a stream of 600,000 tokens (40 MB, more than the
 	// sockets' buffers hold), of which it reads nothing.
-	c, err := net.Dial("tcp", ln.Addr().String())
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,17 +358,7 @@ func TestServeSlowClient(t *testing.T) {
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("5 short requests took %v beside a stalled client", d)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, m := httpDo(t, "GET", url+"/metrics", "")
-		if strings.Contains(m, "kvsim_requests_in_server 0") && strings.Contains(m, "kvsim_generation_tokens_total 600020") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the simulator did not finish the stalled request:\n%s", m)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitMetrics(t, url, 10*time.Second, "the simulator did not finish the stalled request", "kvsim_requests_in_server 0", "kvsim_generation_tokens_total 600020")
 	// The server gave up on the stalled connection after WriteStall and
 	// closed it: reading it now gets what the sockets held, then the end,
 	// well short of the stream's 40 MB.

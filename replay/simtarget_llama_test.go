@@ -39,7 +39,7 @@ func TestLlamaSimTargetSlots(t *testing.T) {
 	}
 	cfg := Default()
 	cfg.MaxConcurrency = 1
-	res := runSim(t, st, cfg, recs)
+	res := runReplay(t, st, cfg, recs)
 	want := []int{0, 0, 199}
 	for i, r := range res.Requests {
 		if r.Failed != "" || r.CachedTokens != want[i] {
@@ -50,7 +50,7 @@ func TestLlamaSimTargetSlots(t *testing.T) {
 		t.Errorf("info %+v", info)
 	}
 	// The replay is deterministic, as for the SGLang simulator.
-	again := runSim(t, newLlamaTarget(t, 2, false), cfg, recs)
+	again := runReplay(t, newLlamaTarget(t, 2, false), cfg, recs)
 	for i := range res.Requests {
 		if res.Requests[i].End-res.Requests[i].Start != again.Requests[i].End-again.Requests[i].Start {
 			t.Fatalf("request %d: E2E %d then %d", i, res.Requests[i].E2E(), again.Requests[i].E2E())
@@ -74,7 +74,7 @@ func TestLlamaSimTargetTraceOutputs(t *testing.T) {
 		traceOutputs bool
 		want         int
 	}{{true, 103}, {false, 100}} {
-		res := runSim(t, newLlamaTarget(t, 1, c.traceOutputs), cfg, recs)
+		res := runReplay(t, newLlamaTarget(t, 1, c.traceOutputs), cfg, recs)
 		if got := res.Requests[1].CachedTokens; got != c.want {
 			t.Errorf("TraceOutputs %v: turn 2 cached %d, want %d", c.traceOutputs, got, c.want)
 		}
@@ -98,7 +98,7 @@ func TestLlamaSimTargetHoldsBackSplitUTF8(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return runSim(t, st, Default(), recs).Requests[0]
+		return runReplay(t, st, Default(), recs).Requests[0]
 	}
 	whole := run(llamacpp.TokenTextWhole, true)
 	held := run(llamacpp.TokenTextByteLevel, true)

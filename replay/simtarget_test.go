@@ -49,13 +49,10 @@ func chatTrace(t testing.TB, clients, rounds int) []traces.Record {
 	return recs
 }
 
-func runSim(t testing.TB, st *SimTarget, cfg Config, recs []traces.Record) *Result {
+// runReplay replays recs against target under cfg on the wall clock.
+func runReplay(t testing.TB, target Target, cfg Config, recs []traces.Record) *Result {
 	t.Helper()
-	r, err := New(cfg, st, WallClock{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := r.Run(t.Context(), recs)
+	res, err := newWallRunner(t, cfg, target).Run(t.Context(), recs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +65,7 @@ func runSim(t testing.TB, st *SimTarget, cfg Config, recs []traces.Record) *Resu
 func TestSimTargetTimesFollowTheCostModel(t *testing.T) {
 	st := newSimTarget(t, 100000)
 	recs := []traces.Record{{ID: "a", InputLen: 100, OutputLen: 4}}
-	res := runSim(t, st, Default(), recs)
+	res := runReplay(t, st, Default(), recs)
 	rr := res.Requests[0]
 	if rr.Failed != "" {
 		t.Fatalf("failed: %s %s", rr.Failed, rr.Detail)
@@ -99,7 +96,7 @@ func TestSimTargetEchoedOutputsHit(t *testing.T) {
 	out := OutputTokens(first.Tokens, 8, traces.DefaultVocab)
 	p2 := append(append(slices.Clone(first.Tokens), out...), 42, 43, 44)
 	second := traces.Record{ID: "t2", Parent: "t1", InputLen: len(p2), Tokens: p2, OutputLen: 8}
-	res := runSim(t, st, Default(), []traces.Record{first, second})
+	res := runReplay(t, st, Default(), []traces.Record{first, second})
 	if got := res.Requests[1].CachedTokens; got != 64+8-1 {
 		t.Fatalf("turn 2 cached %d, want %d", got, 64+8-1)
 	}
@@ -123,7 +120,7 @@ func TestSimTargetDeterministicAndPaced(t *testing.T) {
 	cfg.Pacing, cfg.Speedup, cfg.MaxConcurrency = PaceTimestamps, 1, 3
 	var outs [][]byte
 	for range 2 {
-		res := runSim(t, newSimTarget(t, 100000), cfg, recs)
+		res := runReplay(t, newSimTarget(t, 100000), cfg, recs)
 		b, err := json.Marshal(res)
 		if err != nil {
 			t.Fatal(err)
@@ -171,12 +168,12 @@ func TestSimTargetFlushAndWarmup(t *testing.T) {
 	st := newSimTarget(t, 100000)
 	toks := OutputTokens([]int32{1}, 50, traces.DefaultVocab)
 	rec := traces.Record{ID: "a", InputLen: 50, Tokens: toks, OutputLen: 2}
-	first := runSim(t, st, Default(), []traces.Record{rec})
-	again := runSim(t, st, Default(), []traces.Record{rec})
+	first := runReplay(t, st, Default(), []traces.Record{rec})
+	again := runReplay(t, st, Default(), []traces.Record{rec})
 	if err := st.Flush(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	flushed := runSim(t, st, Default(), []traces.Record{rec})
+	flushed := runReplay(t, st, Default(), []traces.Record{rec})
 	got := []int{first.Requests[0].CachedTokens, again.Requests[0].CachedTokens, flushed.Requests[0].CachedTokens}
 	if want := []int{0, 49, 0}; !slices.Equal(got, want) {
 		t.Fatalf("cached %v, want %v", got, want)
@@ -197,7 +194,7 @@ func TestSimTargetRejectsAndTimesOut(t *testing.T) {
 	}
 	cfg := Default()
 	cfg.MaxConcurrency, cfg.Timeout = 1, 50e6
-	res := runSim(t, st, cfg, recs)
+	res := runReplay(t, st, cfg, recs)
 	s := Summarize(res.Requests)
 	if s.FailedReasons["rejected"] != 1 || s.FailedReasons["timeout"] != 1 || s.Completed != 1 {
 		t.Fatalf("reasons %v completed %d", s.FailedReasons, s.Completed)
@@ -216,7 +213,7 @@ func TestSimTargetSendGap(t *testing.T) {
 	}
 	cfg := Default()
 	cfg.MaxConcurrency, cfg.SendGap = 4, 3*time.Millisecond
-	res := runSim(t, newSimTarget(t, 100000), cfg, recs)
+	res := runReplay(t, newSimTarget(t, 100000), cfg, recs)
 	for i, rr := range res.Requests {
 		if !rr.Sent || rr.Failed != "" {
 			t.Fatalf("%s: sent %v failed %q", rr.ID, rr.Sent, rr.Failed)

@@ -11,14 +11,7 @@ import (
 
 func runClosed(t *testing.T, recs ...traces.Record) *engine.Result {
 	t.Helper()
-	s, err := New(Default(1<<20), linearCost{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := s.RunClosedLoop(engine.NewSliceSource(recs))
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, res := simulate(t, Default(1<<20), (*Sim).RunClosedLoop, recs)
 	return res
 }
 
@@ -109,29 +102,11 @@ func BenchmarkClosedLoop(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			cfg, cost := defaultStorageConfig(b)
 			cfg.Storage.Enabled = false
-			b.ReportAllocs()
-			var res *engine.Result
-			for b.Loop() {
-				s, err := New(cfg, cost)
-				if err != nil {
-					b.Fatal(err)
-				}
-				rd, err := traces.Open("../configs/traces/mooncake_conversation.jsonl.zst", traces.FormatMooncake)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if closed {
-					res, err = s.RunClosedLoop(rd)
-				} else {
-					res, err = s.Run(rd)
-				}
-				if cerr := rd.Close(); err == nil {
-					err = cerr
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
+			run := (*Sim).Run
+			if closed {
+				run = (*Sim).RunClosedLoop
 			}
+			res := benchConversation(b, cfg, cost, run)
 			b.ReportMetric(res.Summary.CacheHitRate, "hit-rate")
 		})
 	}

@@ -3,21 +3,18 @@ package sim
 import (
 	"crypto/sha256"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/kvsim/kvsim/internal/golden"
 	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/sim/hw"
 	"github.com/kvsim/kvsim/traces"
 	"github.com/kvsim/kvsim/tree"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 func roofline(t *testing.T, model, gpu string, tp int) CostModel {
 	t.Helper()
@@ -49,8 +46,10 @@ func chatTrace(t *testing.T) []traces.Record {
 	return recs
 }
 
+// mooncakeHead reads the first n records of the conversation trace.
 func mooncakeHead(t *testing.T, n int) []traces.Record {
-	rd, err := traces.Open("../configs/traces/mooncake_conversation.jsonl.zst", traces.FormatMooncake)
+	t.Helper()
+	rd, err := traces.Open(conversation, traces.FormatMooncake)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,20 +135,7 @@ func TestGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := goldenText(res)
-			path := filepath.Join("testdata", "golden", c.name+".golden")
-			if *update {
-				os.MkdirAll(filepath.Dir(path), 0o755)
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if got != string(want) {
-				t.Errorf("output differs from %s (run with -update and review the diff):\n%s", path, firstDiff(got, string(want)))
-			}
+			golden.CheckString(t, filepath.Join("testdata", "golden", c.name+".golden"), got)
 		})
 	}
 }
@@ -183,14 +169,4 @@ func goldenText(res *engine.Result) string {
 	}
 	fmt.Fprintf(&b, "requests %d sha256 %x\n", len(res.Requests), h.Sum(nil))
 	return b.String()
-}
-
-func firstDiff(a, b string) string {
-	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
-	for i := 0; i < len(al) && i < len(bl); i++ {
-		if al[i] != bl[i] {
-			return fmt.Sprintf("line %d:\n got: %s\nwant: %s", i+1, al[i], bl[i])
-		}
-	}
-	return fmt.Sprintf("lengths %d vs %d lines", len(al), len(bl))
 }

@@ -19,14 +19,7 @@ func TestPropOnlineMatchesBatch(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		cfg := drawConfig(t)
 		recs := drawTrace(t)
-		b, err := New(cfg, linearCost{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := b.Run(engine.NewSliceSource(recs))
-		if err != nil {
-			t.Fatal(err)
-		}
+		want := runSim(t, cfg, recs...)
 		o, err := NewOnline(cfg, linearCost{})
 		if cfg.Cache.Eviction == tree.Belady {
 			// The oracle needs the trace in advance: online is refused.

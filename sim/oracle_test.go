@@ -3,11 +3,9 @@ package sim
 import (
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"testing"
 
-	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 	"github.com/kvsim/kvsim/tree"
 	"pgregory.net/rapid"
@@ -80,36 +78,13 @@ func TestBeladyRefusedOnline(t *testing.T) {
 // (Timing makes this an observation, not a theorem: the full simulator
 // batches and queues; policy mode's properties are the theorems.)
 func TestBeladyBeatsLRUOnConversation(t *testing.T) {
-	rd, err := traces.Open("../configs/traces/mooncake_conversation.jsonl.zst", traces.FormatAuto)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rd.Close()
-	var recs []traces.Record
-	for len(recs) < 1500 {
-		r, err := rd.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, r)
-	}
+	recs := mooncakeHead(t, 1500)
 	cached := map[string]int64{}
 	for _, ev := range []tree.Strategy{tree.LRU, tree.Belady} {
 		cfg := Default(300_000)
 		cfg.Cache.PageSize = 16
 		cfg.Cache.Eviction = ev
-		s, err := New(cfg, linearCost{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := s.Run(engine.NewSliceSource(recs))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range res.Requests {
+		for _, r := range runSim(t, cfg, recs...).Requests {
 			cached[ev.String()] += r.CachedTokens
 		}
 	}

@@ -1,12 +1,12 @@
 package sim
 
 import (
-	"flag"
 	"fmt"
 	"os"
 	"reflect"
 	"testing"
 
+	"github.com/kvsim/kvsim/internal/testutil"
 	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 	"github.com/kvsim/kvsim/tree"
@@ -16,15 +16,7 @@ import (
 // TestMain raises rapid's default to 200 cases for plain `go test` unless
 // -rapid.checks was given (make prop passes 2000).
 func TestMain(m *testing.M) {
-	flag.Parse()
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "rapid.checks" })
-	if !set {
-		if err := flag.Set("rapid.checks", "200"); err != nil {
-			panic(err)
-		}
-	}
-	os.Exit(m.Run())
+	os.Exit(testutil.MainWithDefaults(m, map[string]string{"rapid.checks": "200"}))
 }
 
 // drawConfig draws a small, often memory-starved server so that eviction,
@@ -137,14 +129,7 @@ func TestPropStorageTier(t *testing.T) {
 // ordered, no tier is over capacity, nothing stays held, locked, protected
 // or reserved, and a second run gives identical results.
 func checkRun(t *rapid.T, cfg Config, recs []traces.Record) {
-	s, err := New(cfg, linearCost{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := s.Run(engine.NewSliceSource(recs))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, res := simulate(t, cfg, (*Sim).Run, recs)
 	if len(res.Requests) != len(recs) {
 		t.Fatalf("%d results for %d requests", len(res.Requests), len(recs))
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvsim/kvsim/internal/testutil"
 	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/sim/hw"
 	"github.com/kvsim/kvsim/traces"
@@ -39,17 +40,27 @@ func rec(id string, at int64, prompt []int32, out int) traces.Record {
 	return traces.Record{ID: id, Arrival: at, InputLen: len(prompt), Tokens: prompt, OutputLen: out}
 }
 
-func runSim(t *testing.T, cfg Config, recs ...traces.Record) *engine.Result {
+// runSim runs recs through a new simulator of cfg with the linear cost.
+func runSim(t testutil.TB, cfg Config, recs ...traces.Record) *engine.Result {
+	t.Helper()
+	_, res := simulate(t, cfg, (*Sim).Run, recs)
+	return res
+}
+
+// simulate runs recs through a new simulator of cfg with the linear cost,
+// by run ((*Sim).Run or (*Sim).RunClosedLoop), and returns the simulator
+// with its result.
+func simulate(t testutil.TB, cfg Config, run func(*Sim, engine.Source) (*engine.Result, error), recs []traces.Record) (*Sim, *engine.Result) {
 	t.Helper()
 	s, err := New(cfg, linearCost{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.Run(engine.NewSliceSource(recs))
+	res, err := run(s, engine.NewSliceSource(recs))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return res
+	return s, res
 }
 
 func byID(res *engine.Result) map[string]engine.RequestResult {

@@ -270,6 +270,37 @@ func defaultStorageConfig(tb testing.TB) (Config, CostModel) {
 	return cfg, cost
 }
 
+// conversation is the bundled Mooncake conversation trace (12,031
+// requests; configs/traces/NOTICE).
+const conversation = "../configs/traces/mooncake_conversation.jsonl.zst"
+
+// benchConversation runs the whole conversation trace through a new
+// simulator of cfg and cost at every b.Loop, by run ((*Sim).Run or
+// (*Sim).RunClosedLoop), and returns the last result.
+func benchConversation(b *testing.B, cfg Config, cost CostModel, run func(*Sim, engine.Source) (*engine.Result, error)) *engine.Result {
+	b.Helper()
+	b.ReportAllocs()
+	var res *engine.Result
+	for b.Loop() {
+		s, err := New(cfg, cost)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rd, err := traces.Open(conversation, traces.FormatMooncake)
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, err = run(s, rd)
+		if cerr := rd.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	return res
+}
+
 // BenchmarkDefaultStorage runs the whole bundled Mooncake trace (12,031
 // requests of about 12k tokens, page size 1) through the default server,
 // without (off) and with (on) the storage tier: the case that took minutes
@@ -286,25 +317,7 @@ func BenchmarkDefaultStorage(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			cfg, cost := defaultStorageConfig(b)
 			cfg.Storage.Enabled = on
-			b.ReportAllocs()
-			var res *engine.Result
-			for b.Loop() {
-				s, err := New(cfg, cost)
-				if err != nil {
-					b.Fatal(err)
-				}
-				rd, err := traces.Open("../configs/traces/mooncake_conversation.jsonl.zst", traces.FormatMooncake)
-				if err != nil {
-					b.Fatal(err)
-				}
-				res, err = s.Run(rd)
-				if cerr := rd.Close(); err == nil {
-					err = cerr
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
-			}
+			res := benchConversation(b, cfg, cost, (*Sim).Run)
 			b.ReportMetric(res.Summary.CacheHitRate, "hit-rate")
 			if on {
 				b.ReportMetric(res.Summary.StorageHitRate, "storage-hit-rate")

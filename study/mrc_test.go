@@ -1,7 +1,6 @@
 package study
 
 import (
-	"bytes"
 	"io"
 	"math"
 	"runtime"
@@ -9,6 +8,8 @@ import (
 	"testing"
 
 	"pgregory.net/rapid"
+
+	"github.com/kvsim/kvsim/internal/testutil"
 
 	"github.com/kvsim/kvsim/traces"
 )
@@ -19,46 +20,9 @@ import (
 // never below LRU; and it never rises with capacity.
 func TestPropMRCOPT(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		nreq := rapid.IntRange(1, 25).Draw(t, "requests")
-		type edge struct{ parent, key uint64 }
-		ids := map[edge]uint64{}
-		var b bytes.Buffer
-		b.WriteString(`{"kvsim_trace":1,"block_size":4}` + "\n")
-		var reqs [][]uint64
-		var inputs []int
-		for i := range nreq {
-			raw := rapid.SliceOfN(rapid.Uint64Range(1, 4), 1, 8).Draw(t, "keys")
-			var bl []uint64
-			var cur uint64
-			for _, k := range raw {
-				id, ok := ids[edge{cur, k}]
-				if !ok {
-					id = uint64(len(ids) + 1)
-					ids[edge{cur, k}] = id
-				}
-				bl = append(bl, id)
-				cur = id
-			}
-			in := 4*len(bl) - rapid.IntRange(0, 3).Draw(t, "short")
-			reqs = append(reqs, bl)
-			inputs = append(inputs, in)
-			b.WriteString(`{"id":"r` + itoa(i) + `","arrival_ns":` + itoa(i) + `,"input_len":` + itoa(in) + `,"output_len":1,"block_size":4,"blocks":[`)
-			for j, x := range bl {
-				if j > 0 {
-					b.WriteString(",")
-				}
-				b.WriteString(itoa(int(x)))
-			}
-			b.WriteString("]}\n")
-		}
-		rd, err := traces.NewReader(&b, "prop.jsonl", traces.FormatAuto)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := computeMRC(rd)
-		if err != nil {
-			t.Fatal(err)
-		}
+		raw, inputs := drawBlocks(t, 4, "keys")
+		reqs := testutil.ChainKeys(raw)
+		c := blocksMRC(t, reqs, inputs)
 		ob := traces.NewOPTBuilder()
 		for _, bl := range reqs {
 			if err := ob.Add(bl); err != nil {

@@ -3,7 +3,6 @@ package study
 import (
 	"bytes"
 	"context"
-	"flag"
 	"math"
 	"os"
 	"path/filepath"
@@ -14,10 +13,10 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/kvsim/kvsim/internal/golden"
+	"github.com/kvsim/kvsim/internal/testutil"
 	"github.com/kvsim/kvsim/traces"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 const tiny = "testdata/tiny.toml"
 
@@ -43,33 +42,6 @@ func runTo(t *testing.T, s *Study, dir string, opt Options) *Outcome {
 	return out
 }
 
-func read(t *testing.T, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", "golden", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want := read(t, path)
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (rerun with -update and review the diff):\n%s", name, got)
-	}
-}
-
 // The tiny study's outputs are pinned; the grid order, best point and
 // table follow from the file.
 func TestGoldenTinyStudy(t *testing.T) {
@@ -90,10 +62,10 @@ func TestGoldenTinyStudy(t *testing.T) {
 	if err := WriteTable(&table, out, false); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "tiny.results.jsonl", read(t, filepath.Join(dir, ResultsJSONL)))
-	golden(t, "tiny.results.csv", read(t, filepath.Join(dir, ResultsCSV)))
-	golden(t, "tiny.report.md", read(t, filepath.Join(dir, ReportFile)))
-	golden(t, "tiny.table.txt", table.Bytes())
+	golden.Check(t, filepath.Join("testdata", "golden", "tiny.results.jsonl"), testutil.ReadFile(t, filepath.Join(dir, ResultsJSONL)))
+	golden.Check(t, filepath.Join("testdata", "golden", "tiny.results.csv"), testutil.ReadFile(t, filepath.Join(dir, ResultsCSV)))
+	golden.Check(t, filepath.Join("testdata", "golden", "tiny.report.md"), testutil.ReadFile(t, filepath.Join(dir, ReportFile)))
+	golden.Check(t, filepath.Join("testdata", "golden", "tiny.table.txt"), table.Bytes())
 	for _, f := range []string{"plots/hit_rate.png", "plots/hit_rate.svg", "plots/ttft.png", "plots/throughput.png",
 		"plots/mrc.png", "plots/occupancy.png", "timelines/point-0004.csv", MRCFile, ManifestFile} {
 		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
@@ -109,7 +81,7 @@ func TestJobsDoNotChangeResults(t *testing.T) {
 	runTo(t, s, a, Options{Jobs: 1})
 	runTo(t, s, b, Options{Jobs: 4})
 	for _, f := range []string{ResultsJSONL, ResultsCSV, ReportFile} {
-		if !bytes.Equal(read(t, filepath.Join(a, f)), read(t, filepath.Join(b, f))) {
+		if !bytes.Equal(testutil.ReadFile(t, filepath.Join(a, f)), testutil.ReadFile(t, filepath.Join(b, f))) {
 			t.Errorf("%s differs between --jobs 1 and --jobs 4", f)
 		}
 	}
@@ -121,7 +93,7 @@ func TestResumeAfterTruncatedLine(t *testing.T) {
 	s := loadTiny(t)
 	ref := t.TempDir()
 	runTo(t, s, ref, Options{Jobs: 2})
-	want := read(t, filepath.Join(ref, ResultsJSONL))
+	want := testutil.ReadFile(t, filepath.Join(ref, ResultsJSONL))
 
 	dir := t.TempDir()
 	runTo(t, s, dir, Options{Jobs: 2})
@@ -139,7 +111,7 @@ func TestResumeAfterTruncatedLine(t *testing.T) {
 	if !strings.Contains(log.String(), "results.jsonl:5: ignoring a truncated last line") {
 		t.Errorf("no warning about the truncated line:\n%s", log.String())
 	}
-	if got := read(t, filepath.Join(dir, ResultsJSONL)); !bytes.Equal(got, want) {
+	if got := testutil.ReadFile(t, filepath.Join(dir, ResultsJSONL)); !bytes.Equal(got, want) {
 		t.Errorf("resumed results.jsonl differs from an uninterrupted run:\n%s\nwant\n%s", got, want)
 	}
 	// A third run has nothing to do.
@@ -155,7 +127,7 @@ func TestResumeRefusesForeignOrCorruptResults(t *testing.T) {
 	dir := t.TempDir()
 	runTo(t, s, dir, Options{})
 	path := filepath.Join(dir, ResultsJSONL)
-	data := read(t, path)
+	data := testutil.ReadFile(t, path)
 	bad := strings.Replace(string(data), "\n", "\n{not json\n", 1)
 	os.WriteFile(path, []byte(bad), 0o644)
 	if _, err := Run(context.Background(), s, Options{Out: dir}); err == nil || !strings.Contains(err.Error(), "results.jsonl:2:") {
@@ -179,7 +151,7 @@ func TestResultsBlankAndBadLines(t *testing.T) {
 	if out := runTo(t, s, dir, Options{}); out.Ran != 6 {
 		t.Errorf("an all-blank results.jsonl: ran %d, want 6", out.Ran)
 	}
-	data := read(t, path)
+	data := testutil.ReadFile(t, path)
 	bad := strings.Replace(string(data), `"point":1,`, `"point":"one",`, 1)
 	os.WriteFile(path, []byte(bad), 0o644)
 	_, err := Run(context.Background(), s, Options{Out: dir})
@@ -203,7 +175,7 @@ func TestPlotFailureKeepsResults(t *testing.T) {
 		t.Fatalf("problems %v, ran %d, records %d", out.Problems, out.Ran, len(out.Records))
 	}
 	for _, f := range []string{ResultsJSONL, ResultsCSV, ReportFile} {
-		read(t, filepath.Join(dir, f))
+		testutil.ReadFile(t, filepath.Join(dir, f))
 	}
 }
 
@@ -237,13 +209,13 @@ func TestShardsMergeToUnsharded(t *testing.T) {
 		t.Errorf("merged %d records, %d missing", len(out.Records), out.Missing)
 	}
 	for _, f := range []string{ResultsJSONL, ResultsCSV, ReportFile, ManifestFile, MRCFile, "timelines/point-0005.csv"} {
-		if !bytes.Equal(read(t, filepath.Join(whole, f)), read(t, filepath.Join(merged, f))) {
+		if !bytes.Equal(testutil.ReadFile(t, filepath.Join(whole, f)), testutil.ReadFile(t, filepath.Join(merged, f))) {
 			t.Errorf("%s: merged differs from unsharded", f)
 		}
 	}
 	// A folder of another study is refused.
 	other := t.TempDir()
-	s2, err := Parse(bytes.Replace(read(t, tiny), []byte("6000]"), []byte("7000]"), 1), tiny)
+	s2, err := Parse(bytes.Replace(testutil.ReadFile(t, tiny), []byte("6000]"), []byte("7000]"), 1), tiny)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,27 +228,10 @@ func TestShardsMergeToUnsharded(t *testing.T) {
 // Every bad study file fails with the exact, positioned errors in its
 // .err golden file.
 func TestStudyFileErrors(t *testing.T) {
-	files, err := filepath.Glob("testdata/bad/*.toml")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no bad study files: %v", err)
-	}
-	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) {
-			_, err := Load(f)
-			if err == nil {
-				t.Fatal("loaded without error")
-			}
-			got := []byte(err.Error() + "\n")
-			errPath := strings.TrimSuffix(f, ".toml") + ".err"
-			if *update {
-				os.WriteFile(errPath, got, 0o644)
-				return
-			}
-			if want := read(t, errPath); !bytes.Equal(got, want) {
-				t.Errorf("error:\n%s\nwant:\n%s", got, want)
-			}
-		})
-	}
+	golden.BadFiles(t, "testdata/bad/*.toml", func(t *testing.T, path string) error {
+		_, err := Load(path)
+		return err
+	})
 }
 
 func TestParseObjective(t *testing.T) {
@@ -397,31 +352,8 @@ func TestMRCMatchesTraceStats(t *testing.T) {
 // block streams (prefix semantics, duplicate blocks within a request).
 func TestPropMRCMatchesBruteForceLRU(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		nreq := rapid.IntRange(1, 25).Draw(t, "requests")
-		var reqs [][]uint64
-		var b bytes.Buffer
-		b.WriteString(`{"kvsim_trace":1,"block_size":4}` + "\n")
-		for i := range nreq {
-			bl := rapid.SliceOfN(rapid.Uint64Range(1, 12), 1, 8).Draw(t, "blocks")
-			reqs = append(reqs, bl)
-			in := 4*len(bl) - rapid.IntRange(0, 3).Draw(t, "short")
-			b.WriteString(`{"id":"r` + itoa(i) + `","arrival_ns":` + itoa(i) + `,"input_len":` + itoa(in) + `,"output_len":1,"block_size":4,"blocks":[`)
-			for j, x := range bl {
-				if j > 0 {
-					b.WriteString(",")
-				}
-				b.WriteString(itoa(int(x)))
-			}
-			b.WriteString("]}\n")
-		}
-		rd, err := traces.NewReader(&b, "prop.jsonl", traces.FormatAuto)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := computeMRC(rd)
-		if err != nil {
-			t.Fatal(err)
-		}
+		reqs, inputs := drawBlocks(t, 12, "blocks")
+		c := blocksMRC(t, reqs, inputs)
 		capacity := rapid.Int64Range(1, 14).Draw(t, "capacity")
 		// Brute force: a slice, most recent first.
 		var lru []uint64
@@ -447,6 +379,45 @@ func TestPropMRCMatchesBruteForceLRU(t *testing.T) {
 			t.Fatalf("capacity %d: curve hit rate %v, brute force %v", capacity, got, hits/total)
 		}
 	})
+}
+
+// drawBlocks draws 1 to 25 requests of 1 to 8 blocks of keys 1 to maxKey
+// (named label), each with a prompt of 1 to 4 tokens in its last block of
+// 4.
+func drawBlocks(t *rapid.T, maxKey uint64, label string) (reqs [][]uint64, inputs []int) {
+	for range rapid.IntRange(1, 25).Draw(t, "requests") {
+		bl := rapid.SliceOfN(rapid.Uint64Range(1, maxKey), 1, 8).Draw(t, label)
+		reqs = append(reqs, bl)
+		inputs = append(inputs, 4*len(bl)-rapid.IntRange(0, 3).Draw(t, "short"))
+	}
+	return reqs, inputs
+}
+
+// blocksMRC computes the miss-ratio curve of a kvsim trace (block size 4)
+// whose request i, arriving at i ns, has the blocks reqs[i] and
+// inputs[i] prompt tokens.
+func blocksMRC(t *rapid.T, reqs [][]uint64, inputs []int) *mrcCurve {
+	var b bytes.Buffer
+	b.WriteString(`{"kvsim_trace":1,"block_size":4}` + "\n")
+	for i, bl := range reqs {
+		b.WriteString(`{"id":"r` + itoa(i) + `","arrival_ns":` + itoa(i) + `,"input_len":` + itoa(inputs[i]) + `,"output_len":1,"block_size":4,"blocks":[`)
+		for j, x := range bl {
+			if j > 0 {
+				b.WriteString(",")
+			}
+			b.WriteString(itoa(int(x)))
+		}
+		b.WriteString("]}\n")
+	}
+	rd, err := traces.NewReader(&b, "prop.jsonl", traces.FormatAuto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := computeMRC(rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 func itoa(i int) string { return formatValue(int64(i)) }
@@ -476,7 +447,7 @@ func TestCancelledRunResumes(t *testing.T) {
 func TestStudyByteOrderMark(t *testing.T) {
 	dir := t.TempDir()
 	for _, name := range []string{"tiny_base.toml", "tiny_chat.jsonl"} {
-		data := read(t, filepath.Join("testdata", name))
+		data := testutil.ReadFile(t, filepath.Join("testdata", name))
 		if strings.HasSuffix(name, ".toml") {
 			data = append([]byte("\ufeff"), data...)
 		}

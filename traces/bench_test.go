@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kvsim/kvsim/internal/testutil"
 )
 
 // The reader benchmarks parse whole traces from memory and report MB/s of
@@ -83,26 +85,15 @@ func cpuTime(b *testing.B) time.Duration {
 
 func sharedBytes(b *testing.B, rel string) []byte {
 	b.Helper()
-	data, err := os.ReadFile(sharedTrace(b, rel))
-	if err != nil {
-		b.Fatal(err)
-	}
+	data := testutil.ReadFile(b, testutil.SharedTrace(b, rel))
 	return data
 }
 
 // readTrace reads a whole shared trace.
 func readTrace(b *testing.B, rel string) ([]Record, Header) {
 	b.Helper()
-	r, err := Open(sharedTrace(b, rel), FormatAuto)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer r.Close()
-	recs, errs := readAll(b, r)
-	if len(errs) > 0 {
-		b.Fatal(errs[0])
-	}
-	return recs, r.Header()
+	p := testutil.SharedTrace(b, rel)
+	return readNamed(b, p, testutil.ReadFile(b, p))
 }
 
 // conversationRecords reads the Mooncake conversation trace.
@@ -111,7 +102,7 @@ func conversationRecords(b *testing.B) ([]Record, Header) {
 }
 
 // kvsimBytes writes records in the kvsim format.
-func kvsimBytes(b *testing.B, recs []Record, hdr Header) []byte {
+func kvsimBytes(b testutil.TB, recs []Record, hdr Header) []byte {
 	b.Helper()
 	var buf bytes.Buffer
 	w, err := NewWriter(&buf, hdr)
@@ -173,7 +164,7 @@ func BenchmarkReadAzure(b *testing.B) {
 }
 
 func BenchmarkReadWEKA(b *testing.B) {
-	dir := sharedTrace(b, "weka_kv_cache_tester")
+	dir := testutil.SharedTrace(b, "weka_kv_cache_tester")
 	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil || len(files) == 0 {
 		b.Fatalf("no WEKA files in %s (%v)", dir, err)

@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
+
+	"github.com/kvsim/kvsim/internal/testutil"
+
+	"github.com/kvsim/kvsim/internal/golden"
 )
 
 // recordedStarts schedules recs by the dependency rules (see deps.go) with
@@ -72,24 +75,14 @@ func readWEKAFile(t fataler, path string) []Record {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	var recs []Record
-	for {
-		rec, err := r.Next()
-		if err == io.EOF {
-			return recs
-		}
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		recs = append(recs, rec)
-	}
+	return testutil.ReadAll(t, r.Next)
 }
 
 // TestWEKAReproducesRecording: with the recorded service times, the
 // schedule sends every request of every shared WEKA file at its recorded t.
 func TestWEKAReproducesRecording(t *testing.T) {
 	for _, dir := range []string{"weka_kv_cache_tester", "weka_kv_cache_tester_subagents"} {
-		d := sharedTrace(t, dir)
+		d := testutil.SharedTrace(t, dir)
 		ents, err := os.ReadDir(d)
 		if err != nil {
 			t.Fatal(err)
@@ -110,7 +103,7 @@ func TestWEKAReproducesRecording(t *testing.T) {
 func TestWEKASubagentJoinsGolden(t *testing.T) {
 	for _, name := range []string{"trace_0003", "trace_0010"} {
 		t.Run(name, func(t *testing.T) {
-			p := sharedTrace(t, "weka_kv_cache_tester_subagents/"+name+".json")
+			p := testutil.SharedTrace(t, "weka_kv_cache_tester_subagents/"+name+".json")
 			recs := readWEKAFile(t, p)
 			checkReproduced(t, p, recs)
 			var b bytes.Buffer
@@ -140,28 +133,8 @@ func TestWEKASubagentJoinsGolden(t *testing.T) {
 				}
 				b.WriteByte('\n')
 			}
-			checkGolden(t, filepath.Join("testdata", "agentic", name+".golden"), b.Bytes())
+			golden.Check(t, filepath.Join("testdata", "agentic", name+".golden"), b.Bytes())
 		})
-	}
-}
-
-func checkGolden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -args -update)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("%s differs from the output (run go test -args -update and review the diff)", path)
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/kvsim/kvsim/internal/testutil"
 )
 
 // Inputs a hostile user might feed to every reader. Each must give an error
@@ -237,10 +239,7 @@ func TestTruncatedCompressed(t *testing.T) {
 func TestReadFromPipe(t *testing.T) {
 	for _, path := range []string{"testdata/mooncake.jsonl", "testdata/bailian.jsonl", "testdata/tokens.jsonl", "testdata/azure.csv", "testdata/weka.json", "testdata/kvsim.jsonl"} {
 		want := openAll(t, path, FormatAuto)
-		plain, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
+		plain := testutil.ReadFile(t, path)
 		for z, data := range map[string][]byte{"": plain, ".gz": gzipOf(plain), ".zst": zstdOf(t, plain)} {
 			t.Run(path+z, func(t *testing.T) {
 				old := os.Stdin
@@ -262,10 +261,7 @@ func TestReadFromPipe(t *testing.T) {
 
 // ComputeStats reads its input once, so a pipe works.
 func TestStatsFromPipe(t *testing.T) {
-	plain, err := os.ReadFile("testdata/mooncake.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
+	plain := testutil.ReadFile(t, "testdata/mooncake.jsonl")
 	want := statsOf(t, "testdata/mooncake.jsonl", FormatAuto, StatsOptions{})
 	opens := 0
 	pr := pipeOf(t, gzipOf(plain))

@@ -1,11 +1,12 @@
 package traces
 
 import (
-	"io"
 	"slices"
 	"testing"
 
 	"pgregory.net/rapid"
+
+	"github.com/kvsim/kvsim/internal/testutil"
 )
 
 // checkCapped checks a capped trace against the uncapped one: the same
@@ -95,7 +96,7 @@ func TestCapIdleGapsProperty(t *testing.T) {
 // the capped starts are reproduced.
 func TestCapIdleGapsShared(t *testing.T) {
 	for _, name := range []string{"trace_0003.json", "trace_0010.json"} {
-		p := sharedTrace(t, "weka_kv_cache_tester_subagents/"+name)
+		p := testutil.SharedTrace(t, "weka_kv_cache_tester_subagents/"+name)
 		before := readWEKAFile(t, p)
 		after := append([]Record(nil), before...)
 		cut, err := CapIdleGaps(after, 300e9)
@@ -129,14 +130,7 @@ func TestReaderCapIdleGaps(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []int64
-	for {
-		rec, err := r.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, rec := range testutil.ReadAll(t, r.Next) {
 		got = append(got, rec.Arrival)
 	}
 	// a: 0, 5, 6.5 s -> 0, 1, 2 s (4.5 s cut); b: 1 s alone.

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"pgregory.net/rapid"
+
+	"github.com/kvsim/kvsim/internal/testutil"
 )
 
 // genOPTTrace draws a small trace with heavy prefix sharing: each request
@@ -184,29 +186,6 @@ func TestOPTZeroCapacity(t *testing.T) {
 	}
 }
 
-// chain rewrites a trace so that block ids are chained hashes (equal ids
-// exactly when the prefixes are equal), as in Mooncake traces.
-func chain(reqs [][]uint64) [][]uint64 {
-	type edge struct {
-		parent, key uint64
-	}
-	ids := map[edge]uint64{}
-	out := make([][]uint64, len(reqs))
-	for i, r := range reqs {
-		var cur uint64
-		for _, k := range r {
-			id, ok := ids[edge{cur, k}]
-			if !ok {
-				id = uint64(len(ids) + 1)
-				ids[edge{cur, k}] = id
-			}
-			out[i] = append(out[i], id)
-			cur = id
-		}
-	}
-	return out
-}
-
 // TestPropStatsOPT: on chained-hash traces, Stats' OPT hit rate is at
 // least the LRU one and at most the ideal one at every fraction, never
 // decreases with the fraction, equals the ideal when every block fits, and
@@ -214,7 +193,7 @@ func chain(reqs [][]uint64) [][]uint64 {
 func TestPropStatsOPT(t *testing.T) {
 	fractions := []float64{0.01, 0.1, 0.2, 0.3, 0.5, 0.75, 1}
 	rapid.Check(t, func(t *rapid.T) {
-		reqs := chain(genOPTTrace(t))
+		reqs := testutil.ChainKeys(genOPTTrace(t))
 		var recs []Record
 		for i, bl := range reqs {
 			recs = append(recs, Record{ID: strconv.Itoa(i), Arrival: int64(i), InputLen: len(bl) * 16, Blocks: bl, BlockSize: 16})
@@ -254,22 +233,7 @@ func TestPropStatsOPT(t *testing.T) {
 // index and their mix are exercised.
 func TestPropOPTKeyRelabelling(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		reqs := genOPTTrace(t)
-		var far [][]uint64
-		for i, r := range reqs {
-			var s []uint64
-			if i%3 == 0 {
-				s = append(s, 0)
-				reqs[i] = append([]uint64{9}, r...) // 9 is not a key of genOPTTrace
-			}
-			for _, h := range r {
-				if h%2 == 1 {
-					h = h*0x9e3779b97f4a7c15 | 1<<63 // odd multiplier: one to one
-				}
-				s = append(s, h)
-			}
-			far = append(far, s)
-		}
+		reqs, far := testutil.RelabelFar(genOPTTrace(t), 9) // 9 is not a key of genOPTTrace
 		a, b := buildOPT(t, reqs), buildOPT(t, far)
 		if !slices.Equal(a.node, b.node) || !slices.Equal(a.parent, b.parent) || !slices.Equal(a.next, b.next) || !slices.Equal(a.reqStart, b.reqStart) {
 			t.Fatalf("relabelled keys build another OPT:\nnodes %v\n  vs %v\nparents %v\n  vs %v", a.node, b.node, a.parent, b.parent)

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
-	"flag"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -13,9 +13,10 @@ import (
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
-)
 
-var update = flag.Bool("update", false, "rewrite golden files in testdata/")
+	"github.com/kvsim/kvsim/internal/golden"
+	"github.com/kvsim/kvsim/internal/testutil"
+)
 
 // readAll reads every record of r, collecting per-record errors.
 func readAll(t testing.TB, r *Reader) ([]Record, []error) {
@@ -26,20 +27,30 @@ func readAll(t testing.TB, r *Reader) ([]Record, []error) {
 func readAllErr(r *Reader) ([]Record, []error) {
 	var recs []Record
 	var errs []error
-	for {
-		rec, err := r.Next()
-		if err == io.EOF {
-			return recs, errs
-		}
+	eachResult(r, math.MaxInt, func(rec Record, err error) {
 		if err != nil {
 			errs = append(errs, err)
-			var pe *ParseError
-			if !errors.As(err, &pe) || pe.Line == 0 {
-				return recs, errs
-			}
-			continue
+		} else {
+			recs = append(recs, rec)
 		}
-		recs = append(recs, rec)
+	})
+	return recs, errs
+}
+
+// eachResult calls f with each record, or each record's error, that r
+// yields, in order, at most limit times: it stops at io.EOF and after an
+// error that is not a record's (a ParseError with a line).
+func eachResult(r *Reader, limit int, f func(Record, error)) {
+	for range limit {
+		rec, err := r.Next()
+		if err == io.EOF {
+			return
+		}
+		f(rec, err)
+		var pe *ParseError
+		if err != nil && (!errors.As(err, &pe) || pe.Line == 0) {
+			return
+		}
 	}
 }
 
@@ -74,54 +85,26 @@ func TestReadMooncakeFixture(t *testing.T) {
 // TestBadInputs reads every testdata/bad file with the format named by its
 // prefix and compares all the errors with the .err golden file.
 func TestBadInputs(t *testing.T) {
-	files, err := filepath.Glob("testdata/bad/*")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, path := range files {
-		if strings.HasSuffix(path, ".err") {
-			continue
+	golden.BadFiles(t, "testdata/bad/*", func(t *testing.T, path string) error {
+		name := filepath.Base(path)
+		prefix, _, _ := strings.Cut(name, "_")
+		f, err := ParseFormat(prefix)
+		if err != nil {
+			t.Fatalf("bad fixture name %s: %v", name, err)
 		}
-		t.Run(filepath.Base(path), func(t *testing.T) {
-			name := filepath.Base(path)
-			prefix, _, _ := strings.Cut(name, "_")
-			f, err := ParseFormat(prefix)
-			if err != nil {
-				t.Fatalf("bad fixture name %s: %v", name, err)
+		r, err := Open(path, f)
+		if err != nil {
+			return err
+		}
+		_, errs := readAll(t, r)
+		r.Close()
+		for _, e := range errs {
+			if !errors.Is(e, ErrBadRecord) {
+				t.Errorf("error %q does not match ErrBadRecord", e)
 			}
-			var msgs []string
-			r, err := Open(path, f)
-			if err != nil {
-				msgs = append(msgs, err.Error())
-			} else {
-				_, errs := readAll(t, r)
-				r.Close()
-				for _, e := range errs {
-					msgs = append(msgs, e.Error())
-					if !errors.Is(e, ErrBadRecord) {
-						t.Errorf("error %q does not match ErrBadRecord", e)
-					}
-				}
-			}
-			if len(msgs) == 0 {
-				t.Fatalf("%s: no error", path)
-			}
-			got := strings.Join(msgs, "\n") + "\n"
-			golden := strings.TrimSuffix(path, filepath.Ext(path)) + ".err"
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update)", err)
-			}
-			if got != string(want) {
-				t.Fatalf("errors:\n got %s\nwant %s", got, want)
-			}
-		})
-	}
+		}
+		return errors.Join(errs...) // one error a line
+	})
 }
 
 func TestParseErrorFormat(t *testing.T) {
@@ -182,10 +165,7 @@ func TestParseFormat(t *testing.T) {
 }
 
 func TestCompressedInput(t *testing.T) {
-	plain, err := os.ReadFile("testdata/mooncake.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
+	plain := testutil.ReadFile(t, "testdata/mooncake.jsonl")
 	want := openAll(t, "testdata/mooncake.jsonl", FormatAuto)
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
@@ -233,23 +213,15 @@ func fuzzRead(t *testing.T, data []byte, f Format) {
 	}
 	defer r.Close()
 	var recs []Record
-	for i := 0; i < 10000; i++ {
-		rec, err := r.Next()
-		if err == io.EOF {
-			break
-		}
+	eachResult(r, 10000, func(rec Record, err error) {
 		if err != nil {
-			var pe *ParseError
-			if !errors.As(err, &pe) || pe.Line == 0 {
-				break
-			}
-			continue
+			return
 		}
 		if fe := rec.check(nil); fe != nil {
 			t.Fatalf("reader returned an inconsistent record %+v: %v", rec, fe)
 		}
 		recs = append(recs, rec)
-	}
+	})
 	roundTrip(t, r.Header(), recs)
 }
 

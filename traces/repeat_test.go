@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"math"
-	"os"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/kvsim/kvsim/internal/testutil"
 )
 
 // repeatBytes repeats the trace in data (format detected) copies times.
@@ -24,7 +25,8 @@ func readBytes(t *testing.T, data []byte) ([]Record, Header) {
 	return readNamed(t, "x", data)
 }
 
-func readNamed(t *testing.T, name string, data []byte) ([]Record, Header) {
+// readNamed reads a whole trace held in data, named name.
+func readNamed(t testing.TB, name string, data []byte) ([]Record, Header) {
 	t.Helper()
 	r, err := NewReader(bytes.NewReader(data), name, FormatAuto)
 	if err != nil {
@@ -40,30 +42,15 @@ func readNamed(t *testing.T, name string, data []byte) ([]Record, Header) {
 
 func TestRepeatOneCopyIsTheConversion(t *testing.T) {
 	for _, p := range []string{"testdata/mooncake.jsonl", "testdata/kvsim.jsonl", "testdata/tokens.jsonl", "testdata/bailian.jsonl"} {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
+		data := testutil.ReadFile(t, p)
 		got, err := repeatBytes(t, p, data, 1)
 		if err != nil {
 			t.Fatalf("%s: %v", p, err)
 		}
 		recs, hdr := readNamed(t, p, data)
-		var want bytes.Buffer
-		w, err := NewWriter(&want, hdr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range recs {
-			if err := w.Write(r); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := w.Flush(); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, want.Bytes()) {
-			t.Errorf("%s: one copy:\n%s\nwant the conversion:\n%s", p, got, want.Bytes())
+		want := kvsimBytes(t, recs, hdr)
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s: one copy:\n%s\nwant the conversion:\n%s", p, got, want)
 		}
 	}
 }
@@ -75,10 +62,7 @@ func TestRepeatCopies(t *testing.T) {
 	for _, c := range []struct{ path string }{
 		{"testdata/mooncake.jsonl"}, {"testdata/kvsim.jsonl"}, {"testdata/tokens.jsonl"}, {"testdata/bailian.jsonl"},
 	} {
-		data, err := os.ReadFile(c.path)
-		if err != nil {
-			t.Fatal(err)
-		}
+		data := testutil.ReadFile(t, c.path)
 		orig, _ := readBytes(t, data)
 		const k = 3
 		out, err := repeatBytes(t, c.path, data, k)
@@ -142,11 +126,8 @@ func TestRepeatCopies(t *testing.T) {
 // rates no lower (a cache K times larger over copies that share nothing
 // keeps every hit of one copy).
 func TestRepeatStats(t *testing.T) {
-	p := sharedTrace(t, "mooncake_fast25/synthetic_trace.jsonl")
-	data, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := testutil.SharedTrace(t, "mooncake_fast25/synthetic_trace.jsonl")
+	data := testutil.ReadFile(t, p)
 	stats := func(data []byte) *Stats {
 		st, err := ComputeStats(func() (*Reader, error) { return NewReader(bytes.NewReader(data), "x", FormatAuto) }, StatsOptions{})
 		if err != nil {

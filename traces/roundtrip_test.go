@@ -17,29 +17,17 @@ type tb interface {
 
 func roundTrip(t tb, h Header, recs []Record) {
 	t.Helper()
-	var buf bytes.Buffer
-	w, err := NewWriter(&buf, h)
+	data := kvsimBytes(t, recs, h)
+	r, err := NewReader(bytes.NewReader(data), "roundtrip", FormatAuto)
 	if err != nil {
-		t.Fatalf("NewWriter: %v", err)
-	}
-	for _, r := range recs {
-		if err := w.Write(r); err != nil {
-			t.Fatalf("Write(%+v): %v", r, err)
-		}
-	}
-	if err := w.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	r, err := NewReader(bytes.NewReader(buf.Bytes()), "roundtrip", FormatAuto)
-	if err != nil {
-		t.Fatalf("read back: %v\n%s", err, buf.Bytes())
+		t.Fatalf("read back: %v\n%s", err, data)
 	}
 	if r.Format() != FormatKVSim {
 		t.Fatalf("read back detected %v, want kvsim", r.Format())
 	}
 	got, errs := readAllErr(r)
 	if len(errs) > 0 {
-		t.Fatalf("read back: %v\n%s", errs, buf.Bytes())
+		t.Fatalf("read back: %v\n%s", errs, data)
 	}
 	if len(got) != len(recs) {
 		t.Fatalf("read back %d records, wrote %d", len(got), len(recs))

@@ -3,14 +3,14 @@ package traces
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"io"
 	"math/rand/v2"
 	"os"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/kvsim/kvsim/internal/testutil"
 )
 
 // scanEdgeLines are lines at the edges of the scanner's subset: each must
@@ -114,25 +114,17 @@ func readEach(t *testing.T, data []byte, f Format, slow bool) []string {
 		d.slow = slow
 	}
 	var out []string
-	for i := 0; i < 10000; i++ {
-		rec, err := r.Next()
-		if err == io.EOF {
-			break
-		}
+	eachResult(r, 10000, func(rec Record, err error) {
 		if err != nil {
 			out = append(out, "error: "+err.Error())
-			var pe *ParseError
-			if !(errors.As(err, &pe) && pe.Line > 0) {
-				break
-			}
-			continue
+			return
 		}
 		b, err := json.Marshal(rec)
 		if err != nil {
 			t.Fatal(err)
 		}
 		out = append(out, string(b))
-	}
+	})
 	return out
 }
 
@@ -203,10 +195,7 @@ func TestScannerSameAsJSONMutations(t *testing.T) {
 		[]byte(`{"kvsim_trace":1,"block_size":512}` + "\n" + strings.Join(scanEdgeLines[26:], "\n")),
 	}
 	for _, p := range []string{"testdata/mooncake.jsonl", "testdata/kvsim.jsonl"} {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
+		data := testutil.ReadFile(t, p)
 		seeds = append(seeds, data)
 	}
 	const alphabet = "[]{}\",:0123456789-e. \n"

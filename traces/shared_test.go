@@ -1,25 +1,11 @@
 package traces
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/kvsim/kvsim/internal/testutil"
 )
-
-// sharedDir is the public traces directory beside the repository (see its
-// README for sources and licences).
-const sharedDir = "../../shared/data/traces"
-
-// sharedTrace returns the path of a file in the shared traces directory, or
-// skips the test when the directory is absent.
-func sharedTrace(t testing.TB, rel string) string {
-	t.Helper()
-	p := filepath.Join(sharedDir, rel)
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("shared trace %s not available (%v): these golden tests need the shared/data/traces directory beside the repository", p, err)
-	}
-	return p
-}
 
 func TestSharedTraceCounts(t *testing.T) {
 	cases := []struct {
@@ -36,7 +22,7 @@ func TestSharedTraceCounts(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(filepath.Base(c.rel), func(t *testing.T) {
-			p := sharedTrace(t, c.rel)
+			p := testutil.SharedTrace(t, c.rel)
 			r, err := Open(p, FormatAuto)
 			if err != nil {
 				t.Fatal(err)
@@ -57,7 +43,7 @@ func TestSharedTraceCounts(t *testing.T) {
 }
 
 func TestSharedWEKA(t *testing.T) {
-	dir := sharedTrace(t, "weka_kv_cache_tester")
+	dir := testutil.SharedTrace(t, "weka_kv_cache_tester")
 	r, err := Open(dir, FormatAuto)
 	if err != nil {
 		t.Fatal(err)

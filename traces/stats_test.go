@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"pgregory.net/rapid"
+
+	"github.com/kvsim/kvsim/internal/testutil"
 )
 
 func statsOf(t *testing.T, path string, f Format, opt StatsOptions) *Stats {
@@ -40,7 +42,7 @@ func TestStatsMooncakeGolden(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.rel, func(t *testing.T) {
-			p := sharedTrace(t, c.rel)
+			p := testutil.SharedTrace(t, c.rel)
 			start := time.Now()
 			st := statsOf(t, p, FormatAuto, StatsOptions{})
 			t.Logf("stats in %v", time.Since(start))
@@ -67,7 +69,7 @@ func TestStatsMooncakeGolden(t *testing.T) {
 }
 
 func TestStatsShareGPTGolden(t *testing.T) {
-	p := sharedTrace(t, "llmservingsim/sharegpt-llama-3.1-8b-300-sps10.jsonl")
+	p := testutil.SharedTrace(t, "llmservingsim/sharegpt-llama-3.1-8b-300-sps10.jsonl")
 	st := statsOf(t, p, FormatAuto, StatsOptions{})
 	if st.PrefixInfo != "tokens" || !near(*st.IdealHitRate, 0.077, 0.0005) {
 		t.Fatalf("prefix %s ideal %.4f, want tokens 0.077", st.PrefixInfo, *st.IdealHitRate)

@@ -367,13 +367,20 @@ func (m *machine) lock(rt *rapid.T) {
 	m.locks = append(m.locks, r.LastDevice)
 }
 
-func (m *machine) unlock(rt *rapid.T) {
-	if len(m.locks) == 0 {
-		rt.Skip("nothing locked")
+// takeOne draws an element of *s, removes it and returns it; an empty *s
+// skips the step, saying why.
+func takeOne[T any](rt *rapid.T, s *[]T, label, why string) T {
+	if len(*s) == 0 {
+		rt.Skip(why)
 	}
-	i := rapid.IntRange(0, len(m.locks)-1).Draw(rt, "lock")
-	m.t.Unlock(m.locks[i])
-	m.locks = append(m.locks[:i], m.locks[i+1:]...)
+	i := rapid.IntRange(0, len(*s)-1).Draw(rt, label)
+	x := (*s)[i]
+	*s = append((*s)[:i], (*s)[i+1:]...)
+	return x
+}
+
+func (m *machine) unlock(rt *rapid.T) {
+	m.t.Unlock(takeOne(rt, &m.locks, "lock", "nothing locked"))
 }
 
 func (m *machine) evict(rt *rapid.T) {
@@ -425,19 +432,23 @@ func (m *machine) evictNode(rt *rapid.T) {
 	m.adopt(rt, "evict node", locked, m.evictAllowed)
 }
 
-// protectHost pins or unpins the host copy of a host-only node.
-func (m *machine) protectHost(rt *rapid.T) {
-	if len(m.hostPins) > 0 && rapid.Bool().Draw(rt, "unpin") {
-		i := rapid.IntRange(0, len(m.hostPins)-1).Draw(rt, "pin")
-		m.t.ReleaseHost(m.hostPins[i])
-		m.hostPins = append(m.hostPins[:i], m.hostPins[i+1:]...)
-		return
-	}
+// matchPrompt matches the pages of a drawn cached prompt (skipping the
+// step when nothing is cached) and returns them with the match.
+func (m *machine) matchPrompt(rt *rapid.T) ([]PageID, MatchResult) {
 	if len(m.prompts) == 0 {
 		rt.Skip("nothing cached")
 	}
 	pages := m.pager.TokenPages(rapid.SampledFrom(m.prompts).Draw(rt, "prompt"), nil)
-	r := m.t.Match(pages, m.tick(rt))
+	return pages, m.t.Match(pages, m.tick(rt))
+}
+
+// protectHost pins or unpins the host copy of a host-only node.
+func (m *machine) protectHost(rt *rapid.T) {
+	if len(m.hostPins) > 0 && rapid.Bool().Draw(rt, "unpin") {
+		m.t.ReleaseHost(takeOne(rt, &m.hostPins, "pin", ""))
+		return
+	}
+	_, r := m.matchPrompt(rt)
 	if r.HostTokens == 0 {
 		rt.Skip("no host-only node")
 	}
@@ -470,11 +481,7 @@ func (m *machine) evictHost(rt *rapid.T) {
 }
 
 func (m *machine) loadBack(rt *rapid.T) {
-	if len(m.prompts) == 0 {
-		rt.Skip("nothing cached")
-	}
-	pages := m.pager.TokenPages(rapid.SampledFrom(m.prompts).Draw(rt, "prompt"), nil)
-	r := m.t.Match(pages, m.tick(rt))
+	pages, r := m.matchPrompt(rt)
 	if r.HostTokens == 0 {
 		rt.Skip("no host hit")
 	}
@@ -531,12 +538,7 @@ func (m *machine) hold(rt *rapid.T) {
 }
 
 func (m *machine) release(rt *rapid.T) {
-	if len(m.holds) == 0 {
-		rt.Skip("nothing held")
-	}
-	i := rapid.IntRange(0, len(m.holds)-1).Draw(rt, "hold")
-	m.t.Release(m.holds[i])
-	m.holds = append(m.holds[:i], m.holds[i+1:]...)
+	m.t.Release(takeOne(rt, &m.holds, "hold", "nothing held"))
 }
 
 // hostEvictAllowed says whether a host eviction may take a page from before
@@ -599,12 +601,7 @@ func (m *machine) reserveHost(rt *rapid.T) {
 }
 
 func (m *machine) releaseHostRes(rt *rapid.T) {
-	if len(m.hostRes) == 0 {
-		rt.Skip("nothing reserved")
-	}
-	i := rapid.IntRange(0, len(m.hostRes)-1).Draw(rt, "reservation")
-	m.t.ReleaseHostReservation(m.hostRes[i])
-	m.hostRes = append(m.hostRes[:i], m.hostRes[i+1:]...)
+	m.t.ReleaseHostReservation(takeOne(rt, &m.hostRes, "reservation", "nothing reserved"))
 }
 
 // insertHost plays a storage prefetch landing: reserve the fetched pages'
@@ -671,12 +668,7 @@ func (m *machine) insertHost(rt *rapid.T) {
 
 func (m *machine) takeWriteBacks(rt *rapid.T) {
 	m.wbPins = append(m.wbPins, m.t.TakeWriteBacks()...)
-	if len(m.wbPins) == 0 {
-		rt.Skip("no write-back held")
-	}
-	i := rapid.IntRange(0, len(m.wbPins)-1).Draw(rt, "write_back")
-	m.t.ReleaseHost(m.wbPins[i])
-	m.wbPins = append(m.wbPins[:i], m.wbPins[i+1:]...)
+	m.t.ReleaseHost(takeOne(rt, &m.wbPins, "write_back", "no write-back held"))
 }
 
 func TestStateMachineTree(t *testing.T) {

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kvsim/kvsim/internal/testutil"
 )
 
 // TestIdleGapCapFlags: --idle-gap-cap cuts the gaps of trace convert and
@@ -59,10 +61,7 @@ func TestSimOpenLoopFlag(t *testing.T) {
 		if code, _, errOut := runCLI(t, args...); code != exitOK {
 			t.Fatalf("%v: exit %d: %s", args, code, errOut)
 		}
-		data, err := os.ReadFile(out)
-		if err != nil {
-			t.Fatal(err)
-		}
+		data := testutil.ReadFile(t, out)
 		if got := strings.Contains(string(data), `"release_ns"`); got == open {
 			t.Fatalf("%v: release_ns in the per-request output = %v, want %v", args, got, !open)
 		}

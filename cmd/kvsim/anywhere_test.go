@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -21,18 +20,12 @@ func TestFrontDoorFromAnywhere(t *testing.T) {
 	t.Chdir(t.TempDir())
 
 	t.Run("sim", func(t *testing.T) {
-		code, stdout, stderr := runCLI(t, "sim", "--json")
-		if code != exitOK {
-			t.Fatalf("kvsim sim: exit %d: %s", code, stderr)
-		}
 		var out struct {
 			Completed int    `json:"completed"`
 			Trace     string `json:"trace"`
 			Config    string `json:"config"`
 		}
-		if err := json.Unmarshal([]byte(stdout), &out); err != nil {
-			t.Fatalf("%v: %s", err, stdout)
-		}
+		runJSON(t, &out, "sim", "--json")
 		if out.Completed != 12031 || out.Config != "default" || !strings.HasSuffix(out.Trace, "mooncake_conversation.jsonl.zst") {
 			t.Errorf("kvsim sim = %+v, want the 12,031 requests of the bundled trace", out)
 		}

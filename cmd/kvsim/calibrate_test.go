@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/kvsim/kvsim/configs"
+	"github.com/kvsim/kvsim/internal/testutil"
 	"github.com/kvsim/kvsim/sim/llamacpp"
 	"github.com/kvsim/kvsim/traces"
 )
@@ -31,14 +32,8 @@ func TestCalibrateCLIRecoversSimCoefficients(t *testing.T) {
 	if code != exitOK || !strings.Contains(stdout, "R² 1.0000") {
 		t.Fatalf("calibrate: exit %d\n%s%s", code, stdout, stderr)
 	}
-	base, err := os.ReadFile(simConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snip, err := os.ReadFile(snippet)
-	if err != nil {
-		t.Fatal(err)
-	}
+	base := testutil.ReadFile(t, simConfig)
+	snip := testutil.ReadFile(t, snippet)
 	// The config without its [cost] section, plus the snippet.
 	noCost := regexp.MustCompile(`(?s)\[cost\].*`).ReplaceAll(base, nil)
 	f, err := configs.Parse(append(noCost, snip...), "calibrated.toml")

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"context"
-	"io"
-	"net"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,34 +10,9 @@ import (
 // as Ctrl-C would and returns its exit code and stderr.
 func startCapture(t *testing.T, args ...string) (url string, stop func() (int, string)) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan string, 1)
-	oldCtx, oldListen, oldReady := captureSignalContext, captureListen, captureReady
-	captureSignalContext = func() (context.Context, context.CancelFunc) { return ctx, cancel }
-	captureListen = func(string) (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
-	captureReady = func(addr string) { ready <- addr }
-	var stderr strings.Builder
-	done := make(chan int, 1)
-	go func() { done <- run(append([]string{"capture"}, args...), io.Discard, &stderr) }()
-	defer func() { captureSignalContext, captureListen, captureReady = oldCtx, oldListen, oldReady }()
-	select {
-	case addr := <-ready:
-		var code int
-		stopped := false
-		stop = func() (int, string) {
-			if !stopped {
-				cancel()
-				code, stopped = <-done, true
-			}
-			return code, stderr.String()
-		}
-		t.Cleanup(func() { stop() })
-		return "http://" + addr, stop
-	case code := <-done:
-		cancel()
-		t.Fatalf("kvsim capture exited %d: %s", code, stderr.String())
-	}
-	return "", nil
+	addr, stop := startListening(t, "capture", listenHooks{&captureSignalContext, &captureListen, &captureReady}, args...)
+	t.Cleanup(func() { stop() })
+	return "http://" + addr, stop
 }
 
 // kvsim capture between kvsim replay and kvsim serve: every request is
@@ -59,8 +31,8 @@ func TestCaptureCLIRecordsAndReplays(t *testing.T) {
 	if code, stderr := stop(); code != exitOK || !strings.Contains(stderr, "12 requests recorded") {
 		t.Fatalf("capture exit %d: %s", code, stderr)
 	}
-	recs := readReplayTrace(t, captured)
-	measured := readReplayTrace(t, per)
+	recs := readTraceRecords(t, captured)
+	measured := readTraceRecords(t, per)
 	if len(recs) != 12 || len(measured) != 12 {
 		t.Fatalf("captured %d, measured %d", len(recs), len(measured))
 	}
@@ -75,7 +47,7 @@ func TestCaptureCLIRecordsAndReplays(t *testing.T) {
 	if code, _, stderr := runCLI(t, "replay", "--trace", captured, "--target", "sim", "--config", simConfig, "--max-concurrency", "1", "--warmup=false", "--per-request", again, "--json"); code != exitOK {
 		t.Fatalf("replay of the capture: exit %d: %s", code, stderr)
 	}
-	for i, r := range readReplayTrace(t, again) {
+	for i, r := range readTraceRecords(t, again) {
 		if r.Observed.CachedTokens != recs[i].Observed.CachedTokens {
 			t.Errorf("record %d: cached %d on replay, %d captured", i, r.Observed.CachedTokens, recs[i].Observed.CachedTokens)
 		}
@@ -83,19 +55,11 @@ func TestCaptureCLIRecordsAndReplays(t *testing.T) {
 }
 
 func TestCaptureCLIUsageErrors(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
+	checkUsageErrors(t, "capture", []usageCase{
 		{[]string{"--out", "x.jsonl"}, "--upstream is required"},
 		{[]string{"--upstream", "http://127.0.0.1:1"}, "--out is required"},
 		{[]string{"--upstream", "localhost:1", "--out", filepath.Join(t.TempDir(), "x.jsonl")}, "expected a base URL"},
 		{[]string{"--upstream", "http://127.0.0.1:1", "--out", "x.jsonl", "--text-bytes-per-token", "0"}, "--text-bytes-per-token: expected a number from 0.0625 to 1024, found 0"},
 		{[]string{"--upstream", "http://127.0.0.1:1", "--out", "x.jsonl", "--text-bytes-per-token", "1e17"}, "--text-bytes-per-token: expected a number from 0.0625 to 1024, found 1e+17"},
-	} {
-		code, _, stderr := runCLI(t, append([]string{"capture"}, tc.args...)...)
-		if code != exitUsage || !strings.Contains(stderr, tc.want) {
-			t.Errorf("capture %v: exit %d, stderr %q; want %q", tc.args, code, stderr, tc.want)
-		}
-	}
+	})
 }

@@ -92,18 +92,10 @@ func abs(x float64) float64 {
 }
 
 func TestCompareCLIUsageErrors(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
+	checkUsageErrors(t, "compare", []usageCase{
 		{[]string{"--trace", "x"}, "--url is required"},
 		{[]string{"--measured", "a.jsonl"}, "give both --measured and --predicted"},
 		{[]string{"--trace", replayTrace, "--url", "http://127.0.0.1:1", "--target", "sim"}, "use --url"},
 		{[]string{"--measured", "a", "--predicted", "b", "--max-ttft-mape", "-1"}, "must be >= 0"},
-	} {
-		code, _, stderr := runCLI(t, append([]string{"compare"}, tc.args...)...)
-		if code != exitUsage || !strings.Contains(stderr, tc.want) {
-			t.Errorf("compare %v: exit %d, stderr %q; want %q", tc.args, code, stderr, tc.want)
-		}
-	}
+	})
 }

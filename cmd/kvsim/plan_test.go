@@ -7,25 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvsim/kvsim/internal/golden"
 	"github.com/kvsim/kvsim/planner"
 )
-
-// planGoldenCheck compares got with the golden file, or rewrites it with -update.
-func planGoldenCheck(t *testing.T, path, got string) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs:\n got: %s\nwant: %s", path, got, want)
-	}
-}
 
 // TestPlanGoldenOutput runs every snapshot in testdata/plan with both
 // algorithms: the output must match NAME.golden and be the same for both.
@@ -48,7 +32,7 @@ func TestPlanGoldenOutput(t *testing.T) {
 			if heap != ref {
 				t.Fatalf("heap and reference differ:\n heap: %s  ref: %s", heap, ref)
 			}
-			planGoldenCheck(t, strings.TrimSuffix(f, ".json")+".golden", heap)
+			golden.CheckString(t, strings.TrimSuffix(f, ".json")+".golden", heap)
 		})
 	}
 }
@@ -78,7 +62,7 @@ func TestPlanBadInput(t *testing.T) {
 			if msgs[0] != msgs[1] {
 				t.Fatalf("heap and reference report differently:\n%s%s", msgs[0], msgs[1])
 			}
-			planGoldenCheck(t, name+".err", msgs[0])
+			golden.CheckString(t, name+".err", msgs[0])
 		})
 	}
 }

@@ -2,22 +2,15 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
-	"io"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/kvsim/kvsim/internal/testutil"
 	"github.com/kvsim/kvsim/sim/policy"
 	"github.com/kvsim/kvsim/traces"
 )
-
-func policyGolden(t *testing.T, name, got string) {
-	t.Helper()
-	checkGolden(t, "policy", name, got)
-}
 
 var policySmall = filepath.Join("testdata", "policy", "small.jsonl")
 
@@ -29,7 +22,7 @@ func TestPolicyTable(t *testing.T) {
 	if code != exitOK || errOut != "" {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
-	policyGolden(t, "small_table", out)
+	checkGolden(t, "policy", "small_table", out)
 }
 
 func TestPolicyJSONOnePolicy(t *testing.T) {
@@ -38,7 +31,7 @@ func TestPolicyJSONOnePolicy(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	policyGolden(t, "small_main_write_through_json", out)
+	checkGolden(t, "policy", "small_main_write_through_json", out)
 	var m map[string]any
 	if err := json.Unmarshal([]byte(out), &m); err != nil {
 		t.Fatal(err)
@@ -92,13 +85,13 @@ func TestPolicyBelady(t *testing.T) {
 	if code != exitOK || errOut != "" {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
-	policyGolden(t, "small_belady_table", out)
+	checkGolden(t, "policy", "small_belady_table", out)
 	code, out, errOut = runCLI(t, "policy", "--trace", policySmall, "--policy", "belady,main_write_through",
 		"--l1-pages", "2", "--l2-pages", "0", "--json")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	policyGolden(t, "small_belady_lru_json", out)
+	checkGolden(t, "policy", "small_belady_lru_json", out)
 	var m map[string]policy.Result
 	if err := json.Unmarshal([]byte(out), &m); err != nil {
 		t.Fatal(err)
@@ -181,24 +174,14 @@ func TestPolicyHelp(t *testing.T) {
 // conversation trace and checks its JSON against policy.Run on the records
 // read directly (whose figures sim/policy's golden file pins).
 func TestPolicyMooncakeMatchesPackage(t *testing.T) {
-	p := filepath.Join("..", "..", "..", "shared", "data", "traces", "mooncake_fast25", "conversation_trace.jsonl")
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("shared trace %s not available (%v): this test needs shared/data/traces beside the repository", p, err)
-	}
+	p := testutil.SharedTrace(t, "mooncake_fast25/conversation_trace.jsonl")
 	rd, err := traces.Open(p, traces.FormatAuto)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rd.Close()
 	var reqs []policy.Request
-	for {
-		rec, err := rd.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, rec := range testutil.ReadAll(t, rd.Next) {
 		reqs = append(reqs, policy.Request{Timestamp: rec.Arrival, Pages: rec.Blocks})
 	}
 	cfg := policy.Config{Policy: policy.BoundaryL1L2, L1Pages: 9139, L2Pages: 18278, WriteThroughThreshold: 1}
@@ -229,10 +212,7 @@ func TestPolicyMooncakeMatchesPackage(t *testing.T) {
 // a trace of several batches, for every online policy and both a small and
 // a large cache.
 func TestPolicyStreamsAsRun(t *testing.T) {
-	p := filepath.Join("..", "..", "..", "shared", "data", "traces", "mooncake_fast25", "conversation_trace.jsonl")
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("shared trace %s not available (%v)", p, err)
-	}
+	p := testutil.SharedTrace(t, "mooncake_fast25/conversation_trace.jsonl")
 	reqs, _, err := policyReadTrace(p, traces.FormatAuto, 0, nil)
 	if err != nil {
 		t.Fatal(err)

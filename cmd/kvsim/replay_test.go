@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvsim/kvsim/internal/testutil"
 	"github.com/kvsim/kvsim/replay/replaytest"
-	"github.com/kvsim/kvsim/traces"
 )
 
 const replayTrace = "testdata/replay/mooncake_small.jsonl"
@@ -49,26 +48,6 @@ func decodeReplayJSON(t *testing.T, s string) replayJSON {
 	return out
 }
 
-func readReplayTrace(t *testing.T, path string) []traces.Record {
-	t.Helper()
-	rd, err := traces.Open(path, traces.FormatAuto)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rd.Close()
-	var recs []traces.Record
-	for {
-		r, err := rd.Next()
-		if err == io.EOF {
-			return recs
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, r)
-	}
-}
-
 func TestReplayCLIHashTraceCachedTokens(t *testing.T) {
 	for _, api := range []string{"sglang", "openai"} {
 		t.Run(api, func(t *testing.T) {
@@ -97,7 +76,7 @@ func TestReplayCLIHashTraceCachedTokens(t *testing.T) {
 			if srv.Flushes() != 1 || srv.Requests() != 5 {
 				t.Errorf("server saw %d flushes and %d requests, want 1 and 4 + warm-up", srv.Flushes(), srv.Requests())
 			}
-			recs := readReplayTrace(t, per)
+			recs := readTraceRecords(t, per)
 			wantCached := map[string]int{"0": 0, "1": 512, "2": 600, "3": 0}
 			for _, r := range recs {
 				if r.Observed == nil || r.Observed.Status != "ok" || r.Observed.CachedTokens != wantCached[r.ID] || r.Observed.TTFT <= 0 || len(r.Observed.ITL) != r.OutputLen-1 {
@@ -111,10 +90,7 @@ func TestReplayCLIHashTraceCachedTokens(t *testing.T) {
 			if code, _, stderr := runCLI(t, args...); code != exitOK {
 				t.Fatalf("second run: exit %d\n%s", code, stderr)
 			}
-			b, err := os.ReadFile(outFile)
-			if err != nil {
-				t.Fatal(err)
-			}
+			b := testutil.ReadFile(t, outFile)
 			if n := strings.Count(string(b), "\n"); n != 2 {
 				t.Errorf("output file has %d lines, want 2", n)
 			}
@@ -204,7 +180,7 @@ func TestReplayCLIServerDown(t *testing.T) {
 	if out := decodeReplayJSON(t, stdout); out.Failed != 4 || out.FailedReasons["connect"] != 4 || out.CacheHitRate != nil {
 		t.Errorf("json %+v", out)
 	}
-	for _, r := range readReplayTrace(t, per) {
+	for _, r := range readTraceRecords(t, per) {
 		if r.Observed.Status != "connect" || r.Observed.CachedTokens != -1 {
 			t.Errorf("per-request %s: %+v", r.ID, r.Observed)
 		}
@@ -262,7 +238,7 @@ func TestReplayCLIInterruptWritesPartialResults(t *testing.T) {
 	if !out.Interrupted || out.NotSent != 3 || out.FailedReasons["interrupted"] != 1 {
 		t.Errorf("json %+v", out)
 	}
-	recs := readReplayTrace(t, per)
+	recs := readTraceRecords(t, per)
 	if len(recs) != 1 || recs[0].Observed.Status != "interrupted" {
 		t.Errorf("per-request: %+v", recs)
 	}

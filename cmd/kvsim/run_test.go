@@ -2,16 +2,49 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"syscall"
 	"testing"
 )
 
-func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+func runCLI(t testing.TB, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var o, e bytes.Buffer
 	code = run(args, &o, &e)
 	return code, o.String(), e.String()
+}
+
+// runJSON runs kvsim with args, which must exit 0, and decodes its
+// stdout, which must be JSON, into v.
+func runJSON(t testing.TB, v any, args ...string) {
+	t.Helper()
+	code, stdout, stderr := runCLI(t, args...)
+	if code != exitOK {
+		t.Fatalf("kvsim %s: exit %d: %s", strings.Join(args, " "), code, stderr)
+	}
+	if err := json.Unmarshal([]byte(stdout), v); err != nil {
+		t.Fatalf("%v: %s", err, stdout)
+	}
+}
+
+// usageCase is a command line (after the subcommand) that kvsim must
+// refuse as a usage error, with want in its message.
+type usageCase struct {
+	args []string
+	want string
+}
+
+// checkUsageErrors runs `kvsim CMD ARGS` for each case: each must exit
+// with exitUsage and a stderr that contains the case's want.
+func checkUsageErrors(t *testing.T, cmd string, cases []usageCase) {
+	t.Helper()
+	for _, tc := range cases {
+		code, _, stderr := runCLI(t, append([]string{cmd}, tc.args...)...)
+		if code != exitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%s %v: exit %d, stderr %q; want %q", cmd, tc.args, code, stderr, tc.want)
+		}
+	}
 }
 
 func TestRunNoArgsIsUsageError(t *testing.T) {

@@ -17,29 +17,57 @@ const simConfig = "testdata/replay/sim_small.toml"
 // ends, and must exit 0.
 func startServe(t *testing.T, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan string, 1)
-	oldCtx, oldListen, oldReady := serveSignalContext, serveListen, serveReady
-	serveSignalContext = func() (context.Context, context.CancelFunc) { return ctx, cancel }
-	serveListen = func(string) (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
-	serveReady = func(addr string) { ready <- addr }
-	var stderr strings.Builder
-	done := make(chan int, 1)
-	go func() { done <- run(append([]string{"serve"}, args...), io.Discard, &stderr) }()
-	var addr string
-	select {
-	case addr = <-ready:
-	case code := <-done:
-		t.Fatalf("kvsim serve exited %d: %s", code, stderr.String())
-	}
-	serveSignalContext, serveListen, serveReady = oldCtx, oldListen, oldReady
+	addr, stop := startListening(t, "serve", listenHooks{&serveSignalContext, &serveListen, &serveReady}, args...)
 	t.Cleanup(func() {
-		cancel()
-		if code := <-done; code != exitOK {
-			t.Errorf("kvsim serve exited %d: %s", code, stderr.String())
+		if code, stderr := stop(); code != exitOK {
+			t.Errorf("kvsim serve exited %d: %s", code, stderr)
 		}
 	})
 	return "http://" + addr
+}
+
+// listenHooks points at the package variables through which a listening
+// command (serve, capture) lets tests catch its signals, listener and
+// readiness.
+type listenHooks struct {
+	signalContext *func() (context.Context, context.CancelFunc)
+	listen        *func(string) (net.Listener, error)
+	ready         *func(string)
+}
+
+// startListening runs `kvsim NAME ARGS` in a goroutine on a loopback port,
+// through hooks, and returns its address once it listens, and stop, which
+// ends it as Ctrl-C would (once; later calls repeat the outcome) and
+// returns its exit code and stderr. The test fails if the command exits
+// before it listens.
+func startListening(t *testing.T, name string, h listenHooks, args ...string) (addr string, stop func() (int, string)) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	oldCtx, oldListen, oldReady := *h.signalContext, *h.listen, *h.ready
+	*h.signalContext = func() (context.Context, context.CancelFunc) { return ctx, cancel }
+	*h.listen = func(string) (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
+	*h.ready = func(addr string) { ready <- addr }
+	defer func() { *h.signalContext, *h.listen, *h.ready = oldCtx, oldListen, oldReady }()
+	var stderr strings.Builder
+	done := make(chan int, 1)
+	go func() { done <- run(append([]string{name}, args...), io.Discard, &stderr) }()
+	select {
+	case addr = <-ready:
+	case code := <-done:
+		cancel()
+		t.Fatalf("kvsim %s exited %d: %s", name, code, stderr.String())
+	}
+	var code int
+	stopped := false
+	stop = func() (int, string) {
+		if !stopped {
+			cancel()
+			code, stopped = <-done, true
+		}
+		return code, stderr.String()
+	}
+	return addr, stop
 }
 
 // genTrace writes a generated trace with `kvsim trace gen`.
@@ -56,7 +84,7 @@ func genTrace(t *testing.T, kind string, args ...string) string {
 func cachedPerRequest(t *testing.T, path string) map[string]int {
 	t.Helper()
 	out := map[string]int{}
-	for _, r := range readReplayTrace(t, path) {
+	for _, r := range readTraceRecords(t, path) {
 		if r.Observed == nil || r.Observed.Status != "ok" {
 			t.Fatalf("%s: %+v", r.ID, r.Observed)
 		}
@@ -127,17 +155,9 @@ func TestReplayCLISimDeterministic(t *testing.T) {
 }
 
 func TestServeCLIUsageErrors(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
+	checkUsageErrors(t, "serve", []usageCase{
 		{[]string{"--time-scale", "-1"}, "--time-scale: must be >= 0"},
 		{[]string{"--config", "testdata/replay/missing.toml"}, "missing.toml"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
-	} {
-		code, _, stderr := runCLI(t, append([]string{"serve"}, tc.args...)...)
-		if code != exitUsage || !strings.Contains(stderr, tc.want) {
-			t.Errorf("serve %v: exit %d, stderr %q; want %q", tc.args, code, stderr, tc.want)
-		}
-	}
+	})
 }

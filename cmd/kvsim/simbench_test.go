@@ -15,7 +15,7 @@ func BenchmarkSimDefault(b *testing.B) {
 	const requests = 12031
 	cpu0 := processCPU(b)
 	for b.Loop() {
-		if code, _, stderr := runCLIB(b, "sim", "--json"); code != 0 {
+		if code, _, stderr := runCLI(b, "sim", "--json"); code != 0 {
 			b.Fatalf("kvsim sim: exit %d: %s", code, stderr)
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kvsim/kvsim/internal/testutil"
 )
 
 // Outputs are checked before the run: a folder, two flags naming one
@@ -13,10 +15,7 @@ import (
 func TestSimOutputsCheckedBeforeTheRun(t *testing.T) {
 	dir := t.TempDir()
 	trace := filepath.Join(dir, "t.jsonl")
-	data, err := os.ReadFile(fleetTrace)
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := testutil.ReadFile(t, fleetTrace)
 	if err := os.WriteFile(trace, data, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -3,11 +3,11 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/kvsim/kvsim/configs"
+	"github.com/kvsim/kvsim/internal/testutil"
 	"github.com/kvsim/kvsim/traces"
 )
 
@@ -54,10 +54,7 @@ func TestSimStreamsWhatTheResultHolds(t *testing.T) {
 		path string
 		want []byte
 	}{{perReq, wantReq.Bytes()}, {timeline, wantTL.Bytes()}} {
-		got, err := os.ReadFile(f.path)
-		if err != nil {
-			t.Fatal(err)
-		}
+		got := testutil.ReadFile(t, f.path)
 		if !bytes.Equal(got, f.want) {
 			t.Errorf("%s differs from the kept result's encoding:\n%s\nwant:\n%s", filepath.Base(f.path), got, f.want)
 		}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kvsim/kvsim/internal/testutil"
 )
 
 const tinyStudy = "../../study/testdata/tiny.toml"
@@ -25,10 +27,7 @@ func TestStudyRunsAndResumes(t *testing.T) {
 	if n := strings.Count(stderr, "kvsim study: point "); n != 6 || strings.Contains(stderr, "\033[") {
 		t.Errorf("stderr has %d point lines (want 6) or escapes:\n%s", n, stderr)
 	}
-	first, err := os.ReadFile(filepath.Join(dir, "results.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := testutil.ReadFile(t, filepath.Join(dir, "results.jsonl"))
 	code, _, stderr = runCLI(t, "study", "--out", dir, tinyStudy)
 	if code != exitOK || !strings.Contains(stderr, "resuming: 6 points already") || strings.Contains(stderr, "kvsim study: point ") {
 		t.Fatalf("rerun: exit %d, stderr:\n%s", code, stderr)

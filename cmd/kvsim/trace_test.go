@@ -5,19 +5,14 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/kvsim/kvsim/internal/testutil"
 	"github.com/kvsim/kvsim/traces"
 )
-
-func traceGolden(t *testing.T, name, got string) {
-	t.Helper()
-	checkGolden(t, "trace", name, got)
-}
 
 func readTrace(t *testing.T, path string) (traces.Header, []traces.Record) {
 	t.Helper()
@@ -26,17 +21,15 @@ func readTrace(t *testing.T, path string) (traces.Header, []traces.Record) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	var recs []traces.Record
-	for {
-		rec, err := r.Next()
-		if err == io.EOF {
-			return r.Header(), recs
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, rec)
-	}
+	recs := testutil.ReadAll(t, r.Next)
+	return r.Header(), recs
+}
+
+// readTraceRecords is readTrace without the header.
+func readTraceRecords(t *testing.T, path string) []traces.Record {
+	t.Helper()
+	_, recs := readTrace(t, path)
+	return recs
 }
 
 func TestTraceStatsTable(t *testing.T) {
@@ -46,20 +39,13 @@ func TestTraceStatsTable(t *testing.T) {
 			if code != exitOK {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}
-			traceGolden(t, "stats_"+f, out)
+			checkGolden(t, "trace", "stats_"+f, out)
 		})
 	}
 }
 
 func TestTraceStatsJSONMooncakeGolden(t *testing.T) {
-	p := filepath.Join("..", "..", "..", "shared", "data", "traces", "mooncake_fast25", "conversation_trace.jsonl")
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("shared trace %s not available (%v): this golden test needs shared/data/traces beside the repository", p, err)
-	}
-	code, out, errOut := runCLI(t, "trace", "stats", "--json", p)
-	if code != exitOK {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
+	p := testutil.SharedTrace(t, "mooncake_fast25/conversation_trace.jsonl")
 	var st struct {
 		Requests     int                `json:"requests"`
 		DurationS    float64            `json:"duration_s"`
@@ -68,9 +54,7 @@ func TestTraceStatsJSONMooncakeGolden(t *testing.T) {
 		Ideal        float64            `json:"ideal_hit_rate"`
 		LRU          map[string]float64 `json:"lru_hit_rate"`
 	}
-	if err := json.Unmarshal([]byte(out), &st); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
+	runJSON(t, &st, "trace", "stats", "--json", p)
 	want := map[string]float64{"0.01": 0.052, "0.05": 0.195, "0.1": 0.278, "0.25": 0.353, "0.5": 0.363}
 	if st.Requests != 12031 || st.TotalBlocks != 288500 || st.UniqueBlocks != 182790 || st.DurationS < 3536.9 || st.DurationS > 3537.1 {
 		t.Fatalf("stats %+v", st)
@@ -95,7 +79,7 @@ func TestTraceValidate(t *testing.T) {
 		if code != exitFail {
 			t.Fatalf("%s: exit %d, want %d", f, code, exitFail)
 		}
-		traceGolden(t, "validate_"+f, out+"--- stderr\n"+errOut)
+		checkGolden(t, "trace", "validate_"+f, out+"--- stderr\n"+errOut)
 	}
 }
 
@@ -139,7 +123,7 @@ func TestTraceConvertHead(t *testing.T) {
 	if code != exitOK {
 		t.Fatal("head failed")
 	}
-	traceGolden(t, "head_mooncake", stdout)
+	checkGolden(t, "trace", "head_mooncake", stdout)
 	// A failing conversion leaves no output file behind.
 	bad := filepath.Join(dir, "bad.jsonl")
 	if code, _, _ := runCLI(t, "trace", "convert", "--out", bad, "testdata/trace/bad_mooncake.jsonl"); code != exitFail {
@@ -157,10 +141,7 @@ func TestTraceGenAndSample(t *testing.T) {
 	if code, _, errOut := runCLI(t, args...); code != exitOK {
 		t.Fatalf("gen: %s", errOut)
 	}
-	first, err := os.ReadFile(mt)
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := testutil.ReadFile(t, mt)
 	if code, _, _ := runCLI(t, args...); code != exitOK {
 		t.Fatal("second gen failed")
 	}
@@ -244,10 +225,7 @@ func gzipBytes(t *testing.T, data []byte) []byte {
 // (/dev/fd/N, as bash's <(zcat f) gives) work, compressed or not, and give
 // the figures of the file.
 func TestTraceStatsPipe(t *testing.T) {
-	plain, err := os.ReadFile("testdata/trace/mooncake.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
+	plain := testutil.ReadFile(t, "testdata/trace/mooncake.jsonl")
 	_, want, _ := runCLI(t, "trace", "stats", "--json", "testdata/trace/mooncake.jsonl")
 	for name, data := range map[string][]byte{"plain": plain, "gzip": gzipBytes(t, plain)} {
 		t.Run("stdin/"+name, func(t *testing.T) {
@@ -296,10 +274,7 @@ func TestTraceStatsEmptyStdin(t *testing.T) {
 // read), not the output, and leaves no output file.
 func TestTraceConvertTruncatedInput(t *testing.T) {
 	dir := t.TempDir()
-	plain, err := os.ReadFile("testdata/trace/mooncake.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
+	plain := testutil.ReadFile(t, "testdata/trace/mooncake.jsonl")
 	gz := gzipBytes(t, bytes.Repeat(plain[:bytes.IndexByte(plain, '\n')+1], 5000))
 	in := filepath.Join(dir, "in.jsonl.gz")
 	if err := os.WriteFile(in, gz[:len(gz)*3/4], 0o644); err != nil {

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kvsim/kvsim/internal/testutil"
 )
 
 // hostile inputs for the trace readers: name, file name, content.
@@ -28,10 +30,7 @@ func hostileTraces(t *testing.T) []struct {
 		zw.Write([]byte(mooncake))
 	}
 	zw.Close()
-	zst, err := os.ReadFile(filepath.Join(repo, "configs", "traces", "mooncake_conversation.jsonl.zst"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	zst := testutil.ReadFile(t, filepath.Join(repo, "configs", "traces", "mooncake_conversation.jsonl.zst"))
 	return []struct {
 		name, file string
 		data       []byte
@@ -91,10 +90,7 @@ func TestReadersOnHostileInput(t *testing.T) {
 // trace through a pipe equal those of the file.
 func TestReadersOnPipes(t *testing.T) {
 	chat := testdata("chat.jsonl")
-	data, err := os.ReadFile(chat)
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := testutil.ReadFile(t, chat)
 	file := kvsim(t, run{args: []string{"trace", "stats", "--json", chat}})
 	check(t, file, expect{code: 0})
 	want := strings.ReplaceAll(file.stdout, chat, "<stdin>")
@@ -138,10 +134,7 @@ func TestBadConfigs(t *testing.T) {
 	for _, f := range files {
 		rel, _ := filepath.Rel(dir, f)
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			golden, err := os.ReadFile(strings.TrimSuffix(f, ".toml") + ".err")
-			if err != nil {
-				t.Fatal(err)
-			}
+			golden := testutil.ReadFile(t, strings.TrimSuffix(f, ".toml")+".err")
 			o := kvsim(t, run{args: []string{"sim", "--config", rel, "--trace", testdata("chat.jsonl")}, dir: dir, timeout: 30 * time.Second})
 			var want []string
 			for _, l := range lines(string(golden)) {

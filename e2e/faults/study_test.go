@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kvsim/kvsim/internal/testutil"
 )
 
 // studyFile writes a study of 8 points on a 192-request chat (about a
@@ -55,10 +57,7 @@ func TestStudyInterrupted(t *testing.T) {
 	sf := studyFile(t, dir)
 	ref := filepath.Join(dir, "ref")
 	check(t, kvsim(t, run{args: []string{"study", sf, "--out", ref, "--jobs", "1"}}), expect{code: 0})
-	want, err := os.ReadFile(filepath.Join(ref, "results.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	want := testutil.ReadFile(t, filepath.Join(ref, "results.jsonl"))
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "out")

@@ -3,11 +3,12 @@
 package faults
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvsim/kvsim/internal/testutil"
 )
 
 // Inputs that an adversarial sweep found to validate and then crash, hang
@@ -19,7 +20,7 @@ func TestInputsThatUsedToCrash(t *testing.T) {
 	maxArrival := writeFile(t, dir, "maxarr.jsonl", []byte(`{"kvsim_trace":1}
 {"id":"a","arrival_ns":9223372036854775000,"input_len":100,"output_len":4}
 `))
-	slowCfg := writeFile(t, dir, "slow.toml", []byte(strings.Replace(string(mustRead(t, small)), "decode = [2e6, 0.0, 1.0]", "decode = [3e12, 0.0, 1.0]", 1)))
+	slowCfg := writeFile(t, dir, "slow.toml", []byte(strings.Replace(string(testutil.ReadFile(t, small)), "decode = [2e6, 0.0, 1.0]", "decode = [3e12, 0.0, 1.0]", 1)))
 	long1 := writeFile(t, dir, "long1.jsonl", []byte(`{"kvsim_trace":1}
 {"id":"a","arrival_ns":0,"input_len":100,"output_len":1000}
 `))
@@ -50,13 +51,4 @@ func TestInputsThatUsedToCrash(t *testing.T) {
 			check(t, kvsim(t, run{args: tc.args, timeout: 30 * time.Second}), tc.exp)
 		})
 	}
-}
-
-func mustRead(t *testing.T, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kvsim/kvsim/internal/testutil"
 )
 
 // The table prints one row per compare output with the real runs and their
@@ -79,10 +81,7 @@ func TestBreakdown(t *testing.T) {
 
 func readFile(t *testing.T, p string) string {
 	t.Helper()
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := testutil.ReadFile(t, p)
 	return string(b)
 }
 

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/kvsim/kvsim/internal/testutil"
 )
 
 // TestLinesFullDisk writes lines into a file whose size is limited (the
@@ -41,10 +43,7 @@ func TestLinesFullDisk(t *testing.T) {
 	if !strings.Contains(werr, path) || !strings.Contains(werr, "file too large") {
 		t.Fatalf("the write error %q does not name %s and the cause", werr, path)
 	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := testutil.ReadFile(t, path)
 	if len(data) == 0 || data[len(data)-1] != '\n' {
 		t.Fatalf("the file (%d bytes) does not end in a whole line", len(data))
 	}

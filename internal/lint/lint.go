@@ -54,6 +54,11 @@ var SubLayers = map[string]map[string]int{
 	"replay":  {"replay/replaytest": 0, "replay": 1},
 }
 
+// TestOnly lists the internal packages that only tests may import: they
+// import testing and define test flags (-update), which do not belong in
+// a binary.
+var TestOnly = map[string]bool{"internal/golden": true, "internal/testutil": true}
+
 // Core lists the top-level directories whose non-test code must be
 // deterministic.
 var Core = map[string]bool{"tree": true, "planner": true, "sim": true, "traces": true, "fleet": true}
@@ -199,6 +204,9 @@ func imports(t *tree, add report) {
 			toPkg := strings.TrimPrefix(p, t.module+"/")
 			to := topDir(toPkg)
 			if to == "internal" {
+				if TestOnly[toPkg] && !f.test {
+					add(imp.Pos(), "%s imports %s <- only tests may import it", fromPkg, toPkg)
+				}
 				continue
 			}
 			if to == from {

@@ -43,6 +43,7 @@ func checkFixture(t *testing.T, check func(string) ([]Finding, error), want []st
 func TestImportsFixture(t *testing.T) {
 	checkFixture(t, Imports, []string{
 		`configs/configs.go:3:8: import "example.com/fake/nowhere": unknown top-level package "nowhere"; add it to internal/lint's Layers`,
+		`replay/golden.go:3:8: replay imports internal/golden <- only tests may import it`,
 		`sim/back.go:3:8: sim must not import example.com/fake/replay <- imports flow ` + layerOrder,
 		`sim/hw/hw.go:3:8: sim/hw must not import example.com/fake/sim <- within sim/, SubLayers orders the packages`,
 		`sim/policy/policy.go:3:8: sim/policy must not import example.com/fake/replay <- imports flow ` + layerOrder,

@@ -3,18 +3,15 @@ package synth_test
 import (
 	"crypto/sha256"
 	"encoding/json"
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/kvsim/kvsim/internal/golden"
 	"github.com/kvsim/kvsim/planner"
 	"github.com/kvsim/kvsim/planner/synth"
 	"pgregory.net/rapid"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 // summary describes a snapshot in a few numbers plus a digest of all of it.
 func summary(nodes []planner.Node, deficits []int64) string {
@@ -57,19 +54,7 @@ func TestSnapshotGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := summary(nodes, deficits)
-			path := filepath.Join("testdata", name+".golden")
-			if *update {
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got != string(want) {
-				t.Fatalf("snapshot changed:\n got: %s\nwant: %s", got, want)
-			}
+			golden.CheckString(t, filepath.Join("testdata", name+".golden"), got)
 		})
 	}
 }

@@ -85,16 +85,7 @@ func (st *Stats) Summary() Summary {
 		return s
 	}
 	s.TotalInput, s.TotalOutput = st.totalIn, st.totalOut
-	dur := (st.last - st.first).Seconds()
-	s.Duration = dur
-	s.SimulatedSec = dur
-	if dur > 0 {
-		s.RequestThroughput = float64(s.Completed) / dur
-		s.InputThroughput = float64(s.TotalInput) / dur
-		s.OutputThroughput = float64(s.TotalOutput) / dur
-		s.TotalThroughput = float64(s.TotalInput+s.TotalOutput) / dur
-		s.Concurrency = sumF(st.e2e) / 1e3 / dur
-	}
+	s.setRates((st.last - st.first).Seconds(), st.e2e)
 	s.MeanTTFT, s.MedianTTFT, s.StdTTFT, s.P90TTFT, s.P99TTFT = dist(st.ttft)
 	s.MeanTPOT, s.MedianTPOT, s.StdTPOT, s.P90TPOT, s.P99TPOT = dist(st.tpot)
 	s.MeanITL, s.MedianITL, s.StdITL, s.P90ITL, s.P99ITL = distRuns(st.itl, st.itlN)
@@ -106,6 +97,21 @@ func (st *Stats) Summary() Summary {
 		s.StorageHitRate = float64(st.cachedL3) / float64(st.prompt)
 	}
 	return s
+}
+
+// setRates sets s's duration to dur seconds and, when it is positive, the
+// throughputs of s's counts over it and the mean concurrency of the
+// completed requests, whose E2E latencies in ms are e2e.
+func (s *Summary) setRates(dur float64, e2e []float64) {
+	s.Duration = dur
+	s.SimulatedSec = dur
+	if dur > 0 {
+		s.RequestThroughput = float64(s.Completed) / dur
+		s.InputThroughput = float64(s.TotalInput) / dur
+		s.OutputThroughput = float64(s.TotalOutput) / dur
+		s.TotalThroughput = float64(s.TotalInput+s.TotalOutput) / dur
+		s.Concurrency = sumF(e2e) / 1e3 / dur
+	}
 }
 
 // distRuns is dist over the n values the runs hold, computed without

@@ -23,14 +23,8 @@ func benchModels(b *testing.B) []namedCost {
 		model, gpu string
 		tp         int
 	}{{"llama-3.1-8b", "h100-sxm", 1}, {"deepseek-v3", "h200", 8}} {
-		m, err := ModelPreset(c.model)
-		if err != nil {
-			b.Fatal(err)
-		}
-		g, err := GPUPreset(c.gpu)
-		if err != nil {
-			b.Fatal(err)
-		}
+		m := mustModel(b, c.model)
+		g := mustGPU(b, c.gpu)
 		s := DefaultServer()
 		s.TPSize = c.tp
 		out = append(out, namedCost{"roofline/" + c.model, mustRoofline(b, m, g, s, DefaultEfficiency())})

@@ -115,18 +115,9 @@ func TestRooflineMoE(t *testing.T) {
 // generous bounds: the lower bound is the physical floor (peak FLOP/s or
 // peak bandwidth), the upper bound what deployments report.
 func TestRooflinePublicFigures(t *testing.T) {
-	m8, err := ModelPreset("llama-3.1-8b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m70, err := ModelPreset("llama-3.1-70b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h100, err := GPUPreset("h100-sxm")
-	if err != nil {
-		t.Fatal(err)
-	}
+	m8 := mustModel(t, "llama-3.1-8b")
+	m70 := mustModel(t, "llama-3.1-70b")
+	h100 := mustGPU(t, "h100-sxm")
 	r8 := mustRoofline(t, m8, h100, DefaultServer(), DefaultEfficiency())
 	s4 := DefaultServer()
 	s4.TPSize = 4
@@ -258,14 +249,8 @@ var (
 )
 
 func TestCostNoAllocs(t *testing.T) {
-	m, err := ModelPreset("deepseek-v3")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := GPUPreset("h200")
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := mustModel(t, "deepseek-v3")
+	g := mustGPU(t, "h200")
 	s := DefaultServer()
 	s.TPSize = 8
 	r := mustRoofline(t, m, g, s, DefaultEfficiency())

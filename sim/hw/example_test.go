@@ -6,9 +6,9 @@ import (
 	"github.com/kvsim/kvsim/sim/hw"
 )
 
-// Size explains how SGLang would lay out memory for Qwen2.5-14B on one
-// H200 with its default server arguments.
-func ExampleSize() {
+// qwenOnH200 returns the Qwen2.5-14B model preset and the H200 GPU
+// preset, the examples' deployment.
+func qwenOnH200() (hw.Model, hw.GPU) {
 	m, err := hw.ModelPreset("qwen2.5-14b")
 	if err != nil {
 		panic(err)
@@ -17,6 +17,13 @@ func ExampleSize() {
 	if err != nil {
 		panic(err)
 	}
+	return m, g
+}
+
+// Size explains how SGLang would lay out memory for Qwen2.5-14B on one
+// H200 with its default server arguments.
+func ExampleSize() {
+	m, g := qwenOnH200()
 	z, err := hw.Size(m, g, hw.DefaultServer())
 	if err != nil {
 		panic(err)
@@ -44,14 +51,7 @@ func ExampleSize() {
 // A roofline prices prefill forwards and decode steps; a cache hit removes
 // most of a prompt's cost.
 func ExampleNewRoofline() {
-	m, err := hw.ModelPreset("qwen2.5-14b")
-	if err != nil {
-		panic(err)
-	}
-	g, err := hw.GPUPreset("h200")
-	if err != nil {
-		panic(err)
-	}
+	m, g := qwenOnH200()
 	r, err := hw.NewRoofline(m, g, hw.DefaultServer(), hw.DefaultEfficiency())
 	if err != nil {
 		panic(err)

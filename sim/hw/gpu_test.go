@@ -14,10 +14,7 @@ func TestGPUPresets(t *testing.T) {
 		t.Fatalf("GPUPresets() = %v", names)
 	}
 	for _, n := range names {
-		g, err := GPUPreset(n)
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := mustGPU(t, n)
 		if err := g.Validate(); err != nil {
 			t.Errorf("%s: Validate() = %v", n, err)
 		}
@@ -36,10 +33,7 @@ func TestGPUValidate(t *testing.T) {
 		"hw.gpu.host_link_gbps: must be > 0 (got 0)",
 		"hw.gpu.host_link_latency_us: must be >= 0 (got -1)",
 	})
-	g, err := GPUPreset("h100-sxm")
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := mustGPU(t, "h100-sxm")
 	g.HBMGBps = math.Inf(1)
 	checkErrors(t, g.Validate(), []string{"hw.gpu.hbm_gbps: must be > 0 (got +Inf)"})
 }
@@ -47,10 +41,7 @@ func TestGPUValidate(t *testing.T) {
 // TestHostCopyBandwidth checks that a zero efficiency takes the default
 // share of the host link and a set one is used as given.
 func TestHostCopyBandwidth(t *testing.T) {
-	g, err := GPUPreset("h100-sxm")
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := mustGPU(t, "h100-sxm")
 	link, def := 63.0e9, 0.85 // PCIe Gen5 x16 per direction; the default share
 	for _, c := range []struct{ eff, want float64 }{
 		{0, link * def},

@@ -67,10 +67,7 @@ func TestModelPresetParams(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			m, err := ModelPreset(c.name)
-			if err != nil {
-				t.Fatal(err)
-			}
+			m := mustModel(t, c.name)
 			if err := m.Validate(); err != nil {
 				t.Fatalf("Validate() = %v", err)
 			}
@@ -90,27 +87,18 @@ func TestModelPresetParams(t *testing.T) {
 
 func TestModelPresetFacts(t *testing.T) {
 	// Published headline figures the presets must reproduce.
-	ds, err := ModelPreset("deepseek-v3")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ds := mustModel(t, "deepseek-v3")
 	if ds.Params/1e9 != 671 || ds.activeParams()/1e9 != 37 {
 		t.Errorf("deepseek-v3 = %d total / %d active, want 671B / 37B", ds.Params, ds.activeParams())
 	}
 	// SmolLM-135M as the llama-server recipe builds it: 30 layers, hidden
 	// 576, 9 heads, 3 KV heads, head dim 64, context 2048.
-	s, err := ModelPreset("smollm-135m")
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustModel(t, "smollm-135m")
 	if s.Layers != 30 || s.Hidden != 576 || s.Heads != 9 || s.KVHeads != 3 || s.HeadDim != 64 || s.ContextLen != 2048 {
 		t.Errorf("smollm-135m = %+v", s)
 	}
 	for _, name := range ModelPresets() {
-		m, err := ModelPreset(name)
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := mustModel(t, name)
 		if m.Attention == MHA && m.HeadDim*m.Heads != m.Hidden {
 			t.Errorf("%s: head_dim %d * heads %d != hidden %d (these configs have no explicit head_dim)", name, m.HeadDim, m.Heads, m.Hidden)
 		}
@@ -156,10 +144,7 @@ func TestCellBytes(t *testing.T) {
 		{"smollm-135m", 1, 23040},
 	}
 	for _, c := range cases {
-		m, err := ModelPreset(c.model)
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := mustModel(t, c.model)
 		if got := m.CellBytes(c.tp); got != c.want {
 			t.Errorf("%s CellBytes(%d) = %d, want %d", c.model, c.tp, got, c.want)
 		}
@@ -167,14 +152,8 @@ func TestCellBytes(t *testing.T) {
 }
 
 func TestModelValidate(t *testing.T) {
-	base, err := ModelPreset("llama-3.1-8b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mla, err := ModelPreset("deepseek-v3")
-	if err != nil {
-		t.Fatal(err)
-	}
+	base := mustModel(t, "llama-3.1-8b")
+	mla := mustModel(t, "deepseek-v3")
 	cases := []struct {
 		name string
 		m    func() Model

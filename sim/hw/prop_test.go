@@ -9,18 +9,19 @@ import (
 	"pgregory.net/rapid"
 )
 
-// genRoofline draws a preset model and GPU, a TP size and efficiencies.
-func genRoofline(t *rapid.T) *Roofline {
-	m, err := ModelPreset(rapid.SampledFrom(ModelPresets()).Draw(t, "model"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := GPUPreset(rapid.SampledFrom(GPUPresets()).Draw(t, "gpu"))
-	if err != nil {
-		t.Fatal(err)
-	}
+// drawDeployment draws a preset model and GPU, and the default server
+// with a TP size the model allows.
+func drawDeployment(t *rapid.T) (Model, GPU, Server) {
+	m := mustModel(t, rapid.SampledFrom(ModelPresets()).Draw(t, "model"))
+	g := mustGPU(t, rapid.SampledFrom(GPUPresets()).Draw(t, "gpu"))
 	s := DefaultServer()
 	s.TPSize = rapid.SampledFrom(tpSizes(m)).Draw(t, "tp")
+	return m, g, s
+}
+
+// genRoofline draws a preset model and GPU, a TP size and efficiencies.
+func genRoofline(t *rapid.T) *Roofline {
+	m, g, s := drawDeployment(t)
 	frac := rapid.Float64Range(0.05, 1)
 	us := rapid.Float64Range(0, 2000)
 	e := Efficiency{
@@ -167,16 +168,7 @@ func TestPropFittedIsDotProduct(t *testing.T) {
 // be, pages are whole, and the host pool holds ratio times the device pool.
 func TestPropSizingBounds(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		m, err := ModelPreset(rapid.SampledFrom(ModelPresets()).Draw(t, "model"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, err := GPUPreset(rapid.SampledFrom(GPUPresets()).Draw(t, "gpu"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := DefaultServer()
-		s.TPSize = rapid.SampledFrom(tpSizes(m)).Draw(t, "tp")
+		m, g, s := drawDeployment(t)
 		s.PageSize = rapid.SampledFrom([]int{1, 16, 64}).Draw(t, "page")
 		s.HiCacheRatio = rapid.Float64Range(0, 8).Draw(t, "ratio")
 		if rapid.Bool().Draw(t, "set_mfs") {

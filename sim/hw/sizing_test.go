@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/kvsim/kvsim/internal/testutil"
 )
 
 // sizingCase is one Size call with every derived number worked out by hand
@@ -190,16 +192,31 @@ func itoa(n int64) string {
 	return b.String()
 }
 
+// mustModel returns the model preset name, failing the test if there is
+// none.
+func mustModel(t testutil.TB, name string) Model {
+	t.Helper()
+	m, err := ModelPreset(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// mustGPU returns the GPU preset name, failing the test if there is none.
+func mustGPU(t testutil.TB, name string) GPU {
+	t.Helper()
+	g, err := GPUPreset(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
 func mustSize(t *testing.T, model, gpu string, edit func(*Server)) Sizing {
 	t.Helper()
-	m, err := ModelPreset(model)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := GPUPreset(gpu)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := mustModel(t, model)
+	g := mustGPU(t, gpu)
 	s := DefaultServer()
 	if edit != nil {
 		edit(&s)
@@ -218,40 +235,25 @@ func TestSizeDCP(t *testing.T) {
 	if z.DeviceTokens != 717008 || z.LogicalDeviceTokens != 8*717008 {
 		t.Errorf("DeviceTokens %d, LogicalDeviceTokens %d; want 717008 and 8x", z.DeviceTokens, z.LogicalDeviceTokens)
 	}
-	m, err := ModelPreset("llama-3.1-8b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := GPUPreset("h100-sxm")
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := mustModel(t, "llama-3.1-8b")
+	g := mustGPU(t, "h100-sxm")
 	s := DefaultServer()
 	s.TPSize, s.DCPSize = 2, 2
-	_, err = Size(m, g, s)
+	_, err := Size(m, g, s)
 	checkErrors(t, err, []string{"hw.server.dcp_size: decode context parallelism needs an mla model (got 2 with mha)"})
 }
 
 func TestSizeDoesNotFit(t *testing.T) {
-	m, err := ModelPreset("llama-3.1-70b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := GPUPreset("h100-sxm")
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := mustModel(t, "llama-3.1-70b")
+	g := mustGPU(t, "h100-sxm")
 	// 141.1 GB of weights on one 80 GB GPU.
-	_, err = Size(m, g, DefaultServer())
+	_, err := Size(m, g, DefaultServer())
 	if !errors.Is(err, ErrDoesNotFit) || !strings.Contains(err.Error(), "131.42 GiB") {
 		t.Errorf("Size(70b, h100, tp1) = %v, want ErrDoesNotFit naming the 131.42 GiB of weights", err)
 	}
 	// A 10 GiB GPU: the reserve (512 + 2048*1.5 + 8*2 + 128 = 3728 MiB) fits but the 8B weights do not.
 	g.MemoryMiB = 10240
-	m, err = ModelPreset("llama-3.1-8b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	m = mustModel(t, "llama-3.1-8b")
 	if _, err = Size(m, g, DefaultServer()); !errors.Is(err, ErrDoesNotFit) {
 		t.Errorf("Size(8b, 10 GiB) = %v, want ErrDoesNotFit", err)
 	}
@@ -332,13 +334,10 @@ func TestCheckParallel(t *testing.T) {
 		{"deepseek-v3", 3, 1, 1},   // 128 % 3 != 0
 		{"llama-3.1-8b", 2, 2, 1},  // dcp needs MLA
 	} {
-		m, err := ModelPreset(c.model)
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := mustModel(t, c.model)
 		s := DefaultServer()
 		s.TPSize, s.DCPSize = c.tp, c.dcp
-		err = CheckParallel(m, s)
+		err := CheckParallel(m, s)
 		n := 0
 		if err != nil {
 			n = len(strings.Split(err.Error(), "\n"))
@@ -346,10 +345,7 @@ func TestCheckParallel(t *testing.T) {
 		if n != c.wantErrs {
 			t.Errorf("CheckParallel(%s, tp %d, dcp %d) = %v, want %d errors", c.model, c.tp, c.dcp, err, c.wantErrs)
 		}
-		g, err := GPUPreset("h200")
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := mustGPU(t, "h200")
 		if _, err := Size(m, g, s); (err != nil && !errors.Is(err, ErrDoesNotFit)) != (c.wantErrs > 0) {
 			t.Errorf("Size(%s, tp %d, dcp %d) = %v, want the same verdict", c.model, c.tp, c.dcp, err)
 		}

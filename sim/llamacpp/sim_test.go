@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvsim/kvsim/internal/testutil"
 	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/sim/hw"
 	"github.com/kvsim/kvsim/traces"
@@ -24,14 +25,6 @@ func toks(seed uint64, n int) []int32 {
 	out := make([]int32, n)
 	for i := range out {
 		out[i] = 1 + int32(rng.IntN(255))
-	}
-	return out
-}
-
-func cat(parts ...[]int32) []int32 {
-	var out []int32
-	for _, p := range parts {
-		out = append(out, p...)
 	}
 	return out
 }
@@ -102,13 +95,13 @@ func TestSlotChoice(t *testing.T) {
 	q.expect("A, fresh server: LRU, never-used slots by id", a, 3, 0, 0)
 	q.expect("B unrelated: LRU, slot 1 never used", b, 3, 1, 0)
 	q.expect("A again: full hit re-evaluates the last token", a, 3, 0, 199)
-	q.expect("D = A[:20]+180: sim 0.10 is not above 0.10, LRU", cat(a[:20], toks(3, 180)), 3, 1, 0)
+	q.expect("D = A[:20]+180: sim 0.10 is not above 0.10, LRU", slices.Concat(a[:20], toks(3, 180)), 3, 1, 0)
 	q.expect("A again", a, 3, 0, 199)
-	e := cat(a[:22], toks(4, 178))
+	e := slices.Concat(a[:22], toks(4, 178))
 	q.expect("E = A[:22]+178: sim 0.11 beats LRU", e, 3, 0, 22)
-	f := cat(e[:40], toks(5, 160))
+	f := slices.Concat(e[:40], toks(5, 160))
 	q.expect("F = E[:40]+160: the longer prefix wins", f, 3, 0, 40)
-	q.expect("G = 10 new + F[:190]: a substring is no prefix", cat(toks(6, 10), f[:190]), 3, 1, 0)
+	q.expect("G = 10 new + F[:190]: a substring is no prefix", slices.Concat(toks(6, 10), f[:190]), 3, 1, 0)
 	if st := q.o.Stats(); st.SlotBySimilarity != 4 || st.SlotByLRU != 4 || st.FullHits != 2 {
 		t.Errorf("stats %+v, want 4 by similarity, 4 by LRU, 2 full hits", st)
 	}
@@ -124,10 +117,10 @@ func TestSlotKeepsOutput(t *testing.T) {
 	if r.CachedTokens != 0 || r.OutputTokens != 5 {
 		t.Fatalf("A: %+v", r)
 	}
-	if got := q.o.Sim().SlotTokens(0); !reflect.DeepEqual(got, cat(a, o[:4])) {
+	if got := q.o.Sim().SlotTokens(0); !reflect.DeepEqual(got, slices.Concat(a, o[:4])) {
 		t.Fatalf("slot holds %d tokens, want prompt + 4 outputs", len(got))
 	}
-	q.expect("A + its 5 outputs", cat(a, o), 2, 0, 104)
+	q.expect("A + its 5 outputs", slices.Concat(a, o), 2, 0, 104)
 }
 
 // TestRAMCache replays e2e's TestProbeRAMCache.
@@ -144,9 +137,9 @@ func TestRAMCache(t *testing.T) {
 			t.Errorf("restored hit split %d device + %d host, want 0 + 399", r.CachedDevice, r.CachedHost)
 		}
 		q.expect("Y again: restored", y, 3, 0, 99)
-		q.expect("Z = X[:80]+20: f_keep 80/402 < 0.25", cat(x[:80], toks(32, 20)), 3, 0, 0)
+		q.expect("Z = X[:80]+20: f_keep 80/402 < 0.25", slices.Concat(x[:80], toks(32, 20)), 3, 0, 0)
 		q.expect("U unrelated", toks(33, 50), 3, 0, 0)
-		q.expect("W = X[:130]+10: f_keep 130/402 >= 0.25", cat(x[:130], toks(34, 10)), 3, 0, 130)
+		q.expect("W = X[:130]+10: f_keep 130/402 >= 0.25", slices.Concat(x[:130], toks(34, 10)), 3, 0, 130)
 	})
 	t.Run("capacity", func(t *testing.T) {
 		cfg := DefaultConfig()
@@ -370,7 +363,7 @@ func genTrace(t *rapid.T, spaced bool) []traces.Record {
 		if keep+tail == 0 {
 			tail = 1
 		}
-		p := cat(b[:keep], toks(uint64(1000+i), tail))
+		p := slices.Concat(b[:keep], toks(uint64(1000+i), tail))
 		if rapid.Bool().Draw(t, "repeat") && i > 0 {
 			p = append([]int32(nil), recs[rapid.IntRange(0, i-1).Draw(t, "which")].Tokens...)
 		}
@@ -488,14 +481,7 @@ func TestPropInvariants(t *testing.T) {
 			cost = &CPUCost{Fitted: testCost.Fitted, AfterPromptCurve: curve}
 		}
 		run := func() (*engine.Result, Stats) {
-			s, err := New(cfg, cost)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := s.Run(engine.NewSliceSource(recs))
-			if err != nil {
-				t.Fatal(err)
-			}
+			res, s := simulate(t, cfg, cost, recs)
 			return res, s.Stats()
 		}
 		a, sa := run()
@@ -698,9 +684,9 @@ func TestRequestDelayKeepsFollowUpsApart(t *testing.T) {
 	}
 }
 
-// runByID simulates recs on a server of cfg with cost and returns the
-// results by request ID, and the simulator (for its stats and copies).
-func runByID(t *testing.T, cfg Config, cost CostModel, recs []traces.Record) (map[string]engine.RequestResult, *Sim) {
+// simulate runs recs on a new server of cfg with cost and returns the
+// result and the simulator.
+func simulate(t testutil.TB, cfg Config, cost CostModel, recs []traces.Record) (*engine.Result, *Sim) {
 	t.Helper()
 	s, err := New(cfg, cost)
 	if err != nil {
@@ -710,6 +696,14 @@ func runByID(t *testing.T, cfg Config, cost CostModel, recs []traces.Record) (ma
 	if err != nil {
 		t.Fatal(err)
 	}
+	return res, s
+}
+
+// runByID simulates recs on a server of cfg with cost and returns the
+// results by request ID, and the simulator (for its stats and copies).
+func runByID(t *testing.T, cfg Config, cost CostModel, recs []traces.Record) (map[string]engine.RequestResult, *Sim) {
+	t.Helper()
+	res, s := simulate(t, cfg, cost, recs)
 	out := map[string]engine.RequestResult{}
 	for _, r := range res.Requests {
 		out[r.ID] = r

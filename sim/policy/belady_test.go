@@ -42,10 +42,8 @@ func beladyPerRequest(t *rapid.T, l1 int, reqs [][]uint64) ([]int, Result) {
 // which the optimum beats. With L2 = 0, main_write_through is plain LRU.
 func TestPropBeladyBeatsEveryPolicy(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		cfg := genConfig(t)
-		reqs := genTrace(t)
-		_, _, res, aborted := perRequest(t, cfg, reqs)
-		if aborted != 0 {
+		cfg, reqs, _, _, res, ok := drawCompleteRun(t)
+		if !ok {
 			return
 		}
 		_, opt := beladyPerRequest(t, cfg.L1Pages, reqs)

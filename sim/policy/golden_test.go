@@ -3,22 +3,14 @@ package policy
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/kvsim/kvsim/internal/golden"
+	"github.com/kvsim/kvsim/internal/testutil"
 	"github.com/kvsim/kvsim/traces"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
-
-// traceDir holds the shared public traces, relative to this package: the
-// repository root's ../shared/data/traces.
-const traceDir = "../../../shared/data/traces"
 
 // mooncake describes one Mooncake FAST'25 trace (kvcache-ai/Mooncake @
 // 3b5a594133958449a1feaf1c9e0fc1b553e34a28, FAST25-release/traces/,
@@ -36,30 +28,19 @@ var mooncakeTraces = []mooncake{
 // shared data is absent.
 func loadTrace(tb testing.TB, rel string) []Request {
 	tb.Helper()
-	return loadTraceFile(tb, filepath.Join(traceDir, rel))
+	return loadTraceFile(tb, testutil.SharedTrace(tb, rel))
 }
 
-// loadTraceFile reads the trace at path, skipping the test when it is
-// absent.
+// loadTraceFile reads the trace at path.
 func loadTraceFile(tb testing.TB, path string) []Request {
 	tb.Helper()
-	if _, err := os.Stat(path); err != nil {
-		tb.Skipf("shared trace %s not available: %v", path, err)
-	}
 	rd, err := traces.Open(path, traces.FormatAuto)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	defer rd.Close()
 	var reqs []Request
-	for {
-		rec, err := rd.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			tb.Fatal(err)
-		}
+	for _, rec := range testutil.ReadAll(tb, rd.Next) {
 		reqs = append(reqs, Request{Timestamp: rec.Arrival, Pages: rec.Blocks})
 	}
 	return reqs
@@ -118,20 +99,7 @@ func TestGoldenMooncake(t *testing.T) {
 						p, cfg.L1Pages, c.pct, cfg.L2Pages, js, r.DedupL2Evictions, r.DeletedL2Evictions, r.DHPages, r.UniqueCachedPages)
 				}
 			}
-			golden := filepath.Join("testdata", tr.name+".golden")
-			if *update {
-				if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if !bytes.Equal(b.Bytes(), want) {
-				t.Errorf("%s differs (rerun with -update and review the diff):\ngot:\n%s", golden, b.String())
-			}
+			golden.Check(t, filepath.Join("testdata", tr.name+".golden"), b.Bytes())
 		})
 	}
 }
@@ -146,26 +114,33 @@ func BenchmarkPolicyMooncakeConversation(b *testing.B) {
 // benchPolicies runs a sub-benchmark per policy of SGLang's that replays
 // reqs with L1 = 5% of u pages and L2 = 2x L1.
 func benchPolicies(b *testing.B, reqs []Request, u int) {
+	for _, p := range Policies() {
+		b.Run(p.String(), func(b *testing.B) {
+			cfg := Config{Policy: p, L1Pages: u * 5 / 100, L2Pages: u * 5 / 100 * 2, WriteThroughThreshold: 1}
+			r := benchRun(b, cfg, reqs)
+			b.ReportMetric(r.L1L2HitRate, "l1+l2-hit-rate")
+		})
+	}
+}
+
+// benchRun replays reqs under cfg at every b.Loop, reports the pages and
+// CPU time per replay (reportPages), and returns the last result.
+func benchRun(b *testing.B, cfg Config, reqs []Request) Result {
 	pages := 0
 	for _, r := range reqs {
 		pages += len(r.Pages)
 	}
-	for _, p := range Policies() {
-		b.Run(p.String(), func(b *testing.B) {
-			cfg := Config{Policy: p, L1Pages: u * 5 / 100, L2Pages: u * 5 / 100 * 2, WriteThroughThreshold: 1}
-			b.ReportAllocs()
-			var r Result
-			cpu := startCPU()
-			for b.Loop() {
-				var err error
-				if r, err = Run(cfg, reqs); err != nil {
-					b.Fatal(err)
-				}
-			}
-			reportPages(b, pages, cpu)
-			b.ReportMetric(r.L1L2HitRate, "l1+l2-hit-rate")
-		})
+	b.ReportAllocs()
+	var r Result
+	cpu := startCPU()
+	for b.Loop() {
+		var err error
+		if r, err = Run(cfg, reqs); err != nil {
+			b.Fatal(err)
+		}
 	}
+	reportPages(b, pages, cpu)
+	return r
 }
 
 // BenchmarkPolicyMooncakeConversationRepeated replays the conversation
@@ -238,20 +213,7 @@ func TestGoldenBelady(t *testing.T) {
 		}
 		fmt.Fprintf(&b, "belady l1=%d%s: %s lru_l1_hit_rate=%.6f\n", c.pages, c.label, js, lru.L1HitRate)
 	}
-	golden := filepath.Join("testdata", "belady_mooncake_conversation.golden")
-	if *update {
-		if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(b.Bytes(), want) {
-		t.Errorf("%s differs (rerun with -update and review the diff):\ngot:\n%s", golden, b.String())
-	}
+	golden.Check(t, filepath.Join("testdata", "belady_mooncake_conversation.golden"), b.Bytes())
 }
 
 // BenchmarkBeladyMooncakeConversation replays the bundled conversation
@@ -260,21 +222,7 @@ func TestGoldenBelady(t *testing.T) {
 func BenchmarkBeladyMooncakeConversation(b *testing.B) {
 	reqs := loadTraceFile(b, bundledConversation)
 	u := uniquePages(reqs)
-	pages := 0
-	for _, r := range reqs {
-		pages += len(r.Pages)
-	}
-	cfg := Config{Policy: Belady, L1Pages: u * 5 / 100, WriteThroughThreshold: 1}
-	b.ReportAllocs()
-	var r Result
-	cpu := startCPU()
-	for b.Loop() {
-		var err error
-		if r, err = Run(cfg, reqs); err != nil {
-			b.Fatal(err)
-		}
-	}
-	reportPages(b, pages, cpu)
+	r := benchRun(b, Config{Policy: Belady, L1Pages: u * 5 / 100, WriteThroughThreshold: 1}, reqs)
 	b.ReportMetric(r.L1HitRate, "l1-hit-rate")
 }
 

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"pgregory.net/rapid"
+
+	"github.com/kvsim/kvsim/internal/testutil"
 )
 
 // Scaling the trace's block size and every capacity together leaves the
@@ -77,22 +79,7 @@ func TestPropScalingBlocksAndCapacities(t *testing.T) {
 func TestPropKeyRelabelling(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		cfg := genConfig(t)
-		reqs := genTrace(t)
-		var far [][]uint64
-		for i, r := range reqs {
-			var s []uint64
-			if i%3 == 0 {
-				s = append(s, 0)
-				reqs[i] = append([]uint64{1}, r...) // 1 is not a key of genTrace
-			}
-			for _, h := range r {
-				if h%2 == 1 {
-					h = h*0x9e3779b97f4a7c15 | 1<<63 // odd multiplier: one to one
-				}
-				s = append(s, h)
-			}
-			far = append(far, s)
-		}
+		reqs, far := testutil.RelabelFar(genTrace(t), 1) // 1 is not a key of genTrace
 		l1a, l2a, a, abortA := perRequest(t, cfg, reqs)
 		l1b, l2b, b, abortB := perRequest(t, cfg, far)
 		if abortA != abortB {

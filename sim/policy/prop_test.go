@@ -1,29 +1,18 @@
 package policy
 
 import (
-	"flag"
 	"os"
 	"testing"
 
 	"pgregory.net/rapid"
+
+	"github.com/kvsim/kvsim/internal/testutil"
 )
 
 // TestMain raises rapid's default number of checks for plain `go test`
 // unless -rapid.checks was given.
 func TestMain(m *testing.M) {
-	flag.Parse()
-	given := false
-	flag.Visit(func(f *flag.Flag) {
-		if f.Name == "rapid.checks" {
-			given = true
-		}
-	})
-	if !given {
-		if err := flag.Set("rapid.checks", "300"); err != nil {
-			panic(err)
-		}
-	}
-	os.Exit(m.Run())
+	os.Exit(testutil.MainWithDefaults(m, map[string]string{"rapid.checks": "300"}))
 }
 
 // genTrace draws a trace with heavy prefix sharing: each request either
@@ -55,6 +44,16 @@ func genConfig(t *rapid.T) Config {
 		L2Pages:               rapid.IntRange(0, 30).Draw(t, "l2"),
 		WriteThroughThreshold: rapid.IntRange(1, 3).Draw(t, "threshold"),
 	}
+}
+
+// drawCompleteRun draws a configuration and a trace and replays it with
+// perRequest; ok is false when a request aborted the run (the properties
+// that need a whole run then hold vacuously).
+func drawCompleteRun(t *rapid.T) (cfg Config, reqs [][]uint64, l1, l2 []int, res Result, ok bool) {
+	cfg = genConfig(t)
+	reqs = genTrace(t)
+	l1, l2, res, aborted := perRequest(t, cfg, reqs)
+	return cfg, reqs, l1, l2, res, aborted == 0
 }
 
 // perRequest replays reqs and returns the hits of each request; aborted is
@@ -117,10 +116,8 @@ func TestPropMatchesNaive(t *testing.T) {
 // (perRequest checks capacities and per-request bounds after every request).
 func TestPropCountersAddUp(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		cfg := genConfig(t)
-		reqs := genTrace(t)
-		l1, l2, r, aborted := perRequest(t, cfg, reqs)
-		if aborted != 0 {
+		cfg, reqs, l1, l2, r, ok := drawCompleteRun(t)
+		if !ok {
 			return
 		}
 		pages := 0

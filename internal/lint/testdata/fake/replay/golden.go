@@ -1,0 +1,5 @@
+package replay
+
+import "example.com/fake/internal/golden"
+
+var _ = golden.Check

@@ -1,0 +1,138 @@
+package testutil
+
+import (
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// TB is what the helpers need of a test: *testing.T, *testing.B and
+// *rapid.T all have it.
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+}
+
+// ReadAll calls next until it returns io.EOF and returns every value it
+// gave before, failing the test on any other error. next is typically a
+// reader's Next method: testutil.ReadAll(t, rd.Next).
+func ReadAll[T any](tb TB, next func() (T, error)) []T {
+	tb.Helper()
+	var out []T
+	for {
+		v, err := next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out = append(out, v)
+	}
+}
+
+// ReadFile returns the contents of the file at path, failing the test if
+// it cannot be read.
+func ReadFile(tb TB, path string) []byte {
+	tb.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+// SharedTrace returns the path of rel in the shared public traces
+// (shared/data/traces beside the repository, see its README), relative
+// to the test's folder, or skips the test when that file is absent.
+func SharedTrace(tb testing.TB, rel string) string {
+	tb.Helper()
+	root := "."
+	for i := 0; ; i++ {
+		if _, err := os.Stat(filepath.Join(root, "go.mod")); err == nil {
+			break
+		}
+		if i == 10 {
+			tb.Fatal("testutil: no go.mod above the test's folder")
+		}
+		root = filepath.Join(root, "..")
+	}
+	p := filepath.Join(root, "..", "shared", "data", "traces", rel)
+	if _, err := os.Stat(p); err != nil {
+		tb.Skipf("shared trace %s not available (%v): this test needs shared/data/traces beside the repository", p, err)
+	}
+	return p
+}
+
+// MainWithDefaults is a TestMain's body: it parses the command line, sets
+// every flag of defaults (name to value, e.g. "rapid.checks": "200") that
+// the command line did not set, runs the tests and returns their exit
+// code. It panics if a default names no flag or does not parse.
+func MainWithDefaults(m *testing.M, defaults map[string]string) int {
+	flag.Parse()
+	given := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	names := make([]string, 0, len(defaults))
+	for name := range defaults {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if !given[name] {
+			if err := flag.Set(name, defaults[name]); err != nil {
+				panic("testutil: " + err.Error())
+			}
+		}
+	}
+	return m.Run()
+}
+
+// ChainKeys rewrites requests' block keys as chained hashes, as in
+// Mooncake traces: two blocks get the same id exactly when their prefixes
+// (the keys up to and including theirs) are equal. Ids count from 1 in
+// order of first appearance.
+func ChainKeys(reqs [][]uint64) [][]uint64 {
+	type edge struct{ parent, key uint64 }
+	ids := map[edge]uint64{}
+	out := make([][]uint64, len(reqs))
+	for i, r := range reqs {
+		var cur uint64
+		for _, k := range r {
+			id, ok := ids[edge{cur, k}]
+			if !ok {
+				id = uint64(len(ids) + 1)
+				ids[edge{cur, k}] = id
+			}
+			out[i] = append(out[i], id)
+			cur = id
+		}
+	}
+	return out
+}
+
+// RelabelFar returns two traces of page keys equal up to a one-to-one
+// relabelling: every third request of reqs gets the key unused (which no
+// request of reqs may hold) in front, and far has the same requests with
+// unused as 0, even keys kept and odd keys sent far up (above 1<<63) by an
+// odd multiplier. A dense key table and an edge map both take part.
+func RelabelFar(reqs [][]uint64, unused uint64) (near, far [][]uint64) {
+	for i, r := range reqs {
+		var s []uint64
+		if i%3 == 0 {
+			s = append(s, 0)
+			r = append([]uint64{unused}, r...)
+		}
+		for _, h := range r[len(s):] {
+			if h%2 == 1 {
+				h = h*0x9e3779b97f4a7c15 | 1<<63 // odd multiplier: one to one
+			}
+			s = append(s, h)
+		}
+		near = append(near, r)
+		far = append(far, s)
+	}
+	return near, far
+}
