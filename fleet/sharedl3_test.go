@@ -26,7 +26,8 @@ func (o observed) NewWithL3(l3 *sim.SharedL3) (engine.Engine, error) {
 }
 
 // drawStorage draws a small SGLang server with a storage tier (write
-// through, so prefixes reach L3 soon) of capTokens tokens.
+// through, so prefixes reach L3 soon; writes at the default rate or slow)
+// of capTokens tokens.
 func drawStorage(t *rapid.T, capTokens int64) *sim.Factory {
 	sc := sim.Default(int64(rapid.SampledFrom([]int{512, 2048}).Draw(t, "device")))
 	sc.Cache.HostTokens = int64(rapid.SampledFrom([]int{1024, 4096}).Draw(t, "host"))
@@ -34,6 +35,10 @@ func drawStorage(t *rapid.T, capTokens int64) *sim.Factory {
 	sc.Storage.Enabled = true
 	sc.Storage.CapacityTokens = capTokens
 	sc.Storage.PrefetchThreshold = int64(rapid.SampledFrom([]int{1, 64}).Draw(t, "threshold"))
+	// 1 kB of KV a token; slow writes leave backups in flight while other
+	// replicas look up.
+	sc.Links.KVBytesPerToken = 1000
+	sc.Storage.WriteBandwidth = rapid.SampledFrom([]float64{0, 1e8, 1e7}).Draw(t, "write")
 	sc.Storage.PrefetchPolicy = rapid.SampledFrom([]sim.PrefetchPolicy{sim.BestEffort, sim.WaitComplete, sim.PrefetchTimeout}).Draw(t, "prefetch")
 	return &sim.Factory{Config: sc, Cost: &fitted, OpenLoop: true}
 }
