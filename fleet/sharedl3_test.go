@@ -257,3 +257,44 @@ func TestSharedL3CanLowerHitRateWithEviction(t *testing.T) {
 		t.Fatalf("hit rate %v shared, %v private; r22's device hit %d shared, %d private; want lower shared, 32 against 505", shared, private, sharedDev, privDev)
 	}
 }
+
+// BenchmarkFleetSharedL3 runs BenchmarkFleet's 1,000 requests on N small
+// SGLang replicas with a storage tier behind round_robin, each with its
+// own store (private) or all with one (shared): the difference is the
+// shared store's cost (landing every replica's backups in order, the
+// in-flight check of each backup). It reports ns per request, the fleet's
+// hit rate and the cross-replica pages read.
+//
+//	go test ./fleet -run '^$' -bench FleetSharedL3
+func BenchmarkFleetSharedL3(b *testing.B) {
+	recs := benchTrace(1000)
+	cfg := router.Default()
+	cfg.Policy = router.RoundRobin
+	sc := sim.Default(2048)
+	sc.Cache.HostTokens = 4096
+	sc.Cache.WritePolicy = tree.WriteThrough
+	sc.Links.KVBytesPerToken = 1000
+	sc.Storage.Enabled = true
+	sc.Storage.PrefetchPolicy = sim.WaitComplete // idle replicas would admit before any read
+	fac := &sim.Factory{Config: sc, Cost: &fitted, OpenLoop: true}
+	for _, n := range []int{4, 16} {
+		for _, ns := range []string{"", "m"} {
+			name := map[string]string{"": "private", "m": "shared"}[ns]
+			b.Run(fmt.Sprintf("%s/replicas=%d", name, n), func(b *testing.B) {
+				var res *fleet.Result
+				for b.Loop() {
+					f, err := fleet.New(l3Replicas(n, fac, ns), cfg, 1)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if res, err = f.Run(engine.NewSliceSource(recs)); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(recs)), "ns/request")
+				b.ReportMetric(res.Summary.CacheHitRate, "hit-rate")
+				b.ReportMetric(float64(res.L3.CrossReplicaPagesRead), "cross-pages")
+			})
+		}
+	}
+}
