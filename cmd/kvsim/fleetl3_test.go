@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kvsim/kvsim/sim/engine"
 )
 
 var fleetSharedL3 = filepath.Join("..", "..", "configs", "fleet-shared-l3.toml")
@@ -92,4 +94,53 @@ func TestSimFleetSharedL3Refuses(t *testing.T) {
 			t.Errorf("%q: exit %d, stderr %q, want %q", c.doc, code, errOut, c.want)
 		}
 	}
+}
+
+// A fleet of one replica whose storage is shared reports the summary
+// `kvsim sim --open-loop` reports for its server alone.
+func TestSimFleetSharedL3OfOne(t *testing.T) {
+	server, err := os.ReadFile(filepath.Join("testdata", "replay", "sim_small.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(server) + "\n[storage]\nenabled = true\nshared = true\nprefetch_policy = \"wait_complete\"\n"
+	dir := t.TempDir()
+	single, one := filepath.Join(dir, "single.toml"), filepath.Join(dir, "one.toml")
+	if err := os.WriteFile(single, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(one, []byte(doc+"[[fleet.groups]]\ncount = 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want, got := simSummary(t, "--config", single, "--open-loop"), simSummary(t, "--config", one)
+	if want.StorageHitRate == 0 {
+		t.Fatalf("the server takes nothing from storage: %+v", want)
+	}
+	if got != want {
+		t.Errorf("fleet of one %+v\nwant the server's %+v", got, want)
+	}
+}
+
+// simSummary runs kvsim sim --trace fleetTrace --json with args and returns
+// the summary, a single server's or a fleet's.
+func simSummary(t *testing.T, args ...string) engine.Summary {
+	t.Helper()
+	code, out, errOut := runCLI(t, append([]string{"sim", "--trace", fleetTrace, "--json"}, args...)...)
+	if code != exitOK || errOut != "" {
+		t.Fatalf("%v: exit %d, stderr %q", args, code, errOut)
+	}
+	var s engine.Summary
+	var wrap struct {
+		Summary *engine.Summary `json:"summary"`
+	}
+	if err := json.Unmarshal([]byte(out), &wrap); err != nil {
+		t.Fatal(err)
+	}
+	if wrap.Summary != nil {
+		return *wrap.Summary
+	}
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
