@@ -69,9 +69,6 @@ type l3Landing struct {
 
 // L3Stats is one replica's use of a shared L3, in pages.
 type L3Stats struct {
-	// Written is the pages the replica's backups added to the store (a page
-	// already stored when the backup lands is refreshed, not counted).
-	Written int64 `json:"l3_pages_written"`
 	// CrossRead is the pages the replica read that another replica wrote.
 	CrossRead int64 `json:"l3_cross_replica_pages_read"`
 	// Evicted is the pages dropped for capacity when the replica's backups
@@ -252,12 +249,11 @@ func (l *SharedL3) land(now engine.Time) {
 		return cmp.Or(cmp.Compare(a.done, b.done), cmp.Compare(a.seq, b.seq))
 	})
 	for _, p := range due {
-		pages, evicted := l.l3.pages, l.l3.evicted
+		evicted := l.l3.evicted
 		l.l3.writer = int32(p.writer)
 		l.l3.write(p.path, p.spans)
 		st := &l.stats[p.writer]
 		st.Evicted += l.l3.evicted - evicted
-		st.Written += l.l3.pages - pages + l.l3.evicted - evicted
 		if l.observe != nil {
 			for _, sp := range p.spans {
 				l.observe(L3Event{Kind: L3Land, At: p.done, Replica: p.writer, Path: p.path.pages(sp.hi), From: sp.lo})
