@@ -63,6 +63,9 @@ type File struct {
 	// (configs/fleet.go); without [fleet] the file is one server.
 	Fleet  FleetSection  `toml:"fleet"`
 	Router RouterSection `toml:"router"`
+	// Disaggregation splits a fleet's groups into prefill and decode
+	// (configs/fleetpd.go).
+	Disaggregation DisaggregationSection `toml:"disaggregation"`
 
 	path      string // where the file was read from, for relative paths
 	bundled   bool   // the bundled default: its trace is embedded
@@ -100,7 +103,7 @@ func (f *File) parseEnums() {
 	e := &f.enums
 	e.eviction = parseEnum(f.Cache.Eviction, tree.ParseStrategy)
 	e.writePolicy = parseEnum(f.Cache.WritePolicy, tree.ParseWritePolicy)
-	e.lanes = parseEnum(f.Cache.Lanes, sim.ParseLanes)
+	e.lanes = parseEnum(f.Cache.Lanes, tree.ParseLanes)
 	e.planner = parseEnum(f.Cache.Planner, sim.ParsePlanner)
 	e.policy = parseEnum(f.Scheduler.Policy, sim.ParseSchedulePolicy)
 	e.prefetch = parseEnum(f.Storage.PrefetchPolicy, sim.ParsePrefetchPolicy)

@@ -32,15 +32,26 @@ type FleetGroup struct {
 	Count int `toml:"count"`
 	// Set overrides keys of the file for this group's replicas: any key
 	// of the server's tables, written dotted ("gpu.preset") or as nested
-	// tables. [workload], [fleet] and [router] are the fleet's and cannot
-	// be set per group.
+	// tables. [workload], [fleet], [router] and [disaggregation] are the
+	// fleet's and cannot be set per group.
 	Set map[string]any `toml:"set"`
 }
 
 // RouterSection is the [router] table, SGLang's router (fleet/router's
 // Config) with SGLang's parameter names. Unset keys keep SGLang's deployed
-// defaults ([router.Default]). Durations are seconds.
+// defaults ([router.Default]). Durations are seconds. In a disaggregated
+// fleet, [router.prefill] and [router.decode] set the two pools' keys over
+// it (SGLang's --prefill-policy and --decode-policy fall back to
+// --policy).
 type RouterSection struct {
+	RouterKeys
+	Prefill *RouterKeys `toml:"prefill"`
+	Decode  *RouterKeys `toml:"decode"`
+}
+
+// RouterKeys are a router's keys: [router]'s, [router.prefill]'s or
+// [router.decode]'s.
+type RouterKeys struct {
 	Policy                      string   `toml:"policy"`
 	CacheThreshold              *float64 `toml:"cache_threshold"`
 	BalanceAbsThreshold         *int     `toml:"balance_abs_threshold"`
@@ -127,6 +138,9 @@ func (f *File) validateFleet(name string, ps Positions) error {
 		return &fielderr.At{File: name, Line: p.Line, Col: p.Col, Err: err}
 	}
 	written := func(path fielderr.Path) bool { _, ok := ps[path.String()]; return ok }
+	if err := f.validatePD(at); err != nil {
+		errs = append(errs, err) // configs/fleetpd.go
+	}
 	if !f.IsFleet() {
 		if fl := fielderr.Key("fleet"); written(fl) {
 			// [fleet] alone or groups = []: not one server silently.
@@ -180,7 +194,7 @@ func (f *File) validateFleet(name string, ps Positions) error {
 			k := st.key
 			p := set.Key(st.spelling...)
 			switch dotted := strings.Join(k, "."); {
-			case k[0] == "workload" || k[0] == "fleet" || k[0] == "router":
+			case k[0] == "workload" || k[0] == "fleet" || k[0] == "router" || k[0] == "disaggregation":
 				errs = append(errs, at(p, fielderr.New(set.Key(k...), "[%s] is the fleet's, not a group's", k[0])))
 				bad = true
 			case !slices.Contains(keys, dotted):
@@ -285,6 +299,7 @@ func (f *File) groupFile(g FleetGroup) (*File, error) {
 	}
 	delete(doc, "fleet")
 	delete(doc, "router")
+	delete(doc, "disaggregation")
 	sts, _ := flattenKeys(g.Set)
 	for _, st := range sts {
 		k := st.key
@@ -314,9 +329,34 @@ func (f *File) groupFile(g FleetGroup) (*File, error) {
 // config turns the table into fleet/router's Config over SGLang's
 // defaults, reporting every invalid key.
 func (r RouterSection) config() (router.Config, error) {
+	return routerConfig("router", r.RouterKeys)
+}
+
+// routerConfig is fleet/router's Config of the layers' keys, each over the
+// ones before, over SGLang's defaults; errors name prefix.KEY.
+func routerConfig(prefix string, layers ...RouterKeys) (router.Config, error) {
 	c := router.Default()
 	var errs []error
-	key := func(k string) fielderr.Path { return fielderr.Key("router", k) }
+	key := func(k string) fielderr.Path { return fielderr.Dotted(prefix).Key(k) }
+	for _, r := range layers {
+		errs = append(errs, r.apply(&c, key)...)
+	}
+	// The router's own checks, "router.KEY: what", as field errors.
+	for _, e := range fielderr.Flatten(c.Validate()) {
+		k, what, ok := strings.Cut(e.Error(), ": ")
+		if !ok {
+			errs = append(errs, fielderr.Wrap(fielderr.Dotted(prefix), e))
+			continue
+		}
+		errs = append(errs, fielderr.Wrap(fielderr.Dotted(prefix+strings.TrimPrefix(k, "router")), errors.New(what)))
+	}
+	return c, errors.Join(errs...)
+}
+
+// apply sets the keys r sets on c, returning the errors the router's
+// Validate does not report.
+func (r RouterKeys) apply(c *router.Config, key func(string) fielderr.Path) []error {
+	var errs []error
 	if r.Policy != "" {
 		if err := c.Policy.UnmarshalText([]byte(r.Policy)); err != nil || c.Policy == router.KVAware {
 			errs = append(errs, fielderr.New(key("policy"), `must be "cache_aware", "round_robin", "random", "power_of_two" or "consistent_hash" (got %q; kv_aware needs the replicas' cache oracle, not built yet)`, r.Policy))
@@ -358,14 +398,5 @@ func (r RouterSection) config() (router.Config, error) {
 	setI(&ca.TreePageSize, r.TreePageSize)
 	setD(&c.PowerOfTwo.LoadPollInterval, r.LoadPollInterval, "load_poll_interval")
 	setI(&c.ConsistentHash.VirtualNodes, r.VirtualNodes)
-	// The router's own checks, "router.KEY: what", as field errors.
-	for _, e := range fielderr.Flatten(c.Validate()) {
-		k, what, ok := strings.Cut(e.Error(), ": ")
-		if !ok {
-			errs = append(errs, fielderr.Wrap(fielderr.Key("router"), e))
-			continue
-		}
-		errs = append(errs, fielderr.Wrap(fielderr.Dotted(k), errors.New(what)))
-	}
-	return c, errors.Join(errs...)
+	return errs
 }

@@ -13,10 +13,12 @@ import (
 // key with the model, and for MHA models with the tensor-parallel layout
 // (rank and size; context-parallel parts too), so only servers of the same
 // model and, for MHA, the same tp_size and dcp_size share pages: the
-// namespace is the model's name, plus "tp<N> dcp<M>" for an MHA model.
+// namespace is the model's name, plus "tp<N> dcp<M>" for an MHA model. A
+// server without a radix cache (a disaggregated fleet's chunk-cache decode
+// side) has no storage tier to share.
 // The fleet keeps one store per namespace and page size (docs/fleet.md).
 func (f *File) L3Namespace() string {
-	if !f.Storage.Shared || !f.Storage.Enabled || f.IsLlamaCpp() {
+	if !f.Storage.Shared || !f.Storage.Enabled || f.Cache.Disable || f.IsLlamaCpp() {
 		return ""
 	}
 	if f.Model.Attention == hw.MLA {

@@ -18,6 +18,20 @@
 // is modelled. It starts no goroutine and reads no clock: the same
 // replicas, router config, seed and trace give byte-identical results.
 //
+// [NewPD] builds a prefill/decode disaggregated fleet (fleet-spec 2):
+// each request gets a prefill and a decode replica from two routers
+// (router.PD); the decode replica preallocates its prompt's KV (with
+// num_reserved_decode_tokens of headroom, back-pressuring the prefill
+// side), then the prefill replica computes it with max_new_tokens = 1 and
+// sends each chunk's pages (after the decode side's radix hit, if it has
+// a radix cache) over its link (transfer queues sharing the
+// bandwidth, a latency per transfer), and when the last page lands the
+// decode replica emits the first token in a prebuilt step and decodes.
+// The engines' two modes are sim.Online's, reached through the
+// prefillServer and decodeServer interfaces declared here. Results split
+// each request's TTFT into bootstrap wait, prefill queue, prefill compute,
+// transfer tail and first decode step ([PDRequest]).
+//
 // Replicas whose storage is shared (Replica.SharedL3, storage.shared) use
 // one [github.com/kvsim/kvsim/sim.SharedL3] store per namespace and page
 // size instead of their own: a prefix one replica backed up is a storage
@@ -25,7 +39,7 @@
 // "Shared L3").
 //
 // The fleet runs open loop: a request reaches the router at its trace
-// arrival, whatever its dependencies. P/D transfers, kv_aware's cache
-// oracle and the shared L3's aggregate bandwidth cap are still to build
-// (docs/fleet.md).
+// arrival, whatever its dependencies. The decode side's HiCache,
+// kv_aware's cache oracle and the shared L3's aggregate bandwidth cap are
+// still to build (docs/fleet.md).
 package fleet

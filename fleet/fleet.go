@@ -34,6 +34,7 @@ type Fleet struct {
 	policy   router.Policy
 	poll     time.Duration // power_of_two's load poll interval; -1: no polling
 	ran      bool
+	pd       *pdFleet // prefill/decode disaggregation (pd.go); router is nil then
 	l3       sharedL3s
 }
 
@@ -66,8 +67,18 @@ func New(replicas []Replica, cfg router.Config, seed uint64) (*Fleet, error) {
 	return f, nil
 }
 
-// Router returns the fleet's router, for its counts after a run.
+// Router returns the fleet's router, for its counts after a run (nil for
+// a disaggregated fleet: see [Fleet.PD]).
 func (f *Fleet) Router() *router.Router { return f.router }
+
+// PD returns a disaggregated fleet's prefill and decode routers (nil for
+// a regular fleet).
+func (f *Fleet) PD() *router.PD {
+	if f.pd == nil {
+		return nil
+	}
+	return f.pd.router
+}
 
 // routeReq is what the router sees of rec: its token ids, else its block
 // hashes (the approximate tree's key), its session (consistent_hash's key)
@@ -106,6 +117,9 @@ func (f *Fleet) Run(src engine.Source) (*Result, error) {
 	r := &run{
 		f: f, src: src, lastTok: map[tokenKey]engine.Time{},
 		area: make([]int64, len(f.engines)), maxIn: make([]int, len(f.engines)), start: engine.Never,
+	}
+	if f.pd != nil {
+		return f.runPD(r) // pdrun.go
 	}
 	if err := r.next(); err != nil {
 		return nil, err
@@ -190,14 +204,32 @@ func (r *run) advance(t engine.Time) error {
 	}
 	if r.start != engine.Never {
 		for i := range r.area {
-			r.area[i] += int64(r.f.router.InFlight(i)) * int64(t-r.now)
+			r.area[i] += int64(r.f.inFlight(i)) * int64(t-r.now)
 		}
 	}
 	r.now = t
-	if at, has := r.f.router.NextTick(); has && time.Duration(r.now) >= at {
-		r.f.router.Tick(time.Duration(r.now))
+	for _, rt := range r.f.routers() {
+		if at, has := rt.NextTick(); has && time.Duration(r.now) >= at {
+			rt.Tick(time.Duration(r.now))
+		}
 	}
 	return nil
+}
+
+// inFlight is the router's in-flight count to replica i.
+func (f *Fleet) inFlight(i int) int {
+	if f.pd != nil {
+		return f.pd.inFlight(i)
+	}
+	return f.router.InFlight(i)
+}
+
+// routers are the fleet's routers: one, or the prefill and decode pools'.
+func (f *Fleet) routers() []*router.Router {
+	if f.pd != nil {
+		return []*router.Router{f.pd.router.Prefill, f.pd.router.Decode}
+	}
+	return []*router.Router{f.router}
 }
 
 // routeArrivals routes and submits every request arriving now, polling
@@ -276,11 +308,7 @@ func (r *run) result() (*Result, error) {
 		res.Replicas = append(res.Replicas, replicaResult(i, f.replicas[i].Group, f.router, er, r.area[i], r.maxIn[i], r.now-r.start))
 	}
 	res.Summary = summarize(r.requests, r.itls, res.Replicas)
-	hits := make([]int64, len(f.engines))
-	for i, q := range r.requests {
-		hits[r.replica[i]] += q.CachedStorage
-	}
-	res.L3, res.SharedL3 = f.l3.l3Results(res.Replicas, f.replicas, hits)
+	res.L3, res.SharedL3 = f.l3.l3Results(res.Replicas, f.replicas, l3Hits(r.requests, r.replica, len(f.engines)))
 	res.Imbalance = imbalance(res.Replicas)
 	for _, why := range router.Reasons() {
 		if c := f.router.Count(why); c > 0 {

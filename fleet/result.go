@@ -25,14 +25,22 @@ type Result struct {
 	// Requests are every request's result, in completion order over the
 	// fleet (ties: replica order).
 	Requests []engine.RequestResult `json:"-"`
-	// Replica is the replica of each of Requests.
+	// Replica is the replica of each of Requests (in a disaggregated
+	// fleet, its decode replica).
 	Replica []int `json:"-"`
+	// PD is a disaggregated fleet's transfer summary (nil otherwise).
+	PD *PDResult `json:"pd,omitempty"`
+	// PDRequests are a disaggregated fleet's per-request details, as
+	// Requests (nil otherwise).
+	PDRequests []PDRequest `json:"-"`
 }
 
 // ReplicaResult is one replica's share of a fleet run.
 type ReplicaResult struct {
 	Index int    `json:"replica"`
 	Group string `json:"group"`
+	// Role is "prefill" or "decode" in a disaggregated fleet, else empty.
+	Role string `json:"role,omitempty"`
 	// Routed is the requests the router sent to the replica.
 	Routed    int64 `json:"routed"`
 	Completed int64 `json:"completed"`

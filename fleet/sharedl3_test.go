@@ -298,3 +298,46 @@ func BenchmarkFleetSharedL3(b *testing.B) {
 		}
 	}
 }
+
+// In a disaggregated fleet the prefill replicas can share one L3: every
+// page a prefill replica finds there was written by a backup landed by
+// then, every request finishes, and a second run is byte-identical.
+func TestSharedL3PD(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		reps, cfg, _ := drawPD(t)
+		written := map[string]engine.Time{}
+		obs := func(e sim.L3Event) {
+			for d := e.From; d < len(e.Path); d++ {
+				k := fmt.Sprint(e.Path[:d+1])
+				at, ok := written[k]
+				switch {
+				case e.Kind == sim.L3Land && !ok:
+					written[k] = e.At
+				case e.Kind == sim.L3Hit && (!ok || at > e.At):
+					t.Fatalf("replica %d found page %d of %v at %d; written: %v at %d", e.Replica, d, e.Path, e.At, ok, at)
+				}
+			}
+		}
+		for i := range reps {
+			if reps[i].Role != fleet.Prefill {
+				continue
+			}
+			sc := reps[i].Factory.(*sim.Factory).Config
+			sc.Cache.WritePolicy = tree.WriteThrough
+			sc.Storage.Enabled = true
+			sc.Storage.PrefetchThreshold = 1
+			reps[i].Factory = observed{&sim.Factory{Config: sc, Cost: &fitted, OpenLoop: true}, obs}
+			reps[i].SharedL3 = "m"
+		}
+		recs := drawTrace(t)
+		res, _ := pdRun(t, reps, cfg, recs)
+		if len(res.Requests) != len(recs) || res.L3 == nil || len(res.SharedL3) != 1 {
+			t.Fatalf("%d of %d requests finished; L3 %+v, stores %+v", len(res.Requests), len(recs), res.L3, res.SharedL3)
+		}
+		written = map[string]engine.Time{}
+		again, _ := pdRun(t, reps, cfg, recs)
+		if a, b := jsonOf(t, res), jsonOf(t, again); a != b {
+			t.Fatalf("two runs differ:\n%s\n%s", a, b)
+		}
+	})
+}

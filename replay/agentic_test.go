@@ -22,7 +22,7 @@ func pacerStarts(t *testing.T, cfg Config, recs []traces.Record, service func(i 
 		t.Fatal(err)
 	}
 	starts := make([]int64, len(recs))
-	var done waitHeap
+	var done minHeap[wait]
 	var seq uint64
 	now := int64(0)
 	for !p.allGranted() || len(done) > 0 {

@@ -18,6 +18,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/kvsim/kvsim/internal/enum"
 )
 
 // API selects the HTTP interface an HTTPTarget speaks.
@@ -34,24 +36,17 @@ const (
 	APIOpenAIChat
 )
 
-var apiNames = [...]string{APISGLang: "sglang", APIOpenAI: "openai", APIOpenAIChat: "openai-chat"}
+var apiNames = enum.New[API]("API", "api", "sglang", "openai", "openai-chat")
 
 // String returns the API's command-line name.
-func (a API) String() string {
-	if a >= APISGLang && int(a) < len(apiNames) {
-		return apiNames[a]
-	}
-	return fmt.Sprintf("API(%d)", int(a))
-}
+func (a API) String() string { return apiNames.String(a) }
 
 // ParseAPI parses "sglang", "openai" or "openai-chat".
 func ParseAPI(s string) (API, error) {
-	for a, n := range apiNames {
-		if n != "" && n == s {
-			return API(a), nil
-		}
+	if a, ok := apiNames.Lookup(s); ok {
+		return a, nil
 	}
-	return 0, fmt.Errorf("expected sglang, openai or openai-chat, found %q", s)
+	return 0, fmt.Errorf("expected %s, found %q", apiNames.List(), s)
 }
 
 // HTTPConfig configures an HTTPTarget.
@@ -114,8 +109,8 @@ func NewHTTPTarget(cfg HTTPConfig, clock Clock) (*HTTPTarget, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		errs = append(errs, fmt.Errorf("target: expected a base URL like http://127.0.0.1:30000, found %q", cfg.BaseURL))
 	}
-	if cfg.API < APISGLang || cfg.API > APIOpenAIChat {
-		errs = append(errs, fmt.Errorf("api: must be sglang, openai or openai-chat (got %d)", int(cfg.API)))
+	if !apiNames.Valid(cfg.API) {
+		errs = append(errs, fmt.Errorf("api: must be %s (got %d)", apiNames.List(), int(cfg.API)))
 	}
 	if cfg.API == APIOpenAIChat && cfg.ChatText != "words" {
 		errs = append(errs, errors.New("api openai-chat: chat takes text and kvsim has no tokenizer; choose --chat-text words to send each token id as a word (see docs/replay.md)"))

@@ -49,7 +49,7 @@ type pacer struct {
 
 	next   int   // next record to release
 	relAt  int64 // release time of the previous record
-	timers waitHeap
+	timers minHeap[wait]
 	seq    uint64
 
 	queue    []queued
@@ -241,17 +241,19 @@ type wait struct {
 	idx int
 }
 
-type waitHeap []wait
+func (w wait) before(o wait) bool { return w.at < o.at || (w.at == o.at && w.seq < o.seq) }
 
-func (h waitHeap) Len() int { return len(h) }
-func (h waitHeap) Less(i, j int) bool {
-	return h[i].at < h[j].at || (h[i].at == h[j].at && h[i].seq < h[j].seq)
-}
-func (h waitHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *waitHeap) Push(x any)   { *h = append(*h, x.(wait)) }
-func (h *waitHeap) Pop() any {
+// minHeap is a container/heap of values that order themselves: before is
+// a strict total order, so that equal times pop in a fixed order.
+type minHeap[T interface{ before(T) bool }] []T
+
+func (h minHeap[T]) Len() int           { return len(h) }
+func (h minHeap[T]) Less(i, j int) bool { return h[i].before(h[j]) }
+func (h minHeap[T]) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *minHeap[T]) Push(x any)        { *h = append(*h, x.(T)) }
+func (h *minHeap[T]) Pop() any {
 	old := *h
-	w := old[len(old)-1]
+	x := old[len(old)-1]
 	*h = old[:len(old)-1]
-	return w
+	return x
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kvsim/kvsim/internal/enum"
 	"github.com/kvsim/kvsim/traces"
 )
 
@@ -28,15 +29,10 @@ const (
 	PaceRate
 )
 
-var pacingNames = [...]string{PaceASAP: "asap", PaceTimestamps: "timestamps", PaceRate: "rate"}
+var pacingNames = enum.New[Pacing]("Pacing", "pacing", "asap", "timestamps", "rate")
 
 // String returns the mode's name.
-func (p Pacing) String() string {
-	if p >= PaceASAP && int(p) < len(pacingNames) {
-		return pacingNames[p]
-	}
-	return fmt.Sprintf("Pacing(%d)", int(p))
-}
+func (p Pacing) String() string { return pacingNames.String(p) }
 
 // Arrival distributions of PaceRate (the names of traces.ArrivalPoisson
 // and traces.ArrivalUniform).

@@ -273,7 +273,7 @@ type simRun struct {
 	off       engine.Time // simulator time of the run's start
 	start     time.Time   // the run's start, as measurements read it
 	flights   map[string]*flight
-	deadlines deadlineHeap
+	deadlines minHeap[deadline]
 }
 
 func (t *SimTarget) newRun() *simRun {
@@ -425,17 +425,4 @@ type deadline struct {
 	id string
 }
 
-type deadlineHeap []deadline
-
-func (h deadlineHeap) Len() int { return len(h) }
-func (h deadlineHeap) Less(i, j int) bool {
-	return h[i].at < h[j].at || (h[i].at == h[j].at && h[i].id < h[j].id)
-}
-func (h deadlineHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *deadlineHeap) Push(x any)   { *h = append(*h, x.(deadline)) }
-func (h *deadlineHeap) Pop() any {
-	old := *h
-	d := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return d
-}
+func (d deadline) before(o deadline) bool { return d.at < o.at || (d.at == o.at && d.id < o.id) }

@@ -55,7 +55,7 @@ type CacheConfig struct {
 	// CP is the number of owner lanes (context-parallel ranks). Default 1.
 	CP int `toml:"cp"`
 	// Lanes is tree.LanePages (page k on lane k mod cp, default) or
-	// tree.LaneTokens; [ParseLanes] reads "page" and "token".
+	// tree.LaneTokens; [tree.ParseLanes] reads "page" and "token".
 	Lanes tree.LaneMode `toml:"lanes"`
 	// Planner chooses device victims when memory is short: PlannerSGLang,
 	// PlannerOwnerLane, or PlannerAuto (default): sglang for cp = 1,

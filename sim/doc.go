@@ -106,6 +106,19 @@
 // [Factory] its [engine.Factory]: the types and the driving contract are
 // shared with every other server model (package sim/engine).
 //
+// # Disaggregation
+//
+// [Online.SetPrefillMode] and [Online.SetDecodeMode] make a server one
+// side of SGLang's prefill/decode disaggregation, driven by package fleet:
+// a prefill server forces max_new_tokens to 1 and reports the end of each
+// prefill forward of a request; a decode server (chunk cache, or a radix
+// cache without a host tier) keeps requests in a preallocation queue
+// until the new prompt tokens + reserved fit beside the reservations of
+// the requests it holds, allocates them (after its radix hit), waits for
+// [Online.KVReady], emits the first token in a
+// prebuilt batch of no forward, and decodes. [Online.Abort] fails a
+// waiting request. A regular server runs none of this.
+//
 // # Simplifications
 //
 // docs/model.md lists what kvsim models differently from SGLang and why:

@@ -1,11 +1,6 @@
 package sim
 
-import (
-	"fmt"
-	"strings"
-
-	"github.com/kvsim/kvsim/tree"
-)
+import "github.com/kvsim/kvsim/internal/enum"
 
 // SchedulePolicy is the order of the waiting queue (SGLang's
 // --schedule-policy). The zero value means the default, FCFS.
@@ -27,17 +22,15 @@ const (
 	Random
 )
 
-var schedulePolicyNames = []string{"fcfs", "lpm", "dfs-weight", "lof", "random"}
+var schedulePolicyNames = enum.New[SchedulePolicy]("SchedulePolicy", "schedule policy",
+	"fcfs", "lpm", "dfs-weight", "lof", "random")
 
-func (p SchedulePolicy) String() string {
-	return enumName(schedulePolicyNames, "SchedulePolicy", int(p))
-}
+func (p SchedulePolicy) String() string { return schedulePolicyNames.String(p) }
 
 // ParseSchedulePolicy returns the policy SGLang's --schedule-policy names
 // name: fcfs, lpm, dfs-weight, lof or random.
 func ParseSchedulePolicy(name string) (SchedulePolicy, error) {
-	v, err := parseEnum(schedulePolicyNames, name)
-	return SchedulePolicy(v), err
+	return schedulePolicyNames.Parse(name)
 }
 
 // PrefetchPolicy says when a request whose prefix is being fetched from
@@ -56,17 +49,15 @@ const (
 	PrefetchTimeout
 )
 
-var prefetchPolicyNames = []string{"best_effort", "wait_complete", "timeout"}
+var prefetchPolicyNames = enum.New[PrefetchPolicy]("PrefetchPolicy", "prefetch policy",
+	"best_effort", "wait_complete", "timeout")
 
-func (p PrefetchPolicy) String() string {
-	return enumName(prefetchPolicyNames, "PrefetchPolicy", int(p))
-}
+func (p PrefetchPolicy) String() string { return prefetchPolicyNames.String(p) }
 
 // ParsePrefetchPolicy returns the policy named name: best_effort,
 // wait_complete or timeout.
 func ParsePrefetchPolicy(name string) (PrefetchPolicy, error) {
-	v, err := parseEnum(prefetchPolicyNames, name)
-	return PrefetchPolicy(v), err
+	return prefetchPolicyNames.Parse(name)
 }
 
 // Planner chooses device victims when memory is short. The zero value
@@ -87,42 +78,9 @@ const (
 	PlannerOwnerLane
 )
 
-var plannerNames = []string{"auto", "sglang", "owner-lane"}
+var plannerNames = enum.New[Planner]("Planner", "planner", "auto", "sglang", "owner-lane")
 
-func (p Planner) String() string { return enumName(plannerNames, "Planner", int(p)) }
+func (p Planner) String() string { return plannerNames.String(p) }
 
 // ParsePlanner returns the planner named name: auto, sglang or owner-lane.
-func ParsePlanner(name string) (Planner, error) {
-	v, err := parseEnum(plannerNames, name)
-	return Planner(v), err
-}
-
-// ParseLanes returns the lane layout named name: "page" (page k on lane
-// k mod cp) or "token" (token p on lane p mod cp).
-func ParseLanes(name string) (tree.LaneMode, error) {
-	for _, m := range []tree.LaneMode{tree.LanePages, tree.LaneTokens} {
-		if m.String() == name {
-			return m, nil
-		}
-	}
-	return 0, fmt.Errorf("unknown lane layout %q (want page or token)", name)
-}
-
-// enumName is the name of the value v of an enum whose values 1, 2, ...
-// are named names, or "Type(v)".
-func enumName(names []string, typ string, v int) string {
-	if v >= 1 && v <= len(names) {
-		return names[v-1]
-	}
-	return fmt.Sprintf("%s(%d)", typ, v)
-}
-
-// parseEnum returns the value (1-based) of name among names.
-func parseEnum(names []string, name string) (int, error) {
-	for i, n := range names {
-		if n == name {
-			return i + 1, nil
-		}
-	}
-	return 0, fmt.Errorf("unknown value %q (want %s)", name, strings.Join(names, ", "))
-}
+func ParsePlanner(name string) (Planner, error) { return plannerNames.Parse(name) }

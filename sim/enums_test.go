@@ -25,7 +25,7 @@ func TestEnumsRoundTrip(t *testing.T) {
 		}
 	}
 	for _, m := range []tree.LaneMode{tree.LanePages, tree.LaneTokens} {
-		if got, err := ParseLanes(m.String()); err != nil || got != m {
+		if got, err := tree.ParseLanes(m.String()); err != nil || got != m {
 			t.Errorf("ParseLanes(%q) = %v, %v", m, got, err)
 		}
 	}

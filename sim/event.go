@@ -10,6 +10,7 @@ const (
 	evWake                             // a transfer finished while the GPU was idle
 	evSample                           // take a timeline sample
 	evRelease                          // closed loop: a held record is due (depTracker)
+	evPD                               // disaggregation: KV arrived or a request aborted (pd.go)
 )
 
 // event is one scheduled occurrence. Events are ordered by (at, seq): seq is

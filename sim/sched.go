@@ -440,6 +440,9 @@ func (s *Sim) finishPrefill(b []*request) {
 		r.chunkCont = false
 		r.countedNow = false
 		r.kv = r.prefix + r.extend
+		if s.pd != nil && s.pd.onChunk != nil {
+			s.pd.onChunk(r.id, s.now, r.kv, r.kv >= r.fill())
+		}
 		if r == s.chunked && r.kv < r.fill() {
 			// An intermediate chunk: insert it (no hit counting) and keep
 			// going next iteration.

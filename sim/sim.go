@@ -72,6 +72,7 @@ type Sim struct {
 	nodeByID        map[tree.NodeID]*tree.Node
 	st              *storageState // nil without a storage tier
 	oracle          *oracle       // cache.eviction = "belady" only
+	pd              *pdState      // prefill/decode disaggregation only (pd.go)
 
 	results  []engine.RequestResult // nil when streamed to sink.Result
 	stats    engine.Stats           // what the summary needs, request by request
@@ -201,6 +202,8 @@ func (s *Sim) processNext() error {
 		if !s.busy {
 			s.iterate()
 		}
+	case evPD:
+		s.pdEvent()
 	case evSample:
 		// Samples are taken every TimelineInterval while requests are in
 		// the server, and once more when it has just emptied. The state
@@ -326,6 +329,9 @@ func (s *Sim) arrive() error {
 func (s *Sim) admit(rec *traces.Record) error {
 	r := newRequest(rec, s.nextIdx, s.lanes)
 	r.arrive = s.now
+	if s.pd != nil && !s.pd.decode {
+		r.maxNew = 1 // a prefill server computes the first token only
+	}
 	if s.deps != nil {
 		r.res.Release, r.res.DepWait = s.now, s.now-engine.Time(rec.Arrival)
 	}
@@ -342,8 +348,15 @@ func (s *Sim) admit(rec *traces.Record) error {
 	if why := admissionError(&s.cfg, s.lanes, r.input, r.maxNew); why != "" {
 		s.fail(r, why)
 	} else {
-		if err := s.computePromptPages(r, rec); err != nil {
-			return fmt.Errorf("request %q: %w", rec.ID, err)
+		if s.pd == nil || !s.pd.decode || !s.cfg.Cache.Disable {
+			// (A decode server's chunk cache needs no page keys.)
+			if err := s.computePromptPages(r, rec); err != nil {
+				return fmt.Errorf("request %q: %w", rec.ID, err)
+			}
+		}
+		if s.pd != nil && s.pd.decode {
+			s.pd.prealloc = append(s.pd.prealloc, r) // a decode server preallocates first
+			return nil
 		}
 		s.waiting = append(s.waiting, r)
 		if s.st != nil {
@@ -369,6 +382,9 @@ func (s *Sim) iterate() {
 	s.checkHiCacheEvents()
 	if len(s.running) == 0 {
 		s.batchFull = false // SGLang starts an empty running batch afresh
+	}
+	if s.pd != nil && s.pdIterate() {
+		return
 	}
 	if b := s.newPrefillBatch(); len(b) > 0 {
 		s.launchPrefill(b)
@@ -598,6 +614,7 @@ func (s *Sim) checkInvariants() {
 	if s.chunked != nil && !contains(s.batch, s.chunked) {
 		add(s.chunked)
 	}
+	s.pdHeld(add)
 	for o := 0; o < s.lanes; o++ {
 		if held[o] != s.tree.Held(o) {
 			panic(fmt.Sprintf("sim: lane %d: requests hold %d tokens, the pool says %d (KV not conserved)", o, held[o], s.tree.Held(o)))

@@ -51,13 +51,14 @@ type Study struct {
 }
 
 // Axis is one dimension of the grid: a single key path with its values,
-// or a zipped group of key paths whose values move together.
+// or a zipped group of key paths whose values move together. study.json
+// stores it as {"keys": [...], "values": [[...], ...]}.
 type Axis struct {
 	// Keys are the key paths of the server schema (e.g.
 	// "server.hicache_ratio"); more than one for a zipped group.
-	Keys []string
+	Keys []string `json:"keys"`
 	// Values[i][k] is key k's value at the axis's i-th step.
-	Values [][]any
+	Values [][]any `json:"values"`
 
 	pos []pos // where each key is written in the study file
 }
@@ -473,9 +474,12 @@ func (p *parser) report(sf fileSchema, s *Study) ReportSettings {
 }
 
 // keys lists every swept key path.
-func (s *Study) keys() []string {
+func (s *Study) keys() []string { return axesKeys(s.Axes) }
+
+// axesKeys lists the keys of axes in order.
+func axesKeys(axes []Axis) []string {
 	var out []string
-	for _, a := range s.Axes {
+	for _, a := range axes {
 		out = append(out, a.Keys...)
 	}
 	return out

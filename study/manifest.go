@@ -23,7 +23,7 @@ type Manifest struct {
 	Question  string `json:"question,omitempty"`
 	Objective string `json:"objective"`
 	// Axes are the swept keys and their values in grid order.
-	Axes []ManifestAxis `json:"axes"`
+	Axes []Axis `json:"axes"`
 	// Report holds the [report] settings.
 	Report ManifestReport `json:"report"`
 	// Base and BaseTOML name and hold the base configuration.
@@ -35,12 +35,6 @@ type Manifest struct {
 	Points int `json:"points"`
 	// Shard is "i/n" for a shard's folder, "" for a whole grid or a merge.
 	Shard string `json:"shard,omitempty"`
-}
-
-// ManifestAxis is one axis of the grid.
-type ManifestAxis struct {
-	Keys   []string `json:"keys"`
-	Values [][]any  `json:"values"`
 }
 
 // ManifestReport is [report] as stored in study.json.
@@ -61,19 +55,13 @@ func (s *Study) manifest(sh Shard) *Manifest {
 		Report: ManifestReport{X: s.Report.X, Along: s.Report.Along, Timeline: s.Report.Timeline, MRC: s.Report.MRC},
 	}
 	for _, a := range s.Axes {
-		m.Axes = append(m.Axes, ManifestAxis{Keys: a.Keys, Values: a.Values})
+		m.Axes = append(m.Axes, Axis{Keys: a.Keys, Values: a.Values})
 	}
 	return m
 }
 
 // keys lists the swept keys in axis order.
-func (m *Manifest) keys() []string {
-	var out []string
-	for _, a := range m.Axes {
-		out = append(out, a.Keys...)
-	}
-	return out
-}
+func (m *Manifest) keys() []string { return axesKeys(m.Axes) }
 
 func (m *Manifest) write(dir string) error {
 	return writeAtomic(filepath.Join(dir, ManifestFile), func(w io.Writer) error {

@@ -14,6 +14,9 @@ const BailianBlockSize = 16
 //	{"chat_id": int, "parent_chat_id": int (-1: none), "timestamp": s,
 //	 "input_length": n, "output_length": n, "type": str, "turn": n,
 //	 "hash_ids": [...]}
+//
+// Its fields are flat (not an embedded hashLine): encoding/json allocates
+// once more per line for an embedded struct.
 type bailianLine struct {
 	ChatID       json.RawMessage `json:"chat_id"`
 	ParentChatID json.RawMessage `json:"parent_chat_id"`
@@ -48,19 +51,15 @@ func (d *bailianFormat) record(l jsonLine) (Record, error) {
 	if err := json.Unmarshal(l.data, &m); err != nil {
 		return Record{}, jsonError(l.path, l.line, l.data, err)
 	}
-	bad := l.bad
-	switch {
-	case isNull(m.ChatID):
-		return Record{}, bad("chat_id", "expected an integer request id, found nothing (field missing)")
-	case isNull(m.Timestamp):
-		return Record{}, bad("timestamp", "expected seconds since the trace start, found nothing (field missing)")
-	case m.InputLength == nil:
-		return Record{}, bad("input_length", "expected a token count, found nothing (field missing)")
-	case m.OutputLength == nil:
-		return Record{}, bad("output_length", "expected a token count, found nothing (field missing)")
-	case m.HashIDs == nil:
-		return Record{}, bad("hash_ids", "expected an array of block hash ids, found nothing (field missing)")
+	if err := l.require(want{"chat_id", !isNull(m.ChatID), "an integer request id"}); err != nil {
+		return Record{}, err
 	}
+	const at = "seconds since the trace start"
+	h := hashLine{Timestamp: m.Timestamp, InputLength: m.InputLength, OutputLength: m.OutputLength, HashIDs: m.HashIDs}
+	if err := h.require(l, at); err != nil {
+		return Record{}, err
+	}
+	bad := l.bad
 	chat, err := rawInt(m.ChatID)
 	if err != nil || chat < 0 {
 		return Record{}, bad("chat_id", "expected a non-negative integer, found %s", string(m.ChatID))
@@ -72,26 +71,16 @@ func (d *bailianFormat) record(l jsonLine) (Record, error) {
 			return Record{}, bad("parent_chat_id", "expected an integer (-1 for none), found %s", string(m.ParentChatID))
 		}
 	}
-	at, err := numberToNs(m.Timestamp, 1e9)
+	rec, err := h.record(l, at, 1e9, BailianBlockSize)
 	if err != nil {
-		return Record{}, bad("timestamp", "expected seconds since the trace start, found %s", string(m.Timestamp))
+		return Record{}, err
 	}
 	if m.Turn < 0 {
 		return Record{}, bad("turn", "expected a non-negative turn number, found %d", m.Turn)
 	}
-	rec := Record{
-		ID:        strconv.FormatInt(chat, 10),
-		Arrival:   at,
-		Turn:      m.Turn,
-		InputLen:  *m.InputLength,
-		OutputLen: *m.OutputLength,
-		Blocks:    m.HashIDs,
-		BlockSize: BailianBlockSize,
-		Kind:      m.Type,
-	}
-	rec.normalize()
-	if fe := rec.check(bailianNames); fe != nil {
-		return Record{}, bad(fe.field, "%s", fe.msg)
+	rec.ID, rec.Turn, rec.Kind = strconv.FormatInt(chat, 10), m.Turn, m.Type
+	if err := l.check(&rec, bailianNames); err != nil {
+		return Record{}, err
 	}
 	if rec.Arrival < d.last {
 		return Record{}, bad("timestamp", "expected a time >= the previous record's (%s s), found %s s", fmtSec(d.last), string(m.Timestamp))

@@ -61,15 +61,13 @@ func (c *ChatConfig) Validate() error {
 	if c.SubQuestionLength < 0 || c.SubQuestionLength > MaxGenLength {
 		errs = append(errs, fmt.Errorf("sub-question-length: must be from 0 to %d (got %d)", MaxGenLength, c.SubQuestionLength))
 	}
-	if len(errs) == 0 {
+	checkTokens(&errs, "--clients, --rounds or the lengths", func() float64 {
 		q := c.SubQuestionLength
 		if q == 0 {
 			q = c.RequestLength
 		}
-		if err := CheckGenTokens(float64(c.Clients)*ChatTokens(c.Rounds, c.RequestLength, c.OutputLength+q), "--clients, --rounds or the lengths"); err != nil {
-			errs = append(errs, err)
-		}
-	}
+		return float64(c.Clients) * ChatTokens(c.Rounds, c.RequestLength, c.OutputLength+q)
+	})
 	checkArrivals(&errs, c.Rate, c.Distribution)
 	if c.Order != "" && c.Order != "random" && c.Order != "fifo" {
 		errs = append(errs, fmt.Errorf("order: must be random or fifo (got %q)", c.Order))
@@ -92,6 +90,27 @@ const (
 func positive(errs *[]error, name string, v int) {
 	if v < 1 || v > MaxGenLength {
 		*errs = append(*errs, fmt.Errorf("%s: must be from 1 to %d (got %d)", name, MaxGenLength, v))
+	}
+}
+
+// positives checks a list of lengths or counts named name: at least one
+// (each one a what), each from 1 to MaxGenLength.
+func positives(errs *[]error, name, what string, vs []int) {
+	if len(vs) == 0 {
+		*errs = append(*errs, fmt.Errorf("%s: must list at least one %s", name, what))
+	}
+	for i, v := range vs {
+		positive(errs, fmt.Sprintf("%s[%d]", name, i), v)
+	}
+}
+
+// checkTokens adds CheckGenTokens's error for the tokens that n counts,
+// if the config has no error yet (n may assume valid lengths).
+func checkTokens(errs *[]error, flags string, n func() float64) {
+	if len(*errs) == 0 {
+		if err := CheckGenTokens(n(), flags); err != nil {
+			*errs = append(*errs, err)
+		}
 	}
 }
 
@@ -242,23 +261,15 @@ type RoundRobinConfig struct {
 // Validate reports every problem of the config at once.
 func (c *RoundRobinConfig) Validate() error {
 	var errs []error
-	if len(c.Rounds) == 0 {
-		errs = append(errs, errors.New("rounds: must list at least one conversation"))
-	}
-	for i, r := range c.Rounds {
-		positive(&errs, fmt.Sprintf("rounds[%d]", i), r)
-	}
+	positives(&errs, "rounds", "conversation", c.Rounds)
 	positive(&errs, "question-length", c.QuestionLength)
 	positive(&errs, "output-length", c.OutputLength)
-	if len(errs) == 0 {
-		var n float64
+	checkTokens(&errs, "the rounds or the lengths", func() (n float64) {
 		for _, r := range c.Rounds {
 			n += ChatTokens(r, c.QuestionLength, c.QuestionLength+c.OutputLength)
 		}
-		if err := CheckGenTokens(n, "the rounds or the lengths"); err != nil {
-			errs = append(errs, err)
-		}
-	}
+		return n
+	})
 	checkArrivals(&errs, c.Rate, c.Distribution)
 	if err := c.Vocab.Validate(); err != nil {
 		errs = append(errs, err)
@@ -326,24 +337,16 @@ type SharedPrefixConfig struct {
 // Validate reports every problem of the config at once.
 func (c *SharedPrefixConfig) Validate() error {
 	var errs []error
-	if len(c.Questions) == 0 {
-		errs = append(errs, errors.New("questions: must list at least one group"))
-	}
-	for i, q := range c.Questions {
-		positive(&errs, fmt.Sprintf("questions[%d]", i), q)
-	}
+	positives(&errs, "questions", "group", c.Questions)
 	positive(&errs, "system-prompt-len", c.SystemPromptLength)
 	positive(&errs, "question-len", c.QuestionLength)
 	positive(&errs, "output-len", c.OutputLength)
-	if len(errs) == 0 {
-		var n float64
+	checkTokens(&errs, "the questions or the lengths", func() (n float64) {
 		for _, q := range c.Questions {
 			n += float64(q) * float64(c.SystemPromptLength+c.QuestionLength)
 		}
-		if err := CheckGenTokens(n, "the questions or the lengths"); err != nil {
-			errs = append(errs, err)
-		}
-	}
+		return n
+	})
 	if c.Order != "" && c.Order != "grouped" && c.Order != "shuffled" {
 		errs = append(errs, fmt.Errorf("order: must be grouped or shuffled (got %q)", c.Order))
 	}
@@ -405,11 +408,9 @@ func (c *WarmCacheConfig) Validate() error {
 	positive(&errs, "total-tokens", c.TotalTokens)
 	positive(&errs, "num-prompts", c.NumPrompts)
 	positive(&errs, "output-len", c.OutputLength)
-	if len(errs) == 0 {
-		if err := CheckGenTokens(float64(len(c.Pcts))*float64(c.NumPrompts+1)*float64(c.TotalTokens), "--num-prompts, --total-tokens or the percentages"); err != nil {
-			errs = append(errs, err)
-		}
-	}
+	checkTokens(&errs, "--num-prompts, --total-tokens or the percentages", func() float64 {
+		return float64(len(c.Pcts)) * float64(c.NumPrompts+1) * float64(c.TotalTokens)
+	})
 	if len(c.Pcts) == 0 {
 		errs = append(errs, errors.New("pcts: must list at least one percentage"))
 	}

@@ -38,6 +38,40 @@ func (l jsonLine) bad(field, format string, args ...any) error {
 	return badField(l.path, l.line, l.data, field, format, args...)
 }
 
+// want is a field a record line must have: its key, whether the line has
+// it, and what it holds (for the error when it does not).
+type want struct {
+	key  string
+	ok   bool
+	what string
+}
+
+// Values of want.what that several formats share.
+const (
+	wantCount  = "a token count"
+	wantHashes = "an array of block hash ids"
+)
+
+// require reports the first of fields that the line lacks.
+func (l jsonLine) require(fields ...want) error {
+	for _, f := range fields {
+		if !f.ok {
+			return l.bad(f.key, "expected %s, found nothing (field missing)", f.what)
+		}
+	}
+	return nil
+}
+
+// check normalizes rec and checks it (Record.check), naming a field as the
+// format does (names).
+func (l jsonLine) check(rec *Record, names map[string]string) error {
+	rec.normalize()
+	if fe := rec.check(names); fe != nil {
+		return l.bad(fe.field, "%s", fe.msg)
+	}
+	return nil
+}
+
 func newJSONL(br *bufio.Reader, path string, f lineFormat) *jsonlDecoder {
 	return &jsonlDecoder{lines: lineReader{path: path, br: br}, format: f}
 }

@@ -208,29 +208,26 @@ func (d *kvsimFormat) record(l jsonLine) (Record, error) {
 			return Record{}, err
 		}
 	}
-	bad := l.bad
-	switch {
-	case wr.ID == nil:
-		return Record{}, bad("id", "expected a request id (a string), found nothing (field missing)")
-	case wr.Arrival == nil:
-		return Record{}, bad("arrival_ns", "expected nanoseconds since the trace start, found nothing (field missing)")
-	case wr.InputLen == nil:
-		return Record{}, bad("input_len", "expected a token count, found nothing (field missing)")
-	case wr.OutputLen == nil:
-		return Record{}, bad("output_len", "expected a token count, found nothing (field missing)")
+	if err := l.require(
+		want{"id", wr.ID != nil, "a request id (a string)"},
+		want{"arrival_ns", wr.Arrival != nil, "nanoseconds since the trace start"},
+		want{"input_len", wr.InputLen != nil, wantCount},
+		want{"output_len", wr.OutputLen != nil, wantCount},
+	); err != nil {
+		return Record{}, err
 	}
+	bad := l.bad
 	rec.ID, rec.Arrival, rec.InputLen, rec.OutputLen = *wr.ID, *wr.Arrival, *wr.InputLen, *wr.OutputLen
 	if wr.BlockSize != nil {
 		rec.BlockSize = *wr.BlockSize
 	} else {
 		rec.BlockSize = d.hdr.BlockSize
 	}
-	rec.normalize()
 	if rec.ID == "" {
 		return Record{}, bad("id", "expected a non-empty request id, found an empty string")
 	}
-	if fe := rec.check(kvsimNames); fe != nil {
-		return Record{}, bad(fe.field, "%s", fe.msg)
+	if err := l.check(&rec, kvsimNames); err != nil {
+		return Record{}, err
 	}
 	if rec.Arrival < d.last {
 		return Record{}, bad("arrival_ns", "expected a time >= the previous record's (%d ns), found %d ns", d.last, rec.Arrival)

@@ -17,12 +17,46 @@ const MooncakeBlockSize = 512
 //
 // session_id and delay are optional (multi-turn variants of the format).
 type mooncakeLine struct {
+	hashLine
+	SessionID json.RawMessage `json:"session_id"`
+	Delay     json.RawMessage `json:"delay"`
+}
+
+// hashLine holds the fields of a line that the Mooncake and Bailian
+// formats share: the arrival, the lengths and the block hash ids.
+type hashLine struct {
 	Timestamp    json.RawMessage `json:"timestamp"`
 	InputLength  *int            `json:"input_length"`
 	OutputLength *int            `json:"output_length"`
 	HashIDs      []uint64        `json:"hash_ids"`
-	SessionID    json.RawMessage `json:"session_id"`
-	Delay        json.RawMessage `json:"delay"`
+}
+
+// require reports the first of the shared fields that the line lacks;
+// at says what the timestamp counts ("seconds since the trace start").
+func (h *hashLine) require(l jsonLine, at string) error {
+	return l.require(
+		want{"timestamp", !isNull(h.Timestamp), at},
+		want{"input_length", h.InputLength != nil, wantCount},
+		want{"output_length", h.OutputLength != nil, wantCount},
+		want{"hash_ids", h.HashIDs != nil, wantHashes},
+	)
+}
+
+// record returns the record that the shared fields describe: the
+// timestamp counts units of ns nanoseconds (as at says), and each hash id
+// stands for blockSize tokens. The fields must be present (require).
+func (h *hashLine) record(l jsonLine, at string, ns float64, blockSize int) (Record, error) {
+	arrival, err := numberToNs(h.Timestamp, ns)
+	if err != nil {
+		return Record{}, l.bad("timestamp", "expected %s, found %s", at, string(h.Timestamp))
+	}
+	return Record{
+		Arrival:   arrival,
+		InputLen:  *h.InputLength,
+		OutputLen: *h.OutputLength,
+		Blocks:    h.HashIDs,
+		BlockSize: blockSize,
+	}, nil
 }
 
 var mooncakeNames = map[string]string{
@@ -53,29 +87,16 @@ func (d *mooncakeFormat) record(l jsonLine) (Record, error) {
 			return Record{}, jsonError(l.path, l.line, l.data, err)
 		}
 	}
-	bad := l.bad
-	switch {
-	case isNull(m.Timestamp):
-		return Record{}, bad("timestamp", "expected milliseconds since the trace start, found nothing (field missing)")
-	case m.InputLength == nil:
-		return Record{}, bad("input_length", "expected a token count, found nothing (field missing)")
-	case m.OutputLength == nil:
-		return Record{}, bad("output_length", "expected a token count, found nothing (field missing)")
-	case m.HashIDs == nil:
-		return Record{}, bad("hash_ids", "expected an array of block hash ids, found nothing (field missing)")
+	const at = "milliseconds since the trace start"
+	if err := m.require(l, at); err != nil {
+		return Record{}, err
 	}
-	at, err := numberToNs(m.Timestamp, 1e6)
+	rec, err := m.record(l, at, 1e6, MooncakeBlockSize)
 	if err != nil {
-		return Record{}, bad("timestamp", "expected milliseconds since the trace start, found %s", string(m.Timestamp))
+		return Record{}, err
 	}
-	rec := Record{
-		ID:        strconv.Itoa(d.n),
-		Arrival:   at,
-		InputLen:  *m.InputLength,
-		OutputLen: *m.OutputLength,
-		Blocks:    m.HashIDs,
-		BlockSize: MooncakeBlockSize,
-	}
+	rec.ID = strconv.Itoa(d.n)
+	bad := l.bad
 	if !isNull(m.Delay) {
 		ns, err := numberToNs(m.Delay, 1e6)
 		if err != nil {
@@ -90,9 +111,8 @@ func (d *mooncakeFormat) record(l jsonLine) (Record, error) {
 		}
 		rec.Session = s
 	}
-	rec.normalize()
-	if fe := rec.check(mooncakeNames); fe != nil {
-		return Record{}, bad(fe.field, "%s", fe.msg)
+	if err := l.check(&rec, mooncakeNames); err != nil {
+		return Record{}, err
 	}
 	if rec.Arrival < d.last {
 		return Record{}, bad("timestamp", "expected a time >= the previous record's (%s ms), found %s ms", fmtMs(d.last), string(m.Timestamp))

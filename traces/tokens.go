@@ -42,15 +42,14 @@ func (d *tokensFormat) record(l jsonLine) (Record, error) {
 	if err := json.Unmarshal(l.data, &m); err != nil {
 		return Record{}, jsonError(l.path, l.line, l.data, err)
 	}
-	bad := l.bad
-	switch {
-	case m.ArrivalNs == nil:
-		return Record{}, bad("arrival_time_ns", "expected nanoseconds since the trace start, found nothing (field missing)")
-	case m.InputToks == nil && m.InputTokIDs == nil:
-		return Record{}, bad("input_toks", "expected a token count, found nothing (field missing)")
-	case m.OutputToks == nil && m.OutputTokIDs == nil:
-		return Record{}, bad("output_toks", "expected a token count, found nothing (field missing)")
+	if err := l.require(
+		want{"arrival_time_ns", m.ArrivalNs != nil, "nanoseconds since the trace start"},
+		want{"input_toks", m.InputToks != nil || m.InputTokIDs != nil, wantCount},
+		want{"output_toks", m.OutputToks != nil || m.OutputTokIDs != nil, wantCount},
+	); err != nil {
+		return Record{}, err
 	}
+	bad := l.bad
 	rec := Record{
 		ID:           strconv.Itoa(d.n),
 		Arrival:      *m.ArrivalNs,
@@ -67,9 +66,8 @@ func (d *tokensFormat) record(l jsonLine) (Record, error) {
 	} else {
 		rec.OutputLen = len(m.OutputTokIDs)
 	}
-	rec.normalize()
-	if fe := rec.check(tokensNames); fe != nil {
-		return Record{}, bad(fe.field, "%s", fe.msg)
+	if err := l.check(&rec, tokensNames); err != nil {
+		return Record{}, err
 	}
 	if rec.OutputTokens != nil && len(rec.OutputTokens) != rec.OutputLen {
 		return Record{}, bad("output_tok_ids", "expected %d token ids (output_toks), found %d", rec.OutputLen, len(rec.OutputTokens))

@@ -3,6 +3,8 @@ package tree
 import (
 	"errors"
 	"fmt"
+
+	"github.com/kvsim/kvsim/internal/enum"
 )
 
 // Strategy is a device (and host) eviction order. The keys are SGLang's
@@ -41,24 +43,16 @@ const (
 	Belady
 )
 
-var strategyNames = map[Strategy]string{
-	LRU: "lru", LFU: "lfu", FIFO: "fifo", MRU: "mru", FILO: "filo",
-	Priority: "priority", SLRU: "slru", SegmentedLRU: "slru-segmented",
-	Belady: "belady",
-}
+var strategyNames = enum.New[Strategy]("Strategy", "eviction strategy",
+	"lru", "lfu", "fifo", "mru", "filo", "priority", "slru", "slru-segmented", "belady")
 
-func (s Strategy) String() string { return enumString(strategyNames, s, "Strategy") }
+func (s Strategy) String() string { return strategyNames.String(s) }
 
 // ParseStrategy returns the strategy named as SGLang's
 // --radix-eviction-policy names it ("lru", "lfu", "fifo", "mru", "filo",
 // "priority", "slru"), "slru-segmented" for the classic segmented LRU, or
 // "belady" for the offline optimum.
-func ParseStrategy(name string) (Strategy, error) {
-	if s, ok := parseEnum(strategyNames, name); ok {
-		return s, nil
-	}
-	return 0, fmt.Errorf("unknown eviction strategy %q (want lru, lfu, fifo, mru, filo, priority, slru, slru-segmented or belady)", name)
-}
+func ParseStrategy(name string) (Strategy, error) { return strategyNames.Parse(name) }
 
 // WritePolicy says when device pages are copied to the host tier.
 type WritePolicy int
@@ -74,19 +68,13 @@ const (
 	WriteBack
 )
 
-var writePolicyNames = map[WritePolicy]string{
-	WriteThrough: "write_through", WriteThroughSelective: "write_through_selective", WriteBack: "write_back",
-}
+var writePolicyNames = enum.New[WritePolicy]("WritePolicy", "write policy",
+	"write_through", "write_through_selective", "write_back")
 
-func (w WritePolicy) String() string { return enumString(writePolicyNames, w, "WritePolicy") }
+func (w WritePolicy) String() string { return writePolicyNames.String(w) }
 
 // ParseWritePolicy parses SGLang's write policy names.
-func ParseWritePolicy(name string) (WritePolicy, error) {
-	if w, ok := parseEnum(writePolicyNames, name); ok {
-		return w, nil
-	}
-	return 0, fmt.Errorf("unknown write policy %q (want write_through, write_through_selective or write_back)", name)
-}
+func ParseWritePolicy(name string) (WritePolicy, error) { return writePolicyNames.Parse(name) }
 
 // LaneMode says how a sequence's KV is striped over the owner lanes.
 type LaneMode int
@@ -100,15 +88,13 @@ const (
 	LaneTokens
 )
 
-func (m LaneMode) String() string {
-	switch m {
-	case LanePages:
-		return "page"
-	case LaneTokens:
-		return "token"
-	}
-	return fmt.Sprintf("LaneMode(%d)", int(m))
-}
+var laneNames = enum.New[LaneMode]("LaneMode", "lane layout", "page", "token")
+
+func (m LaneMode) String() string { return laneNames.String(m) }
+
+// ParseLanes returns the lane layout named name: "page" (page k on lane
+// k mod cp) or "token" (token p on lane p mod cp).
+func ParseLanes(name string) (LaneMode, error) { return laneNames.Parse(name) }
 
 // Config configures a Tree. All sizes are in tokens.
 type Config struct {
@@ -185,7 +171,7 @@ func (c Config) Validate() error {
 	if c.CP < 1 || c.CP > 1024 {
 		bad("cp", "in [1, 1024]", c.CP)
 	}
-	if c.Lanes != LanePages && c.Lanes != LaneTokens {
+	if !laneNames.Valid(c.Lanes) {
 		bad("lanes", "page or token", c.Lanes)
 	}
 	if c.DeviceTokens <= 0 {
@@ -194,7 +180,7 @@ func (c Config) Validate() error {
 	if c.HostTokens < 0 {
 		bad("host_tokens", ">= 0", c.HostTokens)
 	}
-	if _, ok := strategyNames[c.Eviction]; !ok {
+	if !strategyNames.Valid(c.Eviction) {
 		bad("eviction", "a known strategy", c.Eviction)
 	}
 	if c.ProtectedHits < 1 {
@@ -203,7 +189,7 @@ func (c Config) Validate() error {
 	if !(c.ProtectedShare > 0 && c.ProtectedShare <= 1) {
 		bad("protected_share", "in (0, 1]", c.ProtectedShare)
 	}
-	if _, ok := writePolicyNames[c.WritePolicy]; !ok {
+	if !writePolicyNames.Valid(c.WritePolicy) {
 		bad("write_policy", "a known policy", c.WritePolicy)
 	}
 	if c.WriteThroughThreshold < 1 {
@@ -221,23 +207,4 @@ func setDefault[T comparable](p *T, def T) {
 	if *p == zero {
 		*p = def
 	}
-}
-
-// enumString returns v's name in names, or typ(v) for a value without one.
-func enumString[T ~int](names map[T]string, v T, typ string) string {
-	if n, ok := names[v]; ok {
-		return n
-	}
-	return fmt.Sprintf("%s(%d)", typ, int(v))
-}
-
-// parseEnum returns the value named name in names, whose names are
-// distinct (so the map's order cannot matter).
-func parseEnum[T ~int](names map[T]string, name string) (T, bool) {
-	for v, n := range names {
-		if n == name {
-			return v, true
-		}
-	}
-	return 0, false
 }

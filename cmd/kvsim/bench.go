@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -73,7 +74,6 @@ type warmCacheRow struct {
 
 func benchWarmCache(args []string, stdout, stderr io.Writer) int {
 	fs, rf := newBenchCommand("warm-cache", stderr)
-	cfgPath, settle := &rf.cfgPath, &rf.settle
 	numPrompts := fs.Int("num-prompts", 64, "prompts per shared-prefix percentage")
 	total := fs.Int("total-tokens", 70000, "tokens per prompt (shared prefix + unique suffix)")
 	outLen := fs.Int("output-len", 200, "output tokens per request")
@@ -86,30 +86,20 @@ func benchWarmCache(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	usageErr := fs.usageErr
-	var tg replay.Target
-	var vocab traces.Vocab
-	backend := "sglang"
-	if rf.target == "sim" {
-		// The simulator in virtual time: the same sweep, flushes and
-		// warm-ups; there is nothing to settle after a flush.
-		st, v, err := rf.buildSim(*cfgPath)
-		if err != nil {
-			return usageErr("%v", err)
-		}
-		tg, vocab, backend, *settle = st, v, "sim", 0
-	} else {
-		if *cfgPath != "" {
-			return usageErr("--config describes the simulated server: use it with --target sim")
-		}
+	st, h, vocab, err := rf.server(fs.Name(), stderr, func() error {
 		if rf.api != "sglang" {
-			return usageErr("--api %s: the warm-cache sweep uses SGLang's native /generate (as the bench does)", rf.api)
+			return fmt.Errorf("--api %s: the warm-cache sweep uses SGLang's native /generate (as the bench does)", rf.api)
 		}
-		h, v, err := rf.buildHTTP(fs.Name(), stderr)
-		if err != nil {
-			return usageErr("%v", err)
-		}
+		return nil
+	})
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	var tg replay.Target = st
+	backend := "sim"
+	if h != nil {
 		defer h.CloseIdle()
-		tg, vocab = h, v
+		tg, backend = h, "sglang"
 	}
 	pl, err := traces.ParseIntList(*pcts)
 	if err != nil {
@@ -117,7 +107,7 @@ func benchWarmCache(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg := replay.WarmCacheConfig{
 		TotalTokens: *total, NumPrompts: *numPrompts, OutputLen: *outLen, MaxConcurrency: *maxConc, Pcts: pl,
-		Seed: *seed, Vocab: vocab, Timeout: rf.timeout, Settle: *settle, DisableIgnoreEOS: *noEOS, Log: stdout,
+		Seed: *seed, Vocab: vocab, Timeout: rf.timeout, Settle: rf.settle, DisableIgnoreEOS: *noEOS, Log: stdout,
 	}
 	if err := cfg.Validate(); err != nil {
 		return usageErr("%v", err)
@@ -219,7 +209,6 @@ type multiTurnLog struct {
 
 func benchMultiTurn(args []string, stdout, stderr io.Writer) int {
 	fs, rf := newBenchCommand("multiturn", stderr)
-	cfgPath, settle := &rf.cfgPath, &rf.settle
 	clients := fs.Int("num-clients", 256, "number of clients (conversations)")
 	maxPar := fs.Int("max-parallel", 128, "maximum requests in flight")
 	reqLen := fs.Int("request-length", 512, "first prompt length in tokens")
@@ -247,28 +236,19 @@ func benchMultiTurn(args []string, stdout, stderr io.Writer) int {
 		replay.Flusher
 	}
 	var run func(context.Context, replay.MultiTurnConfig) (*replay.MultiTurnResult, error)
-	var vocab traces.Vocab
-	backend := rf.api
-	if rf.target == "sim" {
-		backend = "sim"
-		st, v, err := rf.buildSim(*cfgPath)
-		if err != nil {
-			return usageErr("%v", err)
-		}
-		tg, vocab, *settle, run = st, v, 0, st.MultiTurn
-	} else {
-		if *cfgPath != "" {
-			return usageErr("--config describes the simulated server: use it with --target sim")
-		}
-		h, v, err := rf.buildHTTP(fs.Name(), stderr)
-		if err != nil {
-			return usageErr("%v", err)
-		}
+	st, h, vocab, err := rf.server(fs.Name(), stderr, nil)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	backend := "sim"
+	if h != nil {
 		defer h.CloseIdle()
-		tg, vocab = h, v
+		tg, backend = h, rf.api
 		run = func(ctx context.Context, cfg replay.MultiTurnConfig) (*replay.MultiTurnResult, error) {
 			return replay.MultiTurn(ctx, cfg, h, replay.WallClock{})
 		}
+	} else {
+		tg, run = st, st.MultiTurn
 	}
 	rates := multiTurnRates(fs.FlagSet, *rate, *noAuto)
 	cfg := replay.MultiTurnConfig{
@@ -290,7 +270,7 @@ func benchMultiTurn(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "kvsim bench multiturn: %v\n", err)
 			return exitFail
 		}
-		if err := (replay.WallClock{}).SleepUntil(ctx, time.Now().Add(*settle)); err != nil {
+		if err := (replay.WallClock{}).SleepUntil(ctx, time.Now().Add(rf.settle)); err != nil {
 			fmt.Fprintln(stderr, "kvsim bench multiturn: interrupted")
 			return exitFail
 		}
@@ -409,6 +389,30 @@ func newBenchCommand(name string, stderr io.Writer) (*cmdFlags, *benchFlags) {
 	fs.StringVar(&b.cfgPath, "config", "", "with --target sim: the simulated server (TOML; default: the bundled configs/default.toml)")
 	fs.DurationVar(&b.settle, "settle", time.Second, "pause after each flush")
 	return fs, b
+}
+
+// server builds the server a benchmark measures: for --target sim the
+// simulator of --config in virtual time (the same sweep, flushes and
+// warm-ups; there is nothing to settle after a flush, so --settle becomes
+// 0), else the HTTP server, once --config is refused and check (if any)
+// has passed. Exactly one of st and h is set; the caller closes h's idle
+// connections.
+func (b *benchFlags) server(prog string, stderr io.Writer, check func() error) (st *replay.SimTarget, h *replay.HTTPTarget, v traces.Vocab, err error) {
+	if b.target == "sim" {
+		b.settle = 0
+		st, v, err = b.buildSim(b.cfgPath)
+		return st, nil, v, err
+	}
+	if b.cfgPath != "" {
+		return nil, nil, v, errors.New("--config describes the simulated server: use it with --target sim")
+	}
+	if check != nil {
+		if err := check(); err != nil {
+			return nil, nil, v, err
+		}
+	}
+	h, v, err = b.buildHTTP(prog, stderr)
+	return nil, h, v, err
 }
 
 // parse parses a benchmark's flags and checks the target's; code and ok

@@ -57,62 +57,106 @@ See docs/replay.md and docs/fidelity.md.
 
 func runCalibrate(args []string, stdout, stderr io.Writer) int {
 	fs := newCommand("kvsim calibrate", calibrateUsage, stderr)
-	var perReqs, serverLogs pathsFlag
-	fs.Var(&perReqs, "per-request", "per-request trace of a concurrency-1 replay (or capture); with a llama-server config, one per run of the calibration trace (repeat the flag: their repeats are pooled)")
-	fs.Var(&serverLogs, "server-log", "llama-server config: llama-server's `LOG` (default verbosity, with timestamps) of each --per-request run, one per run in the same order (repeat the flag): the copy rates are then measured from each TTFT less the logged prompt eval time instead of fitted with the prompt cost")
-	cfgPath := fs.String("config", "", "the measured server's config, for its chunked_prefill_size and page size (default: the bundled default)")
-	out := fs.String("out", "", "write the TOML snippet to this file")
-	absolute := fs.Bool("absolute", false, "minimise absolute instead of relative errors")
-	genTrace := fs.String("gen-trace", "", "llama-server config: write the calibration trace to this file and exit")
-	seed := fs.Uint64("seed", 1, "with --gen-trace: seed of the prompts")
-	repeats := fs.Int("repeats", 3, "with --gen-trace: measurements of each shape (the fit takes their median)")
+	var a calibrateArgs
+	fs.Var(&a.perReqs, "per-request", "per-request trace of a concurrency-1 replay (or capture); with a llama-server config, one per run of the calibration trace (repeat the flag: their repeats are pooled)")
+	fs.Var(&a.serverLogs, "server-log", "llama-server config: llama-server's `LOG` (default verbosity, with timestamps) of each --per-request run, one per run in the same order (repeat the flag): the copy rates are then measured from each TTFT less the logged prompt eval time instead of fitted with the prompt cost")
+	fs.StringVar(&a.cfgPath, "config", "", "the measured server's config, for its chunked_prefill_size and page size (default: the bundled default)")
+	fs.StringVar(&a.out, "out", "", "write the TOML snippet to this file")
+	fs.BoolVar(&a.absolute, "absolute", false, "minimise absolute instead of relative errors")
+	fs.StringVar(&a.genTrace, "gen-trace", "", "llama-server config: write the calibration trace to this file and exit")
+	fs.Uint64Var(&a.trace.seed, "seed", 1, "with --gen-trace: seed of the prompts")
+	fs.IntVar(&a.trace.repeats, "repeats", 3, "with --gen-trace: measurements of each shape (the fit takes their median)")
 	vocab := vocabFlag(traces.Vocab{Lo: 1, Hi: 256})
 	fs.Var(&vocab, "vocab", "with --gen-trace: token id range `LO:HI` of the prompts (replay them with the same --vocab)")
-	tile := fs.Int("tile", 64, "llama-server config: fit the attention by llama.cpp's kernels, with this tile in rows (64: GGML_FA_TILE_Q of llama.cpp's CPU flash attention): a slot's prompt rows in a micro-batch pay per pair of the tiles computed, or per causal pair below a tile; 0: one cost per causal pair, with the call-size tiers below")
-	smallCall := fs.Int("small-call-tokens", 63, "llama-server config with --tile 0: prompts of at most this many new tokens get their own cost per attention pair (0: no such tier; llama.cpp's CPU attention is slow below 64 query tokens)")
-	mediumCall := fs.Int("medium-call-tokens", 127, "llama-server config with --tile 0: prompts of more than --small-call-tokens and at most this many new tokens get a second cost per attention pair (0: no such tier; with both 0, one cost for all)")
-	requestDelay := fs.Duration("request-delay", 0, "llama-server config: time from a request's send until the server loop sees it (written to the config as request_delay_ns and taken out of every TTFT before the fit; not fitted; default: the --config's request_delay_ns)")
-	noAfterPrompt := fs.Bool("no-after-prompt", false, "llama-server config: do not fit the extra time of decode steps after a prompt call (after_prompt_ns 0; the decode fit then spreads it over all steps)")
-	asJSON := fs.Bool("json", false, "print the fit as JSON instead of text")
+	fs.IntVar(&a.trace.tile, "tile", 64, "llama-server config: fit the attention by llama.cpp's kernels, with this tile in rows (64: GGML_FA_TILE_Q of llama.cpp's CPU flash attention): a slot's prompt rows in a micro-batch pay per pair of the tiles computed, or per causal pair below a tile; 0: one cost per causal pair, with the call-size tiers below")
+	fs.IntVar(&a.trace.smallCall, "small-call-tokens", 63, "llama-server config with --tile 0: prompts of at most this many new tokens get their own cost per attention pair (0: no such tier; llama.cpp's CPU attention is slow below 64 query tokens)")
+	fs.IntVar(&a.trace.mediumCall, "medium-call-tokens", 127, "llama-server config with --tile 0: prompts of more than --small-call-tokens and at most this many new tokens get a second cost per attention pair (0: no such tier; with both 0, one cost for all)")
+	fs.DurationVar(&a.trace.requestDelay, "request-delay", 0, "llama-server config: time from a request's send until the server loop sees it (written to the config as request_delay_ns and taken out of every TTFT before the fit; not fitted; default: the --config's request_delay_ns)")
+	fs.BoolVar(&a.trace.noAfterPrompt, "no-after-prompt", false, "llama-server config: do not fit the extra time of decode steps after a prompt call (after_prompt_ns 0; the decode fit then spreads it over all steps)")
+	fs.BoolVar(&a.asJSON, "json", false, "print the fit as JSON instead of text")
 	if code, ok := fs.parse(args); !ok {
 		return code
 	}
-	usageErr := fs.usageErr
-	f, err := loadConfig(*cfgPath, "kvsim calibrate fits")
+	a.trace.vocab = traces.Vocab(vocab)
+	a.set = map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { a.set[fl.Name] = true })
+	a.usageErr = fs.usageErr
+	f, err := loadConfig(a.cfgPath, "kvsim calibrate fits")
 	if err != nil {
-		return usageErr("%v", err)
+		return a.usageErr("%v", err)
 	}
-	if f.IsLlamaCpp() {
-		set := map[string]bool{}
-		fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-		if !set["request-delay"] {
-			*requestDelay = time.Duration(f.Llama.Cost.Delay)
-		}
-		switch {
-		case *repeats < 1 || *repeats > 1000:
-			return usageErr("--repeats: must be from 1 to 1000 (got %d)", *repeats)
-		case *tile < 0:
-			return usageErr("--tile: must be >= 0 (got %d)", *tile)
-		case *tile > 0 && (set["small-call-tokens"] || set["medium-call-tokens"]):
-			return usageErr("--small-call-tokens and --medium-call-tokens are the tiers of --tile 0; the tiles replace them")
-		case *tile > 0:
-			*smallCall, *mediumCall = 0, 0
-		}
-		return calibrateLlama(f, *cfgPath, *genTrace, perReqs, serverLogs, *out, llamaTraceOpts{*seed, *repeats, traces.Vocab(vocab), *smallCall, *mediumCall, *tile, *requestDelay, *noAfterPrompt}, *asJSON, stdout, stderr)
+	srv, err := f.BuildServer(configs.ServerOptions{NoTimeline: true})
+	if err != nil {
+		return a.usageErr("%v", err)
+	}
+	kind := srv.Info().Kind
+	fit, ok := calibrators[kind]
+	if !ok {
+		panic(fmt.Sprintf("kvsim calibrate: no calibration for engine kind %q", kind))
+	}
+	return fit(&a, f, stdout, stderr)
+}
+
+// calibrateArgs are kvsim calibrate's flags, for every server model.
+type calibrateArgs struct {
+	perReqs, serverLogs    pathsFlag
+	cfgPath, out, genTrace string
+	absolute, asJSON       bool
+	trace                  llamaTraceOpts
+	// set holds the flags given on the command line.
+	set      map[string]bool
+	usageErr func(format string, a ...any) int
+}
+
+// A calibrator is one server model's calibration: it checks the flags
+// that apply to it and fits that model's cost to the measurements.
+type calibrator func(a *calibrateArgs, f *configs.File, stdout, stderr io.Writer) int
+
+// calibrators holds the calibration of each server model, by the engine
+// kind the config builds ([configs.File.BuildServer] is the one place
+// that reads engine.kind), so kvsim calibrate does not branch on it.
+var calibrators = map[string]calibrator{
+	"sglang":   calibrateSGLang,
+	"llamacpp": calibrateLlamaServer,
+}
+
+// calibrateLlamaServer checks the llama-server flags and runs the
+// llama-server calibration: the trace with --gen-trace, else the fit.
+func calibrateLlamaServer(a *calibrateArgs, f *configs.File, stdout, stderr io.Writer) int {
+	o := &a.trace
+	if !a.set["request-delay"] {
+		o.requestDelay = time.Duration(f.Llama.Cost.Delay)
 	}
 	switch {
-	case *genTrace != "":
+	case o.repeats < 1 || o.repeats > 1000:
+		return a.usageErr("--repeats: must be from 1 to 1000 (got %d)", o.repeats)
+	case o.tile < 0:
+		return a.usageErr("--tile: must be >= 0 (got %d)", o.tile)
+	case o.tile > 0 && (a.set["small-call-tokens"] || a.set["medium-call-tokens"]):
+		return a.usageErr("--small-call-tokens and --medium-call-tokens are the tiers of --tile 0; the tiles replace them")
+	case o.tile > 0:
+		o.smallCall, o.mediumCall = 0, 0
+	}
+	return calibrateLlama(f, a.cfgPath, a.genTrace, a.perReqs, a.serverLogs, a.out, *o, a.asJSON, stdout, stderr)
+}
+
+// calibrateSGLang fits the SGLang model's fitted cost ([cost] fitted
+// coefficients) to one concurrency-1 per-request trace.
+func calibrateSGLang(a *calibrateArgs, f *configs.File, stdout, stderr io.Writer) int {
+	usageErr := a.usageErr
+	switch {
+	case a.genTrace != "":
 		return usageErr("--gen-trace: only for a llama-server config (engine.kind = \"llamacpp\")")
-	case len(serverLogs) > 0:
+	case len(a.serverLogs) > 0:
 		return usageErr("--server-log: only for a llama-server config (engine.kind = \"llamacpp\")")
-	case len(perReqs) == 0:
+	case len(a.perReqs) == 0:
 		return usageErr("--per-request is required")
-	case len(perReqs) > 1:
+	case len(a.perReqs) > 1:
 		return usageErr("--per-request: one file for an SGLang config (several runs are for a llama-server config)")
-	case *out == "":
+	case a.out == "":
 		return usageErr("--out is required")
 	}
-	perReq := &perReqs[0]
+	perReq := &a.perReqs[0]
 	built, err := f.Build()
 	if err != nil {
 		return usageErr("%v", err)
@@ -124,7 +168,7 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 	}
 	cc := calibrate.Config{
 		ChunkedPrefillSize: built.Sim.Scheduler.ChunkedPrefillSize,
-		PageSize:           built.Sim.Cache.PageSize, Relative: !*absolute,
+		PageSize:           built.Sim.Cache.PageSize, Relative: !a.absolute,
 	}
 	if cc.PageSize == 0 {
 		cc.PageSize = 1
@@ -134,11 +178,11 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvsim calibrate: %s: %v\n", *perReq, err)
 		return exitFail
 	}
-	if err := writeAtomic(*out, func(w io.Writer) error { return c.WriteTOML(w, *perReq) }); err != nil {
+	if err := writeAtomic(a.out, func(w io.Writer) error { return c.WriteTOML(w, *perReq) }); err != nil {
 		fmt.Fprintf(stderr, "kvsim calibrate: %v\n", err)
 		return exitFail
 	}
-	if *asJSON {
+	if a.asJSON {
 		if err := json.NewEncoder(stdout).Encode(c); err != nil {
 			fmt.Fprintf(stderr, "kvsim calibrate: %v\n", err)
 			return exitFail
@@ -151,7 +195,7 @@ func runCalibrate(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "decode ns  = %.6g + %.6g*context_tokens                     (%d ITLs: R² %.4f, MAPE %.2f%%)\n",
 		d[0], d[2], c.DecodeSamples, c.DecodeR2, c.ITLMAPE)
 	fmt.Fprintf(stdout, "method: %s (chunked_prefill_size %d, page size %d)\n", c.Method, cc.ChunkedPrefillSize, cc.PageSize)
-	fmt.Fprintf(stdout, "wrote %s\n", *out)
+	fmt.Fprintf(stdout, "wrote %s\n", a.out)
 	return exitOK
 }
 

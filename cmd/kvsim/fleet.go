@@ -78,25 +78,9 @@ func runFleetSim(f *configs.File, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvsim sim: %s: %v\n", *cfgPath, err)
 		return exitUsage
 	}
-	var reps []fleet.Replica
-	var desc []string
-	for _, g := range groups {
-		if *seed != 0 {
-			g.File.Seed = *seed
-		}
-		srv, err := g.File.BuildServer(configs.ServerOptions{NoTimeline: true})
-		if err != nil {
-			fmt.Fprintf(stderr, "kvsim sim: %s: group %s: %v\n", *cfgPath, g.Name, err)
-			return exitUsage
-		}
-		for range g.Count {
-			reps = append(reps, fleet.Replica{Group: g.Name, Factory: srv.Factory, SharedL3: g.File.L3Namespace()})
-		}
-		desc = append(desc, fmt.Sprintf("%s: %d x %s", g.Name, g.Count, g.File.Describe()))
-	}
-	fl, err := fleet.New(reps, f.RouterConfig(), f.Seed)
+	fl, desc, err := buildFleet(f, groups, *seed)
 	if err != nil {
-		fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
+		fmt.Fprintf(stderr, "kvsim sim: %s: %v\n", *cfgPath, err)
 		return exitUsage
 	}
 	tp, rd, closeTrace, code := openSimTrace(fs, f, *cfgPath, *tracePath, *format, []outputFlag{{"per-request", *perReq}}, stderr)
@@ -116,7 +100,11 @@ func runFleetSim(f *configs.File, args []string, stdout, stderr io.Writer) int {
 				line := struct {
 					engine.RequestResult
 					Replica int `json:"replica"`
-				}{r, res.Replica[i]}
+					*fleet.PDRequest
+				}{r, res.Replica[i], nil}
+				if res.PDRequests != nil {
+					line.PDRequest = &res.PDRequests[i] // the TTFT split (fleetpd.go)
+				}
 				if err := enc.Encode(line); err != nil {
 					return err
 				}
@@ -143,6 +131,32 @@ func runFleetSim(f *configs.File, args []string, stdout, stderr io.Writer) int {
 	}
 	writeFleetTable(stdout, tp, desc, res)
 	return exitOK
+}
+
+// buildFleet builds the fleet of f's groups (a disaggregated one when f
+// has [disaggregation]: fleetpd.go), and describes each group. A seed
+// other than 0 overrides every replica's.
+func buildFleet(f *configs.File, groups []configs.FleetGroupFile, seed uint64) (*fleet.Fleet, []string, error) {
+	if f.IsPD() {
+		return buildPDFleet(f, groups, seed)
+	}
+	var reps []fleet.Replica
+	var desc []string
+	for _, g := range groups {
+		if seed != 0 {
+			g.File.Seed = seed
+		}
+		srv, err := g.File.BuildServer(configs.ServerOptions{NoTimeline: true})
+		if err != nil {
+			return nil, nil, fmt.Errorf("group %s: %w", g.Name, err)
+		}
+		for range g.Count {
+			reps = append(reps, fleet.Replica{Group: g.Name, Factory: srv.Factory, SharedL3: g.File.L3Namespace()})
+		}
+		desc = append(desc, fmt.Sprintf("%s: %d x %s", g.Name, g.Count, g.File.Describe()))
+	}
+	fl, err := fleet.New(reps, f.RouterConfig(), f.Seed)
+	return fl, desc, err
 }
 
 // writeFleetTable prints a fleet run: the fleet's serving metrics and
@@ -175,6 +189,9 @@ func writeFleetTable(w io.Writer, trace string, groups []string, res *fleet.Resu
 	engine.TableHeading(w, "Router decisions", '-')
 	for _, d := range res.Decisions {
 		line(d.Reason+":", d.Count)
+	}
+	if res.PD != nil {
+		writePDTable(w, res) // fleetpd.go
 	}
 	engine.TableHeading(w, "Replicas", '-')
 	fmt.Fprintf(w, "%-4s %-12s %8s %7s %8s %9s %9s %9s\n", "#", "group", "routed", "hit", "in-fl", "p50 TTFT", "p90 TTFT", "p99 TTFT")

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"sort"
 	"strings"
 )
@@ -241,6 +242,26 @@ type KV struct {
 	Value any
 }
 
+// scalars holds a zero value of the Go type of each scalar value type (nil
+// for strings and arrays). encoding/binary writes and reads them as GGUF
+// does: little-endian at their natural size, a bool as one byte.
+var scalars = [...]any{
+	TypeUint8: uint8(0), TypeInt8: int8(0), TypeUint16: uint16(0), TypeInt16: int16(0),
+	TypeUint32: uint32(0), TypeInt32: int32(0), TypeFloat32: float32(0), TypeBool: false,
+	TypeUint64: uint64(0), TypeInt64: int64(0), TypeFloat64: float64(0),
+}
+
+// scalarType returns the value type of a scalar metadata value, and false
+// for anything else.
+func scalarType(v any) (ValueType, bool) {
+	for t, z := range scalars {
+		if z != nil && reflect.TypeOf(z) == reflect.TypeOf(v) {
+			return ValueType(t), true
+		}
+	}
+	return 0, false
+}
+
 // Array is a metadata array: its element type and elements (a slice of the
 // Go type of that element type, e.g. []string, []int32).
 type Array struct {
@@ -418,47 +439,19 @@ func (c *countWriter) value(v any, tagged bool) {
 			c.u32(uint32(t))
 		}
 	}
-	switch x := v.(type) {
-	case uint8:
-		tag(TypeUint8)
-		c.bytes([]byte{x})
-	case int8:
-		tag(TypeInt8)
-		c.bytes([]byte{byte(x)})
-	case uint16:
-		tag(TypeUint16)
-		c.bytes(binary.LittleEndian.AppendUint16(nil, x))
-	case int16:
-		tag(TypeInt16)
-		c.bytes(binary.LittleEndian.AppendUint16(nil, uint16(x)))
-	case uint32:
-		tag(TypeUint32)
-		c.u32(x)
-	case int32:
-		tag(TypeInt32)
-		c.u32(uint32(x))
-	case float32:
-		tag(TypeFloat32)
-		c.u32(math.Float32bits(x))
-	case bool:
-		tag(TypeBool)
-		b := byte(0)
-		if x {
-			b = 1
+	if t, ok := scalarType(v); ok {
+		tag(t)
+		b, err := binary.Append(nil, binary.LittleEndian, v)
+		if err != nil {
+			panic("gguf: " + err.Error())
 		}
-		c.bytes([]byte{b})
+		c.bytes(b)
+		return
+	}
+	switch x := v.(type) {
 	case string:
 		tag(TypeString)
 		c.str(x)
-	case uint64:
-		tag(TypeUint64)
-		c.u64(x)
-	case int64:
-		tag(TypeInt64)
-		c.u64(uint64(x))
-	case float64:
-		tag(TypeFloat64)
-		c.u64(math.Float64bits(x))
 	case Array:
 		tag(TypeArray)
 		c.u32(uint32(x.Elem))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"reflect"
 )
 
 // File is what [Read] parses: everything but the tensor data.
@@ -77,22 +78,6 @@ func (p *parser) read(n int) ([]byte, error) {
 	}
 	p.pos += uint64(n)
 	return b, nil
-}
-
-func (p *parser) u8() (uint8, error) {
-	b, err := p.read(1)
-	if err != nil {
-		return 0, err
-	}
-	return b[0], nil
-}
-
-func (p *parser) u16() (uint16, error) {
-	b, err := p.read(2)
-	if err != nil {
-		return 0, err
-	}
-	return binary.LittleEndian.Uint16(b), nil
 }
 
 func (p *parser) u32() (uint32, error) {
@@ -238,90 +223,74 @@ func (p *parser) file() (*File, error) {
 // value reads one value of type t (arrays: of scalars or strings, not
 // nested).
 func (p *parser) value(t ValueType) (any, error) {
-	switch t {
-	case TypeUint8:
-		return p.u8()
-	case TypeInt8:
-		v, err := p.u8()
-		return int8(v), err
-	case TypeUint16:
-		return p.u16()
-	case TypeInt16:
-		v, err := p.u16()
-		return int16(v), err
-	case TypeUint32:
-		return p.u32()
-	case TypeInt32:
-		v, err := p.u32()
-		return int32(v), err
-	case TypeFloat32:
-		v, err := p.u32()
-		return math.Float32frombits(v), err
-	case TypeBool:
-		v, err := p.u8()
-		if err == nil && v > 1 {
-			return nil, fmt.Errorf("bool %d", v)
-		}
-		return v == 1, err
-	case TypeString:
+	switch {
+	case int(t) < len(scalars) && scalars[t] != nil:
+		return p.scalar(t)
+	case t == TypeString:
 		return p.str()
-	case TypeUint64:
-		return p.u64()
-	case TypeInt64:
-		v, err := p.u64()
-		return int64(v), err
-	case TypeFloat64:
-		v, err := p.u64()
-		return math.Float64frombits(v), err
-	case TypeArray:
-		et, err := p.u32()
-		if err != nil {
-			return nil, err
-		}
-		n, err := p.u64()
-		if err != nil {
-			return nil, err
-		}
-		if n > p.left() { // every element takes at least one byte
-			return nil, fmt.Errorf("array of %d elements, %d bytes left", n, p.left())
-		}
-		switch ValueType(et) {
-		case TypeString:
-			vs := make([]string, 0, n)
-			for range n {
-				s, err := p.str()
-				if err != nil {
-					return nil, err
-				}
-				vs = append(vs, s)
-			}
-			return Array{TypeString, vs}, nil
-		case TypeInt32:
-			if n > p.left()/4 {
-				return nil, fmt.Errorf("array of %d int32, %d bytes left", n, p.left())
-			}
-			vs := make([]int32, 0, n)
-			for range n {
-				v, err := p.u32()
-				if err != nil {
-					return nil, err
-				}
-				vs = append(vs, int32(v))
-			}
-			return Array{TypeInt32, vs}, nil
-		case TypeArray:
-			return nil, errors.New("nested arrays are not supported")
-		default:
-			vs := make([]any, 0, min(n, 1<<16))
-			for range n {
-				v, err := p.value(ValueType(et))
-				if err != nil {
-					return nil, err
-				}
-				vs = append(vs, v)
-			}
-			return Array{ValueType(et), vs}, nil
-		}
+	case t == TypeArray:
+		return p.array()
 	}
 	return nil, fmt.Errorf("unknown value type %d", t)
+}
+
+// scalar reads a value of the scalar type t.
+func (p *parser) scalar(t ValueType) (any, error) {
+	z := scalars[t]
+	b, err := p.read(binary.Size(z))
+	if err != nil {
+		return nil, err
+	}
+	if t == TypeBool && b[0] > 1 {
+		return nil, fmt.Errorf("bool %d", b[0])
+	}
+	v := reflect.New(reflect.TypeOf(z))
+	if _, err := binary.Decode(b, binary.LittleEndian, v.Interface()); err != nil {
+		panic("gguf: " + err.Error())
+	}
+	return v.Elem().Interface(), nil
+}
+
+// array reads an array's element type, length and elements.
+func (p *parser) array() (any, error) {
+	et, err := p.u32()
+	if err != nil {
+		return nil, err
+	}
+	n, err := p.u64()
+	if err != nil {
+		return nil, err
+	}
+	if n > p.left() { // every element takes at least one byte
+		return nil, fmt.Errorf("array of %d elements, %d bytes left", n, p.left())
+	}
+	switch ValueType(et) {
+	case TypeString:
+		return readArray(TypeString, n, n, p.str)
+	case TypeInt32:
+		if n > p.left()/4 {
+			return nil, fmt.Errorf("array of %d int32, %d bytes left", n, p.left())
+		}
+		return readArray(TypeInt32, n, n, func() (int32, error) {
+			v, err := p.u32()
+			return int32(v), err
+		})
+	case TypeArray:
+		return nil, errors.New("nested arrays are not supported")
+	}
+	return readArray(ValueType(et), n, min(n, 1<<16), func() (any, error) { return p.value(ValueType(et)) })
+}
+
+// readArray reads an array of n elements of type et with read, into a
+// slice of capacity hint at first.
+func readArray[T any](et ValueType, n, hint uint64, read func() (T, error)) (any, error) {
+	vs := make([]T, 0, hint)
+	for range n {
+		v, err := read()
+		if err != nil {
+			return nil, err
+		}
+		vs = append(vs, v)
+	}
+	return Array{et, vs}, nil
 }

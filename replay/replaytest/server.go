@@ -283,6 +283,32 @@ func (s *Server) invalidTokens(w http.ResponseWriter, prompt []int) bool {
 	return false
 }
 
+// startStream answers a generation request for n tokens of prompt: it
+// refuses a prompt with invalid tokens (ok false, answered), or admits it
+// and starts an event stream, returning the output tokens and how many
+// prompt tokens were cached.
+func (s *Server) startStream(w http.ResponseWriter, prompt []int, n int) (out []int, cached int, ok bool) {
+	if s.invalidTokens(w, prompt) {
+		return nil, 0, false
+	}
+	out = outputFor(prompt, n)
+	cached = s.admit(prompt, out)
+	w.Header().Set("Content-Type", "text/event-stream")
+	return out, cached, true
+}
+
+// waitToken sleeps until output token k is due (FirstDelay for the first,
+// TokenDelay for the others) and reports whether the client is still
+// there.
+func (s *Server) waitToken(r *http.Request, k int) bool {
+	d := s.cfg.TokenDelay
+	if k == 0 {
+		d = s.cfg.FirstDelay
+	}
+	sleep(r, d)
+	return r.Context().Err() == nil
+}
+
 // outputFor returns n output tokens determined by the prompt.
 func outputFor(prompt []int, n int) []int {
 	f := fnv.New64a()
@@ -338,12 +364,10 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":{"message":"empty prompt or max_new_tokens <= 0"}}`, http.StatusBadRequest)
 		return
 	}
-	if s.invalidTokens(w, prompt) {
+	out, cached, ok := s.startStream(w, prompt, n)
+	if !ok {
 		return
 	}
-	out := outputFor(prompt, n)
-	cached := s.admit(prompt, out)
-	w.Header().Set("Content-Type", "text/event-stream")
 	fl := w.(http.Flusher)
 	var text strings.Builder
 	type meta struct {
@@ -359,12 +383,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		MetaInfo  meta   `json:"meta_info"`
 	}
 	for k := 0; k < n; {
-		if k == 0 {
-			sleep(r, s.cfg.FirstDelay)
-		} else {
-			sleep(r, s.cfg.TokenDelay)
-		}
-		if r.Context().Err() != nil {
+		if !s.waitToken(r, k) {
 			return
 		}
 		step := min(s.cfg.StreamInterval, n-k)
@@ -432,20 +451,13 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":{"message":"unknown model"}}`, http.StatusNotFound)
 		return
 	}
-	if s.invalidTokens(w, prompt) {
+	out, cached, ok := s.startStream(w, prompt, n)
+	if !ok {
 		return
 	}
-	out := outputFor(prompt, n)
-	cached := s.admit(prompt, out)
-	w.Header().Set("Content-Type", "text/event-stream")
 	fl := w.(http.Flusher)
 	for k := 0; k < n; k++ {
-		if k == 0 {
-			sleep(r, s.cfg.FirstDelay)
-		} else {
-			sleep(r, s.cfg.TokenDelay)
-		}
-		if r.Context().Err() != nil {
+		if !s.waitToken(r, k) {
 			return
 		}
 		fin := "null"

@@ -39,22 +39,18 @@ func (s Serving) WriteTable(w io.Writer) {
 	TableLine(w, "Output token throughput (tok/s):", s.OutputThroughput)
 	TableLine(w, "Total token throughput (tok/s):", s.TotalThroughput)
 	TableLine(w, "Concurrency:", s.Concurrency)
-	TableHeading(w, "End-to-End Latency", '-')
-	TableLine(w, "Mean E2E Latency (ms):", s.MeanE2E)
-	TableLine(w, "Median E2E Latency (ms):", s.MedianE2E)
-	TableHeading(w, "Time to First Token", '-')
-	TableLine(w, "Mean TTFT (ms):", s.MeanTTFT)
-	TableLine(w, "Median TTFT (ms):", s.MedianTTFT)
-	TableLine(w, "P90 TTFT (ms):", s.P90TTFT)
-	TableLine(w, "P99 TTFT (ms):", s.P99TTFT)
-	TableHeading(w, "Time per Output Token (excl. 1st token)", '-')
-	TableLine(w, "Mean TPOT (ms):", s.MeanTPOT)
-	TableLine(w, "Median TPOT (ms):", s.MedianTPOT)
-	TableLine(w, "P90 TPOT (ms):", s.P90TPOT)
-	TableLine(w, "P99 TPOT (ms):", s.P99TPOT)
-	TableHeading(w, "Inter-token Latency", '-')
-	TableLine(w, "Mean ITL (ms):", s.MeanITL)
-	TableLine(w, "Median ITL (ms):", s.MedianITL)
-	TableLine(w, "P90 ITL (ms):", s.P90ITL)
-	TableLine(w, "P99 ITL (ms):", s.P99ITL)
+	latencyLines(w, "End-to-End Latency", "E2E Latency", s.MeanE2E, s.MedianE2E)
+	latencyLines(w, "Time to First Token", "TTFT", s.MeanTTFT, s.MedianTTFT, s.P90TTFT, s.P99TTFT)
+	latencyLines(w, "Time per Output Token (excl. 1st token)", "TPOT", s.MeanTPOT, s.MedianTPOT, s.P90TPOT, s.P99TPOT)
+	latencyLines(w, "Inter-token Latency", "ITL", s.MeanITL, s.MedianITL, s.P90ITL, s.P99ITL)
+}
+
+// latencyLines writes a latency section: its heading, then "Mean <name>
+// (ms):", "Median", "P90" and "P99" lines for as many values as given, in
+// that order.
+func latencyLines(w io.Writer, heading, name string, ms ...float64) {
+	TableHeading(w, heading, '-')
+	for i, v := range ms {
+		TableLine(w, [...]string{"Mean", "Median", "P90", "P99"}[i]+" "+name+" (ms):", v)
+	}
 }

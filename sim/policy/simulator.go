@@ -648,15 +648,7 @@ func (s *Simulator) setD(v nodeID, on bool) {
 		return
 	}
 	n.hasD = on
-	d := 1
-	if !on {
-		d = -1
-	}
-	s.dPages += d
-	if n.hasH {
-		s.dhPages += d
-	}
-	s.nodes[n.parent].dChildren += int32(d)
+	s.count(on, n.hasH, &s.dPages, &s.nodes[n.parent].dChildren)
 	if on {
 		if n.hasH {
 			s.dropHostOnly(v)
@@ -681,15 +673,7 @@ func (s *Simulator) setH(v nodeID, on bool) {
 		return
 	}
 	n.hasH = on
-	d := 1
-	if !on {
-		d = -1
-	}
-	s.hPages += d
-	if n.hasD {
-		s.dhPages += d
-	}
-	s.nodes[n.parent].hChildren += int32(d)
+	s.count(on, n.hasD, &s.hPages, &s.nodes[n.parent].hChildren)
 	if !n.hasD {
 		if on {
 			s.addHostOnly(v)
@@ -702,6 +686,21 @@ func (s *Simulator) setH(v nodeID, on bool) {
 		s.placeDup(n.parent)
 		s.regap(n.parent)
 	}
+}
+
+// count keeps the counters of a page that came onto a tier (on) or left
+// it: the tier's pages, the pages on both tiers when the page has a copy on
+// the other (both), and its parent's children on the tier.
+func (s *Simulator) count(on, both bool, pages *int, parentChildren *int32) {
+	d := 1
+	if !on {
+		d = -1
+	}
+	*pages += d
+	if both {
+		s.dhPages += d
+	}
+	*parentChildren += int32(d)
 }
 
 // addHostOnly appends v, which has just become host-only, to the host-only

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var fleetPD = filepath.Join("..", "..", "configs", "fleet-pd.toml")
+
+// The bundled disaggregated example (two prefill and two decode replicas
+// of the default server) on the first 300 requests of the Mooncake
+// conversation trace: the fleet table with the transfers and the TTFT
+// split.
+func TestSimFleetPDTable(t *testing.T) {
+	code, out, errOut := runCLI(t, "sim", "--config", fleetPD, "--trace", fleetTrace)
+	if code != exitOK || errOut != "" {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	checkGolden(t, "fleet", "pd", out)
+}
+
+// --json carries the transfer summary and each replica's role;
+// --per-request every request's prefill and decode replica and its TTFT
+// split, whose parts add up to its TTFT.
+func TestSimFleetPDPerRequest(t *testing.T) {
+	perReq := filepath.Join(t.TempDir(), "requests.jsonl")
+	code, out, errOut := runCLI(t, "sim", "--config", fleetPD, "--trace", fleetTrace, "--json", "--per-request", perReq)
+	if code != exitOK || errOut != "" {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	var got struct {
+		PD *struct {
+			TransferPages int64 `json:"transfer_pages"`
+		} `json:"pd"`
+		Replicas []struct {
+			Role string `json:"role"`
+		} `json:"replicas"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	var roles []string
+	for _, r := range got.Replicas {
+		roles = append(roles, r.Role)
+	}
+	if got.PD == nil || got.PD.TransferPages == 0 || strings.Join(roles, ",") != "prefill,prefill,decode,decode" {
+		t.Fatalf("pd %+v, roles %v", got.PD, roles)
+	}
+	data, err := os.ReadFile(perReq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	var pages int64
+	for _, l := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatal(err)
+		}
+		n := func(k string) int64 { return int64(m[k].(float64)) }
+		sum := n("bootstrap_ns") + n("prefill_queue_ns") + n("prefill_compute_ns") + n("transfer_tail_ns") + n("first_step_ns")
+		if ttft := n("first_token_ns") - n("arrival_ns"); sum != ttft {
+			t.Fatalf("request %v: TTFT parts sum to %d, TTFT %d", m["id"], sum, ttft)
+		}
+		if p, d := n("prefill_replica"), n("decode_replica"); p > 1 || d < 2 || n("replica") != d {
+			t.Fatalf("request %v: prefill replica %d, decode replica %d", m["id"], p, d)
+		}
+		pages += n("transfer_pages")
+	}
+	if len(lines) != 300 || pages != got.PD.TransferPages {
+		t.Fatalf("%d lines moving %d pages; the fleet moved %d", len(lines), pages, got.PD.TransferPages)
+	}
+}
+
+// With decode_cache = "radix" the decode replicas reuse what earlier
+// requests left (their hit rate is no longer 0) and the prefill replicas
+// send only the pages after the decode side's hit.
+func TestSimFleetPDRadix(t *testing.T) {
+	doc, err := os.ReadFile(fleetPD)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "radix.toml")
+	abs, err := filepath.Abs(filepath.Join(filepath.Dir(fleetPD), "traces"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(string(doc), `decode_cache = "chunk"`, `decode_cache = "radix"`, 1)
+	text = strings.Replace(text, `trace = "traces/`, `trace = "`+filepath.ToSlash(abs)+`/`, 1)
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI(t, "sim", "--config", path, "--trace", fleetTrace, "--json")
+	if code != exitOK || errOut != "" {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	var got struct {
+		PD struct {
+			Skipped int64 `json:"skipped_pages"`
+		} `json:"pd"`
+		Replicas []struct {
+			Role string  `json:"role"`
+			Hit  float64 `json:"cache_hit_rate"`
+		} `json:"replicas"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.PD.Skipped == 0 || got.Replicas[2].Hit == 0 || got.Replicas[3].Role != "decode" {
+		t.Fatalf("skipped %d pages, replicas %+v", got.PD.Skipped, got.Replicas)
+	}
+}

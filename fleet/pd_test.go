@@ -1,0 +1,291 @@
+package fleet_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/kvsim/kvsim/fleet"
+	"github.com/kvsim/kvsim/fleet/router"
+	"github.com/kvsim/kvsim/sim"
+	"github.com/kvsim/kvsim/sim/engine"
+	"github.com/kvsim/kvsim/traces"
+	"pgregory.net/rapid"
+)
+
+// pdServer is a small SGLang server for a disaggregated fleet: a decode
+// server has its radix cache off (SGLang's chunk cache on decode).
+func pdServer(role fleet.Role, device int64, chunk int64, pageSize int) fleet.PDReplica {
+	return pdServerCache(role, device, chunk, pageSize, false)
+}
+
+// pdServerCache is pdServer with a choice of the decode replica's cache:
+// the chunk cache or (radix) the decode-side radix cache.
+func pdServerCache(role fleet.Role, device int64, chunk int64, pageSize int, radix bool) fleet.PDReplica {
+	sc := sim.Default(device)
+	sc.Cache.PageSize = pageSize
+	sc.Scheduler.ChunkedPrefillSize = chunk
+	if role == fleet.Decode {
+		sc.Cache.Disable = !radix
+	} else {
+		sc.Cache.HostTokens = 4096
+	}
+	return fleet.PDReplica{
+		Replica:         fleet.Replica{Group: role.String(), Factory: &sim.Factory{Config: sc, Cost: &fitted, OpenLoop: true}},
+		Role:            role,
+		KVBytesPerToken: 1 << 17,
+	}
+}
+
+// fataler is what the helpers need of *testing.T and *rapid.T.
+type fataler interface{ Fatal(args ...any) }
+
+// pdRun runs a disaggregated fleet and returns its result.
+func pdRun(t fataler, reps []fleet.PDReplica, cfg fleet.PDConfig, recs []traces.Record) (*fleet.Result, *fleet.Fleet) {
+	f, err := fleet.NewPD(reps, cfg, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.Run(engine.NewSliceSource(recs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, f
+}
+
+// drawPD draws a disaggregated fleet: one to three replicas per role,
+// small pools, chunked prefill, any router policies, link and reservation.
+func drawPD(t *rapid.T) ([]fleet.PDReplica, fleet.PDConfig, int) {
+	ps := rapid.SampledFrom([]int{1, 4, 16}).Draw(t, "page_size")
+	chunk := int64(rapid.SampledFrom([]int{-1, 64, 256}).Draw(t, "chunk"))
+	var reps []fleet.PDReplica
+	for range rapid.IntRange(1, 3).Draw(t, "prefill") {
+		reps = append(reps, pdServer(fleet.Prefill, int64(rapid.IntRange(300, 4096).Draw(t, "p_device")), chunk, ps))
+	}
+	radix := rapid.Bool().Draw(t, "decode_radix")
+	for range rapid.IntRange(1, 3).Draw(t, "decode") {
+		reps = append(reps, pdServerCache(fleet.Decode, int64(rapid.IntRange(700, 4096).Draw(t, "d_device")), chunk, ps, radix))
+	}
+	if rapid.Bool().Draw(t, "interleave") {
+		reps[0], reps[len(reps)-1] = reps[len(reps)-1], reps[0]
+	}
+	cfg := fleet.DefaultPD()
+	cfg.Prefill, cfg.Decode = drawRouter(t), drawRouter(t)
+	cfg.TransferGbps = rapid.SampledFrom([]float64{1, 10, 400}).Draw(t, "gbps")
+	cfg.TransferLatency = time.Duration(rapid.SampledFrom([]int64{0, 1e5, 5e6}).Draw(t, "latency"))
+	cfg.TransferQueues = rapid.IntRange(1, 4).Draw(t, "queues")
+	cfg.ReservedDecodeTokens = int64(rapid.SampledFrom([]int{0, 64, 512}).Draw(t, "reserved"))
+	return reps, cfg, ps
+}
+
+// Every request is decoded once on its decode replica and, unless it
+// failed before, prefilled once on its prefill replica; both routers'
+// in-flight counts return to zero; a completed request's TTFT is exactly
+// the sum of its five parts, none negative; the transfers add up; and a
+// second run is byte-identical.
+func TestPropPDConservation(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		reps, cfg, ps := drawPD(t)
+		recs := drawTrace(t)
+		res, f := pdRun(t, reps, cfg, recs)
+		if len(res.Requests) != len(recs) || len(res.PDRequests) != len(recs) {
+			t.Fatalf("%d results, %d details for %d requests", len(res.Requests), len(res.PDRequests), len(recs))
+		}
+		// Which requests each replica's engine served.
+		served := make([]map[string]int, len(reps))
+		for i, rr := range res.Replicas {
+			if rr.Role != reps[i].Role.String() {
+				t.Fatalf("replica %d role %q, want %v", i, rr.Role, reps[i].Role)
+			}
+			served[i] = map[string]int{}
+			for _, r := range rr.Result.Requests {
+				served[i][r.ID]++
+			}
+		}
+		var pages int64
+		seen := map[string]bool{}
+		for k, r := range res.Requests {
+			d := res.PDRequests[k]
+			if seen[r.ID] {
+				t.Fatalf("request %s finished twice", r.ID)
+			}
+			seen[r.ID] = true
+			if reps[d.Prefill].Role != fleet.Prefill || reps[d.Decode].Role != fleet.Decode || res.Replica[k] != d.Decode {
+				t.Fatalf("request %s: prefill %d, decode %d, replica %d", r.ID, d.Prefill, d.Decode, res.Replica[k])
+			}
+			decoded := 0
+			prefilled := 0
+			for i := range reps {
+				if reps[i].Role == fleet.Decode {
+					decoded += served[i][r.ID]
+				} else {
+					prefilled += served[i][r.ID]
+				}
+			}
+			if decoded != 1 || served[d.Decode][r.ID] != 1 {
+				t.Fatalf("request %s decoded %d times (%d on its replica %d)", r.ID, decoded, served[d.Decode][r.ID], d.Decode)
+			}
+			if r.Failed != "" {
+				if prefilled > 1 {
+					t.Fatalf("failed request %s prefilled %d times", r.ID, prefilled)
+				}
+				continue
+			}
+			if prefilled != 1 || served[d.Prefill][r.ID] != 1 {
+				t.Fatalf("request %s prefilled %d times (%d on its replica %d)", r.ID, prefilled, served[d.Prefill][r.ID], d.Prefill)
+			}
+			parts := []engine.Time{d.Bootstrap, d.PrefillQueue, d.PrefillCompute, d.TransferTail, d.FirstStep}
+			var sum engine.Time
+			for _, v := range parts {
+				if v < 0 {
+					t.Fatalf("request %s: negative TTFT part in %+v", r.ID, d)
+				}
+				sum += v
+			}
+			if sum != r.TTFT() || d.FirstStep < 1 {
+				t.Fatalf("request %s: parts %v sum to %d, TTFT %d", r.ID, parts, sum, r.TTFT())
+			}
+			if r.OutputTokens != int64(max(recs[slices.IndexFunc(recs, func(x traces.Record) bool { return x.ID == r.ID })].OutputLen, 1)) {
+				t.Fatalf("request %s: %d output tokens", r.ID, r.OutputTokens)
+			}
+			// Every page of the prompt is sent once, but for those the
+			// decode replica had.
+			if want := (r.PromptTokens+int64(ps)-1)/int64(ps) - d.DecodeCached/int64(ps); d.TransferPages != want || d.DecodeCached%int64(ps) != 0 {
+				t.Fatalf("request %s: %d pages sent, %d cached on decode, want %d pages", r.ID, d.TransferPages, d.DecodeCached, want)
+			}
+			pages += d.TransferPages
+		}
+		if pages != res.PD.TransferPages && res.Summary.Failed == 0 {
+			t.Fatalf("requests moved %d pages, the fleet counts %d", pages, res.PD.TransferPages)
+		}
+		var pool [2]int
+		for _, r := range reps {
+			pool[r.Role-fleet.Prefill]++
+		}
+		for i, rt := range []*router.Router{f.PD().Prefill, f.PD().Decode} {
+			for k := range pool[i] {
+				if rt.InFlight(k) != 0 {
+					t.Fatalf("pool %d replica %d: %d in flight at the end", i, k, rt.InFlight(k))
+				}
+			}
+		}
+		again, _ := pdRun(t, reps, cfg, recs)
+		if a, b := pdDigest(t, res), pdDigest(t, again); a != b {
+			t.Fatalf("second run differs:\n%s\n%s", a, b)
+		}
+	})
+}
+
+// pdDigest is a run's whole output as text.
+func pdDigest(t fataler, res *fleet.Result) string {
+	b, err := json.Marshal(struct {
+		*fleet.Result
+		Requests []engine.RequestResult
+		Detail   []fleet.PDRequest
+	}{res, res.Requests, res.PDRequests})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// one request of n tokens arriving at at.
+func pdRec(id string, at int64, n, out int) traces.Record {
+	toks := make([]int32, n)
+	for i := range toks {
+		toks[i] = int32(7000*len(id) + i)
+	}
+	return traces.Record{ID: id, Arrival: at, InputLen: n, Tokens: toks, OutputLen: out}
+}
+
+// With no latency and one transfer per request (no chunking, requests far
+// apart), a transfer takes its bytes over the link's bandwidth (to the
+// nanosecond), and doubling the bandwidth halves it.
+func TestPropPDTransferHalves(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		ps := rapid.SampledFrom([]int{1, 16}).Draw(t, "page_size")
+		reps := []fleet.PDReplica{pdServer(fleet.Prefill, 8192, -1, ps), pdServer(fleet.Decode, 8192, -1, ps)}
+		var recs []traces.Record
+		for i := range rapid.IntRange(1, 5).Draw(t, "n") {
+			recs = append(recs, pdRec(fmt.Sprint("r", i), int64(i)*1000e9, rapid.IntRange(1, 4000).Draw(t, "len"), 3))
+		}
+		cfg := fleet.DefaultPD()
+		cfg.TransferLatency = 0
+		gbps := rapid.Float64Range(1, 800).Draw(t, "gbps")
+		var xfer [2][]engine.Time
+		for k, g := range []float64{gbps, 2 * gbps} {
+			cfg.TransferGbps = g
+			res, _ := pdRun(t, reps, cfg, recs)
+			for i, d := range res.PDRequests {
+				bytes := float64(d.TransferPages) * float64(ps) * float64(reps[0].KVBytesPerToken)
+				if want := math.Ceil(bytes * 8 / g); math.Abs(float64(d.Transfer)-want) > 1 || d.TransferTail != d.Transfer {
+					t.Fatalf("%s at %g Gbit/s: %d bytes took %d ns (tail %d), want %g", res.Requests[i].ID, g, int64(bytes), d.Transfer, d.TransferTail, want)
+				}
+				xfer[k] = append(xfer[k], d.Transfer)
+			}
+		}
+		for i := range xfer[0] {
+			if d := xfer[0][i] - 2*xfer[1][i]; d < -2 || d > 2 {
+				t.Fatalf("request %d: %d ns at %g Gbit/s, %d ns at twice that", i, xfer[0][i], gbps, xfer[1][i])
+			}
+		}
+	})
+}
+
+// A decode replica whose KV is taken by a long request holds the next
+// request in its preallocation queue (bootstrap wait) while the prefill
+// replica idles; with room on the decode side the same request does not
+// wait.
+func TestPDBackPressure(t *testing.T) {
+	recs := []traces.Record{pdRec("long", 0, 1000, 2000), pdRec("next", 1e6, 2500, 2)}
+	cfg := fleet.DefaultPD()
+	cfg.TransferGbps = 100
+	for _, c := range []struct {
+		device int64
+		wait   bool
+	}{{4096, true}, {65536, false}} {
+		reps := []fleet.PDReplica{pdServer(fleet.Prefill, 8192, -1, 1), pdServer(fleet.Decode, c.device, -1, 1)}
+		res, _ := pdRun(t, reps, cfg, recs)
+		byID := map[string]int{}
+		for i, r := range res.Requests {
+			byID[r.ID] = i
+		}
+		long, next := res.Requests[byID["long"]], res.PDRequests[byID["next"]]
+		if !c.wait {
+			if next.Bootstrap != 0 {
+				t.Errorf("device %d: next waited %d ns for preallocation with room", c.device, next.Bootstrap)
+			}
+			continue
+		}
+		// While long holds its 1000 tokens and 512 reserved, 4096 has no
+		// room for next's 2500 + 512: next is preallocated when long
+		// finishes (long reaches the decode replica after next arrives).
+		if at := engine.Time(1e6) + next.Bootstrap; at != long.Finish {
+			t.Errorf("device %d: next preallocated at %d, long finished at %d", c.device, at, long.Finish)
+		}
+		if next.PrefillQueue != 0 {
+			t.Errorf("device %d: next queued %d ns on the idle prefill replica", c.device, next.PrefillQueue)
+		}
+	}
+}
+
+// BenchmarkPD runs benchTrace's 1,000 requests on a disaggregated fleet
+// of two prefill and two decode replicas (the aggregated fleet of four is
+// BenchmarkFleet/replicas=4), and reports ns per request.
+func BenchmarkPD(b *testing.B) {
+	recs := benchTrace(1000)
+	cfg := fleet.DefaultPD()
+	cfg.Prefill.Policy, cfg.Decode.Policy = router.RoundRobin, router.RoundRobin
+	cfg.TransferGbps = 100
+	reps := []fleet.PDReplica{
+		pdServer(fleet.Prefill, 2048, -1, 1), pdServer(fleet.Prefill, 2048, -1, 1),
+		pdServer(fleet.Decode, 2048, -1, 1), pdServer(fleet.Decode, 2048, -1, 1),
+	}
+	for b.Loop() {
+		pdRun(b, reps, cfg, recs)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(recs)), "ns/request")
+}

@@ -1,0 +1,332 @@
+package fleet
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/kvsim/kvsim/fleet/router"
+	"github.com/kvsim/kvsim/sim/engine"
+)
+
+// pdRun is the state of one disaggregated [Fleet.Run] beside the common
+// [run]: the requests in flight, by id, and what the engines' callbacks
+// report.
+type pdRun struct {
+	*run
+	pd       *pdFleet
+	reqs     map[string]*pdReq
+	detail   []PDRequest // per completed or failed request, as run.requests
+	landed   []*xfer     // scratch
+	err      error       // the first error of a callback
+	xfers    int64
+	bytes    float64
+	pages    int64
+	skipped  int64
+	transfer []float64 // ms per completed request
+}
+
+// runPD is Run for a disaggregated fleet. At an instant: the router's tree
+// evictions, then every arrival routed to a (prefill, decode) pair and
+// submitted to its decode replica (which preallocates, fleet-spec 2.1 step
+// 3), then the links' transfers landing now (a request's last one makes
+// its KV ready on the decode replica), then the replicas in index order.
+// A decode replica's preallocation submits the request to its prefill
+// replica at once; a prefill forward's end queues the chunk's pages on the
+// prefill replica's link. A request ends with its decode replica's
+// completion (or failure): both routers' in-flight counts drop then.
+func (f *Fleet) runPD(r *run) (*Result, error) {
+	p := &pdRun{run: r, pd: f.pd, reqs: map[string]*pdReq{}}
+	f.pd.run = p
+	defer func() { f.pd.run = nil }()
+	if err := r.next(); err != nil {
+		return nil, err
+	}
+	for {
+		t, ok := r.nextInstant()
+		for _, l := range p.pd.links {
+			if l == nil {
+				continue
+			}
+			if at, has := l.next(); has && (!ok || at < t) {
+				t, ok = at, true
+			}
+		}
+		if !ok {
+			break
+		}
+		if err := r.advance(t); err != nil {
+			return nil, err
+		}
+		for _, step := range []func() error{p.routeArrivals, p.land, p.runReplicas} {
+			if err := step(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if len(p.reqs) > 0 {
+		panic(fmt.Sprintf("fleet: %d disaggregated requests never finished", len(p.reqs)))
+	}
+	return p.result()
+}
+
+// routeArrivals routes every request arriving now to a pair and submits
+// it to the decode replica.
+func (p *pdRun) routeArrivals() error {
+	for p.have && engine.Time(p.rec.Arrival) == p.now {
+		rec := p.rec
+		if _, dup := p.reqs[rec.ID]; dup {
+			return fmt.Errorf("fleet: request %q arrives while a request of the same id is in flight", rec.ID)
+		}
+		req := routeReq(&rec)
+		pair, err := p.pd.router.Route(&req)
+		if err != nil {
+			return fmt.Errorf("fleet: request %q: %w", rec.ID, err)
+		}
+		if p.start == engine.Never {
+			p.start = p.now
+		}
+		q := &pdReq{rec: rec, pair: pair, p: p.pd.global[0][pair.Prefill.Replica], d: p.pd.global[1][pair.Decode.Replica]}
+		p.reqs[rec.ID] = q
+		if err := p.f.engines[q.d].Submit(rec); err != nil {
+			return fmt.Errorf("fleet: replica %d: %w", q.d, err)
+		}
+		for _, i := range []int{q.p, q.d} {
+			p.maxIn[i] = max(p.maxIn[i], p.pd.inFlight(i))
+		}
+		if err := p.next(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// land takes the transfers landing now, link by link; a request's last
+// one makes its KV ready on its decode replica.
+func (p *pdRun) land() error {
+	for _, l := range p.pd.links {
+		if l == nil {
+			continue
+		}
+		p.landed = l.advance(p.now, p.landed[:0])
+		for _, x := range p.landed {
+			if !x.last {
+				continue
+			}
+			q := x.req
+			q.landed = x.lands
+			if err := p.f.engines[q.d].(decodeServer).KVReady(q.rec.ID, p.now); err != nil {
+				return fmt.Errorf("fleet: replica %d: %w", q.d, err)
+			}
+		}
+	}
+	return nil
+}
+
+// runReplicas runs the replicas with an event due now, in index order.
+func (p *pdRun) runReplicas() error {
+	for i, e := range p.f.engines {
+		if at, has := e.Next(); !has || at > p.now {
+			continue
+		}
+		evs, err := e.RunUntil(p.now)
+		if err == nil {
+			err = p.err
+		}
+		if err != nil {
+			return fmt.Errorf("fleet: replica %d: %w", i, err)
+		}
+		for _, ev := range evs {
+			var err error
+			if p.pd.roles[i] == Prefill {
+				err = p.prefillEvent(ev)
+			} else {
+				err = p.decodeEvent(i, ev)
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// prefillEvent handles a prefill replica's report: its completion gives
+// the prefill admission; its failure aborts the request on the decode
+// replica. Its tokens are not the client's.
+func (p *pdRun) prefillEvent(ev engine.Event) error {
+	if !ev.Done {
+		return nil
+	}
+	q := p.reqs[ev.ID]
+	if q == nil {
+		panic(fmt.Sprintf("fleet: prefill completion of unknown request %q", ev.ID))
+	}
+	q.prefillRes = ev.Result
+	q.pAdmit = ev.Result.Admitted
+	if why := ev.Result.Failed; why != "" {
+		if err := p.f.engines[q.d].(decodeServer).Abort(ev.ID, p.now, "prefill: "+why); err != nil {
+			return fmt.Errorf("fleet: replica %d: %w", q.d, err)
+		}
+	}
+	return nil
+}
+
+// decodeEvent handles a decode replica's tokens and the request's end.
+func (p *pdRun) decodeEvent(i int, ev engine.Event) error {
+	k := tokenKey{i, ev.ID}
+	q := p.reqs[ev.ID]
+	if q == nil {
+		panic(fmt.Sprintf("fleet: decode event of unknown request %q", ev.ID))
+	}
+	if !ev.Done {
+		if !q.gotFirst {
+			q.gotFirst, q.first = true, ev.Time
+		}
+		if last, seen := p.lastTok[k]; seen {
+			p.itls = append(p.itls, float64(ev.Time-last)/1e6)
+		}
+		p.lastTok[k] = ev.Time
+		return nil
+	}
+	delete(p.lastTok, k)
+	delete(p.reqs, ev.ID)
+	res, d := ev.Result, PDRequest{Prefill: q.p, Decode: q.d}
+	if res.Failed == "" {
+		pr := q.prefillRes
+		res.Admitted = q.pAdmit
+		res.CachedTokens, res.CachedDevice, res.CachedHost = pr.CachedTokens, pr.CachedDevice, pr.CachedHost
+		res.CachedStorage, res.StorageTokens = pr.CachedStorage, pr.StorageTokens
+		d.Bootstrap, d.PrefillQueue = q.prealloc-engine.Time(q.rec.Arrival), q.pAdmit-q.prealloc
+		d.PrefillCompute, d.TransferTail, d.FirstStep = q.pDone-q.pAdmit, q.landed-q.pDone, q.first-q.landed
+		d.Transfer, d.TransferBytes, d.TransferPages = q.landed-q.firstSent, q.bytes, q.pages
+		d.DecodeCached = q.skipped * int64(p.pd.pageSize[q.p])
+		p.transfer = append(p.transfer, float64(d.Transfer)/1e6)
+	}
+	p.requests = append(p.requests, res)
+	p.replica = append(p.replica, i)
+	p.detail = append(p.detail, d)
+	if err := p.pd.router.Finish(q.pair); err != nil {
+		return fmt.Errorf("fleet: request %q: %w", ev.ID, err)
+	}
+	return nil
+}
+
+// preallocated is a decode replica's report that request id has its KV
+// allocated, at, with cached prompt tokens already there: the request
+// goes to its prefill replica, which will send the pages after those
+// (SGLang's start_send_idx = decode_prefix_len).
+func (p *pdRun) preallocated(i int, id string, at engine.Time, cached int64) {
+	q := p.reqs[id]
+	if q == nil || q.d != i {
+		panic(fmt.Sprintf("fleet: replica %d preallocated unknown request %q", i, id))
+	}
+	q.prealloc = at
+	q.skipped = cached / int64(p.pd.pageSize[q.p])
+	q.sentPages = q.skipped
+	p.skipped += q.skipped
+	rec := q.rec
+	rec.Arrival = int64(at)
+	if err := p.f.engines[q.p].Submit(rec); err != nil && p.err == nil {
+		p.err = fmt.Errorf("replica %d: %w", q.p, err)
+	}
+}
+
+// chunk is a prefill replica's report that a forward of request id ended
+// at, with computed prompt tokens' KV on its device: the pages completed
+// since the last send (all the rest after the last forward, with the
+// first token) go on the replica's link.
+func (p *pdRun) chunk(i int, id string, at engine.Time, computed int64, last bool) {
+	q := p.reqs[id]
+	if q == nil || q.p != i {
+		panic(fmt.Sprintf("fleet: replica %d prefilled unknown request %q", i, id))
+	}
+	ps := int64(p.pd.pageSize[i])
+	upto := computed / ps
+	if last {
+		upto = (int64(q.rec.InputLen) + ps - 1) / ps
+	}
+	n := max(upto-q.sentPages, 0)
+	if !q.sending {
+		q.sending, q.firstSent = true, at
+	}
+	q.sentPages += n
+	x := &xfer{req: q, pages: n, bytes: float64(n*ps) * p.pd.kvBytes[i], last: last}
+	q.pages += n
+	q.bytes += x.bytes
+	p.xfers++
+	p.pages += n
+	p.bytes += x.bytes
+	if last {
+		q.pDone = at
+	}
+	p.pd.links[i].add(at, p.pd.pool[q.d]%p.pd.cfg.TransferQueues, x)
+}
+
+// result builds a disaggregated run's result.
+func (p *pdRun) result() (*Result, error) {
+	pd := p.pd
+	cfg := pd.cfg
+	res := &Result{
+		Policy:   fmt.Sprintf("prefill %v, decode %v", cfg.Prefill.Policy, cfg.Decode.Policy),
+		Requests: p.requests, Replica: p.replica, PDRequests: p.detail,
+	}
+	for i, e := range p.f.engines {
+		er, err := e.Finish()
+		if err != nil {
+			return nil, fmt.Errorf("fleet: replica %d: %w", i, err)
+		}
+		rt := pd.router.Prefill
+		if pd.roles[i] == Decode {
+			rt = pd.router.Decode
+		}
+		rr := replicaResult(pd.pool[i], p.f.replicas[i].Group, rt, er, p.area[i], p.maxIn[i], p.now-p.start)
+		rr.Index, rr.Role = i, pd.roles[i].String()
+		res.Replicas = append(res.Replicas, rr)
+	}
+	res.Summary = summarize(p.requests, p.itls, res.Replicas)
+	res.Imbalance = imbalance(res.Replicas)
+	res.L3, res.SharedL3 = p.f.l3.l3Results(res.Replicas, p.f.replicas, l3Hits(p.requests, p.replica, len(p.f.engines)))
+	for _, pool := range []struct {
+		name string
+		rt   *router.Router
+	}{{"prefill", pd.router.Prefill}, {"decode", pd.router.Decode}} {
+		for _, why := range router.Reasons() {
+			if c := pool.rt.Count(why); c > 0 {
+				res.Decisions = append(res.Decisions, DecisionCount{Reason: pool.name + ":" + why.String(), Count: c})
+			}
+		}
+	}
+	res.PD = p.summary()
+	return res, nil
+}
+
+// summary is the transfer summary and the mean TTFT parts.
+func (p *pdRun) summary() *PDResult {
+	cfg := p.pd.cfg
+	s := &PDResult{
+		PrefillPolicy: cfg.Prefill.Policy.String(), DecodePolicy: cfg.Decode.Policy.String(),
+		Transfers: p.xfers, TransferBytes: p.bytes, TransferPages: p.pages, SkippedPages: p.skipped,
+	}
+	sorted := slices.Clone(p.transfer)
+	slices.Sort(sorted)
+	s.TransferP50Ms = engine.Percentile(sorted, 50)
+	s.TransferP90Ms = engine.Percentile(sorted, 90)
+	s.TransferP99Ms = engine.Percentile(sorted, 99)
+	var n float64
+	var sum [6]engine.Time
+	for i, d := range p.detail {
+		if p.requests[i].Failed != "" {
+			continue
+		}
+		n++
+		for k, v := range []engine.Time{d.Transfer, d.Bootstrap, d.PrefillQueue, d.PrefillCompute, d.TransferTail, d.FirstStep} {
+			sum[k] += v
+		}
+	}
+	if n > 0 {
+		ms := func(k int) float64 { return float64(sum[k]) / n / 1e6 }
+		s.TransferMeanMs, s.BootstrapMs, s.PrefillQueueMs = ms(0), ms(1), ms(2)
+		s.PrefillComputeMs, s.TransferTailMs, s.FirstStepMs = ms(3), ms(4), ms(5)
+	}
+	return s
+}

@@ -1,0 +1,259 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/kvsim/kvsim/sim/engine"
+)
+
+// Prefill/decode disaggregation (fleet-spec 2): a server in prefill mode
+// computes prompts only and reports each prefill forward of a request; a
+// server in decode mode preallocates a request's KV, waits for it to
+// arrive, emits the first token in a "prebuilt" step without a forward,
+// then decodes. The fleet (package fleet) routes, moves the KV between
+// them and tells each side when to go on. A regular server has s.pd nil
+// and none of this runs.
+
+// pdState is a disaggregated server's state.
+type pdState struct {
+	// Prefill mode: onChunk is called at the end of every prefill forward
+	// of a request.
+	onChunk func(id string, at engine.Time, computed int64, last bool)
+
+	// Decode mode: reserved is num_reserved_decode_tokens; onPrealloc is
+	// called when a request's KV is allocated, with its device hit.
+	decode     bool
+	reserved   int64
+	onPrealloc func(id string, at engine.Time, cached int64)
+	prealloc   []*request // DecodePreallocQueue: waiting for room
+	transfer   []*request // DecodeTransferQueue: KV allocated, not arrived
+	ready      []*request // KV arrived: the next iteration's prebuilt batch
+	aborts     []abortReq // aborted by the caller, failed at the next event
+}
+
+type abortReq struct {
+	r   *request
+	why string
+}
+
+// SetPrefillMode makes o a prefill server (SGLang's --disaggregation-mode
+// prefill): every request's max_new_tokens is forced to 1 (its KV goes to
+// a decode server, PrefillBootstrapQueue._process_req), and onChunk is
+// called at the end of each prefill forward of a request, at the virtual
+// time it ends, with the prompt tokens whose KV is now on the device
+// (the cached prefix included) and whether the prompt is complete. The
+// request then finishes as usual (its first token and completion events
+// at the last forward's end). Call it before the first Submit.
+func (o *Online) SetPrefillMode(onChunk func(id string, at engine.Time, computed int64, last bool)) error {
+	if err := o.pdModeCheck(); err != nil {
+		return err
+	}
+	if onChunk == nil {
+		return errors.New("sim: SetPrefillMode: nil onChunk")
+	}
+	o.s.pd = &pdState{onChunk: onChunk}
+	return nil
+}
+
+// SetDecodeMode makes o a decode server (--disaggregation-mode decode).
+// With the radix cache off (cache.disable) it has SGLang's classic chunk
+// cache: no prefix reuse. With it on, SGLang's
+// --disaggregation-decode-enable-radix-cache: a request's prompt is
+// matched on the device at preallocation (at most prompt - 1 tokens, page
+// aligned), the match locked and only the rest allocated, and the
+// prompt, then prompt + output, inserted as on any server; a host tier is
+// refused (decode-side HiCache is not modelled). A submitted request
+// joins the preallocation queue; at each scheduler iteration requests
+// leave it in order while the pool's free + evictable tokens, less
+// reserved for every request already in the server (running, waiting,
+// preallocated, arrived), cover the page-rounded new tokens plus reserved
+// (SGLang's _allocatable_tokens and _prealloc_required_tokens);
+// onPrealloc is then called with the device hit (decode_prefix_len: the
+// prefill side sends only the pages after it). The request waits for
+// [Online.KVReady], then its first token is emitted by a prebuilt batch
+// of no forward (1 ns), and it decodes as usual. A request that cannot be
+// preallocated even in an empty server fails. Call it before the first
+// Submit.
+func (o *Online) SetDecodeMode(reserved int64, onPrealloc func(id string, at engine.Time, cached int64)) error {
+	if err := o.pdModeCheck(); err != nil {
+		return err
+	}
+	switch {
+	case !o.s.cfg.Cache.Disable && o.s.tree.HasHost():
+		return errors.New("sim: a decode server with a radix cache must have no host tier (decode-side HiCache is not modelled)")
+	case reserved < 0:
+		return fmt.Errorf("sim: reserved decode tokens must be >= 0 (got %d)", reserved)
+	case onPrealloc == nil:
+		return errors.New("sim: SetDecodeMode: nil onPrealloc")
+	}
+	o.s.pd = &pdState{decode: true, reserved: reserved, onPrealloc: onPrealloc}
+	return nil
+}
+
+func (o *Online) pdModeCheck() error {
+	if o.s.pd != nil || o.s.nextIdx > 0 || o.s.pending != nil {
+		return errors.New("sim: the disaggregation mode is set once, before the first Submit")
+	}
+	return nil
+}
+
+// KVReady tells a decode server that request id's KV has arrived, at
+// virtual time at (not before Now nor after its next event): the request
+// joins the next prebuilt batch.
+func (o *Online) KVReady(id string, at engine.Time) error {
+	if err := o.pdAt(at); err != nil {
+		return err
+	}
+	pd := o.s.pd
+	i := slices.IndexFunc(pd.transfer, func(r *request) bool { return r.id == id })
+	if i < 0 {
+		return fmt.Errorf("sim: KVReady: request %q is not waiting for its KV", id)
+	}
+	pd.ready = append(pd.ready, pd.transfer[i])
+	pd.transfer = slices.Delete(pd.transfer, i, i+1)
+	o.s.schedule(at, evPD)
+	return nil
+}
+
+// Abort fails request id on a decode server at virtual time at (not
+// before Now nor after its next event) while it waits for room or for its
+// KV, freeing what it holds; its completion event (Failed = why) is
+// reported by the next RunUntil.
+func (o *Online) Abort(id string, at engine.Time, why string) error {
+	if err := o.pdAt(at); err != nil {
+		return err
+	}
+	pd := o.s.pd
+	for _, q := range []*[]*request{&pd.prealloc, &pd.transfer, &pd.ready} {
+		if i := slices.IndexFunc(*q, func(r *request) bool { return r.id == id }); i >= 0 {
+			r := (*q)[i]
+			*q = slices.Delete(*q, i, i+1)
+			o.s.dropKV(r)
+			pd.aborts = append(pd.aborts, abortReq{r, why})
+			o.s.schedule(at, evPD)
+			return nil
+		}
+	}
+	return fmt.Errorf("sim: Abort: request %q is not waiting on this decode server", id)
+}
+
+// pdAt checks a decode-mode call at virtual time at and moves the clock
+// there.
+func (o *Online) pdAt(at engine.Time) error {
+	switch {
+	case o.err != nil:
+		return o.err
+	case o.s.pd == nil || !o.s.pd.decode:
+		return errors.New("sim: not a decode server (SetDecodeMode)")
+	case at < o.s.now:
+		return fmt.Errorf("sim: time %d is before the simulation's time %d", at, o.s.now)
+	}
+	if t, ok := o.Next(); ok && t < at {
+		return fmt.Errorf("sim: time %d is after the next pending event (%d)", at, t)
+	}
+	o.s.now = at
+	return nil
+}
+
+// pdEvent handles evPD: aborted requests fail, and an idle server
+// iterates (a prebuilt batch may be ready).
+func (s *Sim) pdEvent() {
+	for _, a := range s.pd.aborts {
+		s.fail(a.r, a.why)
+	}
+	s.pd.aborts = s.pd.aborts[:0]
+	if !s.busy {
+		s.iterate()
+	}
+}
+
+// pdIterate is a decode server's part of an iteration, before the usual
+// prefill and decode: preallocation, then the prebuilt batch of requests
+// whose KV arrived (SGLang's get_next_disagg_decode_batch_to_run). It
+// reports whether it launched a batch.
+func (s *Sim) pdIterate() bool {
+	pd := s.pd
+	if !pd.decode {
+		return false
+	}
+	s.popPrealloc()
+	n := min(len(pd.ready), s.cfg.Scheduler.MaxRunningRequests-len(s.running))
+	if n <= 0 {
+		return false
+	}
+	b := slices.Clone(pd.ready[:n])
+	pd.ready = slices.Delete(pd.ready, 0, n)
+	for _, r := range b {
+		r.prefix, r.extend, r.batchMark = r.input, 0, true
+		r.admitted = true
+		r.res.Admitted = s.now
+	}
+	s.batch = b
+	s.decode = false
+	s.busy = true
+	s.schedule(s.now+1, evForwardDone) // no forward: the first token came from prefill
+	return true
+}
+
+// popPrealloc is DecodePreallocQueue.pop_preallocated: in queue order,
+// while the room covers the head.
+func (s *Sim) popPrealloc() {
+	pd := s.pd
+	if len(pd.prealloc) == 0 {
+		return
+	}
+	inServer := int64(len(s.running) + len(s.waiting) + len(pd.transfer) + len(pd.ready))
+	if s.chunked != nil {
+		inServer++
+	}
+	avail := s.freeTotal() + s.tree.EvictableTotal() - pd.reserved*inServer
+	ps := int64(s.cfg.Cache.PageSize)
+	k := 0
+	for ; k < len(pd.prealloc); k++ {
+		r := pd.prealloc[k]
+		if len(pd.transfer)+len(pd.ready) >= s.cfg.Scheduler.MaxRunningRequests {
+			break // DecodeReqToTokenPool's slots (kvsim: max_running_requests)
+		}
+		m := s.match(r) // the root with the chunk cache
+		prefix, last := m.DeviceTokens, m.LastDevice
+		if !last.IsRoot() {
+			s.tree.Lock(last)
+		}
+		need := (r.input-prefix+ps-1)/ps*ps + pd.reserved
+		if need > avail || !s.alloc(r, s.lanesOf(prefix, r.input, s.lanesA)) {
+			if !last.IsRoot() {
+				s.tree.Unlock(last)
+			}
+			if inServer == 0 && len(pd.transfer) == 0 {
+				s.fail(r, "not enough KV memory to preallocate the request on the decode server")
+				continue
+			}
+			break
+		}
+		if !last.IsRoot() {
+			r.last = last
+		}
+		r.protected = prefix
+		r.res.CachedTokens, r.res.CachedDevice = prefix, prefix // the decode side's own hit
+		avail -= need
+		pd.transfer = append(pd.transfer, r)
+		pd.onPrealloc(r.id, s.now, prefix)
+	}
+	pd.prealloc = slices.Delete(pd.prealloc, 0, k)
+}
+
+// pdHeld adds the device tokens held by a decode server's preallocated
+// requests to held (checkInvariants).
+func (s *Sim) pdHeld(add func(r *request)) {
+	if s.pd == nil {
+		return
+	}
+	for _, r := range s.pd.transfer {
+		add(r)
+	}
+	for _, r := range s.pd.ready {
+		add(r)
+	}
+}

@@ -1,0 +1,168 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/kvsim/kvsim/sim/engine"
+)
+
+// A prefill server reports every prefill forward of a request with the
+// prompt tokens computed so far (the cached prefix included), the last
+// one flagged, and generates one token whatever max_new_tokens says.
+func TestPrefillModeChunks(t *testing.T) {
+	cfg := Default(10000)
+	cfg.Scheduler.ChunkedPrefillSize = 64
+	o, err := NewOnline(cfg, linearCost{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	if err := o.SetPrefillMode(func(id string, at engine.Time, computed int64, last bool) {
+		got = append(got, fmt.Sprintf("%s:%d:%v", id, computed, last))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.SetPrefillMode(func(string, engine.Time, int64, bool) {}); err == nil {
+		t.Fatal("a second SetPrefillMode = nil")
+	}
+	for _, r := range []struct {
+		id string
+		at int64
+	}{{"a", 0}, {"b", 1e9}} {
+		if err := o.Submit(rec(r.id, r.at, tokens(200, 1), 50)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := o.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// b shares a's prompt: 199 tokens hit (at most prompt - 1), one computed.
+	want := "a:64:false a:128:false a:192:false a:200:true b:200:true"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("chunks %v, want %s", got, want)
+	}
+	for _, r := range res.Requests {
+		if r.OutputTokens != 1 {
+			t.Fatalf("%s: %d output tokens on a prefill server", r.ID, r.OutputTokens)
+		}
+	}
+}
+
+// A decode server preallocates in queue order while prompt + reserved
+// fits beside the reservations of the requests it holds, starts a
+// request only when its KV is ready, emits its first token 1 ns later
+// and decodes the rest; Abort fails a waiting request and frees its KV.
+func TestDecodeModePrealloc(t *testing.T) {
+	cfg := Default(1000)
+	cfg.Cache.HostTokens = 1000
+	if o, _ := NewOnline(cfg, linearCost{}); o.SetDecodeMode(10, func(string, engine.Time, int64) {}) == nil {
+		t.Fatal("SetDecodeMode with a radix cache and a host tier = nil")
+	}
+	cfg.Cache.HostTokens = 0
+	cfg.Cache.Disable = true
+	o, err := NewOnline(cfg, linearCost{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pre []string
+	if err := o.SetDecodeMode(100, func(id string, at engine.Time, cached int64) {
+		pre = append(pre, fmt.Sprintf("%s@%d", id, at))
+		if cached != 0 {
+			t.Errorf("%s: %d tokens cached on a chunk cache", id, cached)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// a: 400 + 100 fits in 1000; b: 400 + 100 fits in the 500 left; c
+	// does not.
+	for _, id := range []string{"a", "b", "c"} {
+		if err := o.Submit(rec(id, 0, tokens(400, 1), 3)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := o.RunUntil(5); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(pre, " ") != "a@0 b@0" {
+		t.Fatalf("preallocated %v, want a@0 b@0", pre)
+	}
+	if err := o.KVReady("c", 5); err == nil {
+		t.Fatal("KVReady of a request still in the prealloc queue = nil")
+	}
+	if err := o.KVReady("a", 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Abort("b", 10, "prefill failed"); err != nil {
+		t.Fatal(err)
+	}
+	var evs []engine.Event
+	for {
+		at, ok := o.Next()
+		if !ok {
+			break
+		}
+		e, err := o.RunUntil(at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, e...)
+		if slices.ContainsFunc(e, func(ev engine.Event) bool { return ev.ID == "a" && ev.Done }) {
+			break
+		}
+	}
+	// b fails at 10; a's first token at 11, two decode steps after.
+	if evs[0].ID != "b" || !evs[0].Done || evs[0].Result.Failed != "prefill failed" || evs[1].ID != "a" || evs[1].Time != 11 {
+		t.Fatalf("events %+v", evs)
+	}
+	// b's abort freed its 400 tokens: c is preallocated at once.
+	if strings.Join(pre, " ") != "a@0 b@0 c@10" || len(evs) != 5 || !evs[4].Done || evs[4].Result.OutputTokens != 3 {
+		t.Fatalf("preallocated %v", pre)
+	}
+}
+
+// A decode server with a radix cache matches a request's prompt at
+// preallocation against what earlier requests left, allocates only the
+// rest, and reports the hit (decode_prefix_len).
+func TestDecodeModeRadix(t *testing.T) {
+	o, err := NewOnline(Default(1000), linearCost{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached := map[string]int64{}
+	at := map[string]engine.Time{}
+	if err := o.SetDecodeMode(100, func(id string, now engine.Time, c int64) {
+		cached[id], at[id] = c, now
+		if err := o.KVReady(id, now); err != nil {
+			t.Error(err)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// b shares a's 300-token prompt and adds 100; it arrives after a's
+	// end, so a's prompt and output (303 tokens) are in the tree. b takes
+	// 100 new tokens of the 697 free, so c's 350 + 100 reserved fit
+	// beside b and its reservation (597 free + 3 evictable - 100) at the
+	// next iteration, after b's 1 ns prebuilt step; had b taken its whole
+	// prompt, c would wait for b's end.
+	prompt := tokens(300, 1)
+	for _, r := range []struct {
+		id     string
+		at     int64
+		prompt []int32
+	}{{"a", 0, prompt}, {"b", 1e9, append(slices.Clone(prompt), tokens(100, 5000)...)}, {"c", 1e9, tokens(350, 9000)}} {
+		if err := o.Submit(rec(r.id, r.at, r.prompt, 4)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := o.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cached["a"] != 0 || cached["b"] != 300 || cached["c"] != 0 || at["b"] != 1e9 || at["c"] != 1e9+1 || res.Summary.Failed != 0 {
+		t.Fatalf("decode hits %v at %v, %d failed", cached, at, res.Summary.Failed)
+	}
+}
