@@ -23,7 +23,7 @@ type storageTier interface{ HasStorage() bool }
 // sharedL3s are a fleet's shared L3 stores: one per namespace and page
 // size, in the order of their first replica.
 type sharedL3s struct {
-	stores []SharedL3Result // one per store, Stats filled by result
+	stores []SharedL3Result // one per store; StoredTokens filled by l3Results
 	l3     []*sim.SharedL3  // stores[i]'s store
 	byKey  map[string]int   // namespace and page size -> index in stores
 	of     []int            // per replica: its store, -1 for its own
