@@ -334,7 +334,11 @@ type LinksSection struct {
 // simulator's defaults (sim.StorageConfig); times are seconds, bandwidths
 // 10^9 bytes/s per rank, call latencies µs.
 type StorageSection struct {
-	Enabled                   bool    `toml:"enabled"`
+	Enabled bool `toml:"enabled"`
+	// Shared makes every replica of a fleet whose storage is shared use one
+	// L3 store (per model namespace, [File.L3Namespace]) instead of its
+	// own. Default false; a single server behaves the same either way.
+	Shared                    bool    `toml:"shared"`
 	CapacityTokens            int64   `toml:"capacity_tokens"`
 	PrefetchPolicy            string  `toml:"prefetch_policy"`
 	PrefetchThreshold         int64   `toml:"prefetch_threshold"`
@@ -548,6 +552,9 @@ func (f *File) Validate() error {
 	}
 	if !(l.Efficiency >= 0 && l.Efficiency <= 1) {
 		errs = append(errs, fielderr.New(fielderr.Dotted("links.efficiency"), "must be in (0, 1] (got %v)", l.Efficiency))
+	}
+	if f.Storage.Shared && !f.Storage.Enabled {
+		errs = append(errs, fielderr.New(fielderr.Dotted("storage.shared"), "true needs storage.enabled = true: there is no store to share"))
 	}
 	// The simulator's own checks of the cache, scheduler and storage
 	// sections (the storage ranges are checked there only), with the sizes

@@ -217,6 +217,7 @@ func (f *File) validateFleet(name string, ps Positions) error {
 			}
 		}
 	}
+	errs = append(errs, f.validateSharedL3(name, ps)...)
 	if total > maxFleetReplicas {
 		errs = append(errs, fielderr.New(fielderr.Key("fleet", "groups"), "at most %d replicas in all (got %d)", maxFleetReplicas, total))
 	}

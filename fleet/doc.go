@@ -32,7 +32,14 @@
 // each request's TTFT into bootstrap wait, prefill queue, prefill compute,
 // transfer tail and first decode step ([PDRequest]).
 //
+// Replicas whose storage is shared (Replica.SharedL3, storage.shared) use
+// one [github.com/kvsim/kvsim/sim.SharedL3] store per namespace and page
+// size instead of their own: a prefix one replica backed up is a storage
+// hit for another once its backup has landed (sharedl3.go, docs/fleet.md
+// "Shared L3").
+//
 // The fleet runs open loop: a request reaches the router at its trace
-// arrival, whatever its dependencies. The shared L3, the decode side's
-// HiCache and kv_aware's cache oracle are still to build (docs/fleet.md).
+// arrival, whatever its dependencies. The decode side's HiCache,
+// kv_aware's cache oracle and the shared L3's aggregate bandwidth cap are
+// still to build (docs/fleet.md).
 package fleet

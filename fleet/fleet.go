@@ -18,6 +18,11 @@ import (
 type Replica struct {
 	Group   string
 	Factory engine.Factory
+	// SharedL3 is the namespace of the shared L3 store the replica uses
+	// (storage.shared; configs' L3Namespace): replicas of one namespace and
+	// page size share one store (fleet/sharedl3.go). "" (default): the
+	// replica's own storage tier, if any.
+	SharedL3 string
 }
 
 // Fleet is N engines behind a router, on one event loop and one virtual
@@ -30,6 +35,7 @@ type Fleet struct {
 	poll     time.Duration // power_of_two's load poll interval; -1: no polling
 	ran      bool
 	pd       *pdFleet // prefill/decode disaggregation (pd.go); router is nil then
+	l3       sharedL3s
 }
 
 // New builds a fleet of the replicas behind a router of cfg. seed seeds
@@ -52,7 +58,7 @@ func New(replicas []Replica, cfg router.Config, seed uint64) (*Fleet, error) {
 		f.poll = cfg.PowerOfTwo.LoadPollInterval
 	}
 	for i, r := range replicas {
-		e, err := r.Factory.New()
+		e, err := f.l3.newEngine(i, r)
 		if err != nil {
 			return nil, fmt.Errorf("fleet: replica %d (%s): %w", i, r.Group, err)
 		}
@@ -302,6 +308,7 @@ func (r *run) result() (*Result, error) {
 		res.Replicas = append(res.Replicas, replicaResult(i, f.replicas[i].Group, f.router, er, r.area[i], r.maxIn[i], r.now-r.start))
 	}
 	res.Summary = summarize(r.requests, r.itls, res.Replicas)
+	res.L3, res.SharedL3 = f.l3.l3Results(res.Replicas, f.replicas, l3Hits(r.requests, r.replica, len(f.engines)))
 	res.Imbalance = imbalance(res.Replicas)
 	for _, why := range router.Reasons() {
 		if c := f.router.Count(why); c > 0 {

@@ -139,7 +139,7 @@ func NewPD(replicas []PDReplica, cfg PDConfig, seed uint64) (*Fleet, error) {
 	}
 	pd.router = rt
 	for i, r := range replicas {
-		e, err := r.Factory.New()
+		e, err := f.l3.newEngine(i, r.Replica)
 		if err == nil {
 			err = pd.setMode(i, e)
 		}

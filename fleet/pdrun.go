@@ -285,6 +285,7 @@ func (p *pdRun) result() (*Result, error) {
 	}
 	res.Summary = summarize(p.requests, p.itls, res.Replicas)
 	res.Imbalance = imbalance(res.Replicas)
+	res.L3, res.SharedL3 = p.f.l3.l3Results(res.Replicas, p.f.replicas, l3Hits(p.requests, p.replica, len(p.f.engines)))
 	for _, pool := range []struct {
 		name string
 		rt   *router.Router

@@ -16,6 +16,12 @@ type Result struct {
 	// Decisions are the router's decision counts by reason, in the order
 	// of router.Reasons, reasons never taken left out.
 	Decisions []DecisionCount `json:"decisions"`
+	// L3 is the storage tier's activity summed over the replicas; nil when
+	// no replica has one.
+	L3 *L3Result `json:"l3,omitempty"`
+	// SharedL3 are the fleet's shared L3 stores (storage.shared), one per
+	// namespace and page size, in the order of their first replica.
+	SharedL3 []SharedL3Result `json:"shared_l3,omitempty"`
 	// Requests are every request's result, in completion order over the
 	// fleet (ties: replica order).
 	Requests []engine.RequestResult `json:"-"`
@@ -54,6 +60,9 @@ type ReplicaResult struct {
 	// MaxInFlight its maximum.
 	MeanInFlight float64 `json:"mean_in_flight"`
 	MaxInFlight  int     `json:"max_in_flight"`
+	// L3 is the replica's storage-tier activity; nil when no replica of the
+	// fleet has a storage tier.
+	L3 *L3Result `json:"l3,omitempty"`
 	// Result is the replica engine's own result.
 	Result *engine.Result `json:"-"`
 }
@@ -72,4 +81,36 @@ type Imbalance struct {
 type DecisionCount struct {
 	Reason string `json:"reason"`
 	Count  int64  `json:"count"`
+}
+
+// L3Result is the storage tier's (L3's) activity of a replica or a fleet.
+// Pages are the replica's pages (server.page_size tokens).
+type L3Result struct {
+	// HitTokens are the prompt tokens served from L3: the cached tokens
+	// the requests' own prefetches brought in (cached_storage_tokens).
+	HitTokens int64 `json:"l3_hit_tokens"`
+	// PagesRead are the pages read from L3 by prefetches, used or not.
+	PagesRead int64 `json:"l3_pages_read"`
+	// PagesWritten are the pages backed up to L3 over the replica's write
+	// link: pages the store lacked and, when shared, no other replica was
+	// writing.
+	PagesWritten int64 `json:"l3_pages_written"`
+	// CrossReplicaPagesRead are the pages read from a shared L3 that
+	// another replica wrote (0 for a private store).
+	CrossReplicaPagesRead int64 `json:"l3_cross_replica_pages_read"`
+	// PagesEvicted are the pages L3 dropped for capacity; for a shared
+	// store, those dropped when the replica's backups landed.
+	PagesEvicted int64 `json:"l3_pages_evicted"`
+}
+
+// SharedL3Result is one shared L3 store of a fleet.
+type SharedL3Result struct {
+	// Namespace is the replicas' model namespace (configs' L3Namespace).
+	Namespace string `json:"namespace"`
+	// PageSize is the store's page size, tokens.
+	PageSize int `json:"page_size"`
+	// Replicas are the indexes of the replicas that share it.
+	Replicas []int `json:"replicas"`
+	// StoredTokens is what the store holds at the end of the run.
+	StoredTokens int64 `json:"stored_tokens"`
 }

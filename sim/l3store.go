@@ -72,6 +72,7 @@ type l3Node struct {
 	stamp   int64 // LRU stamp of pages[0] when present
 	heapIdx int   // position in the LRU heap, -1 if absent
 	dead    bool  // merged into its parent or deleted
+	writer  int32 // the replica whose write stored the pages (a shared store's; 0 otherwise)
 }
 
 func (n *l3Node) numKids() int {
@@ -188,6 +189,11 @@ type l3Store struct {
 	capPages int64
 	evicted  int64     // pages dropped for capacity
 	dirty    []*l3Node // nodes changed by the operation in progress, tidied at its end
+	// A shared store's replicas: writer is the one whose write is in
+	// progress, reader the one whose read is; crossRead counts the pages
+	// read that another replica wrote.
+	writer, reader int32
+	crossRead      int64
 }
 
 func newL3Store(capTokens int64, pageSize int) *l3Store {
@@ -206,7 +212,7 @@ func newL3Store(capTokens int64, pageSize int) *l3Store {
 // the new upper node, which takes c's place; c keeps the rest, so a pointer
 // to c still names the node ending where it did.
 func (s *l3Store) split(c *l3Node, m int) *l3Node {
-	up := &l3Node{parent: c.parent, pages: c.pages[:m], present: c.present, stamp: c.stamp, heapIdx: -1}
+	up := &l3Node{parent: c.parent, pages: c.pages[:m], present: c.present, stamp: c.stamp, heapIdx: -1, writer: c.writer}
 	c.parent.replaceChild(c, up)
 	c.pages = c.pages[m:]
 	c.stamp += int64(m)
@@ -231,6 +237,7 @@ func (s *l3Store) refresh(c *l3Node) {
 // store makes absent c stored and just used.
 func (s *l3Store) store(c *l3Node) {
 	c.present = true
+	c.writer = s.writer
 	c.stamp = s.seq
 	s.seq += int64(len(c.pages))
 	s.pages += int64(len(c.pages))
@@ -274,11 +281,11 @@ func (s *l3Store) step(n *l3Node, key pathKey, d, end int) *l3Node {
 }
 
 // mergeable says whether child c, p's only child, can join p in one run
-// without copying: same presence, consecutive stamps, and c's pages right
+// without copying: same presence, consecutive stamps (and writer), and c's pages right
 // after p's in the same array (as the two halves of a split are).
 func mergeable(p, c *l3Node) bool {
 	return p.parent != nil && p.numKids() == 1 && p.present == c.present &&
-		(!p.present || p.stamp+int64(len(p.pages)) == c.stamp) && adjacent(p.pages, c.pages)
+		(!p.present || p.stamp+int64(len(p.pages)) == c.stamp && p.writer == c.writer) && adjacent(p.pages, c.pages)
 }
 
 // adjacent reports whether b starts in a's array right where a ends.
@@ -439,6 +446,9 @@ func (s *l3Store) touch(key pathKey, lo, hi int) {
 			}
 			if m < len(c.pages) {
 				c = s.split(c, m)
+			}
+			if c.writer != s.reader {
+				s.crossRead += int64(len(c.pages))
 			}
 			s.refresh(c)
 		}

@@ -53,6 +53,8 @@ type storageState struct {
 	writeFree engine.Time
 	backups   []*backupOp // FIFO; done times never decrease
 	landed    int         // backups[:landed] are written to storage
+	shared    *SharedL3   // non-nil: l3 is this fleet-wide store's
+	replica   int         // the simulator's index among shared's replicas
 
 	// Batches read one after another by the same prefetch are stamped in
 	// storage's LRU order as one read: the same order, one walk.
@@ -95,7 +97,13 @@ func (st *storageState) readPages(op *prefetchOp, lo, hi int) {
 // flushReads stamps the pending read in storage's LRU order.
 func (st *storageState) flushReads() {
 	if st.touchOp != nil {
+		if st.shared != nil {
+			st.l3.reader, st.l3.crossRead = int32(st.replica), 0
+		}
 		st.l3.touch(st.touchOp.key, st.touchLo, st.touchHi)
+		if st.shared != nil {
+			st.shared.stats[st.replica].CrossRead += st.l3.crossRead
+		}
 		st.touchOp = nil
 	}
 }
@@ -122,6 +130,10 @@ func (s *Sim) backup(n *tree.Node, protected bool) {
 	lo := int(n.Depth(int(ps)) / ps)
 	// The backend skips the pages it has.
 	spans := st.l3.absent(path, lo, lo+len(n.Pages()), nil)
+	if st.shared != nil {
+		// ... and those another replica is writing.
+		spans = st.shared.skipPending(st.replica, path, spans)
+	}
 	pages := 0
 	for _, sp := range spans {
 		pages += sp.hi - sp.lo
@@ -138,6 +150,9 @@ func (s *Sim) backup(n *tree.Node, protected bool) {
 		s.counters.StorageWriteBytes += s.bytes(tok)
 	}
 	st.backups = append(st.backups, op)
+	if st.shared != nil && pages > 0 {
+		st.shared.queue(st.replica, op.done, path, spans)
+	}
 }
 
 // landBackups writes to storage every backup whose last batch has landed by
@@ -145,6 +160,15 @@ func (s *Sim) backup(n *tree.Node, protected bool) {
 // at its next iteration (ackBackups).
 func (s *Sim) landBackups(now engine.Time) {
 	st := s.st
+	if st.shared != nil {
+		// Every replica's backups land in the shared store, in time order.
+		st.shared.land(now)
+		for st.landed < len(st.backups) && st.backups[st.landed].done <= now {
+			st.landed++
+		}
+		s.counters.StorageEvictedTokens = st.shared.stats[st.replica].Evicted * int64(s.cfg.Cache.PageSize)
+		return
+	}
 	for st.landed < len(st.backups) && st.backups[st.landed].done <= now {
 		if op := st.backups[st.landed]; len(op.spans) > 0 {
 			st.l3.write(op.path, op.spans)
@@ -226,6 +250,9 @@ func (s *Sim) prefetch(r *request) {
 	}
 	s.advanceReads(s.now)
 	hitPages := st.l3.hit(newPathKey(pages), from)
+	if st.shared != nil {
+		st.shared.hitFound(s.now, st.replica, pages, from, hitPages)
+	}
 	// The hit query asks storage batch by batch until the first miss.
 	calls := hitPages/storageBatchPages + 1
 	if hitPages == cand {

@@ -151,7 +151,7 @@ func buildFleet(f *configs.File, groups []configs.FleetGroupFile, seed uint64) (
 			return nil, nil, fmt.Errorf("group %s: %w", g.Name, err)
 		}
 		for range g.Count {
-			reps = append(reps, fleet.Replica{Group: g.Name, Factory: srv.Factory})
+			reps = append(reps, fleet.Replica{Group: g.Name, Factory: srv.Factory, SharedL3: g.File.L3Namespace()})
 		}
 		desc = append(desc, fmt.Sprintf("%s: %d x %s", g.Name, g.Count, g.File.Describe()))
 	}
@@ -180,6 +180,9 @@ func writeFleetTable(w io.Writer, trace string, groups []string, res *fleet.Resu
 	line("Cache hit rate (cached/prompt):", fmt.Sprintf("%.4f", s.CacheHitRate))
 	line("  device hit rate:", fmt.Sprintf("%.4f", s.DeviceHitRate))
 	line("  host hit rate (loaded back):", fmt.Sprintf("%.4f", s.HostHitRate))
+	if res.L3 != nil {
+		writeFleetL3(w, res)
+	}
 	engine.TableHeading(w, "Load balance", '-')
 	line("Max/mean in-flight:", fmt.Sprintf("%.3f", res.Imbalance.MaxOverMeanInFlight))
 	line("CV of requests per replica:", fmt.Sprintf("%.3f", res.Imbalance.RequestsCV))
@@ -196,5 +199,30 @@ func writeFleetTable(w io.Writer, trace string, groups []string, res *fleet.Resu
 		fmt.Fprintf(w, "%-4d %-12s %8d %7.4f %8.2f %9.2f %9.2f %9.2f\n", r.Index, r.Group, r.Routed, r.CacheHitRate, r.MeanInFlight, r.MedianTTFT, r.P90TTFT, r.P99TTFT)
 	}
 	fmt.Fprintln(w, "(in-fl: the router's mean in-flight count; TTFT in ms)")
+	if res.L3 != nil {
+		fmt.Fprintf(w, "%-4s %10s %10s %10s %10s %10s\n", "#", "L3 hit tok", "pages rd", "pages wr", "cross rd", "evicted")
+		for _, r := range res.Replicas {
+			l := r.L3
+			fmt.Fprintf(w, "%-4d %10d %10d %10d %10d %10d\n", r.Index, l.HitTokens, l.PagesRead, l.PagesWritten, l.CrossReplicaPagesRead, l.PagesEvicted)
+		}
+		fmt.Fprintln(w, "(L3 pages read and written by each replica; cross rd: read pages another replica wrote)")
+	}
 	fmt.Fprintln(w, strings.Repeat("=", 50))
+}
+
+// writeFleetL3 prints the fleet's storage-tier (L3) activity and its
+// shared stores.
+func writeFleetL3(w io.Writer, res *fleet.Result) {
+	line := func(k string, v any) { engine.TableLine(w, k, v) }
+	l3 := res.L3
+	engine.TableHeading(w, "Storage (L3)", '-')
+	line("  storage hit rate:", fmt.Sprintf("%.4f", res.Summary.StorageHitRate))
+	line("L3 hit tokens:", l3.HitTokens)
+	line("L3 pages read:", l3.PagesRead)
+	line("L3 pages written:", l3.PagesWritten)
+	line("Cross-replica L3 pages read:", l3.CrossReplicaPagesRead)
+	line("L3 pages evicted:", l3.PagesEvicted)
+	for _, st := range res.SharedL3 {
+		line("Shared store:", fmt.Sprintf("%s, page %d, replicas %v, %d tokens stored", st.Namespace, st.PageSize, st.Replicas, st.StoredTokens))
+	}
 }

@@ -102,35 +102,14 @@ func TestSimFleetOfOne(t *testing.T) {
 	if err := os.WriteFile(single, server, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	summary := func(args ...string) engine.Summary {
-		t.Helper()
-		code, out, errOut := runCLI(t, append([]string{"sim", "--trace", fleetTrace, "--json"}, args...)...)
-		if code != exitOK || errOut != "" {
-			t.Fatalf("%v: exit %d, stderr %q", args, code, errOut)
-		}
-		var s engine.Summary
-		var wrap struct {
-			Summary *engine.Summary `json:"summary"`
-		}
-		if err := json.Unmarshal([]byte(out), &wrap); err != nil {
-			t.Fatal(err)
-		}
-		if wrap.Summary != nil {
-			return *wrap.Summary
-		}
-		if err := json.Unmarshal([]byte(out), &s); err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	want := summary("--config", single, "--open-loop")
+	want := simSummary(t, "--config", single, "--open-loop")
 	for _, policy := range []string{"cache_aware", "round_robin", "random", "power_of_two", "consistent_hash"} {
 		path := filepath.Join(dir, policy+".toml")
 		doc := string(server) + "\n[[fleet.groups]]\ncount = 1\n[router]\npolicy = \"" + policy + "\"\n"
 		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if got := summary("--config", path); got != want {
+		if got := simSummary(t, "--config", path); got != want {
 			t.Errorf("%s: fleet of one %+v\nwant the server's %+v", policy, got, want)
 		}
 	}

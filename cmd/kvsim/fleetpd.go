@@ -44,7 +44,8 @@ func buildPDFleet(f *configs.File, groups []configs.FleetGroupFile, seed uint64)
 		}
 		perToken := float64(b.Sizing.CellBytes) * float64(b.Sizing.TPSize)
 		for range g.Count {
-			reps = append(reps, fleet.PDReplica{Replica: fleet.Replica{Group: g.Name, Factory: srv.Factory}, Role: role, KVBytesPerToken: perToken})
+			rep := fleet.Replica{Group: g.Name, Factory: srv.Factory, SharedL3: g.File.L3Namespace()}
+			reps = append(reps, fleet.PDReplica{Replica: rep, Role: role, KVBytesPerToken: perToken})
 		}
 		desc = append(desc, fmt.Sprintf("%s (%v): %d x %s", g.Name, role, g.Count, g.File.Describe()))
 	}

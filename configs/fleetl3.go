@@ -1,0 +1,67 @@
+package configs
+
+import (
+	"fmt"
+
+	"github.com/kvsim/kvsim/internal/fielderr"
+	"github.com/kvsim/kvsim/sim/hw"
+)
+
+// L3Namespace returns the namespace of the file's server in a fleet's
+// shared L3 store (storage.shared, fleet-spec 3.1 and 5.20), or "" when
+// its storage is not shared. SGLang's storage backends suffix a page's
+// key with the model, and for MHA models with the tensor-parallel layout
+// (rank and size; context-parallel parts too), so only servers of the same
+// model and, for MHA, the same tp_size and dcp_size share pages: the
+// namespace is the model's name, plus "tp<N> dcp<M>" for an MHA model. A
+// server without a radix cache (a disaggregated fleet's chunk-cache decode
+// side) has no storage tier to share.
+// The fleet keeps one store per namespace and page size (docs/fleet.md).
+func (f *File) L3Namespace() string {
+	if !f.Storage.Shared || !f.Storage.Enabled || f.Cache.Disable || f.IsLlamaCpp() {
+		return ""
+	}
+	if f.Model.Attention == hw.MLA {
+		return f.Model.Name
+	}
+	return fmt.Sprintf("%s tp%d dcp%d", f.Model.Name, max(f.Server.TPSize, 1), max(f.Server.DCPSize, 1))
+}
+
+// validateSharedL3 checks that every replica group whose storage is
+// shared has the same storage.capacity_tokens: the replicas of a shared
+// store share its capacity. A group that differs from the first shared
+// group is refused at the key that sets its capacity (its set's, else the
+// file's storage.capacity_tokens, else its set).
+func (f *File) validateSharedL3(name string, ps Positions) []error {
+	var errs []error
+	first, firstCap := -1, int64(0)
+	for i, g := range f.Fleet.Groups {
+		if g.Count < 1 {
+			continue
+		}
+		gf, err := f.groupFile(g)
+		if err != nil || gf.L3Namespace() == "" {
+			continue // its errors are reported with the group's
+		}
+		c := gf.Storage.CapacityTokens
+		if first < 0 {
+			first, firstCap = i, c
+			continue
+		}
+		if c == firstCap {
+			continue
+		}
+		key := groupKey(i).Key("set")
+		where := key
+		for _, p := range []fielderr.Path{key.Key("storage.capacity_tokens"), key.Key("storage", "capacity_tokens"), fielderr.Dotted("storage.capacity_tokens")} {
+			if _, ok := ps[p.String()]; ok {
+				where = p
+				break
+			}
+		}
+		p, _ := ps.Find(where)
+		errs = append(errs, &fielderr.At{File: name, Line: p.Line, Col: p.Col, Err: fielderr.New(key.Key("storage", "capacity_tokens"),
+			"%d differs from group %d's %d: the replicas of a shared L3 store (storage.shared) share one capacity", c, first, firstCap)})
+	}
+	return errs
+}
