@@ -1,0 +1,194 @@
+package fleet
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/kvsim/kvsim/fleet/router"
+	"github.com/kvsim/kvsim/sim/engine"
+	"github.com/kvsim/kvsim/traces"
+)
+
+// Online is a fleet driven as one [engine.Engine]: whatever drives a
+// single simulated server (kvsim serve, a replay's in-process target, a
+// study) can drive a fleet behind its router. Submit queues a request;
+// the router decides when the fleet's clock reaches its arrival, with
+// every earlier completion known, exactly as [Fleet.Run] (which is the
+// batch loop over an Online). Build it with [Fleet.Online].
+type Online struct {
+	r        *run
+	finished bool
+}
+
+var _ engine.Engine = (*Online)(nil)
+
+// Online starts the fleet as an engine at time 0. A fleet runs once:
+// either Online or [Fleet.Run].
+func (f *Fleet) Online() (*Online, error) {
+	if f.ran {
+		return nil, errors.New("fleet: already run")
+	}
+	f.ran = true
+	r := &run{
+		f: f, lastTok: map[tokenKey]engine.Time{},
+		area: make([]int64, len(f.engines)), maxIn: make([]int, len(f.engines)), start: engine.Never,
+	}
+	return &Online{r: r}, nil
+}
+
+// Now returns the fleet's virtual time: the last t given to RunUntil.
+func (o *Online) Now() engine.Time { return o.r.now }
+
+// Submit queues rec for the router at rec.Arrival (not before Now nor
+// the previous submission's arrival). It routes nothing yet: the router
+// decides at the instant of the arrival, in [Online.RunUntil].
+func (o *Online) Submit(rec traces.Record) error {
+	r := o.r
+	if o.finished {
+		return errors.New("fleet: submit after Finish")
+	}
+	if err := engine.CheckSubmit(&rec, r.now, r.last); err != nil {
+		return fmt.Errorf("fleet: %w", err)
+	}
+	r.last = engine.Time(rec.Arrival)
+	r.pending = append(r.pending, rec)
+	return nil
+}
+
+// Next returns the earliest of the next queued arrival and the replicas'
+// next events.
+func (o *Online) Next() (engine.Time, bool) { return o.r.nextInstant() }
+
+// RunUntil runs every instant at or before t and sets the clock to t. At
+// one instant the router acts first (its tree eviction if due, a load poll
+// if due, then routing every arrival of that instant in submission order,
+// each submitted at once to its replica); then the replicas with an event
+// due run to that instant in index order, and their completions are
+// finished at the router in the order reported, replica by replica. The
+// events returned are the replicas' token and completion events in that
+// order (so in non-decreasing Time); the slice is reused by the next call.
+func (o *Online) RunUntil(t engine.Time) ([]engine.Event, error) {
+	r := o.r
+	if t < r.now {
+		return nil, fmt.Errorf("fleet: RunUntil(%d ns) before the fleet's time %d ns", t, r.now)
+	}
+	r.evs = r.evs[:0]
+	for {
+		at, ok := r.nextInstant()
+		if !ok || at > t {
+			break
+		}
+		r.advance(at)
+		if err := r.routeArrivals(); err != nil {
+			return nil, err
+		}
+		if err := r.runReplicas(); err != nil {
+			return nil, err
+		}
+	}
+	r.accrue(t)
+	return r.evs, nil
+}
+
+// Active returns the requests submitted and not yet finished: those still
+// queued for the router and those in flight on a replica.
+func (o *Online) Active() int {
+	n := len(o.r.pending)
+	for i := range o.r.f.engines {
+		n += o.r.f.router.InFlight(i)
+	}
+	return n
+}
+
+// Router returns the fleet's router, for its counts while it runs.
+func (o *Online) Router() *router.Router { return o.r.f.router }
+
+// Replica returns replica i's engine (its state while the fleet runs;
+// Finish is the fleet's to call).
+func (o *Online) Replica(i int) engine.Engine { return o.r.f.engines[i] }
+
+// Replicas returns the number of replicas.
+func (o *Online) Replicas() int { return len(o.r.f.engines) }
+
+// Group returns the group name of replica i.
+func (o *Online) Group(i int) string { return o.r.f.replicas[i].Group }
+
+// FinishFleet runs every remaining instant, finishes every replica and
+// returns the fleet's results. The engine cannot be used afterwards.
+func (o *Online) FinishFleet() (*Result, error) {
+	if o.finished {
+		return nil, errors.New("fleet: already finished")
+	}
+	r := o.r
+	for {
+		at, ok := r.nextInstant()
+		if !ok {
+			break // no arrival left and every replica idle: ticks and polls change nothing
+		}
+		if _, err := o.RunUntil(at); err != nil {
+			return nil, err
+		}
+	}
+	o.finished = true
+	return r.result()
+}
+
+// Finish runs every remaining instant and returns the fleet's results as
+// one engine's: every request, the fleet's summary and the replicas'
+// counters summed. [Online.FinishFleet] gives the per-replica results.
+func (o *Online) Finish() (*engine.Result, error) {
+	res, err := o.FinishFleet()
+	if err != nil {
+		return nil, err
+	}
+	return res.EngineResult(), nil
+}
+
+// Factory builds fleets of one configuration: the same replicas behind a
+// router of the same Config and seed. It is an [engine.Factory], so a
+// fleet can stand wherever one server's model does (kvsim serve).
+type Factory struct {
+	Replicas []Replica
+	Router   router.Config
+	Seed     uint64
+}
+
+var _ engine.Factory = Factory{}
+
+// Info describes the fleet as its first replica's server; Kind is
+// "fleet".
+func (fa Factory) Info() engine.Info {
+	i := engine.Info{Kind: "fleet", Server: "kvsim-fleet"}
+	if len(fa.Replicas) > 0 {
+		i.PageSize = fa.Replicas[0].Factory.Info().PageSize
+	}
+	return i
+}
+
+// New returns a fresh fleet as an engine, every replica's cache empty.
+func (fa Factory) New() (engine.Engine, error) {
+	f, err := New(fa.Replicas, fa.Router, fa.Seed)
+	if err != nil {
+		return nil, err
+	}
+	return f.Online()
+}
+
+// RunFleet runs a fresh fleet over src ([Fleet.Run]).
+func (fa Factory) RunFleet(src engine.Source) (*Result, error) {
+	f, err := New(fa.Replicas, fa.Router, fa.Seed)
+	if err != nil {
+		return nil, err
+	}
+	return f.Run(src)
+}
+
+// Run runs a fresh fleet over src, open loop, and returns its result as
+// one engine's ([Result.EngineResult]).
+func (fa Factory) Run(src engine.Source) (*engine.Result, error) {
+	res, err := fa.RunFleet(src)
+	if err != nil {
+		return nil, err
+	}
+	return res.EngineResult(), nil
+}
