@@ -298,6 +298,9 @@ func simulatePoint(s *Study, pt Point, opt Options) (*Record, []byte, error) {
 		return nil, nil, err
 	}
 	defer rd.Close()
+	if err := pt.File.Workload.OpenTrace(rd); err != nil {
+		return nil, nil, fmt.Errorf("workload.rate_scale: %w", err)
+	}
 	if c := pt.File.Workload.IdleGapCapNs(); c > 0 {
 		if _, err := rd.CapIdleGaps(c); err != nil {
 			return nil, nil, traces.InFile(pt.Trace, err)

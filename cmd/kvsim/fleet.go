@@ -70,31 +70,12 @@ func runFleetSim(f *configs.File, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvsim sim: --per-request: %v\n", err)
 		return exitUsage
 	}
-	if *seed != 0 {
-		f.Seed = *seed
-	}
-	groups, err := f.FleetGroups()
+	b, err := f.BuildFleet(configs.ServerOptions{NoTimeline: true}, *seed)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvsim sim: %s: %v\n", *cfgPath, err)
 		return exitUsage
 	}
-	var reps []fleet.Replica
-	var desc []string
-	for _, g := range groups {
-		if *seed != 0 {
-			g.File.Seed = *seed
-		}
-		srv, err := g.File.BuildServer(configs.ServerOptions{NoTimeline: true})
-		if err != nil {
-			fmt.Fprintf(stderr, "kvsim sim: %s: group %s: %v\n", *cfgPath, g.Name, err)
-			return exitUsage
-		}
-		for range g.Count {
-			reps = append(reps, fleet.Replica{Group: g.Name, Factory: srv.Factory})
-		}
-		desc = append(desc, fmt.Sprintf("%s: %d x %s", g.Name, g.Count, g.File.Describe()))
-	}
-	fl, err := fleet.New(reps, f.RouterConfig(), f.Seed)
+	fl, err := fleet.New(b.Factory.Replicas, b.Factory.Router, b.Factory.Seed)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
 		return exitUsage
@@ -141,7 +122,7 @@ func runFleetSim(f *configs.File, args []string, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
-	writeFleetTable(stdout, tp, desc, res)
+	writeFleetTable(stdout, tp, b.Describe, res)
 	return exitOK
 }
 
