@@ -103,6 +103,28 @@ func (o *Online) Active() int {
 // Router returns the fleet's router, for its counts while it runs.
 func (o *Online) Router() *router.Router { return o.r.f.router }
 
+// Routed returns the requests routed to replica i so far.
+func (o *Online) Routed(i int) int64 { return o.r.f.router.Routed(i) }
+
+// InFlight returns the router's in-flight count to replica i.
+func (o *Online) InFlight(i int) int { return o.r.f.router.InFlight(i) }
+
+// Decisions returns the router's decision counts so far by reason, in
+// the order of router.Reasons, reasons never taken left out.
+func (o *Online) Decisions() []DecisionCount { return decisionCounts(o.r.f.router) }
+
+// decisionCounts are rt's decision counts by reason, in the order of
+// router.Reasons, reasons never taken left out.
+func decisionCounts(rt *router.Router) []DecisionCount {
+	var out []DecisionCount
+	for _, why := range router.Reasons() {
+		if c := rt.Count(why); c > 0 {
+			out = append(out, DecisionCount{Reason: why.String(), Count: c})
+		}
+	}
+	return out
+}
+
 // Replica returns replica i's engine (its state while the fleet runs;
 // Finish is the fleet's to call).
 func (o *Online) Replica(i int) engine.Engine { return o.r.f.engines[i] }

@@ -252,11 +252,7 @@ func (r *run) result() (*Result, error) {
 	}
 	res.Summary = summarize(r.requests, r.itls, res.Replicas)
 	res.Imbalance = imbalance(res.Replicas)
-	for _, why := range router.Reasons() {
-		if c := f.router.Count(why); c > 0 {
-			res.Decisions = append(res.Decisions, DecisionCount{Reason: why.String(), Count: c})
-		}
-	}
+	res.Decisions = decisionCounts(f.router)
 	return res, nil
 }
 
