@@ -18,6 +18,12 @@
 // is modelled. It starts no goroutine and reads no clock: the same
 // replicas, router config, seed and trace give byte-identical results.
 //
+// [Online] is the same loop as an [github.com/kvsim/kvsim/sim/engine.Engine]: Submit queues a request
+// for the router, which decides when the fleet's clock reaches its
+// arrival, so whatever drives one simulated server (kvsim serve, studies
+// through [Factory]) drives a fleet; [Fleet.Run] is the batch loop over it
+// (each record submitted once every earlier instant has run).
+//
 // The fleet runs open loop: a request reaches the router at its trace
 // arrival, whatever its dependencies. The shared L3, P/D transfers and
 // kv_aware's cache oracle are still to build (docs/fleet.md).
