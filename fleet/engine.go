@@ -214,3 +214,42 @@ func (fa Factory) Run(src engine.Source) (*engine.Result, error) {
 	}
 	return res.EngineResult(), nil
 }
+
+// Refuse returns why every replica refuses a prompt of input tokens
+// outright (the first replica's reason; kvsim serve answers 400 with it),
+// or "" when some replica's model would take it, or no model says (the
+// replica the router picks then fails or serves it as its engine does).
+func (fa Factory) Refuse(input int) string {
+	why := ""
+	for _, r := range fa.Replicas {
+		rf, ok := r.Factory.(interface{ Refuse(input int) string })
+		if !ok {
+			return ""
+		}
+		w := rf.Refuse(input)
+		if w == "" {
+			return ""
+		}
+		if why == "" {
+			why = w
+		}
+	}
+	return why
+}
+
+// ServerInfo returns the first replica's /server_info fields, when its
+// model has them (SGLang's), and kvsim_replicas, the fleet's size: a
+// client that reads a server's arguments (page size, pool size) gets a
+// replica's.
+func (fa Factory) ServerInfo() map[string]any {
+	out := map[string]any{"kvsim_replicas": len(fa.Replicas)}
+	if len(fa.Replicas) == 0 {
+		return out
+	}
+	if si, ok := fa.Replicas[0].Factory.(interface{ ServerInfo() map[string]any }); ok {
+		for k, v := range si.ServerInfo() {
+			out[k] = v
+		}
+	}
+	return out
+}

@@ -148,8 +148,10 @@ func TestServeCLIUsageErrors(t *testing.T) {
 // endpoint: two replicas behind round_robin get requests in turn, so the
 // same prompt sent three times misses on replica 0, misses on replica 1
 // and hits on replica 0 (one server would hit the second time); the
-// OpenAI completions API and streaming go through the router too, and
-// /metrics has the router's decisions and per-replica series.
+// OpenAI completions API and streaming go through the router too; a
+// prompt no replica holds is refused; /server_info has a replica's
+// arguments and the fleet's; /metrics has the router's decisions and
+// per-replica series.
 func TestServeCLIFleet(t *testing.T) {
 	base, err := os.ReadFile(simConfig)
 	if err != nil {
@@ -195,14 +197,37 @@ func TestServeCLIFleet(t *testing.T) {
 	if !strings.Contains(out, "data: [DONE]") || strings.Contains(out, `"cached_tokens":0}`) {
 		t.Errorf("streamed completion on replica 1:\n%s", out)
 	}
-	resp, err := http.Get(url + "/metrics")
+	// A prompt no replica's KV pool holds is refused as one server
+	// refuses it; /server_info has a replica's arguments and the fleet's.
+	resp, err := http.Post(url+"/generate", "application/json", strings.NewReader(`{"input_ids":[`+strings.Repeat("7,", 30000)+`7]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "exceeds the KV pool of 20000 tokens") {
+		t.Errorf("too long a prompt: %d %s", resp.StatusCode, b)
+	}
+	resp, err = http.Get(url + "/server_info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`"kvsim_replicas":2`, `"max_total_num_tokens":20000`, `"kvsim_router_policy":"round_robin"`, `"kvsim_fleet":["pair: 2 x `} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("/server_info lacks %s: %s", want, b)
+		}
+	}
+	resp, err = http.Get(url + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	b, _ = io.ReadAll(resp.Body)
 	for _, want := range []string{
-		"kvsim_requests_total 4\n",
+		"kvsim_requests_total 5\n", // the refused one too
+		"kvsim_requests_failed_total 1\n",
 		`kvsim_router_decisions_total{reason="round_robin"} 4` + "\n",
 		`kvsim_replica_requests_routed_total{replica="0",group="pair"} 2` + "\n",
 		`kvsim_replica_requests_routed_total{replica="1",group="pair"} 2` + "\n",
