@@ -10,6 +10,9 @@ import (
 	"github.com/kvsim/kvsim/fleet"
 	"github.com/kvsim/kvsim/fleet/router"
 	"github.com/kvsim/kvsim/internal/fielderr"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
 )
 
 // A study whose base configuration is a fleet file ([[fleet.groups]])
@@ -266,4 +269,30 @@ func configErrPath(e error) fielderr.Path {
 		}
 	}
 	return nil
+}
+
+// plotFleetBalance draws a fleet study's load balance against x: the
+// largest replica mean in-flight count over their mean (solid) and the
+// coefficient of variation of the requests routed per replica (dashed),
+// one colour per line of the other plots.
+func plotFleetBalance(dir string, ss []series, xl string) error {
+	p := newPlot("Load balance across replicas", xl, "max/mean in-flight; CV of requests per replica")
+	p.Y.Min = 0
+	for i, s := range ss {
+		inFl := make([]float64, len(s.recs))
+		cv := make([]float64, len(s.recs))
+		for j, r := range s.recs {
+			inFl[j], _ = fleetMetric(r.Fleet, "max_over_mean_in_flight")
+			cv[j], _ = fleetMetric(r.Fleet, "requests_cv")
+			p.Y.Max = max(p.Y.Max, inFl[j]*1.15, cv[j]*1.15)
+		}
+		l, sc := addLine(p, s.x, inFl, plotutil.Color(i), 0, i, vg.Points(2))
+		p.Legend.Add(legendTitle(s, "max/mean in-flight"), l, sc)
+		l, sc = addLine(p, s.x, cv, plotutil.Color(i), 1, i, vg.Points(1.5))
+		p.Legend.Add(legendTitle(s, "requests CV"), l, sc)
+	}
+	p.Legend.Top, p.Legend.Left = true, true
+	p.X.Tick.Marker = humanTicks{}
+	fromZero(p, ss)
+	return save(dir, "fleet_balance", []*plot.Plot{p}, plotH)
 }
