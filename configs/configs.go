@@ -368,6 +368,20 @@ type WorkloadSection struct {
 	// and studies run the trace closed-loop (sim.Sim.RunClosedLoop), as
 	// kvsim replay --target sim does.
 	OpenLoop bool `toml:"open_loop"`
+	// RateScale replays the trace at this many times its rate: arrivals
+	// and think times divided by it (traces.Reader.ScaleRate), before any
+	// idle-gap cap. 0 (default) and 1 keep the trace's times. Valid: 0 to
+	// 1e6.
+	RateScale float64 `toml:"rate_scale"`
+}
+
+// OpenTrace applies the section's rate scale to a reader just opened
+// (kvsim sim and studies call it; nothing when rate_scale is 0 or 1).
+func (w WorkloadSection) OpenTrace(rd *traces.Reader) error {
+	if w.RateScale == 0 {
+		return nil
+	}
+	return rd.ScaleRate(w.RateScale)
 }
 
 // IdleGapCapNs returns workload.idle_gap_cap in nanoseconds (0: none).
@@ -598,6 +612,9 @@ func (f *File) validateWorkload() error {
 	}
 	if c := f.Workload.IdleGapCap; !(c >= 0 && c <= 9e9) {
 		errs = append(errs, fielderr.New(fielderr.Dotted("workload.idle_gap_cap"), "must be a number of seconds from 0 (none) to 9e9 (got %v)", c))
+	}
+	if k := f.Workload.RateScale; !(k >= 0 && k <= 1e6) {
+		errs = append(errs, fielderr.New(fielderr.Dotted("workload.rate_scale"), "must be a rate multiplier from 0 (the trace's rate) to 1e6 (got %v)", k))
 	}
 	return errors.Join(errs...)
 }

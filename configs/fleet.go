@@ -78,11 +78,12 @@ func (f *File) IsFleet() bool { return len(f.Fleet.Groups) > 0 }
 
 // OneServer returns an error naming [fleet] when the file describes a
 // fleet, for the commands that simulate one server (who, e.g. "kvsim
-// serve simulates"): they must refuse a fleet rather than run its base
-// server alone.
+// calibrate fits"; replay --target sim, compare and calibrate): they must
+// refuse a fleet rather than run its base server alone. kvsim sim, study
+// and serve run fleets.
 func (f *File) OneServer(who string) error {
 	if f.IsFleet() {
-		return fmt.Errorf("fleet: %s one server, and this file describes a fleet of %d groups behind a router; only kvsim sim runs a fleet so far (docs/fleet.md)", who, len(f.Fleet.Groups))
+		return fmt.Errorf("fleet: %s one server, and this file describes a fleet of %d groups behind a router; only kvsim sim, study and serve run a fleet so far (docs/fleet.md)", who, len(f.Fleet.Groups))
 	}
 	return nil
 }

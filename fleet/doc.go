@@ -38,6 +38,12 @@
 // hit for another once its backup has landed (sharedl3.go, docs/fleet.md
 // "Shared L3").
 //
+// [Online] is the same loop as an [github.com/kvsim/kvsim/sim/engine.Engine]: Submit queues a request
+// for the router, which decides when the fleet's clock reaches its
+// arrival, so whatever drives one simulated server (kvsim serve, studies
+// through [Factory]) drives a fleet; [Fleet.Run] is the batch loop over it
+// (each record submitted once every earlier instant has run).
+//
 // The fleet runs open loop: a request reaches the router at its trace
 // arrival, whatever its dependencies. The decode side's HiCache,
 // kv_aware's cache oracle and the shared L3's aggregate bandwidth cap are

@@ -101,54 +101,48 @@ type tokenKey struct {
 
 // Run routes and simulates every record of src, open loop (each request
 // reaches the router at its arrival; dependencies between records are not
-// waited for), and returns the fleet's results. The loop's instant is the
-// earliest of the next arrival and the replicas' next events; a tree
-// eviction or load poll due between two instants takes effect at the
-// later one, which changes nothing (no decision and no replica event lies
-// between). At one instant the router acts first (eviction tick, load poll, then routing every arrival of that
-// instant in trace order, each submitted at once to its replica), then the
-// replicas with an event due run to that instant in index order and their completions are
-// finished at the router in the order reported, replica by replica.
+// waited for), and returns the fleet's results. It is the batch loop over
+// the fleet as an engine ([Online]): each record is submitted once every
+// instant before its arrival has run, so the router decides with every
+// earlier completion known, and [Online.RunUntil] takes the instants in
+// order (see there for what happens at one).
 func (f *Fleet) Run(src engine.Source) (*Result, error) {
-	if f.ran {
-		return nil, errors.New("fleet: already run")
-	}
-	f.ran = true
-	r := &run{
-		f: f, src: src, lastTok: map[tokenKey]engine.Time{},
-		area: make([]int64, len(f.engines)), maxIn: make([]int, len(f.engines)), start: engine.Never,
-	}
-	if f.pd != nil {
-		return f.runPD(r) // pdrun.go
-	}
-	if err := r.next(); err != nil {
+	o, err := f.Online()
+	if err != nil {
 		return nil, err
 	}
-	for {
-		t, ok := r.nextInstant()
-		if !ok {
-			break // no arrival left and every replica idle: ticks and polls change nothing
+	var prev traces.Record
+	for first := true; ; first = false {
+		rec, err := src.Next()
+		if err == io.EOF {
+			break
 		}
-		if err := r.advance(t); err != nil {
+		if err != nil {
 			return nil, err
 		}
-		if err := r.routeArrivals(); err != nil {
-			return nil, err
+		if !first && rec.Arrival < prev.Arrival {
+			return nil, fmt.Errorf("fleet: request %q arrives at %d ns, before the previous one (%d ns)", rec.ID, rec.Arrival, prev.Arrival)
 		}
-		if err := r.runReplicas(); err != nil {
+		prev = rec
+		if t := engine.Time(rec.Arrival); t > o.Now() {
+			if _, err := o.RunUntil(t - 1); err != nil {
+				return nil, err
+			}
+		}
+		if err := o.Submit(rec); err != nil {
 			return nil, err
 		}
 	}
-	return r.result()
+	return o.FinishFleet()
 }
 
-// run is the state of one [Fleet.Run]: the next record, the clock, and
-// what the results are built from.
+// run is the state of the fleet as an engine: the requests submitted and
+// not yet routed, the clock, and what the results are built from.
 type run struct {
 	f        *Fleet
-	src      engine.Source
-	rec      traces.Record
-	have     bool
+	pending  []traces.Record // submitted, not yet routed, by arrival
+	last     engine.Time     // the latest submission's arrival
+	evs      []engine.Event  // the events of the current RunUntil
 	requests []engine.RequestResult
 	replica  []int
 	itls     []float64
@@ -158,62 +152,55 @@ type run struct {
 	start    engine.Time
 	now      engine.Time
 	nextPoll engine.Time
-}
-
-// next reads the next record, checking that arrivals do not go back in
-// time.
-func (r *run) next() error {
-	rec, err := r.src.Next()
-	if err == io.EOF {
-		r.have = false
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if r.have && rec.Arrival < r.rec.Arrival {
-		return fmt.Errorf("fleet: request %q arrives at %d ns, before the previous one (%d ns)", rec.ID, rec.Arrival, r.rec.Arrival)
-	}
-	r.rec, r.have = rec, true
-	return nil
+	pd       *pdRun // a disaggregated fleet's state (pdrun.go); nil otherwise
 }
 
 // nextInstant is the earliest of the next arrival and the replicas' next
 // events; false when there is neither.
 func (r *run) nextInstant() (engine.Time, bool) {
 	t, ok := engine.Never, false
-	if r.have {
-		t, ok = engine.Time(r.rec.Arrival), true
+	if len(r.pending) > 0 {
+		t, ok = engine.Time(r.pending[0].Arrival), true
 	}
 	for _, e := range r.f.engines {
 		if at, has := e.Next(); has && at < t {
 			t, ok = at, true
 		}
 	}
+	if r.pd != nil {
+		for _, l := range r.pd.pd.links {
+			if l == nil {
+				continue
+			}
+			if at, has := l.next(); has && at < t {
+				t, ok = at, true
+			}
+		}
+	}
 	return t, ok
 }
 
-// advance moves the clock to t, accruing each replica's in-flight area,
-// and runs the router's tree eviction if it is due. The router's events
-// come first at an instant; a tick due between two instants happens at
-// the later one: nothing was routed in between and no replica's state
-// changed.
-func (r *run) advance(t engine.Time) error {
-	if t < r.now {
-		return fmt.Errorf("fleet: request %q arrives at %d ns, before the fleet's time %d ns", r.rec.ID, t, r.now)
-	}
+// accrue moves the clock to t, accruing each replica's in-flight area.
+func (r *run) accrue(t engine.Time) {
 	if r.start != engine.Never {
 		for i := range r.area {
 			r.area[i] += int64(r.f.inFlight(i)) * int64(t-r.now)
 		}
 	}
 	r.now = t
+}
+
+// advance moves the clock to the instant t and runs the router's tree
+// eviction if it is due. The router's events come first at an instant; a
+// tick due between two instants happens at the later one: nothing was
+// routed in between and no replica's state changed.
+func (r *run) advance(t engine.Time) {
+	r.accrue(t)
 	for _, rt := range r.f.routers() {
 		if at, has := rt.NextTick(); has && time.Duration(r.now) >= at {
 			rt.Tick(time.Duration(r.now))
 		}
 	}
-	return nil
 }
 
 // inFlight is the router's in-flight count to replica i.
@@ -232,11 +219,27 @@ func (f *Fleet) routers() []*router.Router {
 	return []*router.Router{f.router}
 }
 
+// instant runs the fleet's steps at the instant r.now, after the
+// routers' ticks: routing the arrivals, then the replicas (a
+// disaggregated fleet's steps are pdRun's, pdrun.go).
+func (r *run) instant() error {
+	if r.pd != nil {
+		return r.pd.instant()
+	}
+	if err := r.routeArrivals(); err != nil {
+		return err
+	}
+	return r.runReplicas()
+}
+
 // routeArrivals routes and submits every request arriving now, polling
 // the replicas' load first when a poll is due.
 func (r *run) routeArrivals() error {
 	f := r.f
-	for r.have && engine.Time(r.rec.Arrival) == r.now {
+	for len(r.pending) > 0 && engine.Time(r.pending[0].Arrival) == r.now {
+		rec := r.pending[0]
+		r.pending[0] = traces.Record{}
+		r.pending = r.pending[1:]
 		if f.poll >= 0 && (f.poll == 0 || r.now >= r.nextPoll) {
 			for i, e := range f.engines {
 				f.router.SetLoad(i, float64(e.Active()))
@@ -245,28 +248,26 @@ func (r *run) routeArrivals() error {
 				r.nextPoll = (r.now/engine.Time(f.poll) + 1) * engine.Time(f.poll)
 			}
 		}
-		req := routeReq(&r.rec)
+		req := routeReq(&rec)
 		d, err := f.router.Route(&req)
 		if err != nil {
-			return fmt.Errorf("fleet: request %q: %w", r.rec.ID, err)
+			return fmt.Errorf("fleet: request %q: %w", rec.ID, err)
 		}
 		if r.start == engine.Never {
 			r.start = r.now
 		}
-		if err := f.engines[d.Replica].Submit(r.rec); err != nil {
+		if err := f.engines[d.Replica].Submit(rec); err != nil {
 			return fmt.Errorf("fleet: replica %d: %w", d.Replica, err)
 		}
 		r.maxIn[d.Replica] = max(r.maxIn[d.Replica], f.router.InFlight(d.Replica))
-		if err := r.next(); err != nil {
-			return err
-		}
 	}
 	return nil
 }
 
 // runReplicas runs, in index order, the replicas with an event due now
 // (an idle replica's clock catches up at its next due instant), records
-// their token gaps and completions, and tells the router of the latter.
+// their token gaps and completions, tells the router of the latter and
+// passes every event on to the caller of RunUntil.
 func (r *run) runReplicas() error {
 	for i, e := range r.f.engines {
 		if at, has := e.Next(); !has || at > r.now {
@@ -276,6 +277,7 @@ func (r *run) runReplicas() error {
 		if err != nil {
 			return fmt.Errorf("fleet: replica %d: %w", i, err)
 		}
+		r.evs = append(r.evs, evs...)
 		for _, ev := range evs {
 			k := tokenKey{i, ev.ID}
 			if ev.Done {
@@ -310,11 +312,7 @@ func (r *run) result() (*Result, error) {
 	res.Summary = summarize(r.requests, r.itls, res.Replicas)
 	res.L3, res.SharedL3 = f.l3.l3Results(res.Replicas, f.replicas, l3Hits(r.requests, r.replica, len(f.engines)))
 	res.Imbalance = imbalance(res.Replicas)
-	for _, why := range router.Reasons() {
-		if c := f.router.Count(why); c > 0 {
-			res.Decisions = append(res.Decisions, DecisionCount{Reason: why.String(), Count: c})
-		}
-	}
+	res.Decisions = decisionCounts(f.router)
 	return res, nil
 }
 

@@ -198,11 +198,14 @@ func (pd *pdFleet) setMode(i int, e engine.Engine) error {
 }
 
 // inFlight is the router's in-flight count to replica i (its pool's).
-func (pd *pdFleet) inFlight(i int) int {
+func (pd *pdFleet) inFlight(i int) int { return pd.routerOf(i).InFlight(pd.pool[i]) }
+
+// routerOf is the router of replica i's pool.
+func (pd *pdFleet) routerOf(i int) *router.Router {
 	if pd.roles[i] == Prefill {
-		return pd.router.Prefill.InFlight(pd.pool[i])
+		return pd.router.Prefill
 	}
-	return pd.router.Decode.InFlight(pd.pool[i])
+	return pd.router.Decode
 }
 
 // pdReq is one request's way through a disaggregated fleet.

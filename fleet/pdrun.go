@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/kvsim/kvsim/fleet/router"
 	"github.com/kvsim/kvsim/sim/engine"
+	"github.com/kvsim/kvsim/traces"
 )
 
 // pdRun is the state of one disaggregated [Fleet.Run] beside the common
@@ -25,55 +25,35 @@ type pdRun struct {
 	transfer []float64 // ms per completed request
 }
 
-// runPD is Run for a disaggregated fleet. At an instant: the router's tree
-// evictions, then every arrival routed to a (prefill, decode) pair and
-// submitted to its decode replica (which preallocates, fleet-spec 2.1 step
-// 3), then the links' transfers landing now (a request's last one makes
-// its KV ready on the decode replica), then the replicas in index order.
-// A decode replica's preallocation submits the request to its prefill
-// replica at once; a prefill forward's end queues the chunk's pages on the
-// prefill replica's link. A request ends with its decode replica's
-// completion (or failure): both routers' in-flight counts drop then.
-func (f *Fleet) runPD(r *run) (*Result, error) {
-	p := &pdRun{run: r, pd: f.pd, reqs: map[string]*pdReq{}}
-	f.pd.run = p
-	defer func() { f.pd.run = nil }()
-	if err := r.next(); err != nil {
-		return nil, err
+// A disaggregated fleet runs through the same [Online] loop as a regular
+// one, with pdRun's steps at an instant: the routers' tree evictions, then
+// every arrival routed to a (prefill, decode) pair and submitted to its
+// decode replica (which preallocates, fleet-spec 2.1 step 3), then the
+// links' transfers landing now (a request's last one makes its KV ready on
+// the decode replica), then the replicas in index order. A decode
+// replica's preallocation submits the request to its prefill replica at
+// once; a prefill forward's end queues the chunk's pages on the prefill
+// replica's link. A request ends with its decode replica's completion (or
+// failure): both routers' in-flight counts drop then.
+
+// instant runs a disaggregated fleet's steps at the instant p.now.
+func (p *pdRun) instant() error {
+	if err := p.routeArrivals(); err != nil {
+		return err
 	}
-	for {
-		t, ok := r.nextInstant()
-		for _, l := range p.pd.links {
-			if l == nil {
-				continue
-			}
-			if at, has := l.next(); has && (!ok || at < t) {
-				t, ok = at, true
-			}
-		}
-		if !ok {
-			break
-		}
-		if err := r.advance(t); err != nil {
-			return nil, err
-		}
-		for _, step := range []func() error{p.routeArrivals, p.land, p.runReplicas} {
-			if err := step(); err != nil {
-				return nil, err
-			}
-		}
+	if err := p.land(); err != nil {
+		return err
 	}
-	if len(p.reqs) > 0 {
-		panic(fmt.Sprintf("fleet: %d disaggregated requests never finished", len(p.reqs)))
-	}
-	return p.result()
+	return p.runReplicas()
 }
 
 // routeArrivals routes every request arriving now to a pair and submits
 // it to the decode replica.
 func (p *pdRun) routeArrivals() error {
-	for p.have && engine.Time(p.rec.Arrival) == p.now {
-		rec := p.rec
+	for len(p.pending) > 0 && engine.Time(p.pending[0].Arrival) == p.now {
+		rec := p.pending[0]
+		p.pending[0] = traces.Record{}
+		p.pending = p.pending[1:]
 		if _, dup := p.reqs[rec.ID]; dup {
 			return fmt.Errorf("fleet: request %q arrives while a request of the same id is in flight", rec.ID)
 		}
@@ -92,9 +72,6 @@ func (p *pdRun) routeArrivals() error {
 		}
 		for _, i := range []int{q.p, q.d} {
 			p.maxIn[i] = max(p.maxIn[i], p.pd.inFlight(i))
-		}
-		if err := p.next(); err != nil {
-			return err
 		}
 	}
 	return nil
@@ -186,6 +163,7 @@ func (p *pdRun) decodeEvent(i int, ev engine.Event) error {
 			p.itls = append(p.itls, float64(ev.Time-last)/1e6)
 		}
 		p.lastTok[k] = ev.Time
+		p.evs = append(p.evs, ev)
 		return nil
 	}
 	delete(p.lastTok, k)
@@ -205,6 +183,8 @@ func (p *pdRun) decodeEvent(i int, ev engine.Event) error {
 	p.requests = append(p.requests, res)
 	p.replica = append(p.replica, i)
 	p.detail = append(p.detail, d)
+	ev.Result = res
+	p.evs = append(p.evs, ev)
 	if err := p.pd.router.Finish(q.pair); err != nil {
 		return fmt.Errorf("fleet: request %q: %w", ev.ID, err)
 	}
@@ -275,27 +255,14 @@ func (p *pdRun) result() (*Result, error) {
 		if err != nil {
 			return nil, fmt.Errorf("fleet: replica %d: %w", i, err)
 		}
-		rt := pd.router.Prefill
-		if pd.roles[i] == Decode {
-			rt = pd.router.Decode
-		}
-		rr := replicaResult(pd.pool[i], p.f.replicas[i].Group, rt, er, p.area[i], p.maxIn[i], p.now-p.start)
+		rr := replicaResult(pd.pool[i], p.f.replicas[i].Group, pd.routerOf(i), er, p.area[i], p.maxIn[i], p.now-p.start)
 		rr.Index, rr.Role = i, pd.roles[i].String()
 		res.Replicas = append(res.Replicas, rr)
 	}
 	res.Summary = summarize(p.requests, p.itls, res.Replicas)
 	res.Imbalance = imbalance(res.Replicas)
 	res.L3, res.SharedL3 = p.f.l3.l3Results(res.Replicas, p.f.replicas, l3Hits(p.requests, p.replica, len(p.f.engines)))
-	for _, pool := range []struct {
-		name string
-		rt   *router.Router
-	}{{"prefill", pd.router.Prefill}, {"decode", pd.router.Decode}} {
-		for _, why := range router.Reasons() {
-			if c := pool.rt.Count(why); c > 0 {
-				res.Decisions = append(res.Decisions, DecisionCount{Reason: pool.name + ":" + why.String(), Count: c})
-			}
-		}
-	}
+	res.Decisions = pdDecisions(pd.router)
 	res.PD = p.summary()
 	return res, nil
 }

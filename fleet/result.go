@@ -1,6 +1,10 @@
 package fleet
 
-import "github.com/kvsim/kvsim/sim/engine"
+import (
+	"reflect"
+
+	"github.com/kvsim/kvsim/sim/engine"
+)
 
 // Result is a fleet run's outcome.
 type Result struct {
@@ -113,4 +117,27 @@ type SharedL3Result struct {
 	Replicas []int `json:"replicas"`
 	// StoredTokens is what the store holds at the end of the run.
 	StoredTokens int64 `json:"stored_tokens"`
+}
+
+// EngineResult is the fleet's result as one engine's ([engine.Result]):
+// every request in completion order, the fleet's summary, and the
+// replicas' counters summed field by field (no timeline).
+func (r *Result) EngineResult() *engine.Result {
+	out := &engine.Result{Requests: r.Requests, Summary: r.Summary}
+	sum := reflect.ValueOf(&out.Counters).Elem()
+	for _, rep := range r.Replicas {
+		if rep.Result == nil {
+			continue
+		}
+		c := reflect.ValueOf(rep.Result.Counters)
+		for i := range sum.NumField() {
+			switch f := sum.Field(i); f.Kind() {
+			case reflect.Int64:
+				f.SetInt(f.Int() + c.Field(i).Int())
+			case reflect.Float64:
+				f.SetFloat(f.Float() + c.Field(i).Float())
+			}
+		}
+	}
+	return out
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kvsim/kvsim/fleet"
 	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 )
@@ -82,6 +83,7 @@ type serverStats struct {
 
 type metric struct {
 	name, help, kind string
+	labels           string // `{k="v",...}` or ""
 	value            float64
 }
 
@@ -440,14 +442,44 @@ type (
 		Evictions() (deviceDeleted, demoted, hostEvicted int64)
 	}
 	queuer interface{ Queue() (waiting, running int) }
+	// fleeter is a fleet of engines behind a router (fleet.Online).
+	fleeter interface {
+		Replicas() int
+		Replica(i int) engine.Engine
+		Group(i int) string
+		Routed(i int) int64
+		InFlight(i int) int
+		Decisions() []fleet.DecisionCount
+	}
 )
 
 // extraStats refreshes the metrics taken from the simulator itself, those
 // it offers (statsMu held).
 func (s *Server) extraStats(o engine.Engine) {
 	s.stats.Extra = s.stats.Extra[:0]
+	f, ok := o.(fleeter)
+	if !ok {
+		s.engineStats(o, "")
+		return
+	}
+	// A fleet: the router's series, and each replica's under its labels.
+	for _, d := range f.Decisions() {
+		s.stats.Extra = append(s.stats.Extra, metric{"kvsim_router_decisions_total", "Routing decisions by the branch of the policy that decided.", "counter", fmt.Sprintf("{reason=%q}", d.Reason), float64(d.Count)})
+	}
+	for i := range f.Replicas() {
+		labels := fmt.Sprintf("{replica=\"%d\",group=%q}", i, f.Group(i))
+		s.stats.Extra = append(s.stats.Extra,
+			metric{"kvsim_replica_requests_routed_total", "Requests the router sent to the replica.", "counter", labels, float64(f.Routed(i))},
+			metric{"kvsim_replica_requests_in_flight", "The router's in-flight count to the replica.", "gauge", labels, float64(f.InFlight(i))})
+		s.engineStats(f.Replica(i), labels)
+	}
+}
+
+// engineStats adds the metrics one engine offers, under labels (statsMu
+// held).
+func (s *Server) engineStats(o engine.Engine, labels string) {
 	add := func(name, help, kind string, v float64) {
-		s.stats.Extra = append(s.stats.Extra, metric{name, help, kind, v})
+		s.stats.Extra = append(s.stats.Extra, metric{name, help, kind, labels, v})
 	}
 	if o, ok := o.(counterer); ok {
 		k := o.Counters()

@@ -791,9 +791,10 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	put("kvsim_requests_before_first_token", "Requests queued or in prefill (no token yet).", "gauge", "", float64(st.Waiting))
 	put("kvsim_cache_flushes_total", "Successful /flush_cache calls.", "counter", "", float64(st.Flushes))
 	put("kvsim_virtual_time_seconds", "The simulated clock.", "gauge", "", float64(st.VirtualNs)/1e9)
-	sort.Slice(st.Extra, func(i, j int) bool { return st.Extra[i].name < st.Extra[j].name })
+	// By name; a fleet's series of one name stay in replica order.
+	sort.SliceStable(st.Extra, func(i, j int) bool { return st.Extra[i].name < st.Extra[j].name })
 	for _, m := range st.Extra {
-		put(m.name, m.help, m.kind, "", m.value)
+		put(m.name, m.help, m.kind, m.labels, m.value)
 	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 	w.Write(b.Bytes())

@@ -38,7 +38,11 @@
 // # Not modelled
 //
 // Points run one replica each (as kvsim sim does); a sweep over dp_size
-// does not simulate a load balancer. The miss-ratio curve from the trace
+// does not simulate a load balancer. A base that is a fleet file
+// ([[fleet.groups]]) runs every point as a fleet behind its router, as
+// kvsim sim --config does, and may sweep router.KEY,
+// fleet.groups.NAME.count and fleet.groups.NAME.set.KEY (study/fleet.go);
+// its records carry [FleetMetrics]. The miss-ratio curve from the trace
 // is an ideal LRU prefix cache with no timing; the simulated points on the
 // same figure include the scheduler, chunking, write policies and
 // eviction order, so they need not lie on it. See docs/studies.md.

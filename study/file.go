@@ -48,6 +48,7 @@ type Study struct {
 
 	points []Point
 	digest string
+	fleet  bool // the base is a fleet file: points run as fleets
 }
 
 // Axis is one dimension of the grid: a single key path with its values,
@@ -155,6 +156,7 @@ func Parse(data []byte, name string) (*Study, error) {
 		p.errAt("title", "title: must be set (a one-line name for the report)")
 	}
 	base, baseFile := p.base(sf.Base)
+	s.fleet = base != nil && len(groupNames(base.doc)) > 0
 	s.Axes = p.axes(sf)
 	obj, err := ParseObjective(sf.Objective)
 	switch {
@@ -165,8 +167,8 @@ func Parse(data []byte, name string) (*Study, error) {
 	default:
 		s.Objective = obj
 		for _, m := range obj.names() {
-			if !isMetric(m) && !s.hasNumericKey(m) {
-				p.errAt("objective", "objective: unknown metric %q%s", m, suggest(m, metricNames()))
+			if !s.isMetric(m) && !s.hasNumericKey(m) {
+				p.errAt("objective", "objective: unknown metric %q%s", m, suggest(m, s.metricNames()))
 			}
 		}
 	}
@@ -211,6 +213,17 @@ func (s *Study) Points() []Point { return s.points }
 // Presentation (title, question, objective, report) is not part of it, so
 // shards agree on it whatever their output settings.
 func (s *Study) Digest() string { return s.digest }
+
+// metricNames lists the metrics of the study's records: those of every
+// study, and the fleet metrics for a fleet study.
+func (s *Study) metricNames() []string {
+	if s.fleet {
+		return append(metricNames(), fleetMetricNames()...)
+	}
+	return metricNames()
+}
+
+func (s *Study) isMetric(name string) bool { return slices.Contains(s.metricNames(), name) }
 
 // hasNumericKey reports whether key is swept with numbers only.
 func (s *Study) hasNumericKey(key string) bool {
@@ -350,7 +363,12 @@ func (p *parser) axes(sf fileSchema) []Axis {
 			p.errPos(at, "%s%q: must be a non-empty list of values (got %s)", prefix, key, describe(v))
 			return "", nil, false
 		}
-		if err := checkKeyPath(key); err != nil {
+		if _, _, ok := fleetKey(key); ok || strings.HasPrefix(key, fleetGroupsKey) {
+			if err := checkFleetKey(key, list); err != nil {
+				p.errPos(at, "%s%v", prefix, err)
+				return "", nil, false
+			}
+		} else if err := checkKeyPath(key); err != nil {
 			p.errPos(at, "%s%v", prefix, err)
 			return "", nil, false
 		}
@@ -458,8 +476,8 @@ func (p *parser) report(sf fileSchema, s *Study) ReportSettings {
 				}
 			}
 		}
-	} else if !isMetric(r.X) && !s.hasNumericKey(r.X) {
-		p.errAt("report.x", "report.x: %q is neither a metric nor a numeric swept key%s", r.X, suggest(r.X, append(metricNames(), s.keys()...)))
+	} else if !s.isMetric(r.X) && !s.hasNumericKey(r.X) {
+		p.errAt("report.x", "report.x: %q is neither a metric nor a numeric swept key%s", r.X, suggest(r.X, append(s.metricNames(), s.keys()...)))
 	}
 	if r.Along == "" {
 		if s.axisOf(r.X) >= 0 {
@@ -556,7 +574,11 @@ func (p *parser) point(s *Study, base *baseDoc, baseFile string, i int, idx []in
 	for k, a := range s.Axes {
 		for j, key := range a.Keys {
 			v := a.Values[idx[k]][j]
-			if err := set(doc, strings.Split(key, "."), v); err != nil {
+			setKey := func() error { return set(doc, strings.Split(key, "."), v) }
+			if _, _, ok := fleetKey(key); ok {
+				setKey = func() error { return setFleetKey(doc, key, v) }
+			}
+			if err := setKey(); err != nil {
 				return pt, p.pointErr(s, pt, a.pos[j], err.Error())
 			}
 			pt.Params = append(pt.Params, Param{Key: key, Value: v})
@@ -604,7 +626,7 @@ func (p *parser) point(s *Study, base *baseDoc, baseFile string, i int, idx []in
 	if err != nil {
 		return pt, p.mapConfigErr(s, pt, base, err)
 	}
-	if err := errors.Join(f.SGLangOnly("studies simulate"), f.OneServer("studies simulate")); err != nil {
+	if err := sglangOnly(f); err != nil {
 		return pt, p.pointErr(s, pt, p.pos("base"), err.Error())
 	}
 	if pt.Trace == "" {
@@ -637,11 +659,14 @@ func (p *parser) mapConfigErr(s *Study, pt Point, base *baseDoc, err error) erro
 	var errs []error
 	for _, e := range fielderr.Flatten(err) {
 		key, rest := configErrKey(e)
+		if fk := fleetErrKey(configErrPath(e), groupNames(base.doc)); fk != "" {
+			key = fk
+		}
 		at := pos{}
 		found := false
 		for _, a := range s.Axes {
 			for j, k := range a.Keys {
-				if k == key || strings.HasPrefix(key, k+".") {
+				if k == key || strings.HasPrefix(key, k+".") || strings.HasPrefix(k, fleetGroupsKey) && strings.HasPrefix(k, key+".") {
 					at, found = a.pos[j], true
 				}
 			}

@@ -284,6 +284,12 @@ func drawPlots(m *Manifest, dir string, recs []*Record, best int, obj Objective,
 			return nil, err
 		}
 		out = append(out, Plot{"throughput", "Token throughput (prompt + generated tokens per second over the run) against " + xl + ". The trace's arrival rate caps it; a server that keeps up delivers it."})
+		if slices.ContainsFunc(recs, func(r *Record) bool { return r.Fleet != nil }) {
+			if err := plotFleetBalance(pdir, ss, xl); err != nil {
+				return nil, err
+			}
+			out = append(out, Plot{"fleet_balance", "How evenly the router spread the load against " + xl + ": the largest replica's mean in-flight count over the replicas' mean (solid; 1 is even) and the coefficient of variation of the requests routed per replica (dashed; 0 is even)."})
+		}
 	}
 	if len(mrc) > 0 || len(recs) > 0 {
 		if err := plotMRC(pdir, ss, mrc, note); err != nil {

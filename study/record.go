@@ -38,8 +38,11 @@ type Record struct {
 	ConfigDigest string `json:"config_digest"`
 	// Sizing is the point's memory layout.
 	Sizing Sizing `json:"sizing"`
-	// Metrics is the simulator's full metric set.
+	// Metrics is the simulator's full metric set (a fleet's: over every
+	// request of the fleet).
 	Metrics engine.Summary `json:"metrics"`
+	// Fleet holds a fleet point's fleet metrics; absent for one server.
+	Fleet *FleetMetrics `json:"fleet,omitempty"`
 }
 
 // Sizing is what SGLang's memory derivation gave a point, per GPU (rank).
@@ -141,6 +144,9 @@ func (r *Record) Metric(name string) (float64, bool) {
 			return float64(fv.Int()), true
 		}
 		return 0, false
+	}
+	if v, ok := fleetMetric(r.Fleet, name); ok {
+		return v, true
 	}
 	if v, ok := r.Params[name]; ok {
 		return number(jsonNumber(v))
@@ -281,7 +287,11 @@ func writeAtomic(path string, fill func(io.Writer) error) error {
 func writeCSV(w io.Writer, keys []string, recs []*Record) error {
 	cols := append([]string{"point"}, keys...)
 	cols = append(cols, "seed", "kvsim_version", "study_digest", "config_digest")
-	cols = append(cols, metricNames()...)
+	names := metricNames()
+	if slices.ContainsFunc(recs, func(r *Record) bool { return r.Fleet != nil }) {
+		names = append(names, fleetMetricNames()...)
+	}
+	cols = append(cols, names...)
 	bw := bufio.NewWriter(w)
 	bw.WriteString(strings.Join(cols, ",") + "\n")
 	for _, r := range recs {
@@ -290,7 +300,7 @@ func writeCSV(w io.Writer, keys []string, recs []*Record) error {
 			row = append(row, csvField(formatValue(jsonNumber(r.Params[k]))))
 		}
 		row = append(row, strconv.FormatUint(r.Seed, 10), csvField(r.Version), r.StudyDigest, r.ConfigDigest)
-		for _, m := range metricNames() {
+		for _, m := range names {
 			v, _ := r.Metric(m)
 			row = append(row, strconv.FormatFloat(v, 'g', -1, 64))
 		}

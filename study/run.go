@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvsim/kvsim/configs"
 	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 )
@@ -280,29 +281,18 @@ func runPointsTo(ctx context.Context, app *appender, s *Study, todo []Point, ski
 // simulatePoint runs one point and writes its timeline; it returns the
 // record and its results.jsonl line.
 func simulatePoint(s *Study, pt Point, opt Options) (*Record, []byte, error) {
+	if pt.File.IsFleet() {
+		return simulateFleetPoint(s, pt, opt)
+	}
 	b, err := pt.File.Build()
 	if err != nil {
 		return nil, nil, err
 	}
-	if pt.Trace == "" {
-		return nil, nil, errors.New("no trace: set workload.trace in the base config")
-	}
-	tf := traces.FormatAuto
-	if name := pt.File.Workload.Format; name != "" {
-		if tf, err = traces.ParseFormat(name); err != nil {
-			return nil, nil, fmt.Errorf("workload.format: %w", err)
-		}
-	}
-	rd, err := traces.Open(pt.Trace, tf)
+	rd, err := openPointTrace(pt)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer rd.Close()
-	if c := pt.File.Workload.IdleGapCapNs(); c > 0 {
-		if _, err := rd.CapIdleGaps(c); err != nil {
-			return nil, nil, traces.InFile(pt.Trace, err)
-		}
-	}
 	res, err := b.Engine.Run(rd)
 	if err != nil {
 		return nil, nil, traces.InFile(pt.Trace, err)
@@ -311,9 +301,45 @@ func simulatePoint(s *Study, pt Point, opt Options) (*Record, []byte, error) {
 	if err := writeAtomic(tl, func(w io.Writer) error { return writeTimeline(w, res.Timeline) }); err != nil {
 		return nil, nil, err
 	}
+	return pointRecord(s, pt, opt, b, res.Summary, nil)
+}
+
+// openPointTrace opens a point's trace with its workload settings (rate
+// scale, idle-gap cap) applied.
+func openPointTrace(pt Point) (*traces.Reader, error) {
+	if pt.Trace == "" {
+		return nil, errors.New("no trace: set workload.trace in the base config")
+	}
+	tf := traces.FormatAuto
+	if name := pt.File.Workload.Format; name != "" {
+		var err error
+		if tf, err = traces.ParseFormat(name); err != nil {
+			return nil, fmt.Errorf("workload.format: %w", err)
+		}
+	}
+	rd, err := traces.Open(pt.Trace, tf)
+	if err != nil {
+		return nil, err
+	}
+	if err := pt.File.Workload.OpenTrace(rd); err != nil {
+		rd.Close()
+		return nil, fmt.Errorf("workload.rate_scale: %w", err)
+	}
+	if c := pt.File.Workload.IdleGapCapNs(); c > 0 {
+		if _, err := rd.CapIdleGaps(c); err != nil {
+			rd.Close()
+			return nil, traces.InFile(pt.Trace, err)
+		}
+	}
+	return rd, nil
+}
+
+// pointRecord builds a point's record from its results, and its
+// results.jsonl line.
+func pointRecord(s *Study, pt Point, opt Options, b *configs.Built, sum engine.Summary, fm *FleetMetrics) (*Record, []byte, error) {
 	rec := &Record{
 		Point: pt.Index, Params: map[string]any{}, Seed: b.Sim.Seed, Version: opt.Version,
-		StudyDigest: s.Digest(), ConfigDigest: pt.Digest, Sizing: sizingOf(pt.File, b), Metrics: res.Summary,
+		StudyDigest: s.Digest(), ConfigDigest: pt.Digest, Sizing: sizingOf(pt.File, b), Metrics: sum, Fleet: fm,
 	}
 	for _, p := range pt.Params {
 		rec.Params[p.Key] = p.Value
@@ -329,6 +355,30 @@ func simulatePoint(s *Study, pt Point, opt Options) (*Record, []byte, error) {
 		return nil, nil, err
 	}
 	return &back, raw, nil
+}
+
+// simulateFleetPoint runs a fleet point as kvsim sim --config runs the
+// fleet file (open loop, no timeline). Its sizing and seed are its first
+// group's server's.
+func simulateFleetPoint(s *Study, pt Point, opt Options) (*Record, []byte, error) {
+	fb, err := pt.File.BuildFleet(configs.ServerOptions{NoTimeline: true}, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := fb.Groups[0].File.Build()
+	if err != nil {
+		return nil, nil, fmt.Errorf("fleet group %s: %w", fb.Groups[0].Name, err)
+	}
+	rd, err := openPointTrace(pt)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rd.Close()
+	res, err := fb.Factory.RunFleet(rd)
+	if err != nil {
+		return nil, nil, traces.InFile(pt.Trace, err)
+	}
+	return pointRecord(s, pt, opt, b, res.Summary, fleetMetricsOf(res))
 }
 
 func timelineName(point int) string { return fmt.Sprintf("point-%04d.csv", point) }

@@ -30,8 +30,9 @@ func gb(v float64) string {
 }
 
 // tableColumns picks the table's columns: the swept keys, the hit rates by
-// tier, TTFT, throughput, the KV memory per GPU, and any metric the
-// objective names that is not already shown.
+// tier, TTFT, throughput, the KV memory per GPU, for a fleet its replicas,
+// imbalance and worst replica's p99 TTFT, and any metric the objective
+// names that is not already shown.
 func tableColumns(m *Manifest, recs []*Record, obj Objective) []column {
 	var cols []column
 	for _, k := range m.keys() {
@@ -58,6 +59,14 @@ func tableColumns(m *Manifest, recs []*Record, obj Objective) []column {
 		column{head: "HBM KV GB/GPU", metric: "device_kv_gb", format: gb},
 		column{head: "host KV GB/GPU", metric: "host_kv_gb", format: gb},
 	)
+	if slices.ContainsFunc(recs, func(r *Record) bool { return r.Fleet != nil }) {
+		std = append(std,
+			column{head: "replicas", metric: "replicas", format: fixed(0, 1)},
+			column{head: "max/mean in-flight", metric: "max_over_mean_in_flight", format: fixed(2, 1)},
+			column{head: "requests CV", metric: "requests_cv", format: fixed(3, 1)},
+			column{head: "worst replica TTFT p99" + ttftHead, metric: "max_replica_p99_ttft_ms", format: ttft},
+		)
+	}
 	cols = append(cols, std...)
 	for _, name := range obj.names() {
 		if slices.ContainsFunc(cols, func(c column) bool { return c.metric == name || c.key == name }) {

@@ -46,7 +46,7 @@ func TestFrontDoorFromAnywhere(t *testing.T) {
 			t.Fatalf("kvsim study write_policy: exit %d: %s", code, stderr)
 		}
 		code, _, stderr = runCLI(t, "study", "nosuch")
-		if code != exitUsage || !strings.Contains(stderr, `nosuch: no such study file, and no bundled study "nosuch" (bundled: chat_host_memory, default, owner_lanes, write_policy)`) {
+		if code != exitUsage || !strings.Contains(stderr, `nosuch: no such study file, and no bundled study "nosuch" (bundled: chat_host_memory, default, fleet_routing, owner_lanes, write_policy)`) {
 			t.Errorf("kvsim study nosuch: exit %d: %s", code, stderr)
 		}
 		// A path is a path, never a bundled name.

@@ -70,15 +70,12 @@ func runFleetSim(f *configs.File, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvsim sim: --per-request: %v\n", err)
 		return exitUsage
 	}
-	if *seed != 0 {
-		f.Seed = *seed
-	}
-	groups, err := f.FleetGroups()
+	b, err := f.BuildFleet(configs.ServerOptions{NoTimeline: true}, *seed)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvsim sim: %s: %v\n", *cfgPath, err)
 		return exitUsage
 	}
-	fl, desc, err := buildFleet(f, groups, *seed)
+	fl, err := b.Factory.Build()
 	if err != nil {
 		fmt.Fprintf(stderr, "kvsim sim: %s: %v\n", *cfgPath, err)
 		return exitUsage
@@ -129,34 +126,8 @@ func runFleetSim(f *configs.File, args []string, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
-	writeFleetTable(stdout, tp, desc, res)
+	writeFleetTable(stdout, tp, b.Describe, res)
 	return exitOK
-}
-
-// buildFleet builds the fleet of f's groups (a disaggregated one when f
-// has [disaggregation]: fleetpd.go), and describes each group. A seed
-// other than 0 overrides every replica's.
-func buildFleet(f *configs.File, groups []configs.FleetGroupFile, seed uint64) (*fleet.Fleet, []string, error) {
-	if f.IsPD() {
-		return buildPDFleet(f, groups, seed)
-	}
-	var reps []fleet.Replica
-	var desc []string
-	for _, g := range groups {
-		if seed != 0 {
-			g.File.Seed = seed
-		}
-		srv, err := g.File.BuildServer(configs.ServerOptions{NoTimeline: true})
-		if err != nil {
-			return nil, nil, fmt.Errorf("group %s: %w", g.Name, err)
-		}
-		for range g.Count {
-			reps = append(reps, fleet.Replica{Group: g.Name, Factory: srv.Factory, SharedL3: g.File.L3Namespace()})
-		}
-		desc = append(desc, fmt.Sprintf("%s: %d x %s", g.Name, g.Count, g.File.Describe()))
-	}
-	fl, err := fleet.New(reps, f.RouterConfig(), f.Seed)
-	return fl, desc, err
 }
 
 // writeFleetTable prints a fleet run: the fleet's serving metrics and

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -138,32 +137,13 @@ func TestSimFleetRefuses(t *testing.T) {
 // instead of running its base server alone.
 func TestOneServerCommandsRefuseFleet(t *testing.T) {
 	for _, args := range [][]string{
-		{"serve", "--config", fleetExample, "--addr", "127.0.0.1:0"},
 		{"replay", "--config", fleetExample, "--trace", fleetTrace, "--target", "sim"},
 		{"calibrate", "--config", fleetExample, "--per-request", "x.jsonl", "--out", filepath.Join(t.TempDir(), "c.toml")},
 	} {
 		code, _, errOut := runCLI(t, args...)
-		if code != exitUsage || !strings.Contains(errOut, "fleet-example.toml: fleet: ") || !strings.Contains(errOut, "only kvsim sim runs a fleet") {
+		if code != exitUsage || !strings.Contains(errOut, "fleet-example.toml: fleet: ") || !strings.Contains(errOut, "only kvsim sim, study and serve run a fleet") {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
 		}
-	}
-}
-
-// A study whose base config is a fleet is refused at every point.
-func TestStudyRefusesFleetBase(t *testing.T) {
-	abs, err := filepath.Abs(fleetExample)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	study := filepath.Join(dir, "s.toml")
-	body := "title = \"fleet\"\nbase = " + strconv.Quote(abs) + "\nobjective = \"minimize host_kv_gb\"\n[sweep]\n\"server.hicache_ratio\" = [1.0]\n"
-	if err := os.WriteFile(study, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	code, _, errOut := runCLI(t, "study", study, "--out", filepath.Join(dir, "out"))
-	if code != exitUsage || !strings.Contains(errOut, "s.toml:2:1: point 0 (server.hicache_ratio=1): fleet: studies simulate one server") {
-		t.Errorf("exit %d, stderr %q", code, errOut)
 	}
 }
 

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"time"
 
+	"github.com/kvsim/kvsim/configs"
 	"github.com/kvsim/kvsim/replay"
 )
 
@@ -21,7 +23,8 @@ func init() {
 const serveUsage = `usage: kvsim serve [--config F.toml] [--addr 127.0.0.1:30000] [--time-scale X]
 
 Answers SGLang's and OpenAI's HTTP APIs from the simulated server of --config
-(default: the bundled configs/default.toml): POST /generate, /v1/completions,
+(default: the bundled configs/default.toml), or, for a fleet file
+([[fleet.groups]]), from the whole fleet behind its router, one endpoint: POST /generate, /v1/completions,
 /v1/chat/completions (streaming or not), /flush_cache, GET /server_info,
 /get_server_info, /health, /v1/models and /metrics (Prometheus). Output token
 ids are a deterministic function of the prompt, so clients that echo them get
@@ -60,19 +63,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if !validHostPort(*addr) {
 		return usageErr("--addr: expected HOST:PORT, e.g. 127.0.0.1:30000, found %q", *addr)
 	}
-	f, err := loadConfig(*cfgPath, "kvsim serve simulates")
-	if err != nil {
-		return usageErr("%v", err)
-	}
-	built, err := f.Build()
-	if err != nil {
-		return usageErr("%v", err)
-	}
-	srv, err := replay.NewServer(replay.ServeConfig{
-		Sim:       replay.SimConfig{Engine: built.Engine, Model: f.Model.Name},
-		TimeScale: *scale, Version: version, ShutdownTimeout: *shutdown,
-		Info: map[string]any{"kvsim_config": *cfgPath, "kvsim_explain": built.Explain},
-	})
+	srv, banner, err := buildServe(*cfgPath, *scale, *shutdown)
 	if err != nil {
 		return usageErr("%v", err)
 	}
@@ -81,8 +72,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvsim serve: %v\n", err)
 		return exitFail
 	}
-	fmt.Fprintf(stderr, "kvsim serve: %s (%s on %s, device pool %d tokens, page %d) on http://%s, time scale %v\n",
-		f.Model.Name, cmp.Or(f.Cost.Kind, "roofline"), f.GPU.Name, built.Sim.Cache.DeviceTokens, built.Sim.Cache.PageSize, ln.Addr(), *scale)
+	fmt.Fprintf(stderr, "kvsim serve: %s on http://%s, time scale %v\n", banner, ln.Addr(), *scale)
 	ctx, stop := serveSignalContext()
 	defer stop()
 	serveReady(ln.Addr().String())
@@ -92,6 +82,41 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr, "kvsim serve: stopped")
 	return exitOK
+}
+
+// buildServe builds the server of the config at path (the bundled
+// default for ""): one simulated server, or, for a fleet file, the whole
+// fleet behind its router as one engine. banner describes it.
+func buildServe(path string, scale float64, shutdown time.Duration) (*replay.Server, string, error) {
+	cfg := replay.ServeConfig{TimeScale: scale, Version: version, ShutdownTimeout: shutdown}
+	var f *configs.File
+	var err error
+	if path == "" {
+		f = configs.Default()
+	} else if f, err = configs.Load(path); err != nil {
+		return nil, "", err
+	}
+	var banner string
+	if f.IsFleet() {
+		b, err := f.BuildFleet(configs.ServerOptions{NoTimeline: true}, 0)
+		if err != nil {
+			return nil, "", fmt.Errorf("%s: %w", path, err)
+		}
+		cfg.Sim = replay.SimConfig{Engine: b.Factory, Model: b.Groups[0].File.Model.Name}
+		cfg.Info = map[string]any{"kvsim_config": path, "kvsim_fleet": b.Describe, "kvsim_router_policy": b.Factory.Router.Policy.String()}
+		banner = fmt.Sprintf("a fleet of %d replicas (%s) behind %s", len(b.Factory.Replicas), strings.Join(b.Describe, "; "), b.Factory.Router.Policy)
+	} else {
+		built, err := f.Build()
+		if err != nil {
+			return nil, "", err
+		}
+		cfg.Sim = replay.SimConfig{Engine: built.Engine, Model: f.Model.Name}
+		cfg.Info = map[string]any{"kvsim_config": path, "kvsim_explain": built.Explain}
+		banner = fmt.Sprintf("%s (%s on %s, device pool %d tokens, page %d)",
+			f.Model.Name, cmp.Or(f.Cost.Kind, "roofline"), f.GPU.Name, built.Sim.Cache.DeviceTokens, built.Sim.Cache.PageSize)
+	}
+	srv, err := replay.NewServer(cfg)
+	return srv, banner, err
 }
 
 // validHostPort reports whether addr is a listen address, HOST:PORT.

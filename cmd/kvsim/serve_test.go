@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"net"
+	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -160,4 +162,100 @@ func TestServeCLIUsageErrors(t *testing.T) {
 		{[]string{"--config", "testdata/replay/missing.toml"}, "missing.toml"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
 	})
+}
+
+// kvsim serve --config FLEET.toml serves the whole fleet behind one
+// endpoint: two replicas behind round_robin get requests in turn, so the
+// same prompt sent three times misses on replica 0, misses on replica 1
+// and hits on replica 0 (one server would hit the second time); the
+// OpenAI completions API and streaming go through the router too; a
+// prompt no replica holds is refused; /server_info has a replica's
+// arguments and the fleet's; /metrics has the router's decisions and
+// per-replica series.
+func TestServeCLIFleet(t *testing.T) {
+	base, err := os.ReadFile(simConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(t.TempDir(), "fleet.toml")
+	doc := string(base) + "\n[[fleet.groups]]\nname = \"pair\"\ncount = 2\n\n[router]\npolicy = \"round_robin\"\n"
+	if err := os.WriteFile(cfg, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	url := startServe(t, "--config", cfg, "--time-scale", "0")
+	post := func(path, body string) string {
+		t.Helper()
+		resp, err := http.Post(url+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d %s", path, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	prompt := strings.TrimSuffix(strings.Repeat("7,", 500), ",")
+	gen := `{"input_ids":[` + prompt + `],"sampling_params":{"max_new_tokens":2}}`
+	var cached []string
+	for range 3 {
+		out := post("/generate", gen)
+		_, after, ok := strings.Cut(out, `"cached_tokens":`)
+		if !ok {
+			t.Fatalf("no cached_tokens in %s", out)
+		}
+		n, _, _ := strings.Cut(after, ",")
+		cached = append(cached, n)
+	}
+	if cached[0] != "0" || cached[1] != "0" || cached[2] == "0" {
+		t.Errorf("cached_tokens of the same prompt three times = %v, want 0, 0 (the other replica), then a hit", cached)
+	}
+	// The fourth request goes to replica 1, which has the prompt: streamed
+	// OpenAI completions report the hit.
+	out := post("/v1/completions", `{"prompt":[`+prompt+`],"max_tokens":2,"stream":true,"stream_options":{"include_usage":true}}`)
+	if !strings.Contains(out, "data: [DONE]") || strings.Contains(out, `"cached_tokens":0}`) {
+		t.Errorf("streamed completion on replica 1:\n%s", out)
+	}
+	// A prompt no replica's KV pool holds is refused as one server
+	// refuses it; /server_info has a replica's arguments and the fleet's.
+	resp, err := http.Post(url+"/generate", "application/json", strings.NewReader(`{"input_ids":[`+strings.Repeat("7,", 30000)+`7]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "exceeds the KV pool of 20000 tokens") {
+		t.Errorf("too long a prompt: %d %s", resp.StatusCode, b)
+	}
+	resp, err = http.Get(url + "/server_info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`"kvsim_replicas":2`, `"max_total_num_tokens":20000`, `"kvsim_router_policy":"round_robin"`, `"kvsim_fleet":["pair: 2 x `} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("/server_info lacks %s: %s", want, b)
+		}
+	}
+	resp, err = http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ = io.ReadAll(resp.Body)
+	for _, want := range []string{
+		"kvsim_requests_total 5\n", // the refused one too
+		"kvsim_requests_failed_total 1\n",
+		`kvsim_router_decisions_total{reason="round_robin"} 4` + "\n",
+		`kvsim_replica_requests_routed_total{replica="0",group="pair"} 2` + "\n",
+		`kvsim_replica_requests_routed_total{replica="1",group="pair"} 2` + "\n",
+		`kvsim_replica_requests_in_flight{replica="1",group="pair"} 0` + "\n",
+		`kvsim_decode_steps_total{replica="0",group="pair"}`,
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, b)
+		}
+	}
 }

@@ -263,6 +263,11 @@ func openSimTrace(fs *cmdFlags, f *configs.File, cfgPath, tracePath, format stri
 		fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
 		return "", nil, nil, exitFail
 	}
+	if err := f.Workload.OpenTrace(rd); err != nil {
+		closeTrace()
+		fmt.Fprintf(stderr, "kvsim sim: workload.rate_scale: %v\n", err)
+		return "", nil, nil, exitFail
+	}
 	return tp, rd, closeTrace, exitOK
 }
 

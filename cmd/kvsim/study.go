@@ -23,8 +23,9 @@ const studyUsage = `usage: kvsim study FILE.toml|NAME [--out DIR] [--jobs N] [--
        kvsim study merge [--out DIR] DIR...
 
 NAME is a study bundled in the binary (default, chat_host_memory,
-owner_lanes, write_policy: configs/studies/ in the repository), run from
-any directory. Runs every point of the study's grid (in parallel; the results do not
+fleet_routing, owner_lanes, write_policy: configs/studies/ in the
+repository), run from any directory. A study whose base config is a fleet
+runs each point as a fleet (docs/fleet.md). Runs every point of the study's grid (in parallel; the results do not
 depend on --jobs), appending each to DIR/results.jsonl as it finishes, then
 writes results.csv, plots/ and report.md and prints the table with the best
 point for the study's objective. Rerunning resumes: points already in

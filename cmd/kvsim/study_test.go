@@ -42,15 +42,23 @@ func TestStudyRunsAndResumes(t *testing.T) {
 // exactly the unsharded results, as a Kubernetes Indexed Job or a Slurm
 // array would run them.
 func TestStudyShardsMergeLikeUnsharded(t *testing.T) {
+	checkShardsMerge(t, tinyStudy, "0/3", "1/3", "2/3")
+}
+
+// checkShardsMerge runs study whole and as the shards, each in its own
+// invocation, and checks that merging the shards gives the whole run's
+// files byte for byte.
+func checkShardsMerge(t *testing.T, study string, shardSpecs ...string) {
+	t.Helper()
 	root := t.TempDir()
 	whole := filepath.Join(root, "whole")
-	if code, _, stderr := runCLI(t, "study", tinyStudy, "--out", whole); code != exitOK {
+	if code, _, stderr := runCLI(t, "study", study, "--out", whole); code != exitOK {
 		t.Fatalf("unsharded: exit %d: %s", code, stderr)
 	}
 	shards := filepath.Join(root, "shards")
 	var dirs []string
-	for _, sh := range []string{"0/3", "1/3", "2/3"} {
-		code, stdout, stderr := runCLI(t, "study", tinyStudy, "--out", shards, "--shard", sh, "--jobs", "1")
+	for _, sh := range shardSpecs {
+		code, stdout, stderr := runCLI(t, "study", study, "--out", shards, "--shard", sh, "--jobs", "1")
 		if code != exitOK {
 			t.Fatalf("shard %s: exit %d: %s", sh, code, stderr)
 		}
