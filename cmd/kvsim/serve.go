@@ -104,7 +104,11 @@ func buildServe(path string, scale float64, shutdown time.Duration) (*replay.Ser
 		}
 		cfg.Sim = replay.SimConfig{Engine: b.Factory, Model: b.Groups[0].File.Model.Name}
 		cfg.Info = map[string]any{"kvsim_config": path, "kvsim_fleet": b.Describe, "kvsim_router_policy": b.Factory.Router.Policy.String()}
-		banner = fmt.Sprintf("a fleet of %d replicas (%s) behind %s", len(b.Factory.Replicas), strings.Join(b.Describe, "; "), b.Factory.Router.Policy)
+		policy := b.Factory.Router.Policy.String()
+		if pd := b.Factory.PD; pd != nil {
+			policy = fmt.Sprintf("prefill %v, decode %v", pd.Config.Prefill.Policy, pd.Config.Decode.Policy)
+		}
+		banner = fmt.Sprintf("a fleet of %d replicas (%s) behind %s", len(b.Factory.Replicas), strings.Join(b.Describe, "; "), policy)
 	} else {
 		built, err := f.Build()
 		if err != nil {
