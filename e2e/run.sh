@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The end-to-end check against a real llama-server, as `make e2e-real` and CI run it:
 # set up the chroot and the tiny model (e2e/llama/setup.sh), then run the probes and the GGUF
-# load test (go test -tags e2e), then the fidelity gate (e2e/fidelity.sh). When the Debian mirror cannot provide llama.cpp (setup exits
+# load test (go test -tags e2e), then the fidelity gate (e2e/fidelity.sh), then two servers behind
+# nginx against kvsim's fleet (e2e/nginx.sh). When the Debian mirror cannot provide llama.cpp (setup exits
 # 75) this says so loudly and exits 0, so CI goes on; any other failure exits non-zero.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -30,7 +31,22 @@ fi
 # on 2026-12-02 the real shared-prefix runs at -np 4 gave 0.2151, 0.2454 and 0.2757 on this
 # machine from one run to the next. A gate that misses is therefore run once more, with fresh
 # calibration and real runs, and fails CI only if it misses again (both results are printed).
-if ! GATE=1 TRACES="chat shared warm" REPEATS=${REPEATS:-2} bash e2e/fidelity.sh "${FIDELITY_OUT:-}"; then
+FOUT=${FIDELITY_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/kvsim-fidelity.XXXXXX")}
+CAL=$FOUT/calibrated.toml
+if ! GATE=1 TRACES="chat shared warm" REPEATS=${REPEATS:-2} bash e2e/fidelity.sh "$FOUT"; then
   echo "e2e: the fidelity gate missed a target; running it once more (the slot-count hit rate depends on the server's timing)" >&2
-  GATE=1 TRACES="chat shared warm" REPEATS=${REPEATS:-2} bash e2e/fidelity.sh "${FIDELITY_OUT:+$FIDELITY_OUT-retry}"
+  CAL=$FOUT-retry/calibrated.toml
+  GATE=1 TRACES="chat shared warm" REPEATS=${REPEATS:-2} bash e2e/fidelity.sh "$FOUT-retry" || exit 1
+fi
+# Two llama-servers behind a real nginx (round robin and `hash $http_x_session_id consistent`)
+# against kvsim's fleet with nginx_round_robin and nginx_hash, on the calibration just made
+# (e2e/nginx.sh: every concurrency-1 request's cached_tokens and replica exact, the slot-count hit
+# rate within 2 pp). Without nginx it says SKIPPED loudly (exit 75) and CI goes on.
+[ -s "$CAL" ] || CAL=configs/llamacpp/tiny.toml
+rc=0
+CONFIG=$CAL bash e2e/nginx.sh "${NGINX_OUT:-}" || rc=$?
+if [ "$rc" = 75 ]; then
+  echo "e2e: SKIPPED nginx in front of two llama-servers (see the message above): apt-get install nginx-light" >&2
+elif [ "$rc" != 0 ]; then
+  exit "$rc"
 fi
