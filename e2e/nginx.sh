@@ -257,7 +257,7 @@ for balancer in rr hash; do
         echo "################################################################################"
         echo "e2e/nginx: NOT GATED: the slot-count hit rate of $balancer: both runs missed it on a machine"
         echo "e2e/nginx: running at another pace than the calibration (real / simulated E2E beyond $MAX_SLOWDOWN;"
-        echo "e2e/nginx: see the lines above). The concurrency-1 gates still hold."
+        echo "e2e/nginx: see the lines above). The concurrency-1 gates are gated as always."
         echo "################################################################################"
       } >&2
       ;;
