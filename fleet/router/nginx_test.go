@@ -96,8 +96,9 @@ func TestKetamaBase(t *testing.T) {
 
 // TestPropNginxRoundRobin: with every replica available, request k goes
 // to replica k mod n; an unavailable replica is never chosen and gets no
-// weight, and among the replicas available throughout a stretch of
-// requests the counts never differ by more than one (smooth).
+// weight, the current weights sum to zero, and among the replicas
+// available throughout a stretch of requests the counts never differ by
+// more than one (smooth).
 func TestPropNginxRoundRobin(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		n := rapid.IntRange(1, 8).Draw(rt, "replicas")
@@ -116,6 +117,16 @@ func TestPropNginxRoundRobin(t *testing.T) {
 			d := routeTo(rt, r, "")
 			if n > 1 && d.Replica == off {
 				rt.Fatalf("unavailable replica %d chosen", off)
+			}
+			// nginx's invariant with every weight 1: a pick adds one to each
+			// candidate and takes their number from the winner, so the
+			// current weights always sum to zero.
+			sum := 0
+			for _, c := range r.swrr.cur {
+				sum += c
+			}
+			if sum != 0 {
+				rt.Fatalf("current weights %v sum to %d", r.swrr.cur, sum)
 			}
 			count[d.Replica]++
 			lo, hi := 1<<30, 0
