@@ -19,7 +19,9 @@
 # 2. kvsim sim --config FLEET.toml: CONFIG (a llama-server config, calibrated) with two replicas
 #    and the policy, router.upstreams the two servers' names as written in nginx.conf. At
 #    concurrency 1 requests arrive 100 s apart (each ends before the next, as in the real run);
-#    at the slot count at the real client's send times (the fleet has no closed-loop client yet).
+#    at the slot count as the replay's client sends them, each when a simulated request ends
+#    (closed_loop: the fleet has no closed-loop client yet, so simulations are repeated until the
+#    arrivals they imply stop changing).
 # 3. Gates (fidelity fleetcmp): at concurrency 1 every request's cached_tokens exact and every
 #    request routed (nginx's access log, $upstream_addr) to the replica kvsim chose; at the slot
 #    count the hit rate within MAX_HIT_PP (default 2) points. The slot-count hit rate depends on
@@ -200,6 +202,27 @@ done
 "$KV" trace gen shared-prefix --groups 6 --questions 5 --system-prompt-len 800 --question-len 80 \
   --output-len 32 --order grouped --vocab "$VOCAB" --seed 8 --out "$OUT/shared.jsonl" 2>/dev/null
 
+# closed_loop RUN C: the fleet simulation of the replay at concurrency C. The fleet runs open loop,
+# so the client's rule (a record is sent when a slot frees, SEND_GAP after the previous send) is
+# applied from outside: simulate, set each arrival from the simulated end times, simulate again,
+# until the arrivals stop changing (each round fixes at least the next request's arrival, so at
+# most one round per request). The arrivals come from the simulation alone.
+closed_loop() {
+  local run=$1 c=$2 i
+  "$OUT/fidelity" simtrace -trace "$OUT/shared.jsonl" -out "$run/sim-trace.jsonl" -gap "$SEND_GAP" -closed "$c"
+  for i in $(seq 100); do
+    "$KV" sim --config "$run/fleet.toml" --trace "$run/sim-trace.jsonl" --per-request "$run/sim.jsonl" >"$run/sim.txt"
+    "$OUT/fidelity" simtrace -trace "$OUT/shared.jsonl" -out "$run/sim-trace.next.jsonl" -gap "$SEND_GAP" -closed "$c" -sim "$run/sim.jsonl"
+    if cmp -s "$run/sim-trace.jsonl" "$run/sim-trace.next.jsonl"; then
+      say "closed loop: arrivals fixed after $i simulations"
+      return 0
+    fi
+    mv "$run/sim-trace.next.jsonl" "$run/sim-trace.jsonl"
+  done
+  say "closed loop: arrivals still changing after $i simulations"
+  return 1
+}
+
 # one BALANCER C ATTEMPT: the real run and the prediction; fleetcmp's exit status.
 one() {
   local balancer=$1 c=$2 a=$3 policy name run url1 url2 ups url gate
@@ -220,18 +243,18 @@ one() {
   "$KV" replay --trace "$OUT/shared.jsonl" --target "$url" --api openai --max-concurrency "$c" --warmup=false \
     --send-gap "$SEND_GAP" --vocab "$VOCAB" --no-keep-alive --per-request "$run/real.jsonl" --json >"$run/real.json"
   stop_all
-  if [ "$c" = 1 ]; then
-    "$OUT/fidelity" simtrace -trace "$OUT/shared.jsonl" -out "$run/sim-trace.jsonl" -gap 100s
-  else
-    "$OUT/fidelity" simtrace -trace "$OUT/shared.jsonl" -out "$run/sim-trace.jsonl" -real "$run/real.jsonl"
-  fi
   {
     cat "$CONFIG"
     printf '\n[[fleet.groups]]\nname = "llama-server"\ncount = 2\n\n[router]\npolicy = "%s"\nupstreams = ["%s", "%s"]\n' \
       "$policy" "${ups%,*}" "${ups#*,}"
   } >"$run/fleet.toml"
   # Paths in CONFIG (none in the llama-server configs) would be relative to its own folder.
-  "$KV" sim --config "$run/fleet.toml" --trace "$run/sim-trace.jsonl" --per-request "$run/sim.jsonl" >"$run/sim.txt"
+  if [ "$c" = 1 ]; then
+    "$OUT/fidelity" simtrace -trace "$OUT/shared.jsonl" -out "$run/sim-trace.jsonl" -gap 100s
+    "$KV" sim --config "$run/fleet.toml" --trace "$run/sim-trace.jsonl" --per-request "$run/sim.jsonl" >"$run/sim.txt"
+  else
+    closed_loop "$run" "$c" || return 1
+  fi
   if [ "$c" = 1 ]; then
     gate=(-exact -access "$run/nginx/access.log" -upstreams "$ups")
   else

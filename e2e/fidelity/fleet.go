@@ -4,7 +4,7 @@ package main
 // real nginx, predicted by kvsim's fleet with the matching nginx policy.
 //
 //	fidelity route -url URL -policy nginx_hash|nginx_round_robin -upstreams A,B[,...] [-n 2000]
-//	fidelity simtrace -trace T -out O (-real REAL.jsonl | -gap 100s)
+//	fidelity simtrace -trace T -out O -gap D [-closed C [-sim SIM.jsonl]]
 //	fidelity fleetcmp -name NAME -real REAL.jsonl -sim SIM.jsonl [-exact] [-max-hit-pp 2] [-access LOG -upstreams A,B]
 //
 // route sends n requests to an nginx whose upstream servers each answer
@@ -13,12 +13,14 @@ package main
 // which carries none. It asks kvsim's router the same questions in the
 // same order and fails unless every answer matches.
 //
-// simtrace writes the trace the fleet simulator runs: the same records,
-// open loop (no parent or wait_for), arriving either gap apart (a
-// concurrency-1 run: every request ends long before the next one arrives,
-// in virtual time), or when the real client sent them (start_ns of a
-// replay's --per-request output: at the slot count the fleet, which has no
-// closed-loop client yet, is handed the client's measured send times).
+// simtrace writes the trace the fleet simulator runs: the same records
+// without dependencies (the fleet runs open loop), arriving either gap
+// apart (a concurrency-1 run with a gap longer than any request), or as a
+// replay at concurrency C sends them, each when a slot frees: the slots
+// free at the end times of the simulator's previous round (-sim), so
+// e2e/nginx.sh runs simtrace and kvsim sim in turn until the arrivals stop
+// changing (the fleet has no closed-loop client of its own yet). The
+// arrivals then come from the simulated run alone, none from the real one.
 //
 // fleetcmp puts a real replay's per-request output beside the fleet
 // simulator's (kvsim sim --per-request): how many requests' cached_tokens
@@ -39,6 +41,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"slices"
@@ -147,60 +150,64 @@ type simRequest struct {
 	Finish       int64  `json:"finish_ns"`
 }
 
-// simTrace returns recs open loop: no dependencies, arrivals from start
-// (by ID) when it is not nil, else gap apart in trace order; sorted by
-// arrival, ties in trace order.
-func simTrace(recs []traces.Record, start map[string]int64, gap time.Duration) ([]traces.Record, error) {
+// simTrace returns recs without dependencies (the fleet runs open loop),
+// arriving as a replay at concurrency c with send gap gap sends them
+// (kvsim replay --max-concurrency c --send-gap gap, every record due at
+// once): record k in trace order gets a concurrency slot at once if k < c,
+// else when the (k-c+1)-th request of the run ends (finish holds the
+// run's end times, in any order; missing ones count as never), and is
+// sent no sooner than gap after record k-1. With c = 0 there is no slot
+// limit: records arrive gap apart.
+func simTrace(recs []traces.Record, finish []int64, c int, gap time.Duration) []traces.Record {
+	ends := slices.Sorted(slices.Values(finish))
 	out := slices.Clone(recs)
-	for i := range out {
-		r := &out[i]
+	var prev int64
+	for k := range out {
+		r := &out[k]
 		r.Parent, r.WaitFor, r.ThinkTime = "", nil, 0
-		if start == nil {
-			r.Arrival = int64(i) * int64(gap)
-			continue
+		var t int64
+		if c > 0 && k >= c {
+			t = math.MaxInt64 / 2 // no slot frees: as late as can be
+			if i := k - c; i < len(ends) {
+				t = ends[i]
+			}
 		}
-		s, ok := start[r.ID]
-		if !ok {
-			return nil, fmt.Errorf("simtrace: record %q was not sent in the real run", r.ID)
+		if k > 0 {
+			t = max(t, prev+int64(gap))
 		}
-		r.Arrival = s
+		r.Arrival, prev = t, t
 	}
-	slices.SortStableFunc(out, func(a, b traces.Record) int { return cmp.Compare(a.Arrival, b.Arrival) })
-	return out, nil
+	return out
 }
 
 func simtrace(args []string) error {
 	fs := flag.NewFlagSet("simtrace", flag.ContinueOnError)
 	in := fs.String("trace", "", "the replayed trace")
 	out := fs.String("out", "", "the trace to write")
-	real := fs.String("real", "", "a real replay's --per-request output: arrivals are its send times")
-	gap := fs.Duration("gap", 0, "without -real: arrivals this far apart")
+	gap := fs.Duration("gap", 0, "the send gap: the least time between two arrivals")
+	c := fs.Int("closed", 0, "the replay's concurrency (0: none, records arrive gap apart)")
+	simPath := fs.String("sim", "", "with -closed: the fleet simulator's per-request output of the previous round, whose end times free the slots")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *in == "" || *out == "" || (*real == "") == (*gap <= 0) {
-		return errors.New("simtrace: -trace, -out and one of -real or -gap are required")
+	if *in == "" || *out == "" || *gap <= 0 || *c < 0 {
+		return errors.New("simtrace: -trace, -out and -gap are required")
 	}
 	recs, err := readTrace(*in)
 	if err != nil {
 		return err
 	}
-	var start map[string]int64
-	if *real != "" {
-		rs, err := loadResults(*real)
+	var finish []int64
+	if *simPath != "" {
+		sim, err := readSim(*simPath)
 		if err != nil {
 			return err
 		}
-		start = map[string]int64{}
-		for _, r := range rs {
-			start[r.ID] = r.Start
+		for _, r := range sim {
+			finish = append(finish, r.Finish)
 		}
 	}
-	recs, err = simTrace(recs, start, *gap)
-	if err != nil {
-		return err
-	}
-	return writeTrace(*out, recs, "e2e/fidelity simtrace of "+*in)
+	return writeTrace(*out, simTrace(recs, finish, *c, *gap), "e2e/fidelity simtrace of "+*in)
 }
 
 // fleetCmp is fleetcmp's result.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -55,36 +56,43 @@ func TestRouteCheck(t *testing.T) {
 	}
 }
 
-// simtrace drops dependencies and sets arrivals gap apart, or to the real
-// run's send times (sorted by them); a record the real run did not send is
-// an error.
+// simtrace drops dependencies and sets arrivals gap apart without a slot
+// limit; at concurrency c, record k >= c arrives when the (k-c+1)-th
+// request ends, never sooner than gap after the one before, and never if
+// no request ends (too few end times).
 func TestSimTrace(t *testing.T) {
 	recs := []traces.Record{
 		{ID: "a", Arrival: 5, InputLen: 1},
 		{ID: "b", Arrival: 5, InputLen: 1, Parent: "a", WaitFor: []string{"a"}, ThinkTime: 3},
 		{ID: "c", Arrival: 9, InputLen: 1},
+		{ID: "d", Arrival: 9, InputLen: 1},
 	}
-	got, err := simTrace(recs, nil, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, r := range got {
-		if r.Arrival != int64(i)*int64(time.Second) || r.Parent != "" || r.WaitFor != nil || r.ThinkTime != 0 {
-			t.Errorf("record %d: %+v", i, r)
+	arrivals := func(rs []traces.Record) []int64 {
+		var out []int64
+		for _, r := range rs {
+			out = append(out, r.Arrival)
 		}
+		return out
 	}
-	got, err = simTrace(recs, map[string]int64{"a": 30, "b": 10, "c": 20}, 0)
-	if err != nil {
-		t.Fatal(err)
+	got := simTrace(recs, nil, 0, time.Second)
+	if a := arrivals(got); !slices.Equal(a, []int64{0, 1e9, 2e9, 3e9}) {
+		t.Errorf("open: arrivals %v", a)
 	}
-	if ids := got[0].ID + got[1].ID + got[2].ID; ids != "bca" || got[0].Arrival != 10 {
-		t.Errorf("order %s, first arrival %d; want bca from 10", ids, got[0].Arrival)
+	for _, r := range got {
+		if r.Parent != "" || r.WaitFor != nil || r.ThinkTime != 0 {
+			t.Errorf("dependencies kept: %+v", r)
+		}
 	}
 	if recs[1].Parent != "a" {
 		t.Error("simTrace changed its input")
 	}
-	if _, err := simTrace(recs, map[string]int64{"a": 1}, 0); err == nil || !strings.Contains(err.Error(), `"b" was not sent`) {
-		t.Errorf("unsent record: %v", err)
+	// Two slots: c waits for the first end (100), d for the second (103),
+	// but no sooner than 5 after c.
+	if a := arrivals(simTrace(recs, []int64{300, 100, 103, 400}, 2, 5)); !slices.Equal(a, []int64{0, 5, 100, 105}) {
+		t.Errorf("closed: arrivals %v, want [0 5 100 105]", a)
+	}
+	if a := arrivals(simTrace(recs, []int64{100}, 2, 5)); a[2] != 100 || a[3] < 1<<60 {
+		t.Errorf("one end for two waiting records: arrivals %v", a)
 	}
 }
 
