@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -64,7 +65,13 @@ type RouterKeys struct {
 	TreePageSize                *int     `toml:"tree_page_size"`
 	LoadPollInterval            *float64 `toml:"load_poll_interval"`
 	VirtualNodes                *int     `toml:"virtual_nodes"`
+	// Upstreams are nginx_hash's server names, one per replica
+	// (router.Nginx.Upstreams).
+	Upstreams []string `toml:"upstreams"`
 }
+
+// isZero reports whether no key of the table was set.
+func (r RouterSection) isZero() bool { return reflect.ValueOf(r).IsZero() }
 
 // maxFleetReplicas bounds a fleet's replica count: each replica is a full
 // simulator.
@@ -146,7 +153,7 @@ func (f *File) validateFleet(name string, ps Positions) error {
 		if fl := fielderr.Key("fleet"); written(fl) {
 			// [fleet] alone or groups = []: not one server silently.
 			errs = append(errs, at(fl, fielderr.New(fl.Key("groups"), "at least one group ([[fleet.groups]] with a count)")))
-		} else if f.Router != (RouterSection{}) {
+		} else if !f.Router.isZero() {
 			errs = append(errs, fielderr.New(fielderr.Key("router"), "only with a [fleet] table (add [[fleet.groups]])"))
 		}
 		return errors.Join(errs...)
@@ -224,6 +231,10 @@ func (f *File) validateFleet(name string, ps Positions) error {
 	}
 	if _, err := f.Router.config(); err != nil {
 		errs = append(errs, err)
+	}
+	if n := len(f.Router.Upstreams); n > 0 && n != total {
+		k := fielderr.Key("router", "upstreams")
+		errs = append(errs, at(k, fielderr.New(k, "%d server names for %d replicas (one per replica, in replica order)", n, total)))
 	}
 	return errors.Join(errs...)
 }
@@ -360,7 +371,7 @@ func (r RouterKeys) apply(c *router.Config, key func(string) fielderr.Path) []er
 	var errs []error
 	if r.Policy != "" {
 		if err := c.Policy.UnmarshalText([]byte(r.Policy)); err != nil || c.Policy == router.KVAware {
-			errs = append(errs, fielderr.New(key("policy"), `must be "cache_aware", "round_robin", "random", "power_of_two" or "consistent_hash" (got %q; kv_aware needs the replicas' cache oracle, not built yet)`, r.Policy))
+			errs = append(errs, fielderr.New(key("policy"), `must be "cache_aware", "round_robin", "random", "power_of_two", "consistent_hash", "nginx_round_robin" or "nginx_hash" (got %q; kv_aware needs the replicas' cache oracle, not built yet)`, r.Policy))
 		}
 	}
 	if r.MissRule != "" {
@@ -399,5 +410,8 @@ func (r RouterKeys) apply(c *router.Config, key func(string) fielderr.Path) []er
 	setI(&ca.TreePageSize, r.TreePageSize)
 	setD(&c.PowerOfTwo.LoadPollInterval, r.LoadPollInterval, "load_poll_interval")
 	setI(&c.ConsistentHash.VirtualNodes, r.VirtualNodes)
+	if r.Upstreams != nil {
+		c.Nginx.Upstreams = slices.Clone(r.Upstreams)
+	}
 	return errs
 }

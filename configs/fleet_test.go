@@ -1,6 +1,7 @@
 package configs
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -46,10 +47,10 @@ func TestFleetGroups(t *testing.T) {
 	wantRC := router.Default()
 	wantRC.Policy = router.RoundRobin
 	wantRC.CacheAware.CacheThreshold = 0.5
-	if rc != wantRC {
+	if !reflect.DeepEqual(rc, wantRC) {
 		t.Errorf("router config %+v, want %+v", rc, wantRC)
 	}
-	if d := Default().RouterConfig(); d != router.Default() {
+	if d := Default().RouterConfig(); !reflect.DeepEqual(d, router.Default()) {
 		t.Errorf("default router config %+v, want SGLang's %+v", d, router.Default())
 	}
 	if rc.CacheAware.EvictionInterval != 120*time.Second {
@@ -69,7 +70,7 @@ func TestFleetErrors(t *testing.T) {
 		`testdata/fleet/bad.toml:10:9: fleet.groups[0].set: unknown key "gpu.presett"`,
 		`testdata/fleet/bad.toml:10:37: fleet.groups[0].set.workload.trace: [workload] is the fleet's, not a group's`,
 		`testdata/fleet/bad.toml:14:9: fleet.groups[1].set: server.tp_size: must be >= 1 (got -3)`,
-		`testdata/fleet/bad.toml:17:1: router.policy: must be "cache_aware", "round_robin", "random", "power_of_two" or "consistent_hash" (got "kv_aware"; kv_aware needs the replicas' cache oracle, not built yet)`,
+		`testdata/fleet/bad.toml:17:1: router.policy: must be "cache_aware", "round_robin", "random", "power_of_two", "consistent_hash", "nginx_round_robin" or "nginx_hash" (got "kv_aware"; kv_aware needs the replicas' cache oracle, not built yet)`,
 		`testdata/fleet/bad.toml:20:1: router.miss_rule: must be "min_load" or "smallest_tree" (got "x")`,
 		`testdata/fleet/bad.toml:19:1: router.eviction_interval: must be seconds in [0, 31536000] (got -1)`,
 		`testdata/fleet/bad.toml:18:1: router.cache_threshold: must be in [0, 1] (got 1.5)`,
@@ -80,6 +81,8 @@ func TestFleetErrors(t *testing.T) {
 	for _, c := range []struct{ doc, want string }{
 		{"[router]\npolicy = \"random\"\n", `t.toml:7:1: router: only with a [fleet] table (add [[fleet.groups]])`},
 		{"[[fleet.groups]]\ncount = 3000\n[[fleet.groups]]\ncount = 3000\n", `t.toml:7:1: fleet.groups: at most 4096 replicas in all (got 6000)`},
+		{"[[fleet.groups]]\ncount = 2\n[router]\npolicy = \"nginx_hash\"\nupstreams = [\"a:1\"]\n", `t.toml:11:1: router.upstreams: 1 server names for 2 replicas (one per replica, in replica order)`},
+		{"[[fleet.groups]]\ncount = 2\n[router]\nupstreams = [\"a:1\", \"a:1\"]\n", `t.toml:10:1: router.upstreams: "a:1" is entries 0 and 1; names must be distinct`},
 		{"[[fleet.groups]]\ncount = 1\nset = { gpu = { preset = \"nope\" } }\n", `t.toml:9:17: fleet.groups[0].set: gpu.preset: gpu unknown preset "nope" (want one of a100-80g, b200, h100-sxm, h200, l40s)`},
 	} {
 		_, err := Parse([]byte("[model]\npreset = \"qwen2.5-14b\"\n[gpu]\npreset = \"h200\"\n[server]\ntp_size = 4\n"+c.doc), "t.toml")

@@ -2,6 +2,7 @@ package configs
 
 import (
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -38,11 +39,11 @@ func TestPDConfig(t *testing.T) {
 	pd = g.PDConfig()
 	want := router.Default()
 	want.CacheAware.CacheThreshold = 0.5
-	if pd.DecodeRouter != want {
+	if !reflect.DeepEqual(pd.DecodeRouter, want) {
 		t.Errorf("decode router %+v, want %+v", pd.DecodeRouter, want)
 	}
 	want.CacheAware.BalanceAbsThreshold = 8
-	if pd.PrefillRouter != want {
+	if !reflect.DeepEqual(pd.PrefillRouter, want) {
 		t.Errorf("prefill router %+v, want %+v", pd.PrefillRouter, want)
 	}
 	if fmt.Sprint(pd.Prefill) != "[true false true]" || pd.TransferQueues != 4 || pd.ReservedDecodeTokens != 512 || pd.TransferLatency != 0 || pd.DecodeRadix {

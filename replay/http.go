@@ -318,6 +318,10 @@ func (t *HTTPTarget) newRequest(ctx context.Context, method, path string, body i
 	return hr, nil
 }
 
+// SessionHeader is the HTTP header that carries a request's session
+// ([Request.Session]) to the server or the load balancer in front of it.
+const SessionHeader = "X-Session-Id"
+
 // Submit implements Target.
 func (t *HTTPTarget) Submit(ctx context.Context, req Request, sink Sink) (Response, error) {
 	resp := Response{CachedTokens: -1}
@@ -331,6 +335,9 @@ func (t *HTTPTarget) Submit(ctx context.Context, req Request, sink Sink) (Respon
 			return nil, &RequestError{Reason: "bad request", Err: err}
 		}
 		hr.Header.Set("Accept", "text/event-stream")
+		if req.Session != "" {
+			hr.Header.Set(SessionHeader, req.Session)
+		}
 		return hr, nil
 	})
 	resp.Retries = retries

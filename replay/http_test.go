@@ -8,8 +8,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -311,4 +314,46 @@ func TestPerRequestTraceRoundTrips(t *testing.T) {
 	if n != len(recs) || srv.PromptLens()[6] != 40 {
 		t.Fatalf("read %d records, want %d; hash prompt sent as %d tokens", n, len(recs), srv.PromptLens()[6])
 	}
+}
+
+// A replay sends each record's session as X-Session-Id (what nginx's
+// `hash $http_x_session_id consistent` keys on), and no header for a
+// record without one.
+func TestHTTPTargetSendsSession(t *testing.T) {
+	srv := replaytest.NewServer(replaytest.Config{})
+	defer srv.Close()
+	var mu sync.Mutex
+	got := map[string][]string{}
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got[r.Header.Get(SessionHeader)] = append(got[r.Header.Get(SessionHeader)], r.Header.Values(SessionHeader)...)
+		mu.Unlock()
+		httputil.NewSingleHostReverseProxy(mustURL(t, srv.URL)).ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	recs := sharedPrefixTrace(t)
+	recs[5].Session = ""
+	r, err := New(Default(), newTarget(t, front.URL, APIOpenAI), WallClock{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Run(t.Context(), recs); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{recs[0].Session: {recs[0].Session, recs[0].Session, recs[0].Session}, recs[3].Session: {recs[3].Session, recs[3].Session}, "": nil}
+	if len(got) != len(want) || !slices.Equal(got[recs[0].Session], want[recs[0].Session]) || !slices.Equal(got[recs[3].Session], want[recs[3].Session]) || len(got[""]) != 0 {
+		t.Errorf("X-Session-Id values by session: %q, want %q", got, want)
+	}
+	if _, ok := got[""]; !ok {
+		t.Error("the record without a session was not sent without the header")
+	}
+}
+
+func mustURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }

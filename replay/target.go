@@ -13,6 +13,12 @@ import (
 type Request struct {
 	// ID is the trace record's ID (unique within a run).
 	ID string
+	// Session is the trace record's session (traces.Record.Session: the
+	// conversation, agent session or shared-prefix group), or "". The
+	// HTTP target sends it as the X-Session-Id header, the key a load
+	// balancer in front of several servers can hash on (nginx's
+	// `hash $http_x_session_id consistent`).
+	Session string
 	// Tokens holds exactly the prompt token ids to send. The slice is
 	// owned by the caller and must not be modified or retained after
 	// Submit returns.
@@ -190,7 +196,7 @@ func requestFor(rec *traces.Record, vocab traces.Vocab, disableIgnoreEOS bool) (
 	if err != nil {
 		return Request{}, err
 	}
-	req := Request{ID: rec.ID, Tokens: toks, MaxNewTokens: max(rec.OutputLen, 1), IgnoreEOS: true}
+	req := Request{ID: rec.ID, Session: rec.Session, Tokens: toks, MaxNewTokens: max(rec.OutputLen, 1), IgnoreEOS: true}
 	if s := rec.Sampling; s != nil {
 		req.Temperature, req.TopP, req.TopK = s.Temperature, s.TopP, s.TopK
 		req.IgnoreEOS = s.IgnoreEOS

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvsim/kvsim/fleet/router"
 	"github.com/kvsim/kvsim/sim/engine"
 )
 
@@ -102,7 +103,7 @@ func TestSimFleetOfOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := simSummary(t, "--config", single, "--open-loop")
-	for _, policy := range []string{"cache_aware", "round_robin", "random", "power_of_two", "consistent_hash"} {
+	for _, policy := range []string{"cache_aware", "round_robin", "random", "power_of_two", "consistent_hash", "nginx_round_robin", "nginx_hash"} {
 		path := filepath.Join(dir, policy+".toml")
 		doc := string(server) + "\n[[fleet.groups]]\ncount = 1\n[router]\npolicy = \"" + policy + "\"\n"
 		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
@@ -168,5 +169,69 @@ func TestSimFleetFileRefuses(t *testing.T) {
 		if code != exitUsage || !strings.Contains(errOut, c.want[0]) || !strings.Contains(errOut, c.want[len(c.want)-1]) {
 			t.Errorf("%q: exit %d, stderr %q, want %q", c.doc, code, errOut, c.want)
 		}
+	}
+}
+
+// Two llama-server replicas behind nginx_hash (e2e/nginx.sh's fleet): each
+// request goes to the replica nginx's ketama ring gives its session, so a
+// document's questions all land on one replica, and every question after
+// its document's first hits the 800-token document there (the requests
+// are 10 s apart: one at a time).
+func TestSimFleetNginxHash(t *testing.T) {
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "shared.jsonl")
+	if code, _, errOut := runCLI(t, "trace", "gen", "shared-prefix", "--groups", "6", "--questions", "3", "--system-prompt-len", "800",
+		"--question-len", "80", "--output-len", "4", "--order", "grouped", "--vocab", "1:256", "--rate", "0.1", "--seed", "8", "--out", trace); code != exitOK {
+		t.Fatalf("trace gen: exit %d: %s", code, errOut)
+	}
+	server, err := os.ReadFile(filepath.Join("..", "..", "configs", "llamacpp", "tiny.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ups := []string{"127.0.0.1:8081", "127.0.0.1:8082"} // documents C and E on the second
+	cfg := filepath.Join(dir, "fleet.toml")
+	doc := string(server) + "\n[[fleet.groups]]\ncount = 2\n[router]\npolicy = \"nginx_hash\"\nupstreams = [\"" + ups[0] + "\", \"" + ups[1] + "\"]\n"
+	if err := os.WriteFile(cfg, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	perReq := filepath.Join(dir, "per.jsonl")
+	if code, _, errOut := runCLI(t, "sim", "--config", cfg, "--trace", trace, "--per-request", perReq); code != exitOK {
+		t.Fatalf("sim: exit %d: %s", code, errOut)
+	}
+	rc := router.Default()
+	rc.Policy = router.NginxHash
+	rc.Nginx.Upstreams = ups
+	rt, err := router.New(rc, 2, router.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(perReq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := map[int]bool{}
+	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var r struct {
+			ID      string `json:"id"`
+			Replica int    `json:"replica"`
+			Cached  int    `json:"cached_tokens"`
+		}
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatal(err)
+		}
+		doc, q, _ := strings.Cut(r.ID, "+")
+		d, err := rt.Route(&router.Request{Session: doc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		used[d.Replica] = true
+		// A first question shares at most a few tokens with another
+		// document's by chance (random bytes); the others hit theirs.
+		if hit := r.Cached >= 800; r.Replica != d.Replica || hit == (q == "Q1") {
+			t.Errorf("%s: replica %d, cached %d; want replica %d (%s), a hit of the document unless Q1", r.ID, r.Replica, r.Cached, d.Replica, ups[d.Replica])
+		}
+	}
+	if len(used) != 2 {
+		t.Errorf("the six documents all hash to one replica (%v): the test shows nothing", used)
 	}
 }

@@ -6,6 +6,7 @@
 //	fidelity breakdown -log server.log -per-request run.jsonl
 //	fidelity groups -predicted PRED.jsonl [-tol 500us] [-name NAME] REAL.jsonl...
 //	fidelity refs -predicted PRED.jsonl [-k 1,3,5] [-max-ttft-mape 15] [-max-e2e-mape 10] [-name NAME] REAL.jsonl...
+//	fidelity route|simtrace|fleetcmp ...   (two llama-servers behind nginx: fleet.go)
 //
 // realize makes a generated multi-turn chat trace (kvsim trace gen
 // multiturn) true to the server: it sends each turn, in trace order and one
@@ -74,7 +75,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: fidelity realize|table|breakdown|groups|refs ...")
+		fmt.Fprintln(os.Stderr, "usage: fidelity realize|table|breakdown|groups|refs|route|simtrace|fleetcmp ...")
 		os.Exit(2)
 	}
 	var err error
@@ -89,14 +90,24 @@ func main() {
 		err = groups(os.Args[2:], os.Stdout)
 	case "refs":
 		err = refs(os.Args[2:], os.Stdout)
+	case "route":
+		err = route(os.Args[2:], os.Stdout)
+	case "simtrace":
+		err = simtrace(os.Args[2:])
+	case "fleetcmp":
+		err = fleetcmp(os.Args[2:], os.Stdout)
 	default:
-		err = fmt.Errorf("unknown command %q (realize, table, breakdown, groups or refs)", os.Args[1])
+		err = fmt.Errorf("unknown command %q (realize, table, breakdown, groups, refs, route, simtrace or fleetcmp)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fidelity:", err)
 		var g gateError
 		if errors.As(err, &g) {
 			os.Exit(1)
+		}
+		var slow slowError
+		if errors.As(err, &slow) {
+			os.Exit(3)
 		}
 		os.Exit(2)
 	}
@@ -150,20 +161,28 @@ func realize(args []string) error {
 		done[r.ID] = r
 		recs[i] = r
 	}
-	f, err := os.Create(*out)
+	return writeTrace(*out, recs, "e2e/fidelity realize "+filepath.Base(*in)+" against llama-server (greedy outputs)")
+}
+
+// writeTrace writes recs to path in kvsim's format, source in its header.
+func writeTrace(path string, recs []traces.Record, source string) error {
+	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	w, err := traces.NewWriter(f, traces.Header{Format: "kvsim", Source: "e2e/fidelity realize " + filepath.Base(*in) + " against llama-server (greedy outputs)"})
+	w, err := traces.NewWriter(f, traces.Header{Format: "kvsim", Source: source})
 	if err != nil {
+		f.Close()
 		return err
 	}
 	for _, r := range recs {
 		if err := w.Write(r); err != nil {
+			f.Close()
 			return err
 		}
 	}
 	if err := w.Flush(); err != nil {
+		f.Close()
 		return err
 	}
 	return f.Close()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -11,8 +12,9 @@ import (
 type Policy int
 
 // The policies. Names are SGLang's (router_args.py, `--policy`) except
-// consistent_hash (SMG's consistent_hashing on a session key) and kv_aware
-// (a Dynamo / llm-d style scorer over the replicas' real cache state).
+// consistent_hash (SMG's consistent_hashing on a session key), kv_aware
+// (a Dynamo / llm-d style scorer over the replicas' real cache state) and
+// nginx's two upstream balancers, nginx_round_robin and nginx_hash.
 const (
 	CacheAware Policy = 1 + iota
 	RoundRobin
@@ -20,6 +22,13 @@ const (
 	PowerOfTwo
 	ConsistentHash
 	KVAware
+	// NginxRoundRobin is nginx's default upstream balancer, smooth
+	// weighted round robin, with every server of weight 1.
+	NginxRoundRobin
+	// NginxHash is nginx's `hash $http_x_session_id consistent`: a ketama
+	// ring over the servers' names (router.upstreams) keyed by the
+	// request's session.
+	NginxHash
 )
 
 var policyNames = [...]string{
@@ -29,6 +38,9 @@ var policyNames = [...]string{
 	PowerOfTwo:     "power_of_two",
 	ConsistentHash: "consistent_hash",
 	KVAware:        "kv_aware",
+
+	NginxRoundRobin: "nginx_round_robin",
+	NginxHash:       "nginx_hash",
 }
 
 // String returns the policy's configuration name, e.g. "cache_aware".
@@ -40,7 +52,7 @@ func (p *Policy) UnmarshalText(b []byte) error {
 		*p = v
 		return nil
 	}
-	return fmt.Errorf("unknown policy %q (want one of cache_aware, round_robin, random, power_of_two, consistent_hash, kv_aware)", b)
+	return fmt.Errorf("unknown policy %q (want one of cache_aware, round_robin, random, power_of_two, consistent_hash, kv_aware, nginx_round_robin, nginx_hash)", b)
 }
 
 // MarshalText returns the policy's name.
@@ -111,6 +123,8 @@ type Config struct {
 	ConsistentHash ConsistentHashConfig
 	// KVAware configures kv_aware.
 	KVAware KVAwareConfig
+	// Nginx configures nginx_hash.
+	Nginx NginxConfig
 }
 
 // CacheAwareConfig holds cache_aware's parameters. Defaults are the
@@ -173,6 +187,18 @@ type ConsistentHashConfig struct {
 	// VirtualNodes is router.virtual_nodes: points per replica on the hash
 	// ring. Range [1, 65536]; default 150 (SMG's hash_ring.rs).
 	VirtualNodes int
+}
+
+// NginxConfig holds the nginx policies' parameters.
+type NginxConfig struct {
+	// Upstreams is router.upstreams: replica i's server name exactly as
+	// nginx's upstream block writes it in its i-th `server` line
+	// ("127.0.0.1:8081"), one per replica in replica order. nginx_hash
+	// places each server's ring points by hashing this name, so the names
+	// decide which replica a session lands on; nginx_round_robin ignores
+	// them (it cycles in upstream order). Names must be distinct and not
+	// empty. Default nil: [DefaultUpstreams].
+	Upstreams []string
 }
 
 // KVAwareConfig holds kv_aware's parameters: llm-d's weighted scorers
@@ -247,7 +273,23 @@ func (c Config) validate(prefix string) error {
 		c.CacheAware.validate(prefix),
 		c.PowerOfTwo.validate(prefix),
 		c.ConsistentHash.validate(prefix),
-		c.KVAware.validate(prefix))
+		c.KVAware.validate(prefix),
+		c.Nginx.validate(prefix))
+	return errors.Join(errs...)
+}
+
+// Validate reports every invalid nginx field, keys under router.
+func (c NginxConfig) Validate() error { return c.validate("router") }
+
+func (c NginxConfig) validate(p string) error {
+	var errs []error
+	for i, n := range c.Upstreams {
+		if n == "" {
+			errs = append(errs, fmt.Errorf("%s.upstreams: entry %d is empty", p, i))
+		} else if j := slices.Index(c.Upstreams[:i], n); j >= 0 {
+			errs = append(errs, fmt.Errorf("%s.upstreams: %q is entries %d and %d; names must be distinct", p, n, j, i))
+		}
+	}
 	return errors.Join(errs...)
 }
 

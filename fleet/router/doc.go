@@ -27,6 +27,13 @@
 //   - kv_aware: llm-d's weighted scorers over each replica's real cached
 //     prefix by tier (from a [CacheOracle] the caller supplies), its
 //     in-flight count and its KV usage.
+//   - nginx_round_robin, nginx_hash: nginx's upstream balancers, so that a
+//     fleet behind a real nginx is simulated exactly: smooth weighted round
+//     robin with every weight 1 (it cycles in upstream order), and
+//     `hash $http_x_session_id consistent`, a ketama ring of 160 CRC-32
+//     points per server name ([Config].Nginx.Upstreams) keyed by the
+//     session's CRC-32, round robin for a request without a session.
+//     docs/model.md restates both in the fleet specification's terms.
 //
 // [PD] pairs a prefill router and a decode router, each with its own
 // policy, as SGLang's PD router does.

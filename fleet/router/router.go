@@ -63,6 +63,11 @@ const (
 	KVHit
 	// KVMiss: kv_aware chose a replica that holds none of it.
 	KVMiss
+	// SmoothRR: nginx_round_robin, or nginx_hash for a request without a
+	// session key (nginx falls back to round robin on an empty key).
+	SmoothRR
+	// Ketama: nginx_hash, the session key's point on nginx's ring.
+	Ketama
 	numReasons
 )
 
@@ -78,6 +83,8 @@ var reasonNames = [...]string{
 	NoKey:            "no_key",
 	KVHit:            "kv_hit",
 	KVMiss:           "kv_miss",
+	SmoothRR:         "smooth_round_robin",
+	Ketama:           "ketama",
 }
 
 // String returns the reason's name as results files print it.
@@ -147,6 +154,8 @@ type Router struct {
 	rr        uint64
 	tree      *approxTree
 	ring      *ring
+	swrr      *smoothRR
+	ketama    *ketama
 	nextEvict time.Duration
 	reasons   [numReasons]int64
 
@@ -199,6 +208,18 @@ func newRouter(cfg Config, replicas int, d Deps, prefix string, countAll bool) (
 		r.nextEvict = cfg.CacheAware.EvictionInterval
 	case ConsistentHash:
 		r.ring = newRing(replicas, cfg.ConsistentHash.VirtualNodes)
+	case NginxRoundRobin, NginxHash:
+		r.swrr = newSmoothRR(replicas)
+	}
+	if cfg.Policy == NginxHash {
+		names := cfg.Nginx.Upstreams
+		if names == nil {
+			names = DefaultUpstreams(replicas)
+		}
+		if len(names) != replicas {
+			return nil, fmt.Errorf("%s.upstreams: %d server names for %d replicas (one per replica)", prefix, len(names), replicas)
+		}
+		r.ketama = newKetama(names)
 	}
 	return r, nil
 }
@@ -304,6 +325,14 @@ func (r *Router) Route(req *Request) (Decision, error) {
 		}
 	case KVAware:
 		d = r.kvAware(req)
+	case NginxRoundRobin:
+		d = Decision{Replica: r.swrr.pick(r.cand), Reason: SmoothRR}
+	case NginxHash:
+		if req.Session == "" {
+			d = Decision{Replica: r.swrr.pick(r.cand), Reason: SmoothRR}
+		} else {
+			d = Decision{Replica: r.ketama.lookup(req.Session, r.available), Reason: Ketama}
+		}
 	}
 	r.inflight[d.Replica]++
 	r.processed[d.Replica]++

@@ -1,0 +1,383 @@
+package main
+
+// The fleet commands: e2e/nginx.sh's helpers for two llama-servers behind a
+// real nginx, predicted by kvsim's fleet with the matching nginx policy.
+//
+//	fidelity route -url URL -policy nginx_hash|nginx_round_robin -upstreams A,B[,...] [-n 2000]
+//	fidelity simtrace -trace T -out O -gap D [-closed C [-sim SIM.jsonl]]
+//	fidelity fleetcmp -name NAME -real REAL.jsonl -sim SIM.jsonl [-exact] [-max-hit-pp 2] [-access LOG -upstreams A,B]
+//
+// route sends n requests to an nginx whose upstream servers each answer
+// with their own name (e2e/nginx.sh's routing check, no llama-server
+// needed): request i carries X-Session-Id "k<i>", except every seventh,
+// which carries none. It asks kvsim's router the same questions in the
+// same order and fails unless every answer matches.
+//
+// simtrace writes the trace the fleet simulator runs: the same records
+// without dependencies (the fleet runs open loop), arriving either gap
+// apart (a concurrency-1 run with a gap longer than any request), or as a
+// replay at concurrency C sends them, each when a slot frees: the slots
+// free at the end times of the simulator's previous round (-sim), so
+// e2e/nginx.sh runs simtrace and kvsim sim in turn until the arrivals stop
+// changing (the fleet has no closed-loop client of its own yet). The
+// arrivals then come from the simulated run alone, none from the real one.
+//
+// fleetcmp puts a real replay's per-request output beside the fleet
+// simulator's (kvsim sim --per-request): how many requests' cached_tokens
+// the simulator predicted exactly, and both hit rates (cached over prompt
+// tokens). With -exact it fails unless every request is exact; with
+// -max-hit-pp unless the hit rates are that close, and with -max-slowdown
+// it exits 3 instead when the real requests ran that much slower (or
+// faster) than the simulated ones (median E2E ratio): the slot-count hit
+// rate depends on the servers' timing, which is then not the calibrated. With -access (nginx's
+// access log, one "$upstream_addr" line per request, in the order the
+// requests ended, which at concurrency 1 is the order they were sent) it
+// also counts the requests routed to the replica the simulator chose.
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kvsim/kvsim/fleet/router"
+	"github.com/kvsim/kvsim/replay"
+	"github.com/kvsim/kvsim/traces"
+)
+
+// routeCheck is route's comparison, apart from flag parsing: n requests
+// to url, each answer (the upstream's name) against kvsim's router.
+func routeCheck(client *http.Client, url string, cfg router.Config, n int, w io.Writer) error {
+	rt, err := router.New(cfg, len(cfg.Nginx.Upstreams), router.Deps{})
+	if err != nil {
+		return err
+	}
+	bad := 0
+	for i := range n {
+		key := "k" + strconv.Itoa(i)
+		if i%7 == 6 {
+			key = ""
+		}
+		d, err := rt.Route(&router.Request{Session: key})
+		if err != nil {
+			return err
+		}
+		if err := rt.Finish(d.Replica); err != nil {
+			return err
+		}
+		got, err := ask(client, url, key)
+		if err != nil {
+			return fmt.Errorf("request %d: %w", i, err)
+		}
+		if want := cfg.Nginx.Upstreams[d.Replica]; got != want {
+			if bad < 5 {
+				fmt.Fprintf(w, "route: request %d (key %q): nginx chose %s, kvsim %s\n", i, key, got, want)
+			}
+			bad++
+		}
+	}
+	fmt.Fprintf(w, "route: %v over %d upstreams: %d of %d requests routed as kvsim's router predicts\n", cfg.Policy, len(cfg.Nginx.Upstreams), n-bad, n)
+	if bad > 0 {
+		return gateError{fmt.Sprintf("route: %d of %d requests routed otherwise than kvsim predicts", bad, n)}
+	}
+	return nil
+}
+
+// ask sends one GET with the session key (none when empty) and returns
+// the body, trimmed.
+func ask(client *http.Client, url, key string) (string, error) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	if key != "" {
+		req.Header.Set("X-Session-Id", key)
+	}
+	res, err := client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		return "", err
+	}
+	if res.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("status %d: %s", res.StatusCode, b)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+func route(args []string, w io.Writer) error {
+	fs := flag.NewFlagSet("route", flag.ContinueOnError)
+	url := fs.String("url", "", "nginx's URL")
+	policy := fs.String("policy", "", "nginx_hash or nginx_round_robin")
+	ups := fs.String("upstreams", "", "the upstream server names, comma-separated, in the upstream block's order")
+	n := fs.Int("n", 2000, "requests")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *url == "" || *ups == "" {
+		return errors.New("route: -url and -upstreams are required")
+	}
+	cfg := router.Default()
+	if err := cfg.Policy.UnmarshalText([]byte(*policy)); err != nil {
+		return err
+	}
+	cfg.Nginx.Upstreams = strings.Split(*ups, ",")
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	return routeCheck(client, *url, cfg, *n, w)
+}
+
+// simRequest is the part of a fleet simulator's per-request line fleetcmp
+// reads.
+type simRequest struct {
+	ID           string `json:"id"`
+	PromptTokens int    `json:"prompt_tokens"`
+	CachedTokens int    `json:"cached_tokens"`
+	Failed       string `json:"failed"`
+	Replica      int    `json:"replica"`
+	Arrival      int64  `json:"arrival_ns"`
+	Finish       int64  `json:"finish_ns"`
+}
+
+// simTrace returns recs without dependencies (the fleet runs open loop),
+// arriving as a replay at concurrency c with send gap gap sends them
+// (kvsim replay --max-concurrency c --send-gap gap, every record due at
+// once): record k in trace order gets a concurrency slot at once if k < c,
+// else when the (k-c+1)-th request of the run ends (finish holds the
+// run's end times, in any order; missing ones count as never), and is
+// sent no sooner than gap after record k-1. With c = 0 there is no slot
+// limit: records arrive gap apart.
+func simTrace(recs []traces.Record, finish []int64, c int, gap time.Duration) []traces.Record {
+	ends := slices.Sorted(slices.Values(finish))
+	out := slices.Clone(recs)
+	var prev int64
+	for k := range out {
+		r := &out[k]
+		r.Parent, r.WaitFor, r.ThinkTime = "", nil, 0
+		var t int64
+		if c > 0 && k >= c {
+			t = math.MaxInt64 / 2 // no slot frees: as late as can be
+			if i := k - c; i < len(ends) {
+				t = ends[i]
+			}
+		}
+		if k > 0 {
+			t = max(t, prev+int64(gap))
+		}
+		r.Arrival, prev = t, t
+	}
+	return out
+}
+
+func simtrace(args []string) error {
+	fs := flag.NewFlagSet("simtrace", flag.ContinueOnError)
+	in := fs.String("trace", "", "the replayed trace")
+	out := fs.String("out", "", "the trace to write")
+	gap := fs.Duration("gap", 0, "the send gap: the least time between two arrivals")
+	c := fs.Int("closed", 0, "the replay's concurrency (0: none, records arrive gap apart)")
+	simPath := fs.String("sim", "", "with -closed: the fleet simulator's per-request output of the previous round, whose end times free the slots")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *in == "" || *out == "" || *gap <= 0 || *c < 0 {
+		return errors.New("simtrace: -trace, -out and -gap are required")
+	}
+	recs, err := readTrace(*in)
+	if err != nil {
+		return err
+	}
+	var finish []int64
+	if *simPath != "" {
+		sim, err := readSim(*simPath)
+		if err != nil {
+			return err
+		}
+		for _, r := range sim {
+			finish = append(finish, r.Finish)
+		}
+	}
+	return writeTrace(*out, simTrace(recs, finish, *c, *gap), "e2e/fidelity simtrace of "+*in)
+}
+
+// fleetCmp is fleetcmp's result.
+type fleetCmp struct {
+	n, exact, failed   int
+	realHit, simHit    float64
+	routed, routedSame int
+	firstDiff          []string
+	// slowdown is the median over requests of the real E2E over the
+	// simulated one: how much slower the machine ran than the calibration.
+	slowdown float64
+}
+
+// compareFleet sets each real request beside the simulated one of the
+// same ID. access, when not nil, is the real upstream of each request in
+// send order (concurrency 1) and ups the replicas' names.
+func compareFleet(real []replay.RequestResult, sim []simRequest, access []string, ups []string) (fleetCmp, error) {
+	var c fleetCmp
+	byID := map[string]simRequest{}
+	for _, s := range sim {
+		byID[s.ID] = s
+	}
+	var rp, rc, sp, sc int
+	var ratios []float64
+	sent := slices.DeleteFunc(slices.Clone(real), func(r replay.RequestResult) bool { return !r.Sent })
+	slices.SortStableFunc(sent, func(a, b replay.RequestResult) int { return cmp.Compare(a.Start, b.Start) })
+	for i, r := range sent {
+		s, ok := byID[r.ID]
+		if !ok {
+			return c, fmt.Errorf("fleetcmp: request %q is not in the simulator's output", r.ID)
+		}
+		if r.Failed != "" || s.Failed != "" {
+			c.failed++
+			continue
+		}
+		c.n++
+		if r.CachedTokens == s.CachedTokens {
+			c.exact++
+		} else if len(c.firstDiff) < 5 {
+			c.firstDiff = append(c.firstDiff, fmt.Sprintf("%s: real %d, simulated %d", r.ID, r.CachedTokens, s.CachedTokens))
+		}
+		if e := s.Finish - s.Arrival; e > 0 {
+			ratios = append(ratios, float64(r.E2E())/float64(e))
+		}
+		rp += r.PromptTokens
+		rc += r.CachedTokens
+		sp += s.PromptTokens
+		sc += s.CachedTokens
+		if access != nil && i < len(access) {
+			c.routed++
+			if s.Replica >= 0 && s.Replica < len(ups) && ups[s.Replica] == access[i] {
+				c.routedSame++
+			}
+		}
+	}
+	if len(ratios) > 0 {
+		slices.Sort(ratios)
+		c.slowdown = ratios[len(ratios)/2]
+	}
+	if rp > 0 {
+		c.realHit = float64(rc) / float64(rp)
+	}
+	if sp > 0 {
+		c.simHit = float64(sc) / float64(sp)
+	}
+	return c, nil
+}
+
+func fleetcmp(args []string, w io.Writer) error {
+	fs := flag.NewFlagSet("fleetcmp", flag.ContinueOnError)
+	name := fs.String("name", "", "the run's name in the output")
+	realPath := fs.String("real", "", "the real replay's --per-request output")
+	simPath := fs.String("sim", "", "kvsim sim --per-request output of the fleet")
+	exact := fs.Bool("exact", false, "fail unless every request's cached_tokens is exact")
+	maxPP := fs.Float64("max-hit-pp", -1, "fail when the hit rates differ by more than this many points (-1: no gate)")
+	accessPath := fs.String("access", "", "nginx's access log: one $upstream_addr line per request (concurrency 1)")
+	ups := fs.String("upstreams", "", "with -access: the replicas' upstream names, comma-separated")
+	maxSlow := fs.Float64("max-slowdown", 0, "with -max-hit-pp: a missed hit rate exits 3, not 1, when the median real E2E over the simulated one is above this or below its inverse (0: off)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *realPath == "" || *simPath == "" {
+		return errors.New("fleetcmp: -real and -sim are required")
+	}
+	real, err := loadResults(*realPath)
+	if err != nil {
+		return err
+	}
+	sim, err := readSim(*simPath)
+	if err != nil {
+		return err
+	}
+	var access []string
+	if *accessPath != "" {
+		b, err := os.ReadFile(*accessPath)
+		if err != nil {
+			return err
+		}
+		access = strings.Fields(string(b))
+	}
+	c, err := compareFleet(real, sim, access, strings.Split(*ups, ","))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "%s: cached_tokens exact for %d of %d requests; hit rate real %.4f, simulated %.4f (%+.2f pp)",
+		*name, c.exact, c.n, c.realHit, c.simHit, 100*(c.simHit-c.realHit))
+	if c.routed > 0 {
+		fmt.Fprintf(w, "; routed as simulated: %d of %d", c.routedSame, c.routed)
+	}
+	if c.failed > 0 {
+		fmt.Fprintf(w, "; %d failed", c.failed)
+	}
+	fmt.Fprintf(w, "; real E2E / simulated: %.2f (median)", c.slowdown)
+	fmt.Fprintln(w)
+	for _, d := range c.firstDiff {
+		fmt.Fprintln(w, "  ", d)
+	}
+	return gateFleet(c, *name, *exact, *maxPP, *maxSlow)
+}
+
+// gateFleet applies fleetcmp's gates to c: a gateError when a target is
+// missed, a slowError when only the hit rate is, on a machine off the
+// calibration's pace.
+func gateFleet(c fleetCmp, name string, exact bool, maxPP, maxSlow float64) error {
+	var miss []string
+	if c.failed > 0 || c.n == 0 {
+		miss = append(miss, fmt.Sprintf("%d requests failed, %d compared", c.failed, c.n))
+	}
+	if exact && (c.exact != c.n || c.routedSame != c.routed) {
+		miss = append(miss, "not every request exact")
+	}
+	offPace := maxSlow > 0 && (c.slowdown > maxSlow || c.slowdown < 1/maxSlow)
+	if maxPP >= 0 && 100*abs(c.simHit-c.realHit) > maxPP {
+		if offPace && len(miss) == 0 {
+			return slowError{fmt.Sprintf("%s: hit rates more than %g pp apart, but the real requests took %.2fx the simulated time (median E2E), beyond -max-slowdown %g: the machine did not run at the calibration's speed, so the timing the hit rate depends on was not the one predicted", name, maxPP, c.slowdown, maxSlow)}
+		}
+		miss = append(miss, fmt.Sprintf("hit rates more than %g pp apart", maxPP))
+	}
+	if len(miss) > 0 {
+		return gateError{name + ": " + strings.Join(miss, "; ")}
+	}
+	return nil
+}
+
+// slowError is fleetcmp's answer when the hit-rate bound was missed on a
+// machine that ran off the calibration's pace (exit status 3): the
+// prediction's premise did not hold, which the caller reports loudly
+// rather than as a model error.
+type slowError struct{ msg string }
+
+func (s slowError) Error() string { return s.msg }
+
+// readSim reads kvsim sim's --per-request lines of a fleet.
+func readSim(path string) ([]simRequest, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []simRequest
+	dec := json.NewDecoder(f)
+	for {
+		var r simRequest
+		if err := dec.Decode(&r); errors.Is(err, io.EOF) {
+			return out, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("%s: request %d: %w", path, len(out)+1, err)
+		}
+		out = append(out, r)
+	}
+}
+
+func abs(x float64) float64 { return max(x, -x) }
