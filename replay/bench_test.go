@@ -16,11 +16,7 @@ import (
 func BenchmarkReplayLoopback(b *testing.B) {
 	srv := replaytest.NewServer(replaytest.Config{})
 	defer srv.Close()
-	tg, err := NewHTTPTarget(HTTPConfig{BaseURL: srv.URL, API: APISGLang}, WallClock{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer tg.CloseIdle()
+	tg := newTarget(b, srv.URL, APISGLang)
 	cfg := Default()
 	cfg.MaxConcurrency = 64
 	r := newWallRunner(b, cfg, tg)
