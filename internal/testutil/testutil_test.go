@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -88,5 +89,17 @@ func TestRelabelFar(t *testing.T) {
 	wantFar := [][]uint64{{0, odd(1), 2}, {2}, {odd(3)}, {0, 4}}
 	if !slices.EqualFunc(near, wantNear, slices.Equal) || !slices.EqualFunc(far, wantFar, slices.Equal) {
 		t.Errorf("RelabelFar = %v, %v; want %v, %v", near, far, wantNear, wantFar)
+	}
+}
+
+// RunBool runs the off case, with false, before the on case, with true,
+// each as a subtest of its name.
+func TestRunBool(t *testing.T) {
+	var got []string
+	RunBool(t, "off", "on", func(t *testing.T, v bool) {
+		got = append(got, fmt.Sprintf("%s=%v", t.Name(), v))
+	})
+	if want := []string{"TestRunBool/off=false", "TestRunBool/on=true"}; !slices.Equal(got, want) {
+		t.Errorf("RunBool ran %v, want %v", got, want)
 	}
 }
