@@ -2,7 +2,6 @@ package testutil
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -95,11 +94,13 @@ func TestRelabelFar(t *testing.T) {
 // RunBool runs the off case, with false, before the on case, with true,
 // each as a subtest of its name.
 func TestRunBool(t *testing.T) {
-	var got []string
-	RunBool(t, "off", "on", func(t *testing.T, v bool) {
-		got = append(got, fmt.Sprintf("%s=%v", t.Name(), v))
-	})
-	if want := []string{"TestRunBool/off=false", "TestRunBool/on=true"}; !slices.Equal(got, want) {
+	type run struct {
+		name string
+		v    bool
+	}
+	var got []run
+	RunBool(t, "off", "on", func(t *testing.T, v bool) { got = append(got, run{t.Name(), v}) })
+	if want := []run{{"TestRunBool/off", false}, {"TestRunBool/on", true}}; !slices.Equal(got, want) {
 		t.Errorf("RunBool ran %v, want %v", got, want)
 	}
 }
