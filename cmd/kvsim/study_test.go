@@ -49,9 +49,7 @@ func checkShardsMerge(t *testing.T, study string, shardSpecs ...string) {
 	t.Helper()
 	root := t.TempDir()
 	whole := filepath.Join(root, "whole")
-	if code, _, stderr := runCLI(t, "study", study, "--out", whole); code != exitOK {
-		t.Fatalf("unsharded: exit %d: %s", code, stderr)
-	}
+	runOK(t, "study", study, "--out", whole)
 	shards := filepath.Join(root, "shards")
 	var dirs []string
 	for _, sh := range shardSpecs {
@@ -64,10 +62,7 @@ func checkShardsMerge(t *testing.T, study string, shardSpecs ...string) {
 		}
 		dirs = append(dirs, filepath.Join(shards, "shard-"+strings.ReplaceAll(sh, "/", "-of-")))
 	}
-	code, stdout, stderr := runCLI(t, append([]string{"study", "merge"}, dirs...)...)
-	if code != exitOK {
-		t.Fatalf("merge: exit %d: %s", code, stderr)
-	}
+	stdout, _ := runOK(t, append([]string{"study", "merge"}, dirs...)...)
 	merged := filepath.Join(shards, "merged")
 	if !strings.Contains(stdout, "wrote "+filepath.Join(merged, "report.md")) {
 		t.Errorf("merge output:\n%s", stdout)
