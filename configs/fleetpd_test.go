@@ -13,10 +13,7 @@ import (
 // keys, and each pool's router over [router] (SGLang's --prefill-policy
 // and --decode-policy fall back to --policy; the other keys are shared).
 func TestPDConfig(t *testing.T) {
-	f, err := Load("fleet-pd.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := mustLoad(t, "fleet-pd.toml")
 	if !f.IsPD() {
 		t.Fatal("fleet-pd.toml is not disaggregated")
 	}
@@ -31,11 +28,8 @@ func TestPDConfig(t *testing.T) {
 		t.Errorf("policies %v, %v", pd.PrefillRouter.Policy, pd.DecodeRouter.Policy)
 	}
 	// Defaults, an array of names, and a pool key over a shared one.
-	g, err := Parse(fleetDoc("[[fleet.groups]]\nname = \"p\"\ncount = 1\n[[fleet.groups]]\nname = \"d\"\ncount = 1\n[[fleet.groups]]\nname = \"p2\"\ncount = 1\n"+
+	g := mustParse(t, fleetDoc("[[fleet.groups]]\nname = \"p\"\ncount = 1\n[[fleet.groups]]\nname = \"d\"\ncount = 1\n[[fleet.groups]]\nname = \"p2\"\ncount = 1\n"+
 		"[disaggregation]\nprefill = [\"p\", \"p2\"]\ndecode = \"d\"\ntransfer_gbps = 100\n[router]\ncache_threshold = 0.5\n[router.prefill]\nbalance_abs_threshold = 8\n"), "t.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	pd = g.PDConfig()
 	want := router.Default()
 	want.CacheAware.CacheThreshold = 0.5
@@ -84,9 +78,6 @@ func TestPDErrors(t *testing.T) {
 			"t.toml:13:1: disaggregation: group \"group2\" serves neither prefill nor decode: name it in disaggregation.prefill or disaggregation.decode\n" +
 				`t.toml:19:9: fleet.groups[2].set.disaggregation.transfer_gbps: [disaggregation] is the fleet's, not a group's`},
 	} {
-		_, err := Parse(fleetDoc(c.doc), "t.toml")
-		if err == nil || err.Error() != c.want {
-			t.Errorf("%q: error\n%v\nwant\n%s", c.doc, err, c.want)
-		}
+		checkFleetDocError(t, c.doc, c.want)
 	}
 }

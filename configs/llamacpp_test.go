@@ -12,17 +12,11 @@ import (
 // sim/llamacpp.Config and builds a CPU cost model; the SGLang builder
 // refuses it.
 func TestLlamaCppTinyLoads(t *testing.T) {
-	f, err := Load("llamacpp/tiny.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := mustLoad(t, "llamacpp/tiny.toml")
 	if !f.IsLlamaCpp() {
 		t.Fatal("tiny.toml is not a llama-server file")
 	}
-	b, err := f.BuildLlama()
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := must(t, f.BuildLlama)
 	want := llamacpp.DefaultConfig()
 	want.TokenText = llamacpp.TokenTextByteLevel // the tiny model's tokenizer
 	if b.Config != want {
@@ -41,7 +35,7 @@ func TestLlamaCppTinyLoads(t *testing.T) {
 
 // Every [llamacpp] key reaches the simulator's Config.
 func TestLlamaCppKeys(t *testing.T) {
-	f, err := Parse([]byte(`[engine]
+	f := mustParse(t, []byte(`[engine]
 kind = "llamacpp"
 [llamacpp]
 parallel = 2
@@ -69,13 +63,7 @@ after_prompt_decay = 0.5
 [workload]
 trace = "x.jsonl"
 `), "mem.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := f.BuildLlama()
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := must(t, f.BuildLlama)
 	c := b.Config
 	if c.Slots != 2 || c.Context != 1024 || c.Batch != 256 || c.SlotPromptSimilarity != 0.5 || c.CacheRAMMiB != -1 || !c.NoCacheIdleSlots || c.StateBytesPerToken != 100 || c.TokenText != "byte-level" || c.Ubatch != 128 {
 		t.Errorf("config %+v", c)

@@ -3,7 +3,6 @@ package configs
 import (
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 
 	"github.com/kvsim/kvsim/sim"
@@ -99,15 +98,7 @@ func writeSimTable(w io.Writer, trace string, f *File, b *Built, res *engine.Res
 	}
 	line("Device KV pool (tokens per rank):", c.DeviceTokens)
 	line("Host KV pool:", hostDesc)
-	line("Trace:", filepath.Base(trace))
-	if s.Failed > 0 {
-		line("Failed requests:", s.Failed)
-	}
-	s.Serving.WriteTable(w)
-	head(w, "KV Cache", '-')
-	line("Cache hit rate (cached/prompt):", fmt.Sprintf("%.4f", s.CacheHitRate))
-	line("  device hit rate:", fmt.Sprintf("%.4f", s.DeviceHitRate))
-	line("  host hit rate (loaded back):", fmt.Sprintf("%.4f", s.HostHitRate))
+	s.WriteTableBody(w, trace, "KV Cache", "  device hit rate:", "  host hit rate (loaded back):")
 	line("Device evicted tokens:", s.DeviceEvictions)
 	line("  demoted to host:", s.Demoted)
 	line("Host evicted tokens:", s.HostEvictions)
@@ -128,15 +119,7 @@ func writeLlamaTable(w io.Writer, trace string, lb *LlamaBuilt, res *engine.Resu
 	line := func(k string, v any) { engine.TableLine(w, k, v) }
 	engine.TableHeading(w, " kvsim simulation ", '=')
 	line("Server:", fmt.Sprintf("llama-server model, %d slots of %d tokens", lb.Config.Slots, lb.Config.Context/max(lb.Config.Slots, 1)))
-	line("Trace:", filepath.Base(trace))
-	if s.Failed > 0 {
-		line("Failed requests:", s.Failed)
-	}
-	s.Serving.WriteTable(w)
-	engine.TableHeading(w, "Prompt cache", '-')
-	line("Cache hit rate (cached/prompt):", fmt.Sprintf("%.4f", s.CacheHitRate))
-	line("  kept in the slot:", fmt.Sprintf("%.4f", s.DeviceHitRate))
-	line("  restored from the RAM cache:", fmt.Sprintf("%.4f", s.HostHitRate))
+	s.WriteTableBody(w, trace, "Prompt cache", "  kept in the slot:", "  restored from the RAM cache:")
 	fmt.Fprintln(w, strings.Repeat("=", 50))
 }
 

@@ -9,7 +9,7 @@ import (
 // The [storage] section maps onto sim.StorageConfig: seconds, GB/s and µs
 // become ns and bytes/s.
 func TestStorageSection(t *testing.T) {
-	f, err := Parse([]byte(`
+	f := mustParse(t, []byte(`
 [model]
 preset = "qwen2.5-7b"
 [gpu]
@@ -28,13 +28,7 @@ write_gbps = 6
 read_latency_us = 80
 write_latency_us = 150
 `), "storage.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := f.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := must(t, f.Build)
 	want := sim.StorageConfig{
 		Enabled: true, CapacityTokens: 1e6, PrefetchPolicy: sim.PrefetchTimeout, PrefetchThreshold: 512,
 		PrefetchTimeoutBase: 1.5e9, PrefetchTimeoutPerKiToken: 0.25e9, PrefetchTimeoutMax: 20e9,
@@ -45,10 +39,7 @@ write_latency_us = 150
 		t.Fatalf("storage config\n got %+v\nwant %+v", b.Sim.Storage, want)
 	}
 	// Off by default, and the simulator fills in its defaults.
-	d, err := Default().Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := must(t, Default().Build)
 	if d.Sim.Storage != (sim.StorageConfig{}) {
 		t.Fatalf("default storage %+v, want off and zero", d.Sim.Storage)
 	}

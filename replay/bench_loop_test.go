@@ -9,9 +9,7 @@ import (
 )
 
 func TestWarmCacheSweepHitsTheSharedPrefix(t *testing.T) {
-	srv := replaytest.NewServer(replaytest.Config{})
-	defer srv.Close()
-	tg := newTarget(t, srv.URL, APISGLang)
+	srv, tg := fakeServer(t, replaytest.Config{}, APISGLang)
 	cfg := WarmCacheConfig{TotalTokens: 64, NumPrompts: 4, OutputLen: 3, MaxConcurrency: 2, Pcts: []int{0, 50, 99}, Seed: 42, Vocab: traces.DefaultVocab}
 	var rows []WarmCacheRow
 	err := WarmCache(t.Context(), cfg, tg, WallClock{}, func(r WarmCacheRow) error { rows = append(rows, r); return nil })
@@ -39,8 +37,7 @@ func TestWarmCacheSweepHitsTheSharedPrefix(t *testing.T) {
 
 func TestMultiTurnGrowsHistoryAndHitsPreviousTurns(t *testing.T) {
 	for _, ids := range []bool{true, false} {
-		srv := replaytest.NewServer(replaytest.Config{NoOutputIDs: !ids})
-		tg := newTarget(t, srv.URL, APISGLang)
+		srv, tg := fakeServer(t, replaytest.Config{NoOutputIDs: !ids}, APISGLang)
 		cfg := MultiTurnConfig{Clients: 3, MaxParallel: 2, RequestLength: 16, OutputLength: 4, Rounds: 3, SubQuestionLength: 8,
 			Rate: math.Inf(1), Seed: 1, Vocab: traces.DefaultVocab}
 		res, err := MultiTurn(t.Context(), cfg, tg, WallClock{})

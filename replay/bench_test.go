@@ -14,13 +14,7 @@ import (
 // CPUs): 16-token prompts, 4 output tokens in 4 events each, 64 requests in
 // flight, 1000 requests per iteration.
 func BenchmarkReplayLoopback(b *testing.B) {
-	srv := replaytest.NewServer(replaytest.Config{})
-	defer srv.Close()
-	tg, err := NewHTTPTarget(HTTPConfig{BaseURL: srv.URL, API: APISGLang}, WallClock{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer tg.CloseIdle()
+	_, tg := fakeServer(b, replaytest.Config{}, APISGLang)
 	cfg := Default()
 	cfg.MaxConcurrency = 64
 	r := newWallRunner(b, cfg, tg)

@@ -34,6 +34,15 @@ func sharedPrefixTrace(t *testing.T) []traces.Record {
 	return recs
 }
 
+// fakeServer starts a fake SGLang server of cfg, closed when the test
+// ends, and returns it with a target that speaks api to it (newTarget).
+func fakeServer(t testing.TB, cfg replaytest.Config, api API) (*replaytest.Server, *HTTPTarget) {
+	t.Helper()
+	srv := replaytest.NewServer(cfg)
+	t.Cleanup(srv.Close)
+	return srv, newTarget(t, srv.URL, api)
+}
+
 func newTarget(t testing.TB, url string, api API) *HTTPTarget {
 	t.Helper()
 	cfg := HTTPConfig{BaseURL: url, API: api}
@@ -51,9 +60,7 @@ func newTarget(t testing.TB, url string, api API) *HTTPTarget {
 func TestHTTPTargetsReportCachedTokens(t *testing.T) {
 	for _, api := range []API{APISGLang, APIOpenAI, APIOpenAIChat} {
 		t.Run(api.String(), func(t *testing.T) {
-			srv := replaytest.NewServer(replaytest.Config{TokenDelay: 200 * time.Microsecond})
-			defer srv.Close()
-			tg := newTarget(t, srv.URL, api)
+			srv, tg := fakeServer(t, replaytest.Config{TokenDelay: 200 * time.Microsecond}, api)
 			info, err := tg.Info(t.Context())
 			if err != nil || info.Model != "fake-model" {
 				t.Fatalf("Info() = %+v, %v", info, err)
@@ -92,9 +99,7 @@ func TestHTTPTargetsReportCachedTokens(t *testing.T) {
 }
 
 func TestHTTPTargetOpenAIWithoutCacheReport(t *testing.T) {
-	srv := replaytest.NewServer(replaytest.Config{NoCacheReport: true})
-	defer srv.Close()
-	tg := newTarget(t, srv.URL, APIOpenAI)
+	_, tg := fakeServer(t, replaytest.Config{NoCacheReport: true}, APIOpenAI)
 	if _, err := tg.Info(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -106,9 +111,7 @@ func TestHTTPTargetOpenAIWithoutCacheReport(t *testing.T) {
 }
 
 func TestSGLangOutputIDsAndStreamInterval(t *testing.T) {
-	srv := replaytest.NewServer(replaytest.Config{StreamInterval: 3})
-	defer srv.Close()
-	tg := newTarget(t, srv.URL, APISGLang)
+	_, tg := fakeServer(t, replaytest.Config{StreamInterval: 3}, APISGLang)
 	var rc recorder
 	resp, err := tg.Submit(t.Context(), Request{ID: "x", Tokens: []int32{5, 6, 7}, MaxNewTokens: 7, IgnoreEOS: true}, &rc)
 	if err != nil {
@@ -278,9 +281,7 @@ func TestFaultsFailRequestsWithReasons(t *testing.T) {
 }
 
 func TestPerRequestTraceRoundTrips(t *testing.T) {
-	srv := replaytest.NewServer(replaytest.Config{})
-	defer srv.Close()
-	tg := newTarget(t, srv.URL, APISGLang)
+	srv, tg := fakeServer(t, replaytest.Config{}, APISGLang)
 	recs := sharedPrefixTrace(t)
 	recs = append(recs, traces.Record{ID: "hash", InputLen: 40, Blocks: []uint64{7, 8}, BlockSize: 16, OutputLen: 2})
 	cfg := Default()

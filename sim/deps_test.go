@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvsim/kvsim/internal/testutil"
 	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 )
@@ -94,22 +95,16 @@ func TestClosedLoopRepeatedID(t *testing.T) {
 //
 //	go test ./sim -run '^$' -bench ClosedLoop -benchtime 1x
 func BenchmarkClosedLoop(b *testing.B) {
-	for _, closed := range []bool{false, true} {
-		name := "open"
+	testutil.RunBool(b, "open", "closed", func(b *testing.B, closed bool) {
+		cfg, cost := defaultStorageConfig(b)
+		cfg.Storage.Enabled = false
+		run := (*Sim).Run
 		if closed {
-			name = "closed"
+			run = (*Sim).RunClosedLoop
 		}
-		b.Run(name, func(b *testing.B) {
-			cfg, cost := defaultStorageConfig(b)
-			cfg.Storage.Enabled = false
-			run := (*Sim).Run
-			if closed {
-				run = (*Sim).RunClosedLoop
-			}
-			res := benchConversation(b, cfg, cost, run)
-			b.ReportMetric(res.Summary.CacheHitRate, "hit-rate")
-		})
-	}
+		res := benchConversation(b, cfg, cost, run)
+		b.ReportMetric(res.Summary.CacheHitRate, "hit-rate")
+	})
 }
 
 // A dependency that names no earlier request is counted, and the request

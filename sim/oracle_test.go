@@ -24,11 +24,7 @@ func drawBlockTrace(t *rapid.T, pageSize int) []traces.Record {
 	at := int64(0)
 	next := uint64(1)
 	for i := 0; i < n; i++ {
-		var bl []uint64
-		if len(recs) > 0 && rapid.Bool().Draw(t, "reuse") {
-			base := recs[rapid.IntRange(0, len(recs)-1).Draw(t, "base")].Blocks
-			bl = append(bl, base[:rapid.IntRange(0, len(base)).Draw(t, "cut")]...)
-		}
+		bl := drawReusedPrefix(t, recs, func(r traces.Record) []uint64 { return r.Blocks })
 		for k := rapid.IntRange(1, 8).Draw(t, "new"); k > 0; k-- {
 			bl = append(bl, next)
 			next++

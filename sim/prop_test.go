@@ -79,16 +79,23 @@ func drawTrace(t *rapid.T) []traces.Record {
 	var recs []traces.Record
 	at := int64(0)
 	for i := 0; i < n; i++ {
-		var p []int32
-		if len(recs) > 0 && rapid.Bool().Draw(t, "reuse") {
-			base := recs[rapid.IntRange(0, len(recs)-1).Draw(t, "base")].Tokens
-			p = append(p, base[:rapid.IntRange(0, len(base)).Draw(t, "cut")]...)
-		}
+		p := drawReusedPrefix(t, recs, func(r traces.Record) []int32 { return r.Tokens })
 		p = append(p, tokens(rapid.IntRange(1, 300).Draw(t, "new"), int32(rapid.IntRange(0, 3).Draw(t, "alphabet"))*1000)...)
 		at += int64(rapid.IntRange(0, 50).Draw(t, "gap_ms")) * 1e6
 		recs = append(recs, rec(fmt.Sprint(i), at, p, rapid.IntRange(1, 40).Draw(t, "out")))
 	}
 	return recs
+}
+
+// drawReusedPrefix draws the start of a request's key after recs: nothing,
+// or a prefix of an earlier request's key (key returns a record's tokens
+// or blocks), so that drawn traces share prefixes.
+func drawReusedPrefix[T any](t *rapid.T, recs []traces.Record, key func(traces.Record) []T) []T {
+	if len(recs) == 0 || !rapid.Bool().Draw(t, "reuse") {
+		return nil
+	}
+	base := key(recs[rapid.IntRange(0, len(recs)-1).Draw(t, "base")])
+	return append([]T(nil), base[:rapid.IntRange(0, len(base)).Draw(t, "cut")]...)
 }
 
 // hostProtected returns a node under n with a host protection left, or nil.

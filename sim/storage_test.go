@@ -5,6 +5,7 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/kvsim/kvsim/internal/testutil"
 	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/sim/hw"
 	"github.com/kvsim/kvsim/traces"
@@ -309,22 +310,16 @@ func benchConversation(b *testing.B, cfg Config, cost CostModel, run func(*Sim, 
 //
 //	go test ./sim -run '^$' -bench DefaultStorage -benchtime 1x
 func BenchmarkDefaultStorage(b *testing.B) {
-	for _, c := range []struct {
-		name string
-		on   bool
-	}{{"off", false}, {"on", true}} {
-		on := c.on
-		b.Run(c.name, func(b *testing.B) {
-			cfg, cost := defaultStorageConfig(b)
-			cfg.Storage.Enabled = on
-			res := benchConversation(b, cfg, cost, (*Sim).Run)
-			b.ReportMetric(res.Summary.CacheHitRate, "hit-rate")
-			if on {
-				b.ReportMetric(res.Summary.StorageHitRate, "storage-hit-rate")
-				b.ReportMetric(float64(res.Counters.StorageWriteTokens), "storage-write-tokens")
-			}
-		})
-	}
+	testutil.RunBool(b, "off", "on", func(b *testing.B, on bool) {
+		cfg, cost := defaultStorageConfig(b)
+		cfg.Storage.Enabled = on
+		res := benchConversation(b, cfg, cost, (*Sim).Run)
+		b.ReportMetric(res.Summary.CacheHitRate, "hit-rate")
+		if on {
+			b.ReportMetric(res.Summary.StorageHitRate, "storage-hit-rate")
+			b.ReportMetric(float64(res.Counters.StorageWriteTokens), "storage-write-tokens")
+		}
+	})
 }
 
 // pageStore is the storage tier as first written, one map entry per page:

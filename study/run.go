@@ -288,20 +288,31 @@ func simulatePoint(s *Study, pt Point, opt Options) (*Record, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	rd, err := openPointTrace(pt)
+	res, err := runPointTrace(pt, b.Engine.Run)
 	if err != nil {
 		return nil, nil, err
-	}
-	defer rd.Close()
-	res, err := b.Engine.Run(rd)
-	if err != nil {
-		return nil, nil, traces.InFile(pt.Trace, err)
 	}
 	tl := filepath.Join(opt.Out, timelineDir, timelineName(pt.Index))
 	if err := writeAtomic(tl, func(w io.Writer) error { return writeTimeline(w, res.Timeline) }); err != nil {
 		return nil, nil, err
 	}
 	return pointRecord(s, pt, opt, b, res.Summary, nil)
+}
+
+// runPointTrace runs run (a server's or a fleet's) on pt's trace, opened
+// by openPointTrace, and closes it; a run's error names the trace.
+func runPointTrace[R any](pt Point, run func(engine.Source) (R, error)) (R, error) {
+	rd, err := openPointTrace(pt)
+	if err != nil {
+		var zero R
+		return zero, err
+	}
+	defer rd.Close()
+	res, err := run(rd)
+	if err != nil {
+		return res, traces.InFile(pt.Trace, err)
+	}
+	return res, nil
 }
 
 // openPointTrace opens a point's trace with its workload settings (rate
@@ -369,14 +380,9 @@ func simulateFleetPoint(s *Study, pt Point, opt Options) (*Record, []byte, error
 	if err != nil {
 		return nil, nil, fmt.Errorf("fleet group %s: %w", fb.Groups[0].Name, err)
 	}
-	rd, err := openPointTrace(pt)
+	res, err := runPointTrace(pt, fb.Factory.RunFleet)
 	if err != nil {
 		return nil, nil, err
-	}
-	defer rd.Close()
-	res, err := fb.Factory.RunFleet(rd)
-	if err != nil {
-		return nil, nil, traces.InFile(pt.Trace, err)
 	}
 	return pointRecord(s, pt, opt, b, res.Summary, fleetMetricsOf(res))
 }

@@ -3,6 +3,8 @@ package tree
 import (
 	"syscall"
 	"testing"
+
+	"github.com/kvsim/kvsim/internal/testutil"
 )
 
 // cpuNanos returns the process's user and system CPU time: on a shared
@@ -47,33 +49,27 @@ func benchPrompt(i int, scattered bool) []uint64 {
 // BenchmarkBlockPages turns one request's block hashes into page keys, as
 // the simulator does at every arrival.
 func BenchmarkBlockPages(b *testing.B) {
-	for _, scattered := range []bool{false, true} {
-		name := "dense"
-		if scattered {
-			name = "scattered"
+	testutil.RunBool(b, "dense", "scattered", func(b *testing.B, scattered bool) {
+		p := NewPager(1)
+		dst := make([]PageID, 0, benchBlocks*benchBlock)
+		prompts := make([][]uint64, 1<<14) // 200k blocks, the conversation trace's count
+		for i := range prompts {
+			prompts[i] = benchPrompt(i, scattered)
 		}
-		b.Run(name, func(b *testing.B) {
-			p := NewPager(1)
-			dst := make([]PageID, 0, benchBlocks*benchBlock)
-			prompts := make([][]uint64, 1<<14) // 200k blocks, the conversation trace's count
-			for i := range prompts {
-				prompts[i] = benchPrompt(i, scattered)
+		i := 0
+		b.ReportAllocs()
+		cpu0 := cpuNanos(b)
+		for b.Loop() {
+			var err error
+			dst, err = p.BlockPages(prompts[i%len(prompts)], benchBlock, benchBlocks*benchBlock, dst[:0])
+			if err != nil {
+				b.Fatal(err)
 			}
-			i := 0
-			b.ReportAllocs()
-			cpu0 := cpuNanos(b)
-			for b.Loop() {
-				var err error
-				dst, err = p.BlockPages(prompts[i%len(prompts)], benchBlock, benchBlocks*benchBlock, dst[:0])
-				if err != nil {
-					b.Fatal(err)
-				}
-				i++
-			}
-			b.ReportMetric(float64(cpuNanos(b)-cpu0)/float64(b.N), "cpu-ns/op")
-			b.ReportMetric(float64(b.N)*benchBlocks*benchBlock/b.Elapsed().Seconds()/1e6, "Mpages/s")
-		})
-	}
+			i++
+		}
+		b.ReportMetric(float64(cpuNanos(b)-cpu0)/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(float64(b.N)*benchBlocks*benchBlock/b.Elapsed().Seconds()/1e6, "Mpages/s")
+	})
 }
 
 // BenchmarkRequestInserts runs the tree operations of one request's life
@@ -83,68 +79,62 @@ func BenchmarkBlockPages(b *testing.B) {
 // whole key at every insert; "InsertFrom" starts each insert at the node the
 // request has locked, as kvsim sim does.
 func BenchmarkRequestInserts(b *testing.B) {
-	for _, from := range []bool{false, true} {
-		name := "Insert"
-		if from {
-			name = "InsertFrom"
+	testutil.RunBool(b, "Insert", "InsertFrom", func(b *testing.B, from bool) {
+		tr, err := New(Config{PageSize: 1, CP: 1, DeviceTokens: 1 << 20, HostTokens: 2 << 20, WritePolicy: WriteThrough})
+		if err != nil {
+			b.Fatal(err)
 		}
-		b.Run(name, func(b *testing.B) {
-			tr, err := New(Config{PageSize: 1, CP: 1, DeviceTokens: 1 << 20, HostTokens: 2 << 20, WritePolicy: WriteThrough})
+		p := NewPager(1)
+		insert := func(last *Node, key []PageID, now int64) InsertResult {
+			if from && last != nil {
+				return tr.InsertFrom(last, key, now, InsertOptions{})
+			}
+			return tr.Insert(key, now, InsertOptions{})
+		}
+		reserve := func(n int64) {
+			if !tr.Reserve([]int64{n}) {
+				tr.Evict(n - tr.DeviceFree(0))
+				if !tr.Reserve([]int64{n}) {
+					b.Fatal("no room after eviction")
+				}
+			}
+		}
+		now := int64(0)
+		i := 0
+		b.ReportAllocs()
+		cpu0 := cpuNanos(b)
+		for b.Loop() {
+			now++
+			key, err := p.BlockPages(benchPrompt(i, false), benchBlock, benchBlocks*benchBlock, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
-			p := NewPager(1)
-			insert := func(last *Node, key []PageID, now int64) InsertResult {
-				if from && last != nil {
-					return tr.InsertFrom(last, key, now, InsertOptions{})
-				}
-				return tr.Insert(key, now, InsertOptions{})
-			}
-			reserve := func(n int64) {
-				if !tr.Reserve([]int64{n}) {
-					tr.Evict(n - tr.DeviceFree(0))
-					if !tr.Reserve([]int64{n}) {
-						b.Fatal("no room after eviction")
-					}
-				}
-			}
-			now := int64(0)
-			i := 0
-			b.ReportAllocs()
-			cpu0 := cpuNanos(b)
-			for b.Loop() {
-				now++
-				key, err := p.BlockPages(benchPrompt(i, false), benchBlock, benchBlocks*benchBlock, nil)
-				if err != nil {
-					b.Fatal(err)
-				}
-				i++
-				m := tr.Match(key, now)
-				var last *Node
-				if !m.LastDevice.IsRoot() {
-					last = m.LastDevice
-					tr.Lock(last)
-				}
-				prefill := int64(len(key)) - m.DeviceTokens
-				reserve(prefill)
-				res := insert(last, key, now)
-				tr.Release([]int64{prefill - res.Adopted[0]})
-				if last != nil {
-					tr.Unlock(last)
-				}
-				last = res.Last
+			i++
+			m := tr.Match(key, now)
+			var last *Node
+			if !m.LastDevice.IsRoot() {
+				last = m.LastDevice
 				tr.Lock(last)
-				reserve(benchOut)
-				for range benchOut {
-					key = append(key, p.Fresh())
-				}
-				res = insert(last, key, now)
-				tr.Release([]int64{benchOut - res.Adopted[0]})
-				tr.Unlock(last)
-				tr.AckWrites(len(tr.Writes()))
 			}
-			b.ReportMetric(float64(cpuNanos(b)-cpu0)/float64(b.N), "cpu-ns/op")
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "requests/s")
-		})
-	}
+			prefill := int64(len(key)) - m.DeviceTokens
+			reserve(prefill)
+			res := insert(last, key, now)
+			tr.Release([]int64{prefill - res.Adopted[0]})
+			if last != nil {
+				tr.Unlock(last)
+			}
+			last = res.Last
+			tr.Lock(last)
+			reserve(benchOut)
+			for range benchOut {
+				key = append(key, p.Fresh())
+			}
+			res = insert(last, key, now)
+			tr.Release([]int64{benchOut - res.Adopted[0]})
+			tr.Unlock(last)
+			tr.AckWrites(len(tr.Writes()))
+		}
+		b.ReportMetric(float64(cpuNanos(b)-cpu0)/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "requests/s")
+	})
 }

@@ -24,9 +24,7 @@ func TestCalibrateCLIRecoversSimCoefficients(t *testing.T) {
 	dir := t.TempDir()
 	tr := genTrace(t, "multiturn", "--clients", "4", "--rounds", "4", "--request-length", "3000", "--output-length", "16", "--sub-question-length", "200", "--rate", "inf")
 	per := filepath.Join(dir, "per.jsonl")
-	if code, _, stderr := runCLI(t, "replay", "--trace", tr, "--target", "sim", "--config", simConfig, "--max-concurrency", "1", "--warmup=false", "--per-request", per, "--json"); code != exitOK {
-		t.Fatalf("replay: exit %d: %s", code, stderr)
-	}
+	runOK(t, "replay", "--trace", tr, "--target", "sim", "--config", simConfig, "--max-concurrency", "1", "--warmup=false", "--per-request", per, "--json")
 	snippet := filepath.Join(dir, "cost.toml")
 	code, stdout, stderr := runCLI(t, "calibrate", "--per-request", per, "--config", simConfig, "--out", snippet)
 	if code != exitOK || !strings.Contains(stdout, "R² 1.0000") {
@@ -74,9 +72,7 @@ func TestCalibrateCLILlamaCpp(t *testing.T) {
 		t.Fatalf("gen-trace: exit %d\n%s%s", code, stdout, stderr)
 	}
 	per := filepath.Join(dir, "per.jsonl")
-	if code, _, stderr := runCLI(t, "replay", "--trace", tr, "--target", "sim", "--config", cfg, "--max-concurrency", "4", "--vocab", "1:256", "--per-request", per, "--json"); code != exitOK {
-		t.Fatalf("replay: exit %d: %s", code, stderr)
-	}
+	runOK(t, "replay", "--trace", tr, "--target", "sim", "--config", cfg, "--max-concurrency", "4", "--vocab", "1:256", "--per-request", per, "--json")
 	want, err := configs.Load(cfg)
 	if err != nil {
 		t.Fatal(err)

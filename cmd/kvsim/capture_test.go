@@ -25,9 +25,7 @@ func TestCaptureCLIRecordsAndReplays(t *testing.T) {
 	url, stop := startCapture(t, "--upstream", up, "--out", captured)
 	tr := genTrace(t, "shared-prefix", "--groups", "3", "--questions", "4", "--system-prompt-len", "1000", "--question-len", "100", "--output-len", "8", "--rate", "inf")
 	per := filepath.Join(dir, "per.jsonl")
-	if code, _, stderr := runCLI(t, "replay", "--trace", tr, "--target", url, "--max-concurrency", "1", "--warmup=false", "--per-request", per, "--json"); code != exitOK {
-		t.Fatalf("replay through capture: exit %d: %s", code, stderr)
-	}
+	runOK(t, "replay", "--trace", tr, "--target", url, "--max-concurrency", "1", "--warmup=false", "--per-request", per, "--json")
 	if code, stderr := stop(); code != exitOK || !strings.Contains(stderr, "12 requests recorded") {
 		t.Fatalf("capture exit %d: %s", code, stderr)
 	}
@@ -44,9 +42,7 @@ func TestCaptureCLIRecordsAndReplays(t *testing.T) {
 	// The captured trace (token ids, output lengths) replays against the
 	// simulator with the hits it recorded.
 	again := filepath.Join(dir, "again.jsonl")
-	if code, _, stderr := runCLI(t, "replay", "--trace", captured, "--target", "sim", "--config", simConfig, "--max-concurrency", "1", "--warmup=false", "--per-request", again, "--json"); code != exitOK {
-		t.Fatalf("replay of the capture: exit %d: %s", code, stderr)
-	}
+	runOK(t, "replay", "--trace", captured, "--target", "sim", "--config", simConfig, "--max-concurrency", "1", "--warmup=false", "--per-request", again, "--json")
 	for i, r := range readTraceRecords(t, again) {
 		if r.Observed.CachedTokens != recs[i].Observed.CachedTokens {
 			t.Errorf("record %d: cached %d on replay, %d captured", i, r.Observed.CachedTokens, recs[i].Observed.CachedTokens)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 
 	"github.com/kvsim/kvsim/configs"
@@ -142,15 +141,7 @@ func writeFleetTable(w io.Writer, trace string, groups []string, res *fleet.Resu
 		fmt.Fprintf(w, "  %s\n", g)
 	}
 	line("Router policy:", res.Policy)
-	line("Trace:", filepath.Base(trace))
-	if s.Failed > 0 {
-		line("Failed requests:", s.Failed)
-	}
-	s.Serving.WriteTable(w)
-	engine.TableHeading(w, "KV Cache", '-')
-	line("Cache hit rate (cached/prompt):", fmt.Sprintf("%.4f", s.CacheHitRate))
-	line("  device hit rate:", fmt.Sprintf("%.4f", s.DeviceHitRate))
-	line("  host hit rate (loaded back):", fmt.Sprintf("%.4f", s.HostHitRate))
+	s.WriteTableBody(w, trace, "KV Cache", "  device hit rate:", "  host hit rate (loaded back):")
 	if res.L3 != nil {
 		writeFleetL3(w, res)
 	}

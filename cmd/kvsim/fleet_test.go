@@ -2,56 +2,67 @@ package main
 
 import (
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/kvsim/kvsim/fleet/router"
+	"github.com/kvsim/kvsim/internal/testutil"
 	"github.com/kvsim/kvsim/sim/engine"
 )
 
+// The bundled fleet files, and the trace the fleet tests run them on.
 var (
-	fleetExample = filepath.Join("..", "..", "configs", "fleet-example.toml")
-	fleetTrace   = filepath.Join("testdata", "fleet", "conv300.jsonl")
+	fleetExample  = filepath.Join("..", "..", "configs", "fleet-example.toml")
+	fleetSharedL3 = filepath.Join("..", "..", "configs", "fleet-shared-l3.toml")
+	fleetPD       = filepath.Join("..", "..", "configs", "fleet-pd.toml")
+	fleetTrace    = filepath.Join("testdata", "fleet", "conv300.jsonl")
 )
 
-// The bundled fleet example (four replicas of the default server behind
-// cache_aware) on the first 300 requests of the Mooncake conversation
-// trace: the fleet table, the load balance, the router's decisions and
-// the replicas.
-func TestSimFleetTable(t *testing.T) {
-	code, out, errOut := runCLI(t, "sim", "--config", fleetExample, "--trace", fleetTrace)
-	if code != exitOK || errOut != "" {
-		t.Fatalf("exit %d, stderr %q", code, errOut)
+// The bundled fleet examples on the first 300 requests of the Mooncake
+// conversation trace, each run silently, print the fleet table:
+//   - example: four replicas of the default server behind cache_aware;
+//     the load balance, the router's decisions and the replicas.
+//   - shared-l3: four replicas behind round_robin, one L3 store; the
+//     storage section with cross-replica reads and one line per replica.
+//   - pd: two prefill and two decode replicas of the default server; the
+//     transfers and the TTFT split.
+func TestSimFleetTables(t *testing.T) {
+	for _, c := range []struct{ config, golden string }{
+		{fleetExample, "example"},
+		{fleetSharedL3, "shared-l3"},
+		{fleetPD, "pd"},
+	} {
+		t.Run(c.golden, func(t *testing.T) {
+			checkGolden(t, "fleet", c.golden, runQuiet(t, "sim", "--config", c.config, "--trace", fleetTrace))
+		})
 	}
-	checkGolden(t, "fleet", "example", out)
+}
+
+// fleetRouting is the routing part of kvsim sim --json on a fleet: each
+// replica's group and routed requests, and the router's decisions.
+type fleetRouting struct {
+	Replicas []struct {
+		Group  string `json:"group"`
+		Routed int64  `json:"routed"`
+	} `json:"replicas"`
+	Decisions []struct {
+		Reason string `json:"reason"`
+		Count  int64  `json:"count"`
+	} `json:"decisions"`
 }
 
 // --json holds the fleet's summary, every replica and the decisions, and
 // they add up to the trace's requests.
 func TestSimFleetJSON(t *testing.T) {
 	perReq := filepath.Join(t.TempDir(), "requests.jsonl")
-	code, out, errOut := runCLI(t, "sim", "--config="+fleetExample, "--trace", fleetTrace, "--json", "--seed", "3", "--per-request", perReq)
-	if code != exitOK || errOut != "" {
-		t.Fatalf("exit %d, stderr %q", code, errOut)
-	}
 	var got struct {
-		Policy   string         `json:"policy"`
-		Summary  engine.Summary `json:"summary"`
-		Seed     uint64         `json:"seed"`
-		Replicas []struct {
-			Group  string `json:"group"`
-			Routed int64  `json:"routed"`
-		} `json:"replicas"`
-		Decisions []struct {
-			Reason string `json:"reason"`
-			Count  int64  `json:"count"`
-		} `json:"decisions"`
+		Policy  string         `json:"policy"`
+		Summary engine.Summary `json:"summary"`
+		Seed    uint64         `json:"seed"`
+		fleetRouting
 	}
-	if err := json.Unmarshal([]byte(out), &got); err != nil {
-		t.Fatal(err)
-	}
+	runQuietJSON(t, &got, "sim", "--config="+fleetExample, "--trace", fleetTrace, "--json", "--seed", "3", "--per-request", perReq)
 	var routed, decided int64
 	var groups []string
 	for _, r := range got.Replicas {
@@ -67,12 +78,8 @@ func TestSimFleetJSON(t *testing.T) {
 	}
 	// Every request's line names its replica, and each replica has the
 	// requests the router sent it.
-	data, err := os.ReadFile(perReq)
-	if err != nil {
-		t.Fatal(err)
-	}
 	per := make([]int64, len(got.Replicas))
-	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	lines := strings.Split(strings.TrimSpace(string(testutil.ReadFile(t, perReq))), "\n")
 	for _, l := range lines {
 		var r struct {
 			ID      string `json:"id"`
@@ -93,22 +100,14 @@ func TestSimFleetJSON(t *testing.T) {
 // A fleet of one replica reports the summary `kvsim sim --open-loop`
 // reports for its server alone, whatever the policy.
 func TestSimFleetOfOne(t *testing.T) {
-	server, err := os.ReadFile(filepath.Join("testdata", "replay", "sim_small.toml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	server := string(testutil.ReadFile(t, filepath.Join("testdata", "replay", "sim_small.toml")))
 	dir := t.TempDir()
 	single := filepath.Join(dir, "single.toml")
-	if err := os.WriteFile(single, server, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, single, server)
 	want := simSummary(t, "--config", single, "--open-loop")
 	for _, policy := range []string{"cache_aware", "round_robin", "random", "power_of_two", "consistent_hash", "nginx_round_robin", "nginx_hash"} {
 		path := filepath.Join(dir, policy+".toml")
-		doc := string(server) + "\n[[fleet.groups]]\ncount = 1\n[router]\npolicy = \"" + policy + "\"\n"
-		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeFile(t, path, server+"\n[[fleet.groups]]\ncount = 1\n[router]\npolicy = \""+policy+"\"\n")
 		if got := simSummary(t, "--config", path); got != want {
 			t.Errorf("%s: fleet of one %+v\nwant the server's %+v", policy, got, want)
 		}
@@ -119,19 +118,11 @@ func TestSimFleetOfOne(t *testing.T) {
 // refused by name; a bad fleet file is reported at its line.
 func TestSimFleetRefuses(t *testing.T) {
 	for _, flag := range [][]string{{"--timeline", "x.csv"}, {"--explain"}, {"--open-loop"}, {"--idle-gap-cap", "1s"}} {
-		code, _, errOut := runCLI(t, append([]string{"sim", "--config", fleetExample, "--trace", fleetTrace}, flag...)...)
-		if code != exitUsage || !strings.Contains(errOut, "not supported for a fleet yet") {
-			t.Errorf("%v: exit %d, stderr %q", flag, code, errOut)
-		}
+		checkRefused(t, append([]string{"sim", "--config", fleetExample, "--trace", fleetTrace}, flag...), "not supported for a fleet yet")
 	}
 	bad := filepath.Join(t.TempDir(), "bad.toml")
-	if err := os.WriteFile(bad, []byte("[[fleet.groups]]\ncount = 0\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	code, _, errOut := runCLI(t, "sim", "--config", bad)
-	if code != exitUsage || !strings.Contains(errOut, "bad.toml:2:1: fleet.groups[0].count: must be in [1, 4096] (got 0)") {
-		t.Errorf("exit %d, stderr %q", code, errOut)
-	}
+	writeFile(t, bad, "[[fleet.groups]]\ncount = 0\n")
+	checkRefused(t, []string{"sim", "--config", bad}, "bad.toml:2:1: fleet.groups[0].count: must be in [1, 4096] (got 0)")
 }
 
 // The commands that simulate one server refuse a fleet file, naming it,
@@ -141,10 +132,7 @@ func TestOneServerCommandsRefuseFleet(t *testing.T) {
 		{"replay", "--config", fleetExample, "--trace", fleetTrace, "--target", "sim"},
 		{"calibrate", "--config", fleetExample, "--per-request", "x.jsonl", "--out", filepath.Join(t.TempDir(), "c.toml")},
 	} {
-		code, _, errOut := runCLI(t, args...)
-		if code != exitUsage || !strings.Contains(errOut, "fleet-example.toml: fleet: ") || !strings.Contains(errOut, "only kvsim sim, study and serve run a fleet") {
-			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
-		}
+		checkRefused(t, args, "fleet-example.toml: fleet: ", "only kvsim sim, study and serve run a fleet")
 	}
 }
 
@@ -161,14 +149,7 @@ func TestSimFleetFileRefuses(t *testing.T) {
 			[]string{`f.toml:3:42: fleet.groups[0].set.server.tp_size: sets server.tp_size again, as fleet.groups[0].set."server.tp_size" does (`, "f.toml:3:9)"}},
 		{"[workload]\nopen_loop = false\n[[fleet.groups]]\ncount = 1\n", []string{"f.toml:2:1: workload.open_loop: false (closed loop) is not supported for a fleet yet"}},
 	} {
-		f := filepath.Join(t.TempDir(), "f.toml")
-		if err := os.WriteFile(f, []byte(c.doc), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		code, _, errOut := runCLI(t, "sim", "--config", f, "--trace", fleetTrace)
-		if code != exitUsage || !strings.Contains(errOut, c.want[0]) || !strings.Contains(errOut, c.want[len(c.want)-1]) {
-			t.Errorf("%q: exit %d, stderr %q, want %q", c.doc, code, errOut, c.want)
-		}
+		checkFleetFileRefused(t, c.doc, c.want...)
 	}
 }
 
@@ -180,24 +161,14 @@ func TestSimFleetFileRefuses(t *testing.T) {
 func TestSimFleetNginxHash(t *testing.T) {
 	dir := t.TempDir()
 	trace := filepath.Join(dir, "shared.jsonl")
-	if code, _, errOut := runCLI(t, "trace", "gen", "shared-prefix", "--groups", "6", "--questions", "3", "--system-prompt-len", "800",
-		"--question-len", "80", "--output-len", "4", "--order", "grouped", "--vocab", "1:256", "--rate", "0.1", "--seed", "8", "--out", trace); code != exitOK {
-		t.Fatalf("trace gen: exit %d: %s", code, errOut)
-	}
-	server, err := os.ReadFile(filepath.Join("..", "..", "configs", "llamacpp", "tiny.toml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	runOK(t, "trace", "gen", "shared-prefix", "--groups", "6", "--questions", "3", "--system-prompt-len", "800",
+		"--question-len", "80", "--output-len", "4", "--order", "grouped", "--vocab", "1:256", "--rate", "0.1", "--seed", "8", "--out", trace)
+	server := string(testutil.ReadFile(t, filepath.Join("..", "..", "configs", "llamacpp", "tiny.toml")))
 	ups := []string{"127.0.0.1:8081", "127.0.0.1:8082"} // documents C and E on the second
 	cfg := filepath.Join(dir, "fleet.toml")
-	doc := string(server) + "\n[[fleet.groups]]\ncount = 2\n[router]\npolicy = \"nginx_hash\"\nupstreams = [\"" + ups[0] + "\", \"" + ups[1] + "\"]\n"
-	if err := os.WriteFile(cfg, []byte(doc), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, cfg, server+"\n[[fleet.groups]]\ncount = 2\n[router]\npolicy = \"nginx_hash\"\nupstreams = [\""+ups[0]+"\", \""+ups[1]+"\"]\n")
 	perReq := filepath.Join(dir, "per.jsonl")
-	if code, _, errOut := runCLI(t, "sim", "--config", cfg, "--trace", trace, "--per-request", perReq); code != exitOK {
-		t.Fatalf("sim: exit %d: %s", code, errOut)
-	}
+	runOK(t, "sim", "--config", cfg, "--trace", trace, "--per-request", perReq)
 	rc := router.Default()
 	rc.Policy = router.NginxHash
 	rc.Nginx.Upstreams = ups
@@ -205,10 +176,7 @@ func TestSimFleetNginxHash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(perReq)
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := testutil.ReadFile(t, perReq)
 	used := map[int]bool{}
 	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
 		var r struct {
@@ -234,4 +202,13 @@ func TestSimFleetNginxHash(t *testing.T) {
 	if len(used) != 2 {
 		t.Errorf("the six documents all hash to one replica (%v): the test shows nothing", used)
 	}
+}
+
+// checkFleetFileRefused writes doc to a file f.toml, which kvsim sim on
+// fleetTrace must refuse with every one of want in its message.
+func checkFleetFileRefused(t *testing.T, doc string, want ...string) {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "f.toml")
+	writeFile(t, f, doc)
+	checkRefused(t, []string{"sim", "--config", f, "--trace", fleetTrace}, want...)
 }

@@ -2,34 +2,18 @@ package main
 
 import (
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/kvsim/kvsim/internal/testutil"
 	"github.com/kvsim/kvsim/sim/engine"
 )
 
-var fleetSharedL3 = filepath.Join("..", "..", "configs", "fleet-shared-l3.toml")
-
-// The shared-L3 example (four replicas behind round_robin, one store) on
-// the first 300 requests of the conversation trace: the table shows the
-// storage section with cross-replica reads and one line per replica.
-func TestSimFleetSharedL3Table(t *testing.T) {
-	code, out, errOut := runCLI(t, "sim", "--config", fleetSharedL3, "--trace", fleetTrace)
-	if code != exitOK || errOut != "" {
-		t.Fatalf("exit %d, stderr %q", code, errOut)
-	}
-	checkGolden(t, "fleet", "shared-l3", out)
-}
-
-// The same fleet with storage.shared = false: private stores read no page
+// The shared-L3 example with storage.shared = false: private stores read no page
 // another replica wrote, and the shared store's fleet hits more.
 func TestSimFleetSharedL3VersusPrivate(t *testing.T) {
-	doc, err := os.ReadFile(fleetSharedL3)
-	if err != nil {
-		t.Fatal(err)
-	}
+	doc := testutil.ReadFile(t, fleetSharedL3)
 	type l3 struct {
 		Hit   int64 `json:"l3_hit_tokens"`
 		Cross int64 `json:"l3_cross_replica_pages_read"`
@@ -39,13 +23,7 @@ func TestSimFleetSharedL3VersusPrivate(t *testing.T) {
 		body := strings.Replace(string(doc), "shared = true", "shared = "+shared, 1)
 		body = strings.Replace(body, `trace = "traces/`, `trace = "`+filepath.Join("..", "..", "configs", "traces")+"/", 1)
 		path := filepath.Join(t.TempDir(), "f.toml")
-		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		code, out, errOut := runCLI(t, "sim", "--config", path, "--trace", fleetTrace, "--json")
-		if code != exitOK || errOut != "" {
-			t.Fatalf("shared = %s: exit %d, stderr %q", shared, code, errOut)
-		}
+		writeFile(t, path, body)
 		var got struct {
 			Summary struct {
 				CacheHitRate float64 `json:"cache_hit_rate"`
@@ -56,11 +34,9 @@ func TestSimFleetSharedL3VersusPrivate(t *testing.T) {
 				L3 *l3 `json:"l3"`
 			} `json:"replicas"`
 		}
-		if err := json.Unmarshal([]byte(out), &got); err != nil {
-			t.Fatal(err)
-		}
+		runQuietJSON(t, &got, "sim", "--config", path, "--trace", fleetTrace, "--json")
 		if got.L3 == nil || len(got.Replicas) != 4 || got.Replicas[3].L3 == nil {
-			t.Fatalf("shared = %s: no L3 results in %s", shared, out)
+			t.Fatalf("shared = %s: no L3 results in %+v", shared, got)
 		}
 		return got.Summary.CacheHitRate, *got.L3, len(got.SharedL3)
 	}
@@ -85,33 +61,19 @@ func TestSimFleetSharedL3Refuses(t *testing.T) {
 		{"[model]\npreset = \"qwen2.5-14b\"\n[gpu]\npreset = \"h200\"\n[cache]\nhost_tokens = 4000\n[storage]\nenabled = true\nshared = true\ncapacity_tokens = 1000\n[[fleet.groups]]\ncount = 1\n[[fleet.groups]]\ncount = 1\nset = { \"storage.capacity_tokens\" = 2000 }\n",
 			`f.toml:15:9: fleet.groups[1].set.storage.capacity_tokens: 2000 differs from group 0's 1000`},
 	} {
-		f := filepath.Join(t.TempDir(), "f.toml")
-		if err := os.WriteFile(f, []byte(c.doc), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		code, _, errOut := runCLI(t, "sim", "--config", f, "--trace", fleetTrace)
-		if code != exitUsage || !strings.Contains(errOut, c.want) {
-			t.Errorf("%q: exit %d, stderr %q, want %q", c.doc, code, errOut, c.want)
-		}
+		checkFleetFileRefused(t, c.doc, c.want)
 	}
 }
 
 // A fleet of one replica whose storage is shared reports the summary
 // `kvsim sim --open-loop` reports for its server alone.
 func TestSimFleetSharedL3OfOne(t *testing.T) {
-	server, err := os.ReadFile(filepath.Join("testdata", "replay", "sim_small.toml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	server := testutil.ReadFile(t, filepath.Join("testdata", "replay", "sim_small.toml"))
 	doc := string(server) + "\n[storage]\nenabled = true\nshared = true\nprefetch_policy = \"wait_complete\"\n"
 	dir := t.TempDir()
 	single, one := filepath.Join(dir, "single.toml"), filepath.Join(dir, "one.toml")
-	if err := os.WriteFile(single, []byte(doc), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(one, []byte(doc+"[[fleet.groups]]\ncount = 1\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, single, doc)
+	writeFile(t, one, doc+"[[fleet.groups]]\ncount = 1\n")
 	want, got := simSummary(t, "--config", single, "--open-loop"), simSummary(t, "--config", one)
 	if want.StorageHitRate == 0 {
 		t.Fatalf("the server takes nothing from storage: %+v", want)
@@ -125,22 +87,15 @@ func TestSimFleetSharedL3OfOne(t *testing.T) {
 // the summary, a single server's or a fleet's.
 func simSummary(t *testing.T, args ...string) engine.Summary {
 	t.Helper()
-	code, out, errOut := runCLI(t, append([]string{"sim", "--trace", fleetTrace, "--json"}, args...)...)
-	if code != exitOK || errOut != "" {
-		t.Fatalf("%v: exit %d, stderr %q", args, code, errOut)
-	}
+	out := runQuiet(t, append([]string{"sim", "--trace", fleetTrace, "--json"}, args...)...)
 	var s engine.Summary
 	var wrap struct {
 		Summary *engine.Summary `json:"summary"`
 	}
-	if err := json.Unmarshal([]byte(out), &wrap); err != nil {
-		t.Fatal(err)
-	}
+	decodeJSON(t, out, &wrap)
 	if wrap.Summary != nil {
 		return *wrap.Summary
 	}
-	if err := json.Unmarshal([]byte(out), &s); err != nil {
-		t.Fatal(err)
-	}
+	decodeJSON(t, out, &s)
 	return s
 }

@@ -2,35 +2,18 @@ package main
 
 import (
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kvsim/kvsim/internal/testutil"
 )
-
-var fleetPD = filepath.Join("..", "..", "configs", "fleet-pd.toml")
-
-// The bundled disaggregated example (two prefill and two decode replicas
-// of the default server) on the first 300 requests of the Mooncake
-// conversation trace: the fleet table with the transfers and the TTFT
-// split.
-func TestSimFleetPDTable(t *testing.T) {
-	code, out, errOut := runCLI(t, "sim", "--config", fleetPD, "--trace", fleetTrace)
-	if code != exitOK || errOut != "" {
-		t.Fatalf("exit %d, stderr %q", code, errOut)
-	}
-	checkGolden(t, "fleet", "pd", out)
-}
 
 // --json carries the transfer summary and each replica's role;
 // --per-request every request's prefill and decode replica and its TTFT
 // split, whose parts add up to its TTFT.
 func TestSimFleetPDPerRequest(t *testing.T) {
 	perReq := filepath.Join(t.TempDir(), "requests.jsonl")
-	code, out, errOut := runCLI(t, "sim", "--config", fleetPD, "--trace", fleetTrace, "--json", "--per-request", perReq)
-	if code != exitOK || errOut != "" {
-		t.Fatalf("exit %d, stderr %q", code, errOut)
-	}
 	var got struct {
 		PD *struct {
 			TransferPages int64 `json:"transfer_pages"`
@@ -39,9 +22,7 @@ func TestSimFleetPDPerRequest(t *testing.T) {
 			Role string `json:"role"`
 		} `json:"replicas"`
 	}
-	if err := json.Unmarshal([]byte(out), &got); err != nil {
-		t.Fatal(err)
-	}
+	runQuietJSON(t, &got, "sim", "--config", fleetPD, "--trace", fleetTrace, "--json", "--per-request", perReq)
 	var roles []string
 	for _, r := range got.Replicas {
 		roles = append(roles, r.Role)
@@ -49,11 +30,7 @@ func TestSimFleetPDPerRequest(t *testing.T) {
 	if got.PD == nil || got.PD.TransferPages == 0 || strings.Join(roles, ",") != "prefill,prefill,decode,decode" {
 		t.Fatalf("pd %+v, roles %v", got.PD, roles)
 	}
-	data, err := os.ReadFile(perReq)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	lines := strings.Split(strings.TrimSpace(string(testutil.ReadFile(t, perReq))), "\n")
 	var pages int64
 	for _, l := range lines {
 		var m map[string]any
@@ -79,10 +56,7 @@ func TestSimFleetPDPerRequest(t *testing.T) {
 // requests left (their hit rate is no longer 0) and the prefill replicas
 // send only the pages after the decode side's hit.
 func TestSimFleetPDRadix(t *testing.T) {
-	doc, err := os.ReadFile(fleetPD)
-	if err != nil {
-		t.Fatal(err)
-	}
+	doc := testutil.ReadFile(t, fleetPD)
 	path := filepath.Join(t.TempDir(), "radix.toml")
 	abs, err := filepath.Abs(filepath.Join(filepath.Dir(fleetPD), "traces"))
 	if err != nil {
@@ -90,13 +64,7 @@ func TestSimFleetPDRadix(t *testing.T) {
 	}
 	text := strings.Replace(string(doc), `decode_cache = "chunk"`, `decode_cache = "radix"`, 1)
 	text = strings.Replace(text, `trace = "traces/`, `trace = "`+filepath.ToSlash(abs)+`/`, 1)
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	code, out, errOut := runCLI(t, "sim", "--config", path, "--trace", fleetTrace, "--json")
-	if code != exitOK || errOut != "" {
-		t.Fatalf("exit %d, stderr %q", code, errOut)
-	}
+	writeFile(t, path, text)
 	var got struct {
 		PD struct {
 			Skipped int64 `json:"skipped_pages"`
@@ -106,9 +74,7 @@ func TestSimFleetPDRadix(t *testing.T) {
 			Hit  float64 `json:"cache_hit_rate"`
 		} `json:"replicas"`
 	}
-	if err := json.Unmarshal([]byte(out), &got); err != nil {
-		t.Fatal(err)
-	}
+	runQuietJSON(t, &got, "sim", "--config", path, "--trace", fleetTrace, "--json")
 	if got.PD.Skipped == 0 || got.Replicas[2].Hit == 0 || got.Replicas[3].Role != "decode" {
 		t.Fatalf("skipped %d pages, replicas %+v", got.PD.Skipped, got.Replicas)
 	}

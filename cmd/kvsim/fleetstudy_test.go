@@ -1,14 +1,13 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/kvsim/kvsim/internal/testutil"
 	"github.com/kvsim/kvsim/sim/engine"
 )
 
@@ -19,16 +18,9 @@ const tinyFleetStudy = "../../study/testdata/tiny_fleet.toml"
 // host tier for the group), golden results with the fleet metrics.
 func TestStudyFleetGolden(t *testing.T) {
 	dir := t.TempDir()
-	code, stdout, stderr := runCLI(t, "study", tinyFleetStudy, "--out", dir, "--jobs", "2")
-	if code != exitOK {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
+	stdout, _ := runOK(t, "study", tinyFleetStudy, "--out", dir, "--jobs", "2")
 	for _, f := range []string{"results.jsonl", "results.csv", "report.md"} {
-		b, err := os.ReadFile(filepath.Join(dir, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkGolden(t, "fleet", "tiny_study."+f, string(b))
+		checkGolden(t, "fleet", "tiny_study."+f, string(testutil.ReadFile(t, filepath.Join(dir, f))))
 	}
 	table, _, _ := strings.Cut(stdout, "\nwrote ")
 	checkGolden(t, "fleet", "tiny_study.table", table)
@@ -65,14 +57,8 @@ mrc = false
 "workload.rate_scale" = [4.0, 0.5]
 `)
 	out := filepath.Join(dir, "out")
-	if code, _, stderr := runCLI(t, "study", st, "--out", out); code != exitOK {
-		t.Fatalf("study: exit %d: %s", code, stderr)
-	}
-	b, err := os.ReadFile(filepath.Join(out, "results.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	runOK(t, "study", st, "--out", out)
+	lines := strings.Split(strings.TrimSpace(string(testutil.ReadFile(t, filepath.Join(out, "results.jsonl")))), "\n")
 	if len(lines) != 20 {
 		t.Fatalf("%d points, want 20", len(lines))
 	}
@@ -88,30 +74,16 @@ mrc = false
 				} `json:"per_replica"`
 			} `json:"fleet"`
 		}
-		if err := json.Unmarshal([]byte(l), &rec); err != nil {
-			t.Fatal(err)
-		}
+		decodeJSON(t, l, &rec)
 		p := rec.Params
 		count := int(p["fleet.groups.g.count"].(float64))
 		cfg := filepath.Join(dir, fmt.Sprintf("fleet%d.toml", i))
 		writeFile(t, cfg, fleetTOML(trace, count, int(p["fleet.groups.g.set.cache.host_tokens"].(float64)), p["router.policy"].(string), p["workload.rate_scale"].(float64)))
-		code, stdout, stderr := runCLI(t, "sim", "--config", cfg, "--json")
-		if code != exitOK {
-			t.Fatalf("point %d: sim: exit %d: %s", i, code, stderr)
-		}
 		var sim struct {
-			Summary  engine.Summary `json:"summary"`
-			Replicas []struct {
-				Routed int64 `json:"routed"`
-			} `json:"replicas"`
-			Decisions []struct {
-				Reason string `json:"reason"`
-				Count  int64  `json:"count"`
-			} `json:"decisions"`
+			Summary engine.Summary `json:"summary"`
+			fleetRouting
 		}
-		if err := json.Unmarshal([]byte(stdout), &sim); err != nil {
-			t.Fatal(err)
-		}
+		runJSON(t, &sim, "sim", "--config", cfg, "--json")
 		if !reflect.DeepEqual(rec.Metrics, sim.Summary) {
 			t.Errorf("point %d (%v): study point:\n%+v\nkvsim sim:\n%+v", i, p, rec.Metrics, sim.Summary)
 		}
@@ -156,11 +128,4 @@ count = %d
 %s[router]
 policy = %q
 `, trace, rate, count, set, policy)
-}
-
-func writeFile(t *testing.T, path, data string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
-		t.Fatal(err)
-	}
 }

@@ -18,10 +18,7 @@ var policySmall = filepath.Join("testdata", "policy", "small.jsonl")
 // write_through_l1_eviction_keeps_host_copy, as a Mooncake trace (two
 // requests share a timestamp and keep file order).
 func TestPolicyTable(t *testing.T) {
-	code, out, errOut := runCLI(t, "policy", "--trace", policySmall, "--l1-pages", "2", "--l2-pages", "4")
-	if code != exitOK || errOut != "" {
-		t.Fatalf("exit %d, stderr %q", code, errOut)
-	}
+	out := runQuiet(t, "policy", "--trace", policySmall, "--l1-pages", "2", "--l2-pages", "4")
 	checkGolden(t, "policy", "small_table", out)
 }
 
@@ -57,10 +54,7 @@ func TestPolicyJSONOnePolicy(t *testing.T) {
 // TestPolicyJSONSeveralPolicies: the default runs both policies; --json
 // keys the objects by policy name. --policies is SGLang's spelling.
 func TestPolicyJSONSeveralPolicies(t *testing.T) {
-	code, out, errOut := runCLI(t, "policy", "--trace", policySmall, "--l1-pages", "2", "--l2-pages", "4", "--json")
-	if code != exitOK {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
+	out, _ := runOK(t, "policy", "--trace", policySmall, "--l1-pages", "2", "--l2-pages", "4", "--json")
 	var m map[string]map[string]float64
 	if err := json.Unmarshal([]byte(out), &m); err != nil {
 		t.Fatal(err)
@@ -81,12 +75,9 @@ func TestPolicyJSONSeveralPolicies(t *testing.T) {
 // keeps 1 and 2 as well; package sim/policy's properties compare them on
 // random traces.
 func TestPolicyBelady(t *testing.T) {
-	code, out, errOut := runCLI(t, "policy", "--trace", policySmall, "--policy", "belady", "--l1-pages", "2")
-	if code != exitOK || errOut != "" {
-		t.Fatalf("exit %d, stderr %q", code, errOut)
-	}
+	out := runQuiet(t, "policy", "--trace", policySmall, "--policy", "belady", "--l1-pages", "2")
 	checkGolden(t, "policy", "small_belady_table", out)
-	code, out, errOut = runCLI(t, "policy", "--trace", policySmall, "--policy", "belady,main_write_through",
+	code, out, errOut := runCLI(t, "policy", "--trace", policySmall, "--policy", "belady,main_write_through",
 		"--l1-pages", "2", "--l2-pages", "0", "--json")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -189,10 +180,7 @@ func TestPolicyMooncakeMatchesPackage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	code, out, errOut := runCLI(t, "policy", "--trace", p, "--policy", "boundary_l1_l2", "--l1-pages", "9139", "--l2-pages", "18278", "--json")
-	if code != exitOK {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
+	out, _ := runOK(t, "policy", "--trace", p, "--policy", "boundary_l1_l2", "--l1-pages", "9139", "--l2-pages", "18278", "--json")
 	var got policy.Result
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,16 +16,69 @@ func runCLI(t testing.TB, args ...string) (code int, stdout, stderr string) {
 	return code, o.String(), e.String()
 }
 
-// runJSON runs kvsim with args, which must exit 0, and decodes its
-// stdout, which must be JSON, into v.
-func runJSON(t testing.TB, v any, args ...string) {
+// runOK runs kvsim with args, which must exit 0, and returns its
+// stdout and stderr.
+func runOK(t testing.TB, args ...string) (stdout, stderr string) {
 	t.Helper()
 	code, stdout, stderr := runCLI(t, args...)
 	if code != exitOK {
 		t.Fatalf("kvsim %s: exit %d: %s", strings.Join(args, " "), code, stderr)
 	}
-	if err := json.Unmarshal([]byte(stdout), v); err != nil {
-		t.Fatalf("%v: %s", err, stdout)
+	return stdout, stderr
+}
+
+// runQuiet runs kvsim with args, which must exit 0 and write nothing to
+// stderr, and returns its stdout.
+func runQuiet(t testing.TB, args ...string) string {
+	t.Helper()
+	stdout, stderr := runOK(t, args...)
+	if stderr != "" {
+		t.Fatalf("kvsim %s: stderr %q", strings.Join(args, " "), stderr)
+	}
+	return stdout
+}
+
+// runJSON runs kvsim with args, which must exit 0, and decodes its
+// stdout, which must be JSON, into v.
+func runJSON(t testing.TB, v any, args ...string) {
+	t.Helper()
+	stdout, _ := runOK(t, args...)
+	decodeJSON(t, stdout, v)
+}
+
+// runQuietJSON is runJSON for a run that must also write nothing to
+// stderr.
+func runQuietJSON(t testing.TB, v any, args ...string) {
+	t.Helper()
+	decodeJSON(t, runQuiet(t, args...), v)
+}
+
+// decodeJSON decodes doc, which must be JSON, into v.
+func decodeJSON(t testing.TB, doc string, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(doc), v); err != nil {
+		t.Fatalf("%v: %s", err, doc)
+	}
+}
+
+// writeFile writes data to path or fails the test.
+func writeFile(t testing.TB, path, data string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkRefused runs kvsim with args, which must exit with exitUsage and
+// a stderr that contains every one of want.
+func checkRefused(t *testing.T, args []string, want ...string) {
+	t.Helper()
+	code, _, stderr := runCLI(t, args...)
+	for _, w := range want {
+		if code != exitUsage || !strings.Contains(stderr, w) {
+			t.Errorf("kvsim %s: exit %d, stderr %q, want %q", strings.Join(args, " "), code, stderr, w)
+			return
+		}
 	}
 }
 
@@ -40,10 +94,7 @@ type usageCase struct {
 func checkUsageErrors(t *testing.T, cmd string, cases []usageCase) {
 	t.Helper()
 	for _, tc := range cases {
-		code, _, stderr := runCLI(t, append([]string{cmd}, tc.args...)...)
-		if code != exitUsage || !strings.Contains(stderr, tc.want) {
-			t.Errorf("%s %v: exit %d, stderr %q; want %q", cmd, tc.args, code, stderr, tc.want)
-		}
+		checkRefused(t, append([]string{cmd}, tc.args...), tc.want)
 	}
 }
 

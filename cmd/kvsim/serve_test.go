@@ -112,14 +112,8 @@ func TestServeCLIMatchesReplaySim(t *testing.T) {
 			dir := t.TempDir()
 			viaHTTP, inProc := filepath.Join(dir, "http.jsonl"), filepath.Join(dir, "sim.jsonl")
 			common := append([]string{"replay", "--trace", tc.trace, "--max-concurrency", "1", "--json"}, tc.extra...)
-			code, out1, stderr := runCLI(t, append(slices.Clone(common), "--target", url, "--per-request", viaHTTP)...)
-			if code != exitOK {
-				t.Fatalf("replay against serve: exit %d: %s", code, stderr)
-			}
-			code, out2, stderr := runCLI(t, append(slices.Clone(common), "--target", "sim", "--config", simConfig, "--per-request", inProc)...)
-			if code != exitOK {
-				t.Fatalf("replay --target sim: exit %d: %s", code, stderr)
-			}
+			out1, _ := runOK(t, append(slices.Clone(common), "--target", url, "--per-request", viaHTTP)...)
+			out2, _ := runOK(t, append(slices.Clone(common), "--target", "sim", "--config", simConfig, "--per-request", inProc)...)
 			got, want := cachedPerRequest(t, viaHTTP), cachedPerRequest(t, inProc)
 			if len(got) != len(want) || len(want) == 0 {
 				t.Fatalf("%d requests via serve, %d in process", len(got), len(want))

@@ -25,10 +25,7 @@ func TestSimJSON(t *testing.T) {
 	trace := simTrace(t)
 	perReq := filepath.Join(t.TempDir(), "req.jsonl")
 	timeline := filepath.Join(t.TempDir(), "tl.csv")
-	code, stdout, stderr := runCLI(t, "sim", "--trace", trace, "--json", "--per-request", perReq, "--timeline", timeline)
-	if code != exitOK {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
+	stdout, _ := runOK(t, "sim", "--trace", trace, "--json", "--per-request", perReq, "--timeline", timeline)
 	var out map[string]any
 	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
 		t.Fatalf("stdout is not one JSON object: %v\n%s", err, stdout)
@@ -58,10 +55,7 @@ func TestSimJSON(t *testing.T) {
 }
 
 func TestSimTable(t *testing.T) {
-	code, stdout, stderr := runCLI(t, "sim", "--trace", simTrace(t), "--explain")
-	if code != exitOK {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
+	stdout, _ := runOK(t, "sim", "--trace", simTrace(t), "--explain")
 	for _, want := range []string{"mem_fraction_static", "Successful requests:", "Mean TTFT (ms):", "Cache hit rate", "P99 ITL (ms):"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout)
@@ -101,10 +95,7 @@ func TestSimBadTrace(t *testing.T) {
 
 // A llama-server config simulates llama.cpp's server model instead.
 func TestSimLlamaCppConfig(t *testing.T) {
-	code, stdout, stderr := runCLI(t, "sim", "--config", "../../configs/llamacpp/tiny.toml", "--trace", simTrace(t), "--json")
-	if code != exitOK {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
+	stdout, _ := runOK(t, "sim", "--config", "../../configs/llamacpp/tiny.toml", "--trace", simTrace(t), "--json")
 	var out map[string]any
 	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
 		t.Fatal(err)
@@ -112,7 +103,7 @@ func TestSimLlamaCppConfig(t *testing.T) {
 	if out["completed"].(float64) != 12 || out["cache_hit_rate"].(float64) <= 0.3 {
 		t.Fatalf("llama-server model: completed %v, hit rate %v", out["completed"], out["cache_hit_rate"])
 	}
-	code, stdout, _ = runCLI(t, "sim", "--config", "../../configs/llamacpp/tiny.toml", "--trace", simTrace(t))
+	code, stdout, _ := runCLI(t, "sim", "--config", "../../configs/llamacpp/tiny.toml", "--trace", simTrace(t))
 	if code != exitOK || !strings.Contains(stdout, "llama-server model, 4 slots of 2048 tokens") || !strings.Contains(stdout, "kept in the slot") {
 		t.Fatalf("table:\n%s", stdout)
 	}

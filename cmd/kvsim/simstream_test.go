@@ -18,9 +18,7 @@ func TestSimStreamsWhatTheResultHolds(t *testing.T) {
 	trace := simTrace(t)
 	dir := t.TempDir()
 	perReq, timeline := filepath.Join(dir, "req.jsonl"), filepath.Join(dir, "tl.csv")
-	if code, _, stderr := runCLI(t, "sim", "--trace", trace, "--per-request", perReq, "--timeline", timeline); code != exitOK {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
+	runOK(t, "sim", "--trace", trace, "--per-request", perReq, "--timeline", timeline)
 	srv, err := configs.Default().BuildServer(configs.ServerOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -14,10 +14,7 @@ const tinyStudy = "../../study/testdata/tiny.toml"
 
 func TestStudyRunsAndResumes(t *testing.T) {
 	dir := t.TempDir()
-	code, stdout, stderr := runCLI(t, "study", tinyStudy, "--out", dir, "--jobs", "2")
-	if code != exitOK {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
+	stdout, stderr := runOK(t, "study", tinyStudy, "--out", dir, "--jobs", "2")
 	for _, want := range []string{"Tiny host-tier study", "cache.host_tokens", "*      4  6000", "* best for", "wrote " + filepath.Join(dir, "report.md")} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, stdout)
@@ -28,7 +25,7 @@ func TestStudyRunsAndResumes(t *testing.T) {
 		t.Errorf("stderr has %d point lines (want 6) or escapes:\n%s", n, stderr)
 	}
 	first := testutil.ReadFile(t, filepath.Join(dir, "results.jsonl"))
-	code, _, stderr = runCLI(t, "study", "--out", dir, tinyStudy)
+	code, _, stderr := runCLI(t, "study", "--out", dir, tinyStudy)
 	if code != exitOK || !strings.Contains(stderr, "resuming: 6 points already") || strings.Contains(stderr, "kvsim study: point ") {
 		t.Fatalf("rerun: exit %d, stderr:\n%s", code, stderr)
 	}
@@ -52,9 +49,7 @@ func checkShardsMerge(t *testing.T, study string, shardSpecs ...string) {
 	t.Helper()
 	root := t.TempDir()
 	whole := filepath.Join(root, "whole")
-	if code, _, stderr := runCLI(t, "study", study, "--out", whole); code != exitOK {
-		t.Fatalf("unsharded: exit %d: %s", code, stderr)
-	}
+	runOK(t, "study", study, "--out", whole)
 	shards := filepath.Join(root, "shards")
 	var dirs []string
 	for _, sh := range shardSpecs {
@@ -67,10 +62,7 @@ func checkShardsMerge(t *testing.T, study string, shardSpecs ...string) {
 		}
 		dirs = append(dirs, filepath.Join(shards, "shard-"+strings.ReplaceAll(sh, "/", "-of-")))
 	}
-	code, stdout, stderr := runCLI(t, append([]string{"study", "merge"}, dirs...)...)
-	if code != exitOK {
-		t.Fatalf("merge: exit %d: %s", code, stderr)
-	}
+	stdout, _ := runOK(t, append([]string{"study", "merge"}, dirs...)...)
 	merged := filepath.Join(shards, "merged")
 	if !strings.Contains(stdout, "wrote "+filepath.Join(merged, "report.md")) {
 		t.Errorf("merge output:\n%s", stdout)

@@ -636,7 +636,6 @@ func traceGen(args []string, stdout, stderr io.Writer) int {
 // genFlags adds the flags of generator kind to fs and returns the
 // generator, which reads them once parsed; nil for an unknown kind.
 func genFlags(kind string, fs *flag.FlagSet, seed *uint64, vocab *vocabFlag) func() ([]traces.Record, error) {
-	rate := rateFlag(1)
 	switch kind {
 	case "multiturn":
 		c := traces.ChatConfig{}
@@ -645,43 +644,36 @@ func genFlags(kind string, fs *flag.FlagSet, seed *uint64, vocab *vocabFlag) fun
 		fs.IntVar(&c.RequestLength, "request-length", 512, "first prompt length in tokens")
 		fs.IntVar(&c.OutputLength, "output-length", 64, "output tokens per turn")
 		fs.IntVar(&c.SubQuestionLength, "sub-question-length", 0, "later questions' length in tokens (0: request length)")
-		fs.Var(&rate, "rate", "request rate in requests/s, or inf")
-		fs.StringVar(&c.Distribution, "distribution", traces.ArrivalPoisson, "arrival gaps: poisson or uniform")
+		rate := arrivalFlags(fs, 1, &c.Distribution)
 		fs.StringVar(&c.Order, "order", "random", "order of clients within a round: random or fifo")
 		return func() ([]traces.Record, error) {
-			c.Rate, c.Seed, c.Vocab = float64(rate), *seed, traces.Vocab(*vocab)
+			c.Rate, c.Seed, c.Vocab = float64(*rate), *seed, traces.Vocab(*vocab)
 			return traces.GenerateChat(c)
 		}
 	case "roundrobin":
 		c := traces.RoundRobinConfig{}
-		conversations := fs.Int("conversations", 0, "number of conversations (with a single --rounds value)")
-		rounds := listFlag{5}
-		fs.Var(&rounds, "rounds", "turns per conversation: one number for all, or a list such as 2,3,4")
+		rounds := groupList(fs, "conversations", "number of conversations (with a single --rounds value)",
+			"rounds", 5, "turns per conversation: one number for all, or a list such as 2,3,4")
 		fs.IntVar(&c.QuestionLength, "question-length", 256, "tokens of each turn's question")
 		fs.IntVar(&c.OutputLength, "output-length", 64, "output tokens per turn")
-		rate = rateFlag(math.Inf(1))
-		fs.Var(&rate, "rate", "request rate in requests/s, or inf")
-		fs.StringVar(&c.Distribution, "distribution", traces.ArrivalPoisson, "arrival gaps: poisson or uniform")
+		rate := arrivalFlags(fs, math.Inf(1), &c.Distribution)
 		return func() ([]traces.Record, error) {
-			c.Rounds = repeatList(rounds, *conversations)
-			c.Rate, c.Seed, c.Vocab = float64(rate), *seed, traces.Vocab(*vocab)
+			c.Rounds = rounds()
+			c.Rate, c.Seed, c.Vocab = float64(*rate), *seed, traces.Vocab(*vocab)
 			return traces.GenerateRoundRobin(c)
 		}
 	case "shared-prefix":
 		c := traces.SharedPrefixConfig{}
-		groups := fs.Int("groups", 0, "number of groups (with a single --questions value)")
-		questions := listFlag{4}
-		fs.Var(&questions, "questions", "questions per group: one number for all, or a list such as 2,3,4")
+		questions := groupList(fs, "groups", "number of groups (with a single --questions value)",
+			"questions", 4, "questions per group: one number for all, or a list such as 2,3,4")
 		fs.IntVar(&c.SystemPromptLength, "system-prompt-len", 2048, "shared system prompt (document) tokens")
 		fs.IntVar(&c.QuestionLength, "question-len", 128, "tokens per question")
 		fs.IntVar(&c.OutputLength, "output-len", 256, "output tokens per request")
 		fs.StringVar(&c.Order, "order", "grouped", "grouped (A+Q1, A+Q2, B+Q1, ...) or shuffled")
-		rate = rateFlag(math.Inf(1))
-		fs.Var(&rate, "rate", "request rate in requests/s, or inf")
-		fs.StringVar(&c.Distribution, "distribution", traces.ArrivalPoisson, "arrival gaps: poisson or uniform")
+		rate := arrivalFlags(fs, math.Inf(1), &c.Distribution)
 		return func() ([]traces.Record, error) {
-			c.Questions = repeatList(questions, *groups)
-			c.Rate, c.Seed, c.Vocab = float64(rate), *seed, traces.Vocab(*vocab)
+			c.Questions = questions()
+			c.Rate, c.Seed, c.Vocab = float64(*rate), *seed, traces.Vocab(*vocab)
 			return traces.GenerateSharedPrefix(c)
 		}
 	case "warmcache":
@@ -697,6 +689,26 @@ func genFlags(kind string, fs *flag.FlagSet, seed *uint64, vocab *vocabFlag) fun
 		}
 	}
 	return nil
+}
+
+// arrivalFlags adds a generator's --rate (requests/s, def by default) and
+// --distribution (into dist) to fs, and returns the rate.
+func arrivalFlags(fs *flag.FlagSet, def float64, dist *string) *rateFlag {
+	rate := rateFlag(def)
+	fs.Var(&rate, "rate", "request rate in requests/s, or inf")
+	fs.StringVar(dist, "distribution", traces.ArrivalPoisson, "arrival gaps: poisson or uniform")
+	return &rate
+}
+
+// groupList adds a per-group list flag (--list, one number for all groups
+// or one per group, def by default) and the number of groups (--count) to
+// fs, and returns what gives the list once parsed: the single value
+// repeated count times when count is given, else the list as written.
+func groupList(fs *flag.FlagSet, count, countUsage, list string, def int, listUsage string) func() []int {
+	n := fs.Int(count, 0, countUsage)
+	l := listFlag{def}
+	fs.Var(&l, list, listUsage)
+	return func() []int { return repeatList(l, *n) }
 }
 
 // writeRecords writes recs as a kvsim trace with header hdr.

@@ -35,10 +35,7 @@ func readTraceRecords(t *testing.T, path string) []traces.Record {
 func TestTraceStatsTable(t *testing.T) {
 	for _, f := range []string{"mooncake.jsonl", "azure.csv", "weka.json"} {
 		t.Run(f, func(t *testing.T) {
-			code, out, errOut := runCLI(t, "trace", "stats", filepath.Join("testdata", "trace", f))
-			if code != exitOK {
-				t.Fatalf("exit %d: %s", code, errOut)
-			}
+			out, _ := runOK(t, "trace", "stats", filepath.Join("testdata", "trace", f))
 			checkGolden(t, "trace", "stats_"+f, out)
 		})
 	}
@@ -301,22 +298,14 @@ func TestTraceConvertTruncatedInput(t *testing.T) {
 func TestTraceGenRepeat(t *testing.T) {
 	in := "testdata/trace/mooncake.jsonl"
 	// One copy is the conversion.
-	code, one, errOut := runCLI(t, "trace", "gen", "repeat", "--copies", "1", in)
-	if code != exitOK {
-		t.Fatalf("repeat --copies 1: exit %d: %s", code, errOut)
-	}
-	code, conv, errOut := runCLI(t, "trace", "convert", in)
-	if code != exitOK {
-		t.Fatalf("convert: exit %d: %s", code, errOut)
-	}
+	one, errOut := runOK(t, "trace", "gen", "repeat", "--copies", "1", in)
+	conv, errOut := runOK(t, "trace", "convert", in)
 	if one != conv {
 		t.Fatalf("repeat --copies 1:\n%s\nwant what convert writes:\n%s", one, conv)
 	}
 	// Three copies: three times the requests, the same ideal hit rate.
 	out := filepath.Join(t.TempDir(), "x3.jsonl")
-	if code, _, errOut := runCLI(t, "trace", "gen", "repeat", "--copies", "3", "--out", out, in); code != exitOK {
-		t.Fatalf("repeat --copies 3: exit %d: %s", code, errOut)
-	}
+	runOK(t, "trace", "gen", "repeat", "--copies", "3", "--out", out, in)
 	stats := func(path string) traces.Stats {
 		code, js, errOut := runCLI(t, "trace", "stats", "--json", path)
 		if code != exitOK {
@@ -345,7 +334,7 @@ func TestTraceGenRepeat(t *testing.T) {
 	}
 	// A bad record is reported with its position, and no file is left.
 	bad := filepath.Join(t.TempDir(), "bad.jsonl")
-	code, _, errOut = runCLI(t, "trace", "gen", "repeat", "--out", bad, "testdata/trace/bad_mooncake.jsonl")
+	code, _, errOut := runCLI(t, "trace", "gen", "repeat", "--out", bad, "testdata/trace/bad_mooncake.jsonl")
 	if code != exitFail || !strings.Contains(errOut, "bad_mooncake.jsonl:") {
 		t.Errorf("a bad trace: exit %d: %s", code, errOut)
 	}
@@ -357,10 +346,7 @@ func TestTraceGenRepeat(t *testing.T) {
 func TestTraceStatsWithoutOPT(t *testing.T) {
 	in := "testdata/trace/mooncake.jsonl"
 	_, with, _ := runCLI(t, "trace", "stats", in)
-	code, without, errOut := runCLI(t, "trace", "stats", "--opt=false", in)
-	if code != exitOK {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
+	without, _ := runOK(t, "trace", "stats", "--opt=false", in)
 	var kept []string
 	for _, l := range strings.SplitAfter(with, "\n") {
 		if !strings.HasPrefix(l, "OPT hit rate") {

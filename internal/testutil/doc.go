@@ -2,7 +2,8 @@
 // share: draining a reader to its io.EOF ([ReadAll]), reading a file or
 // failing ([ReadFile]), finding a shared public trace or skipping
 // ([SharedTrace]), raising rapid's defaults for a plain `go test`
-// in a TestMain ([MainWithDefaults]), and the block-key rewrites that
+// in a TestMain ([MainWithDefaults]), running a test or benchmark both
+// ways of a switch ([RunBool]), and the block-key rewrites that
 // properties over page-keyed traces share ([ChainKeys], [RelabelFar]).
 //
 // Only tests import it (internal/lint checks). It imports nothing of kvsim, so that any

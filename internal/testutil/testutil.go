@@ -34,6 +34,13 @@ func ReadAll[T any](tb TB, next func() (T, error)) []T {
 	}
 }
 
+// RunBool runs f as two subtests or sub-benchmarks of tb: off, given
+// false, then on, given true.
+func RunBool[T interface{ Run(string, func(T)) bool }](tb T, off, on string, f func(T, bool)) {
+	tb.Run(off, func(tb T) { f(tb, false) })
+	tb.Run(on, func(tb T) { f(tb, true) })
+}
+
 // ReadFile returns the contents of the file at path, failing the test if
 // it cannot be read.
 func ReadFile(tb TB, path string) []byte {

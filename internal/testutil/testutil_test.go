@@ -90,3 +90,17 @@ func TestRelabelFar(t *testing.T) {
 		t.Errorf("RelabelFar = %v, %v; want %v, %v", near, far, wantNear, wantFar)
 	}
 }
+
+// RunBool runs the off case, with false, before the on case, with true,
+// each as a subtest of its name.
+func TestRunBool(t *testing.T) {
+	type run struct {
+		name string
+		v    bool
+	}
+	var got []run
+	RunBool(t, "off", "on", func(t *testing.T, v bool) { got = append(got, run{t.Name(), v}) })
+	if want := []run{{"TestRunBool/off", false}, {"TestRunBool/on", true}}; !slices.Equal(got, want) {
+		t.Errorf("RunBool ran %v, want %v", got, want)
+	}
+}

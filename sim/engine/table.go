@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 )
 
@@ -43,6 +44,23 @@ func (s Serving) WriteTable(w io.Writer) {
 	latencyLines(w, "Time to First Token", "TTFT", s.MeanTTFT, s.MedianTTFT, s.P90TTFT, s.P99TTFT)
 	latencyLines(w, "Time per Output Token (excl. 1st token)", "TPOT", s.MeanTPOT, s.MedianTPOT, s.P90TPOT, s.P99TPOT)
 	latencyLines(w, "Inter-token Latency", "ITL", s.MeanITL, s.MedianITL, s.P90ITL, s.P99ITL)
+}
+
+// WriteTableBody writes what a simulated run's table has after its own
+// header lines: the trace's file name, the failed requests when there are
+// any, the serving benchmark's block (Serving.WriteTable), then the cache
+// section's heading and the cache hit rate with its device and host parts
+// under the keys device and host ("  device hit rate:").
+func (s Summary) WriteTableBody(w io.Writer, trace, cacheHeading, device, host string) {
+	TableLine(w, "Trace:", filepath.Base(trace))
+	if s.Failed > 0 {
+		TableLine(w, "Failed requests:", s.Failed)
+	}
+	s.Serving.WriteTable(w)
+	TableHeading(w, cacheHeading, '-')
+	TableLine(w, "Cache hit rate (cached/prompt):", fmt.Sprintf("%.4f", s.CacheHitRate))
+	TableLine(w, device, fmt.Sprintf("%.4f", s.DeviceHitRate))
+	TableLine(w, host, fmt.Sprintf("%.4f", s.HostHitRate))
 }
 
 // latencyLines writes a latency section: its heading, then "Mean <name>

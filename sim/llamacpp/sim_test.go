@@ -38,6 +38,14 @@ type seq struct {
 	n  int
 }
 
+// slotsConfig is the default server with slots slots and a context of
+// context tokens (shared by the slots).
+func slotsConfig(slots, context int) Config {
+	cfg := DefaultConfig()
+	cfg.Slots, cfg.Context = slots, context
+	return cfg
+}
+
 func newSeq(t *testing.T, cfg Config) *seq {
 	t.Helper()
 	o, err := NewOnline(cfg, testCost)
@@ -88,9 +96,7 @@ func (q *seq) expect(what string, prompt []int32, out int, slot, cached int) eng
 // TestSlotChoice replays e2e's TestProbeSlotChoice; the expectations are
 // what the real llama-server answered (e2e/llama/PROBES.md).
 func TestSlotChoice(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Slots, cfg.Context = 2, 4096
-	q := newSeq(t, cfg)
+	q := newSeq(t, slotsConfig(2, 4096))
 	a, b := toks(1, 200), toks(2, 200)
 	q.expect("A, fresh server: LRU, never-used slots by id", a, 3, 0, 0)
 	q.expect("B unrelated: LRU, slot 1 never used", b, 3, 1, 0)
@@ -109,9 +115,7 @@ func TestSlotChoice(t *testing.T) {
 
 // TestSlotKeepsOutput: the slot holds prompt + output - 1 tokens.
 func TestSlotKeepsOutput(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Slots, cfg.Context = 1, 2048
-	q := newSeq(t, cfg)
+	q := newSeq(t, slotsConfig(1, 2048))
 	a, o := toks(10, 100), toks(11, 5)
 	r, _ := q.send(a, 5, o)
 	if r.CachedTokens != 0 || r.OutputTokens != 5 {
@@ -126,9 +130,7 @@ func TestSlotKeepsOutput(t *testing.T) {
 // TestRAMCache replays e2e's TestProbeRAMCache.
 func TestRAMCache(t *testing.T) {
 	t.Run("restore", func(t *testing.T) {
-		cfg := DefaultConfig()
-		cfg.Slots, cfg.Context = 1, 2048
-		q := newSeq(t, cfg)
+		q := newSeq(t, slotsConfig(1, 2048))
 		x, y := toks(30, 400), toks(31, 100)
 		q.expect("X", x, 3, 0, 0)
 		q.expect("Y unrelated: X saved", y, 3, 0, 0)
@@ -142,8 +144,8 @@ func TestRAMCache(t *testing.T) {
 		q.expect("W = X[:130]+10: f_keep 130/402 >= 0.25", slices.Concat(x[:130], toks(34, 10)), 3, 0, 130)
 	})
 	t.Run("capacity", func(t *testing.T) {
-		cfg := DefaultConfig()
-		cfg.Slots, cfg.Context, cfg.CacheRAMMiB = 1, 2048, 1
+		cfg := slotsConfig(1, 2048)
+		cfg.CacheRAMMiB = 1
 		q := newSeq(t, cfg)
 		p := [][]int32{toks(40, 100), toks(41, 100), toks(42, 100), toks(43, 100)}
 		for i, pr := range p {
@@ -156,8 +158,8 @@ func TestRAMCache(t *testing.T) {
 		}
 	})
 	t.Run("off", func(t *testing.T) {
-		cfg := DefaultConfig()
-		cfg.Slots, cfg.Context, cfg.CacheRAMMiB = 1, 2048, 0
+		cfg := slotsConfig(1, 2048)
+		cfg.CacheRAMMiB = 0
 		q := newSeq(t, cfg)
 		x := toks(50, 100)
 		q.expect("X", x, 2, 0, 0)
@@ -244,8 +246,7 @@ func TestBatching(t *testing.T) {
 }
 
 func TestContext(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Slots, cfg.Context = 2, 512
+	cfg := slotsConfig(2, 512)
 	s, _ := New(cfg, testCost)
 	res, err := s.Run(engine.NewSliceSource([]traces.Record{{ID: "long", InputLen: 300, OutputLen: 2}, {ID: "fill", Arrival: 1, InputLen: 200, OutputLen: 100}}))
 	if err != nil {
@@ -728,8 +729,7 @@ func copyGroupTrace() (Config, []traces.Record) {
 // curve's ns, then decay times as much each call; a mixed call pays
 // nothing, and only the last prompt call counts.
 func TestAfterPrompt(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Slots, cfg.Context = 2, 2000
+	cfg := slotsConfig(2, 2000)
 	run := func(ns, decay float64, recs []traces.Record) (map[string]engine.RequestResult, *Sim) {
 		return runByID(t, cfg, &CPUCost{Fitted: testCost.Fitted, AfterPromptCurve: []AfterPromptPoint{{Context: 500, Ns: ns, Decay: decay}}}, recs)
 	}
@@ -775,8 +775,7 @@ func TestAfterPrompt(t *testing.T) {
 // decode steps read 51, 52, 53 and 54 tokens, where a curve through (0, 0)
 // and (100, 0.2 ms) gives 2 µs per token.
 func TestAfterPromptContext(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Slots, cfg.Context = 2, 2000
+	cfg := slotsConfig(2, 2000)
 	recs := []traces.Record{{ID: "x", Arrival: 0, InputLen: 50, Tokens: toks(1, 50), OutputLen: 5}}
 	curve := []AfterPromptPoint{{Context: 0, Ns: 0, Decay: 0.5}, {Context: 100, Ns: 2e5, Decay: 0.5}, {Context: 200, Ns: 0, Decay: 0}}
 	_, s := runByID(t, cfg, &CPUCost{Fitted: testCost.Fitted, AfterPromptCurve: curve}, recs)
