@@ -1,6 +1,7 @@
 package tree
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"slices"
@@ -51,13 +52,13 @@ type forgetting struct {
 	dropped int64       // blocks forgotten
 }
 
-// blockRun is one remembered block: its hash, its run of per ids from
-// base, and where the pager keeps it (dense or blocks).
+// blockRun is one remembered block: its hash and the first of its ids.
+// Its ids run up to the next remembered block's first, as far as marking
+// goes: that counts the fresh ids handed out in between as the block's,
+// which may keep a block a sweep longer but never forgets a held one.
 type blockRun struct {
-	base  PageID
-	hash  uint64
-	per   int64
-	dense bool
+	base PageID
+	hash uint64
 }
 
 // denseChunk is the number of hashes in one chunk of the dense table.
@@ -217,7 +218,7 @@ func (p *Pager) firstPage(h uint64, per int) PageID {
 		p.blocks[h] = base
 	}
 	if f := p.forget; f != nil {
-		f.order = append(f.order, blockRun{base: base, hash: h, per: int64(per), dense: h < p.denseN})
+		f.order = append(f.order, blockRun{base: base, hash: h})
 		if h < p.denseN {
 			for len(f.inChunk) <= int(h/denseChunk) {
 				f.inChunk = append(f.inChunk, 0)
@@ -268,12 +269,11 @@ func (m Marks) Run(first PageID, n int64) {
 	o := m.f.order
 	end := first + PageID(n)
 	m.f.work++
-	i, _ := slices.BinarySearchFunc(o, first, func(b blockRun, id PageID) int {
-		if b.base+PageID(b.per) <= id {
-			return -1
-		}
-		return 1
-	})
+	// The last block starting at or before first, or the first block.
+	i, found := slices.BinarySearchFunc(o, first, func(b blockRun, id PageID) int { return cmp.Compare(b.base, id) })
+	if !found && i > 0 {
+		i--
+	}
 	for ; i < len(o) && o[i].base < end; i++ {
 		m.f.marked[i] = true
 	}
@@ -309,11 +309,11 @@ func (p *Pager) maybeSweep() {
 			continue
 		}
 		f.dropped++
-		if !b.dense {
-			delete(p.blocks, b.hash)
+		c := b.hash / denseChunk
+		if b.hash >= p.denseN || p.dense[c] == nil || p.dense[c][b.hash%denseChunk] != b.base {
+			delete(p.blocks, b.hash) // in blocks (dense may have grown over it since)
 			continue
 		}
-		c := b.hash / denseChunk
 		p.dense[c][b.hash%denseChunk] = 0
 		if f.inChunk[c]--; f.inChunk[c] == 0 {
 			p.dense[c] = nil
