@@ -14,10 +14,10 @@
 // pages of block-hash traces (Mooncake's 512-token hash_ids, say) by the
 // blocks that cover them; a pager's single user may let it forget the
 // blocks it no longer holds ([Pager.Forget]), so that a long trace's block
-// table follows the cache, not the trace. Matching compares whole pages and stops at the
-// first page that differs; a node that matches only in part is split, and
-// the new upper node copies the lower one's locks, hit count, priority and
-// residency (SGLang's _split_node).
+// table follows the cache, not the trace. Matching compares whole pages and
+// stops at the first page that differs; a node that matches only in part is
+// split, and the new upper node copies the lower one's locks, hit count,
+// priority and residency (SGLang's _split_node).
 //
 // # Node state
 //
