@@ -17,13 +17,18 @@ import (
 //
 // Names of records not seen before (later records, records outside the
 // trace) are ignored, as the pacer ignores them. A failed request counts
-// as finished when it fails. The tracker keeps one entry per record seen
-// (its finish), so memory grows with the trace, as a replay's does.
+// as finished when it fails.
+//
+// A later record may name any earlier one, so the tracker keeps one entry
+// per record seen, as a replay's pacer does, but a small one: its finish
+// time (8 bytes) and its slot, 4 bytes in a table indexed by the ID when
+// the IDs are decimal integers numbered densely (Mooncake's and kvsim trace
+// gen's are), a map entry otherwise. Waiters are kept only for the records
+// someone waits for.
 type depTracker struct {
-	slot    map[string]int32 // record ID -> its index among the records seen
-	done    []bool           // by index: finished
-	end     []engine.Time    // by index: finish time, once done
-	waiters [][]int32        // by index: held records waiting for it (indices into held)
+	ids     recordSlots
+	end     []engine.Time     // by index: finish time once finished, else notFinished
+	waiters map[int32][]int32 // by index: held records waiting for it (indices into held)
 
 	held []heldRecord // records waiting for dependencies; reused through free
 	free []int32
@@ -48,8 +53,12 @@ type heldRecord struct {
 	parentEnd engine.Time // the Parent's finish, once finished
 }
 
+// notFinished is the finish time of a record that has not finished.
+const notFinished engine.Time = -1
+
 func newDepTracker(onDue func(engine.Time)) *depTracker {
-	return &depTracker{slot: map[string]int32{}, due: map[uint64]*traces.Record{}, onDue: onDue}
+	return &depTracker{ids: recordSlots{named: map[string]int32{}}, waiters: map[int32][]int32{},
+		due: map[uint64]*traces.Record{}, onDue: onDue}
 }
 
 // arrive registers rec, arriving at now (its trace time). It reports
@@ -57,7 +66,7 @@ func newDepTracker(onDue func(engine.Time)) *depTracker {
 // onDue with its release time once that is known, and returns it from
 // release then.
 func (d *depTracker) arrive(rec *traces.Record, now engine.Time) (bool, error) {
-	if _, dup := d.slot[rec.ID]; dup {
+	if _, dup := d.ids.find(rec.ID); dup {
 		return false, fmt.Errorf("request %q: expected unique request ids to run the trace's dependencies (closed loop), found a repeat", rec.ID)
 	}
 	h := heldRecord{rec: rec, parent: -1, depEnd: now}
@@ -67,7 +76,7 @@ func (d *depTracker) arrive(rec *traces.Record, now engine.Time) (bool, error) {
 		if id == "" {
 			return
 		}
-		j, ok := d.slot[id]
+		j, ok := d.ids.find(id)
 		if !ok {
 			d.ignored++
 			return
@@ -80,7 +89,7 @@ func (d *depTracker) arrive(rec *traces.Record, now engine.Time) (bool, error) {
 				return
 			}
 		}
-		if !d.done[j] {
+		if d.end[j] == notFinished {
 			wait = append(wait, j)
 			h.left++
 			return
@@ -94,11 +103,8 @@ func (d *depTracker) arrive(rec *traces.Record, now engine.Time) (bool, error) {
 	for _, w := range rec.WaitFor {
 		add(w, false)
 	}
-	i := int32(len(d.done))
-	d.slot[rec.ID] = i
-	d.done = append(d.done, false)
-	d.end = append(d.end, 0)
-	d.waiters = append(d.waiters, nil)
+	d.ids.add(rec.ID, int32(len(d.end)))
+	d.end = append(d.end, notFinished)
 	if h.left == 0 {
 		at := h.due()
 		if at <= now {
@@ -139,11 +145,14 @@ func (h *heldRecord) due() engine.Time {
 // finish records that the request with this ID finished (or failed) at
 // now, and makes the records that waited only for it due.
 func (d *depTracker) finish(id string, now engine.Time) {
-	j, ok := d.slot[id]
+	j, ok := d.ids.find(id)
 	if !ok {
 		return
 	}
-	d.done[j], d.end[j] = true, now
+	if now < 0 {
+		panic(fmt.Sprintf("sim: request %q finished at %d ns, before time 0", id, now))
+	}
+	d.end[j] = now
 	for _, k := range d.waiters[j] {
 		h := &d.held[k]
 		h.left--
@@ -157,7 +166,7 @@ func (d *depTracker) finish(id string, now engine.Time) {
 			d.free = append(d.free, k)
 		}
 	}
-	d.waiters[j] = nil
+	delete(d.waiters, j)
 }
 
 func (d *depTracker) push(at engine.Time, rec *traces.Record) {
@@ -179,3 +188,58 @@ func (d *depTracker) release() *traces.Record {
 
 // pending is the number of records held or due and not yet released.
 func (d *depTracker) pending() int { return len(d.held) - len(d.free) + len(d.ready) }
+
+// recordSlots maps record IDs to their indices (0, 1, 2, ... in arrival
+// order). An ID that is a decimal integer n in canonical form ("0", "17",
+// not "017" or "+17") goes in dense at n while the IDs stay dense: dense
+// grows to cover n only if that keeps it at most four times the IDs seen
+// (plus denseMinIDs), so scattered integers fall back to named, as every
+// other ID does. An ID is in exactly one of the two.
+type recordSlots struct {
+	dense []int32 // canonical ID n -> index + 1 (0: not seen)
+	named map[string]int32
+	n     int // IDs added
+}
+
+// denseMinIDs is the smallest dense table of record slots (4 KiB).
+const denseMinIDs = 1024
+
+// decimalID returns n when id is the canonical decimal form of n < 2^31.
+func decimalID(id string) (int, bool) {
+	if len(id) == 0 || len(id) > 10 || (id[0] == '0' && len(id) > 1) {
+		return 0, false
+	}
+	n := 0
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, n < 1<<31
+}
+
+func (r *recordSlots) find(id string) (int32, bool) {
+	if n, ok := decimalID(id); ok && n < len(r.dense) && r.dense[n] != 0 {
+		return r.dense[n] - 1, true
+	}
+	i, ok := r.named[id]
+	return i, ok
+}
+
+// add records id's index i; id must not have been added.
+func (r *recordSlots) add(id string, i int32) {
+	r.n++
+	n, ok := decimalID(id)
+	if ok && n >= len(r.dense) && n < 4*r.n+denseMinIDs {
+		grown := make([]int32, max(2*len(r.dense), n+1, denseMinIDs))
+		copy(grown, r.dense)
+		r.dense = grown
+	}
+	if ok && n < len(r.dense) {
+		r.dense[n] = i + 1
+		return
+	}
+	r.named[id] = i
+}

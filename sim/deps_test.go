@@ -2,8 +2,11 @@ package sim
 
 import (
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
+
+	"pgregory.net/rapid"
 
 	"github.com/kvsim/kvsim/internal/testutil"
 	"github.com/kvsim/kvsim/sim/engine"
@@ -124,4 +127,38 @@ func TestIgnoredDependencies(t *testing.T) {
 	if res.IgnoredDeps != 2 || len(res.Requests) != 3 {
 		t.Fatalf("ignored %d, %d requests; want 2 and 3", res.IgnoredDeps, len(res.Requests))
 	}
+}
+
+// TestRecordSlotsMatchMap checks the tracker's compact ID table against a
+// plain map: every ID added is found at its index, every other ID is not,
+// whatever mix of dense, scattered, non-canonical and other IDs arrives.
+func TestRecordSlotsMatchMap(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		r := recordSlots{named: map[string]int32{}}
+		model := map[string]int32{}
+		id := rapid.OneOf(
+			rapid.Map(rapid.IntRange(0, 3000), strconv.Itoa),
+			rapid.Map(rapid.IntRange(0, 1<<40), strconv.Itoa),
+			rapid.Map(rapid.IntRange(0, 50), func(n int) string { return "0" + strconv.Itoa(n) }),
+			rapid.Map(rapid.IntRange(0, 50), func(n int) string { return "+" + strconv.Itoa(n) }),
+			rapid.StringMatching(`[a-c0-9#]{0,4}`),
+		)
+		for i := range rapid.IntRange(0, 400).Draw(t, "n") {
+			x := id.Draw(t, "id")
+			got, ok := r.find(x)
+			want, wok := model[x]
+			if ok != wok || got != want {
+				t.Fatalf("find(%q) after %d adds = %d, %v; want %d, %v", x, i, got, ok, want, wok)
+			}
+			if !ok {
+				r.add(x, int32(len(model)))
+				model[x] = int32(len(model))
+			}
+		}
+		for x, want := range model {
+			if got, ok := r.find(x); !ok || got != want {
+				t.Fatalf("find(%q) = %d, %v; want %d", x, got, ok, want)
+			}
+		}
+	})
 }

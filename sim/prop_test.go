@@ -194,3 +194,50 @@ func checkRun(t *rapid.T, cfg Config, recs []traces.Record) {
 		t.Fatalf("second run differs (err %v)", err)
 	}
 }
+
+// runPager simulates recs under cfg with a pager that remembers every
+// block (every = 0) or one that looks for blocks to forget before every
+// prompt (every = 1), and returns the result and the blocks forgotten.
+func runPager(t *rapid.T, cfg Config, recs []traces.Record, every int) (*engine.Result, int64) {
+	s, err := New(cfg, linearCost{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.pager = tree.NewPager(cfg.Cache.PageSize)
+	if every > 0 {
+		s.pager.Forget(s.markHeld, every)
+	}
+	res, err := s.RunClosedLoop(engine.NewSliceSource(recs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, s.pager.Forgotten()
+}
+
+// TestPropForgettingPagerSameResults: a pager that forgets the blocks the
+// simulator no longer holds, sweeping as often as it can, gives results
+// identical to one that remembers every block, on memory-starved servers
+// with and without host and storage tiers, on block traces whose prompts
+// come back to blocks long gone from every tier.
+func TestPropForgettingPagerSameResults(t *testing.T) {
+	var forgot int64
+	rapid.Check(t, func(t *rapid.T) {
+		cfg := drawConfig(t)
+		if cfg.Cache.Eviction == tree.Belady {
+			cfg.Cache.Eviction = tree.LRU
+		}
+		if !cfg.Cache.Disable && cfg.Cache.HostTokens > 0 && rapid.Bool().Draw(t, "force_storage") {
+			cfg.Storage = drawStorage(t)
+		}
+		recs := drawBlockTrace(t, cfg.Cache.PageSize)
+		want, _ := runPager(t, cfg, recs, 0)
+		got, n := runPager(t, cfg, recs, 1)
+		forgot += n
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("forgetting pager (%d blocks forgotten) changed the results:\n got %+v\nwant %+v", n, got.Summary, want.Summary)
+		}
+	})
+	if forgot == 0 {
+		t.Fatal("no block was ever forgotten: the property checked nothing")
+	}
+}

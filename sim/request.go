@@ -11,11 +11,12 @@ import (
 
 // request is one request's state inside the simulator.
 type request struct {
-	id     string
-	idx    int // arrival order
-	arrive engine.Time
-	input  int64 // prompt tokens
-	maxNew int64 // tokens to generate (max_new_tokens with ignore_eos)
+	id      string
+	idx     int // arrival order
+	liveIdx int // position in Sim.live while not finished
+	arrive  engine.Time
+	input   int64 // prompt tokens
+	maxNew  int64 // tokens to generate (max_new_tokens with ignore_eos)
 
 	// pages holds the page keys of the sequence (prompt, then output) as far
 	// as they are known; see pagesFor.

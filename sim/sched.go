@@ -552,6 +552,7 @@ func (s *Sim) dropKV(r *request) {
 func (s *Sim) finishBookkeeping(r *request) {
 	s.oracle.consume(r.idx) // a failed request never comes back either
 	s.active--
+	s.dropLive(r)
 	r.pages, r.runs = nil, nil
 	r.seqTokens = nil
 	s.stats.Add(r.res)

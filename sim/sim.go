@@ -53,6 +53,7 @@ type Sim struct {
 
 	waiting   []*request
 	running   []*request
+	live      []*request // every request not finished, in any order (see addLive)
 	chunked   *request
 	batch     []*request // the forward in flight
 	decode    bool       // the forward in flight is a decode step
@@ -126,6 +127,7 @@ func New(cfg Config, cost CostModel) (*Sim, error) {
 	s.lanesA = make([]int64, s.lanes)
 	s.lanesB = make([]int64, s.lanes)
 	s.deficits = make([]int64, s.lanes)
+	s.forgetUnheld()
 	return s, nil
 }
 
@@ -337,6 +339,7 @@ func (s *Sim) admit(rec *traces.Record) error {
 	}
 	s.nextIdx++
 	s.active++
+	s.addLive(r)
 	s.counters.Requests++
 	if s.cfg.TimelineInterval > 0 && !s.sampling {
 		s.sampling = true

@@ -12,10 +12,12 @@
 // whole pages (the unaligned tail is never cached, as in SGLang) and gives
 // equal pages equal ids exactly: token pages are interned by content, and
 // pages of block-hash traces (Mooncake's 512-token hash_ids, say) by the
-// blocks that cover them. Matching compares whole pages and stops at the
-// first page that differs; a node that matches only in part is split, and
-// the new upper node copies the lower one's locks, hit count, priority and
-// residency (SGLang's _split_node).
+// blocks that cover them; a pager's single user may let it forget the
+// blocks it no longer holds ([Pager.Forget]), so that a long trace's block
+// table follows the cache, not the trace. Matching compares whole pages and
+// stops at the first page that differs; a node that matches only in part is
+// split, and the new upper node copies the lower one's locks, hit count,
+// priority and residency (SGLang's _split_node).
 //
 // # Node state
 //

@@ -1,6 +1,7 @@
 package tree
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"slices"
@@ -15,21 +16,53 @@ type Token int32
 // pages of block-hash traces are identified by the blocks that cover them.
 //
 // A Pager is not safe for concurrent use. Use one Pager per tree: PageIDs
-// from different Pagers are unrelated.
+// from different Pagers are unrelated. Several trees may share one Pager
+// (then their ids are related) as long as none of them calls [Pager.Forget].
+//
+// By default a Pager remembers every block it has seen, 8 bytes a block,
+// so that a block that comes back gets its ids again. [Pager.Forget] lets
+// its one user bound that by what it still holds.
 type Pager struct {
 	pageSize int
 	ids      map[string]PageID
 	blocks   map[uint64]PageID // block hash -> first PageID of its pages (page size divides block size)
-	// dense holds the blocks whose hash is below its length, indexed by
-	// hash (0: not seen), instead of blocks: traces that number their
-	// blocks 0, 1, 2, ... (Mooncake's hash_ids) take 8 bytes a block and
-	// no hashing. It grows only while the hashes seen stay dense (see
-	// firstPage); a block is in exactly one of dense and blocks.
-	dense   []PageID
+	// dense holds the blocks whose hash is below denseN, indexed by hash
+	// (0: not seen) in chunks of denseChunk (nil: none seen, or all
+	// forgotten), instead of blocks: traces that number their blocks 0,
+	// 1, 2, ... (Mooncake's hash_ids) take 8 bytes a block and no hashing.
+	// It grows only while the hashes seen stay dense (see firstPage); a
+	// block is in exactly one of dense and blocks.
+	dense   []*[denseChunk]PageID
+	denseN  uint64
 	nBlocks int // blocks seen
 	next    PageID
 	buf     []byte
+	forget  *forgetting // nil: remember every block
 }
+
+// forgetting is the state of a Pager that forgets blocks nobody holds.
+type forgetting struct {
+	held    func(Marks) // reports every page id the user holds
+	order   []blockRun  // the blocks remembered, by first id (ids are handed out in increasing order)
+	inChunk []int32     // per dense chunk: blocks remembered in it
+	marked  []bool      // by index into order: held, during a sweep
+	every   int         // the fewest blocks remembered before a sweep
+	work    int         // ids and runs reported during the sweep in progress
+	sweepAt int         // sweep when order reaches this length
+	dropped int64       // blocks forgotten
+}
+
+// blockRun is one remembered block: its hash and the first of its ids.
+// Its ids run up to the next remembered block's first, as far as marking
+// goes: that counts the fresh ids handed out in between as the block's,
+// which may keep a block a sweep longer but never forgets a held one.
+type blockRun struct {
+	base PageID
+	hash uint64
+}
+
+// denseChunk is the number of hashes in one chunk of the dense table.
+const denseChunk = 4096
 
 // NewPager returns a Pager for pageSize-token pages.
 func NewPager(pageSize int) *Pager {
@@ -42,7 +75,8 @@ func NewPager(pageSize int) *Pager {
 // PageSize returns the tokens per page.
 func (p *Pager) PageSize() int { return p.pageSize }
 
-// Unique returns the number of distinct pages seen so far.
+// Unique returns the number of page ids handed out so far: the distinct
+// pages seen, unless the pager forgot blocks that came back (see Forget).
 func (p *Pager) Unique() int { return int(p.next - 1) }
 
 func (p *Pager) intern(key []byte) PageID {
@@ -84,6 +118,7 @@ func (p *Pager) BlockPages(blocks []uint64, blockSize, inputLen int, dst []PageI
 	covered := min(inputLen, len(blocks)*blockSize)
 	n := covered / p.pageSize
 	if blockSize%p.pageSize == 0 {
+		p.maybeSweep()
 		per := blockSize / p.pageSize
 		dst = slices.Grow(dst, n)
 		out := dst[len(dst) : len(dst)+n]
@@ -135,6 +170,7 @@ func (p *Pager) BlockRuns(blocks []uint64, blockSize, inputLen int, dst []PageRu
 	}
 	n := min(inputLen, len(blocks)*blockSize) / p.pageSize
 	per := blockSize / p.pageSize
+	p.maybeSweep()
 	for j := 0; j*per < n; j++ {
 		base := p.firstPage(blocks[j], per)
 		k := int64(min(per, n-j*per))
@@ -148,11 +184,12 @@ func (p *Pager) BlockRuns(blocks []uint64, blockSize, inputLen int, dst []PageRu
 }
 
 // firstPage returns the first PageID of block h's run of per pages,
-// allocating the run the first time h is seen.
+// allocating the run the first time h is seen (or the first time since it
+// was forgotten).
 func (p *Pager) firstPage(h uint64, per int) PageID {
-	if h < uint64(len(p.dense)) {
-		if base := p.dense[h]; base != 0 {
-			return base
+	if h < p.denseN {
+		if c := p.dense[h/denseChunk]; c != nil && c[h%denseChunk] != 0 {
+			return c[h%denseChunk]
 		}
 	}
 	if base, ok := p.blocks[h]; ok {
@@ -164,18 +201,136 @@ func (p *Pager) firstPage(h uint64, per int) PageID {
 	// Grow dense to cover h if that keeps it at most four times the
 	// blocks seen (plus a start of denseMin): with dense hashes it then
 	// holds them all; with scattered ones (real hashes) it stays empty.
-	if h >= uint64(len(p.dense)) && h < uint64(4*p.nBlocks+denseMin) {
-		grown := make([]PageID, max(2*len(p.dense), int(h)+1, denseMin))
+	if h >= p.denseN && h < uint64(4*p.nBlocks+denseMin) {
+		p.denseN = max(2*p.denseN, h+1, denseMin)
+		grown := make([]*[denseChunk]PageID, (p.denseN+denseChunk-1)/denseChunk)
 		copy(grown, p.dense)
 		p.dense = grown
 	}
-	if h < uint64(len(p.dense)) {
-		p.dense[h] = base
+	if h < p.denseN {
+		c := p.dense[h/denseChunk]
+		if c == nil {
+			c = new([denseChunk]PageID)
+			p.dense[h/denseChunk] = c
+		}
+		c[h%denseChunk] = base
 	} else {
 		p.blocks[h] = base
 	}
+	if f := p.forget; f != nil {
+		f.order = append(f.order, blockRun{base: base, hash: h})
+		if h < p.denseN {
+			for len(f.inChunk) <= int(h/denseChunk) {
+				f.inChunk = append(f.inChunk, 0)
+			}
+			f.inChunk[h/denseChunk]++
+		}
+	}
 	return base
 }
+
+// Forget makes the pager forget, from time to time, the blocks none of
+// whose ids its user still holds, so that its memory follows what the user
+// holds, not every block ever seen. A forgotten block that comes back gets
+// new ids, which nothing can tell from its old ones since nothing holds
+// those. held must report, through the [Marks] it is given, every page id
+// the user holds anywhere (its tree, its stores, its requests) that
+// BlockRuns or BlockPages handed out; the pager calls it only at the start
+// of those calls, so ids handed out earlier in the same call are safe.
+// A sweep runs when the blocks remembered reach twice those kept by the
+// last sweep, or more (at least every (>= 1) more, and one more per 128 ids
+// held reports), so its cost per new block is constant. The pager must be unused (call Forget before any other
+// method), and no other user may share it. Pages interned by contents
+// (TokenPages, and BlockPages when the page size does not divide the block
+// size) are never forgotten.
+func (p *Pager) Forget(held func(Marks), every int) {
+	if p.next != 1 {
+		panic("tree: Pager.Forget after the pager handed out ids")
+	}
+	if every < 1 {
+		panic("tree: Pager.Forget: every < 1")
+	}
+	p.forget = &forgetting{held: held, every: every, sweepAt: every}
+}
+
+// Forgotten returns the number of blocks forgotten so far.
+func (p *Pager) Forgotten() int64 {
+	if p.forget == nil {
+		return 0
+	}
+	return p.forget.dropped
+}
+
+// Marks is how a [Pager.Forget] user reports the page ids it holds.
+type Marks struct{ f *forgetting }
+
+// Run marks the ids first, first+1, ..., first+n-1 as held.
+func (m Marks) Run(first PageID, n int64) {
+	o := m.f.order
+	end := first + PageID(n)
+	m.f.work++
+	// The last block starting at or before first, or the first block.
+	i, found := slices.BinarySearchFunc(o, first, func(b blockRun, id PageID) int { return cmp.Compare(b.base, id) })
+	if !found && i > 0 {
+		i--
+	}
+	for ; i < len(o) && o[i].base < end; i++ {
+		m.f.marked[i] = true
+	}
+}
+
+// Pages marks every id of ids as held.
+func (m Marks) Pages(ids []PageID) {
+	m.f.work += len(ids)
+	for i := 0; i < len(ids); {
+		j := i + 1
+		for j < len(ids) && ids[j] == ids[j-1]+1 {
+			j++
+		}
+		m.Run(ids[i], int64(j-i))
+		i = j
+	}
+}
+
+// maybeSweep forgets the blocks nobody holds, when it is time.
+func (p *Pager) maybeSweep() {
+	f := p.forget
+	if f == nil || len(f.order) < f.sweepAt {
+		return
+	}
+	f.marked = slices.Grow(f.marked[:0], len(f.order))[:len(f.order)]
+	clear(f.marked)
+	f.work = 0
+	f.held(Marks{f})
+	kept := f.order[:0]
+	for i, b := range f.order {
+		if f.marked[i] {
+			kept = append(kept, b)
+			continue
+		}
+		f.dropped++
+		c := b.hash / denseChunk
+		if b.hash >= p.denseN || p.dense[c] == nil || p.dense[c][b.hash%denseChunk] != b.base {
+			delete(p.blocks, b.hash) // in blocks (dense may have grown over it since)
+			continue
+		}
+		p.dense[c][b.hash%denseChunk] = 0
+		if f.inChunk[c]--; f.inChunk[c] == 0 {
+			p.dense[c] = nil
+		}
+	}
+	clear(f.order[len(kept):])
+	f.order = kept
+	// The next sweep comes after as many new blocks as were kept, and at
+	// least one new block per sweepWork ids the user reported, so that
+	// sweeps cost a bounded amount per new block even when the user holds
+	// many pages per block (page size 1 against 512-token blocks).
+	f.sweepAt = len(kept) + max(len(kept), f.work/sweepWork, f.every)
+}
+
+// sweepWork is the most ids and runs a sweep reads, amortized, per block it
+// lets the pager remember until the next sweep.
+const sweepWork = 128
 
 // denseMin is the smallest dense table (8 KiB).
 const denseMin = 1024

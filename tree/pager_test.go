@@ -99,3 +99,53 @@ func TestPropBlockRunsIsBlockPages(t *testing.T) {
 		}
 	})
 }
+
+// TestPropForgetKeepsHeldIdentities checks a forgetting pager against one
+// that remembers every block: on any prompts of dense and scattered block
+// hashes (so blocks kept in the dense table and in the map, and hashes
+// the dense table grows over after the map took them), with any prompts
+// still held and the rest let go, the ids of the held prompts and of each
+// new one are equal exactly when the remembering pager's are (the two
+// number the same pages, one-to-one), and a block is forgotten only when
+// no held prompt has it.
+func TestPropForgetKeepsHeldIdentities(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		per := rapid.IntRange(1, 3).Draw(t, "pages_per_block")
+		all := NewPager(1)
+		var held [][2][]PageID // per held prompt: the forgetting pager's ids, the remembering one's
+		forget := NewPager(1)
+		forget.Forget(func(m Marks) {
+			for _, h := range held {
+				m.Pages(h[0])
+			}
+		}, rapid.IntRange(1, 4).Draw(t, "every"))
+		hash := rapid.OneOf(rapid.Uint64Range(0, 40), rapid.Uint64Range(0, 6000), rapid.Uint64Range(1<<40, 1<<40+20))
+		for range rapid.IntRange(1, 60).Draw(t, "steps") {
+			if len(held) > 0 && rapid.Bool().Draw(t, "let_go") {
+				i := rapid.IntRange(0, len(held)-1).Draw(t, "which")
+				held = append(held[:i], held[i+1:]...)
+				continue
+			}
+			blocks := rapid.SliceOfN(hash, 1, 6).Draw(t, "blocks")
+			got, _ := forget.BlockPages(blocks, per, len(blocks)*per, nil)
+			want, _ := all.BlockPages(blocks, per, len(blocks)*per, nil)
+			held = append(held, [2][]PageID{got, want})
+			fw, wf := map[PageID]PageID{}, map[PageID]PageID{}
+			for _, h := range held {
+				for k := range h[0] {
+					f, w := h[0][k], h[1][k]
+					if x, ok := fw[f]; ok && x != w {
+						t.Fatalf("forgetting id %d stands for %d and %d", f, x, w)
+					}
+					if x, ok := wf[w]; ok && x != f {
+						t.Fatalf("page %d got ids %d and %d while held", w, x, f)
+					}
+					fw[f], wf[w] = w, f
+				}
+			}
+			if !rapid.Bool().Draw(t, "keep") {
+				held = held[:len(held)-1]
+			}
+		}
+	})
+}
