@@ -171,9 +171,16 @@ func TestConservation(t *testing.T) {
 			fac := rapid.SampledFrom([]func() engine.Factory{sglang, llama}).Draw(t, "model")
 			reps = append(reps, fleet.Replica{Group: fmt.Sprint("g", i), Factory: fac()})
 		}
-		cfg := drawRouter(t)
-		recs := drawTrace(t)
-		seed := rapid.Uint64().Draw(t, "seed")
+		checkConservation(t, reps, drawRouter(t), rapid.Uint64().Draw(t, "seed"), drawTrace(t))
+	})
+}
+
+// checkConservation runs recs on the fleet twice: every request routed
+// and finished exactly once, on the replica that reports it; the routed,
+// finished and decided counts agree; nothing is left in flight; the two
+// runs are byte-identical.
+func checkConservation(t *rapid.T, reps []fleet.Replica, cfg router.Config, seed uint64, recs []traces.Record) {
+	{
 		f, res := runFleet(t, reps, cfg, seed, recs)
 		var ids []string
 		owner := map[string]int{}
@@ -224,7 +231,7 @@ func TestConservation(t *testing.T) {
 		if a, b := jsonOf(t, res.Requests), jsonOf(t, again.Requests); a != b {
 			t.Fatalf("two runs' requests differ")
 		}
-	})
+	}
 }
 
 // power_of_two polled at every decision (load_poll_interval = 0) sees each
