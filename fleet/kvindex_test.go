@@ -304,3 +304,34 @@ func TestKVAwareOneReplicaIsTheServer(t *testing.T) {
 		sameResult(t, "replica 0", res.Replicas[0].Result.Requests, res.Replicas[0].Result.Summary, single)
 	})
 }
+
+// BenchmarkFleetKVAware runs BenchmarkFleet's 1,000 requests on four
+// small SGLang replicas behind kv_aware (its KV-event index, delay 0 and
+// 50 ms) and behind round_robin, for the index's cost. It reports ns per
+// request.
+func BenchmarkFleetKVAware(b *testing.B) {
+	recs := benchTrace(1000)
+	rr := router.Default()
+	rr.Policy = router.RoundRobin
+	for _, c := range []struct {
+		name string
+		cfg  router.Config
+	}{{"round_robin", rr}, {"kv_aware/delay=0", kvRouter(0)}, {"kv_aware/delay=50ms", kvRouter(50 * time.Millisecond)}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				reps := make([]fleet.Replica, 4)
+				for i := range reps {
+					reps[i] = fleet.Replica{Group: "g", Factory: sglang()}
+				}
+				f, err := fleet.New(reps, c.cfg, 1)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := f.Run(engine.NewSliceSource(recs)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(recs)), "ns/request")
+		})
+	}
+}
