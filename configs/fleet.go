@@ -65,6 +65,13 @@ type RouterKeys struct {
 	TreePageSize                *int     `toml:"tree_page_size"`
 	LoadPollInterval            *float64 `toml:"load_poll_interval"`
 	VirtualNodes                *int     `toml:"virtual_nodes"`
+	KVPrefixWeight              *float64 `toml:"kv_prefix_weight"`
+	KVLoadWeight                *float64 `toml:"kv_load_weight"`
+	KVUsageWeight               *float64 `toml:"kv_usage_weight"`
+	KVDeviceWeight              *float64 `toml:"kv_device_weight"`
+	KVHostWeight                *float64 `toml:"kv_host_weight"`
+	KVStorageWeight             *float64 `toml:"kv_storage_weight"`
+	KVSignalDelay               *float64 `toml:"kv_signal_delay"`
 	// Upstreams are nginx_hash's server names, one per replica
 	// (router.Nginx.Upstreams).
 	Upstreams []string `toml:"upstreams"`
@@ -353,6 +360,9 @@ func routerConfig(prefix string, layers ...RouterKeys) (router.Config, error) {
 	for _, r := range layers {
 		errs = append(errs, r.apply(&c, key)...)
 	}
+	if c.Policy == router.KVAware && prefix != "router" {
+		errs = append(errs, fielderr.New(key("policy"), "kv_aware is not supported in a disaggregated fleet's pools yet"))
+	}
 	// The router's own checks, "router.KEY: what", as field errors.
 	for _, e := range fielderr.Flatten(c.Validate()) {
 		k, what, ok := strings.Cut(e.Error(), ": ")
@@ -370,8 +380,8 @@ func routerConfig(prefix string, layers ...RouterKeys) (router.Config, error) {
 func (r RouterKeys) apply(c *router.Config, key func(string) fielderr.Path) []error {
 	var errs []error
 	if r.Policy != "" {
-		if err := c.Policy.UnmarshalText([]byte(r.Policy)); err != nil || c.Policy == router.KVAware {
-			errs = append(errs, fielderr.New(key("policy"), `must be "cache_aware", "round_robin", "random", "power_of_two", "consistent_hash", "nginx_round_robin" or "nginx_hash" (got %q; kv_aware needs the replicas' cache oracle, not built yet)`, r.Policy))
+		if err := c.Policy.UnmarshalText([]byte(r.Policy)); err != nil {
+			errs = append(errs, fielderr.New(key("policy"), `must be "cache_aware", "round_robin", "random", "power_of_two", "consistent_hash", "kv_aware", "nginx_round_robin" or "nginx_hash" (got %q)`, r.Policy))
 		}
 	}
 	if r.MissRule != "" {
@@ -410,6 +420,14 @@ func (r RouterKeys) apply(c *router.Config, key func(string) fielderr.Path) []er
 	setI(&ca.TreePageSize, r.TreePageSize)
 	setD(&c.PowerOfTwo.LoadPollInterval, r.LoadPollInterval, "load_poll_interval")
 	setI(&c.ConsistentHash.VirtualNodes, r.VirtualNodes)
+	kv := &c.KVAware
+	setF(&kv.PrefixWeight, r.KVPrefixWeight)
+	setF(&kv.LoadWeight, r.KVLoadWeight)
+	setF(&kv.UsageWeight, r.KVUsageWeight)
+	setF(&kv.DeviceWeight, r.KVDeviceWeight)
+	setF(&kv.HostWeight, r.KVHostWeight)
+	setF(&kv.StorageWeight, r.KVStorageWeight)
+	setD(&kv.SignalDelay, r.KVSignalDelay, "kv_signal_delay")
 	if r.Upstreams != nil {
 		c.Nginx.Upstreams = slices.Clone(r.Upstreams)
 	}

@@ -67,10 +67,12 @@ func TestFleetErrors(t *testing.T) {
 		`testdata/fleet/bad.toml:10:9: fleet.groups[0].set: unknown key "gpu.presett"`,
 		`testdata/fleet/bad.toml:10:37: fleet.groups[0].set.workload.trace: [workload] is the fleet's, not a group's`,
 		`testdata/fleet/bad.toml:14:9: fleet.groups[1].set: server.tp_size: must be >= 1 (got -3)`,
-		`testdata/fleet/bad.toml:17:1: router.policy: must be "cache_aware", "round_robin", "random", "power_of_two", "consistent_hash", "nginx_round_robin" or "nginx_hash" (got "kv_aware"; kv_aware needs the replicas' cache oracle, not built yet)`,
+		`testdata/fleet/bad.toml:17:1: router.policy: must be "cache_aware", "round_robin", "random", "power_of_two", "consistent_hash", "kv_aware", "nginx_round_robin" or "nginx_hash" (got "kv-aware")`,
 		`testdata/fleet/bad.toml:20:1: router.miss_rule: must be "min_load" or "smallest_tree" (got "x")`,
 		`testdata/fleet/bad.toml:19:1: router.eviction_interval: must be seconds in [0, 31536000] (got -1)`,
+		`testdata/fleet/bad.toml:21:1: router.kv_signal_delay: must be seconds in [0, 31536000] (got -2)`,
 		`testdata/fleet/bad.toml:18:1: router.cache_threshold: must be in [0, 1] (got 1.5)`,
+		`testdata/fleet/bad.toml:22:1: router.kv_host_weight: must be finite and >= 0 (got -1)`,
 	}
 	if got := strings.Split(err.Error(), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("errors:\n%s\nwant:\n%s", err, strings.Join(want, "\n"))

@@ -38,6 +38,14 @@
 // hit for another once its backup has landed (sharedl3.go, docs/fleet.md
 // "Shared L3").
 //
+// Under router.policy = kv_aware the router's [github.com/kvsim/kvsim/fleet/router.CacheOracle] is an
+// index of the replicas' KV events (kvindex.go): every replica pages
+// prompts with one shared pager and publishes each residency change of
+// its radix tree (sim.Online.SetKVEventSink); the index applies each
+// event router.kv_signal_delay after it happened, in (time, replica,
+// sequence) order, and answers a prompt's cached prefix on device, then
+// host from that view, then L3 as the store holds it now.
+//
 // [Online] is the same loop as an [github.com/kvsim/kvsim/sim/engine.Engine]: Submit queues a request
 // for the router, which decides when the fleet's clock reaches its
 // arrival, so whatever drives one simulated server (kvsim serve, studies
@@ -46,6 +54,6 @@
 //
 // The fleet runs open loop: a request reaches the router at its trace
 // arrival, whatever its dependencies. The decode side's HiCache,
-// kv_aware's cache oracle and the shared L3's aggregate bandwidth cap are
-// still to build (docs/fleet.md).
+// kv_aware in a disaggregated fleet and the shared L3's aggregate
+// bandwidth cap are still to build (docs/fleet.md).
 package fleet

@@ -36,29 +36,43 @@ type Fleet struct {
 	ran      bool
 	pd       *pdFleet // prefill/decode disaggregation (pd.go); router is nil then
 	l3       sharedL3s
+	kv       *kvIndex // kv_aware's view of the replicas' caches (kvindex.go); nil otherwise
 }
 
 // New builds a fleet of the replicas behind a router of cfg. seed seeds
 // the router's own random stream (random, power_of_two, keyless
-// consistent_hash). kv_aware is refused: its cache oracle over the
-// replicas' trees is not built yet.
+// consistent_hash). kv_aware's cache oracle is an index of the replicas'
+// KV events (kvindex.go): every replica must be a SGLang simulator, all of
+// one page size.
 func New(replicas []Replica, cfg router.Config, seed uint64) (*Fleet, error) {
 	if len(replicas) == 0 {
 		return nil, errors.New("fleet: no replica")
 	}
+	deps := router.Deps{Rand: rand.New(rand.NewPCG(seed, 0x666c656574))} // "fleet"
+	var kv *kvIndex
 	if cfg.Policy == router.KVAware {
-		return nil, errors.New("fleet: router.policy kv_aware is not supported yet (its cache oracle over the replicas is not built)")
+		var err error
+		if kv, err = newKVIndex(replicas, engine.Time(cfg.KVAware.SignalDelay)); err != nil {
+			return nil, err
+		}
+		deps.Oracle = kv
 	}
-	rt, err := router.New(cfg, len(replicas), router.Deps{Rand: rand.New(rand.NewPCG(seed, 0x666c656574))}) // "fleet"
+	rt, err := router.New(cfg, len(replicas), deps)
 	if err != nil {
 		return nil, err
 	}
-	f := &Fleet{replicas: replicas, router: rt, policy: cfg.Policy, poll: -1}
+	f := &Fleet{replicas: replicas, router: rt, policy: cfg.Policy, poll: -1, kv: kv}
+	if kv != nil {
+		f.l3.pager = kv.pager
+	}
 	if cfg.Policy == router.PowerOfTwo {
 		f.poll = cfg.PowerOfTwo.LoadPollInterval
 	}
 	for i, r := range replicas {
 		e, err := f.l3.newEngine(i, r)
+		if err == nil && kv != nil {
+			err = kv.attach(i, e)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("fleet: replica %d (%s): %w", i, r.Group, err)
 		}
@@ -81,14 +95,14 @@ func (f *Fleet) PD() *router.PD {
 }
 
 // routeReq is what the router sees of rec: its token ids, else its block
-// hashes (the approximate tree's key), its session (consistent_hash's key)
-// and its length.
+// hashes and block size (the approximate tree's key), its session
+// (consistent_hash's key) and its length.
 func routeReq(rec *traces.Record) router.Request {
 	req := router.Request{Session: rec.Session, Len: rec.InputLen}
 	if len(rec.Tokens) > 0 {
 		req.Tokens = rec.Tokens
 	} else {
-		req.Blocks = rec.Blocks
+		req.Blocks, req.BlockSize = rec.Blocks, rec.BlockSize
 	}
 	return req
 }
@@ -247,6 +261,9 @@ func (r *run) routeArrivals() error {
 			if f.poll > 0 {
 				r.nextPoll = (r.now/engine.Time(f.poll) + 1) * engine.Time(f.poll)
 			}
+		}
+		if f.kv != nil {
+			f.kv.advance(r.now) // kv_aware's view: the events kv_signal_delay old
 		}
 		req := routeReq(&rec)
 		d, err := f.router.Route(&req)

@@ -171,60 +171,65 @@ func TestConservation(t *testing.T) {
 			fac := rapid.SampledFrom([]func() engine.Factory{sglang, llama}).Draw(t, "model")
 			reps = append(reps, fleet.Replica{Group: fmt.Sprint("g", i), Factory: fac()})
 		}
-		cfg := drawRouter(t)
-		recs := drawTrace(t)
-		seed := rapid.Uint64().Draw(t, "seed")
-		f, res := runFleet(t, reps, cfg, seed, recs)
-		var ids []string
-		owner := map[string]int{}
-		for i, r := range res.Requests {
-			ids = append(ids, r.ID)
-			owner[r.ID] = res.Replica[i]
-		}
-		for k, r := range res.Replicas {
-			for _, rr := range r.Result.Requests {
-				if owner[rr.ID] != k {
-					t.Fatalf("request %s finished on replica %d, reported on %d", rr.ID, k, owner[rr.ID])
-				}
-			}
-		}
-		var want []string
-		for _, r := range recs {
-			want = append(want, r.ID)
-		}
-		slices.Sort(ids)
-		slices.Sort(want)
-		if !slices.Equal(ids, want) {
-			t.Fatalf("finished %v, want each of %v once", ids, want)
-		}
-		var routed, completed, decided int64
-		for i, r := range res.Replicas {
-			routed += r.Routed
-			completed += r.Completed + r.Failed
-			if r.Routed != r.Completed+r.Failed {
-				t.Fatalf("replica %d: routed %d, finished %d", i, r.Routed, r.Completed+r.Failed)
-			}
-			if in := f.Router().InFlight(i); in != 0 {
-				t.Fatalf("replica %d: %d in flight at the end", i, in)
-			}
-			if r.MaxInFlight < 0 || r.MeanInFlight > float64(r.MaxInFlight) {
-				t.Fatalf("replica %d: mean in flight %v above the max %d", i, r.MeanInFlight, r.MaxInFlight)
-			}
-		}
-		for _, d := range res.Decisions {
-			decided += d.Count
-		}
-		if routed != int64(len(recs)) || completed != routed || decided != routed {
-			t.Fatalf("%d requests: routed %d, finished %d, decided %d", len(recs), routed, completed, decided)
-		}
-		_, again := runFleet(t, reps, cfg, seed, recs)
-		if a, b := jsonOf(t, res), jsonOf(t, again); a != b {
-			t.Fatalf("two runs differ:\n%s\n%s", a, b)
-		}
-		if a, b := jsonOf(t, res.Requests), jsonOf(t, again.Requests); a != b {
-			t.Fatalf("two runs' requests differ")
-		}
+		checkConservation(t, reps, drawRouter(t), rapid.Uint64().Draw(t, "seed"), drawTrace(t))
 	})
+}
+
+// checkConservation runs recs on the fleet twice: every request routed
+// and finished exactly once, on the replica that reports it; the routed,
+// finished and decided counts agree; nothing is left in flight; the two
+// runs are byte-identical.
+func checkConservation(t *rapid.T, reps []fleet.Replica, cfg router.Config, seed uint64, recs []traces.Record) {
+	f, res := runFleet(t, reps, cfg, seed, recs)
+	var ids []string
+	owner := map[string]int{}
+	for i, r := range res.Requests {
+		ids = append(ids, r.ID)
+		owner[r.ID] = res.Replica[i]
+	}
+	for k, r := range res.Replicas {
+		for _, rr := range r.Result.Requests {
+			if owner[rr.ID] != k {
+				t.Fatalf("request %s finished on replica %d, reported on %d", rr.ID, k, owner[rr.ID])
+			}
+		}
+	}
+	var want []string
+	for _, r := range recs {
+		want = append(want, r.ID)
+	}
+	slices.Sort(ids)
+	slices.Sort(want)
+	if !slices.Equal(ids, want) {
+		t.Fatalf("finished %v, want each of %v once", ids, want)
+	}
+	var routed, completed, decided int64
+	for i, r := range res.Replicas {
+		routed += r.Routed
+		completed += r.Completed + r.Failed
+		if r.Routed != r.Completed+r.Failed {
+			t.Fatalf("replica %d: routed %d, finished %d", i, r.Routed, r.Completed+r.Failed)
+		}
+		if in := f.Router().InFlight(i); in != 0 {
+			t.Fatalf("replica %d: %d in flight at the end", i, in)
+		}
+		if r.MaxInFlight < 0 || r.MeanInFlight > float64(r.MaxInFlight) {
+			t.Fatalf("replica %d: mean in flight %v above the max %d", i, r.MeanInFlight, r.MaxInFlight)
+		}
+	}
+	for _, d := range res.Decisions {
+		decided += d.Count
+	}
+	if routed != int64(len(recs)) || completed != routed || decided != routed {
+		t.Fatalf("%d requests: routed %d, finished %d, decided %d", len(recs), routed, completed, decided)
+	}
+	_, again := runFleet(t, reps, cfg, seed, recs)
+	if a, b := jsonOf(t, res), jsonOf(t, again); a != b {
+		t.Fatalf("two runs differ:\n%s\n%s", a, b)
+	}
+	if a, b := jsonOf(t, res.Requests), jsonOf(t, again.Requests); a != b {
+		t.Fatalf("two runs' requests differ")
+	}
 }
 
 // power_of_two polled at every decision (load_poll_interval = 0) sees each

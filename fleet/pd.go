@@ -159,7 +159,7 @@ func NewPD(replicas []PDReplica, cfg PDConfig, seed uint64) (*Fleet, error) {
 func (c *PDConfig) validate() error {
 	var errs []error
 	if c.Prefill.Policy == router.KVAware || c.Decode.Policy == router.KVAware {
-		errs = append(errs, errors.New("fleet: kv_aware is not supported yet (its cache oracle over the replicas is not built)"))
+		errs = append(errs, errors.New("fleet: kv_aware is not supported in a disaggregated fleet's pools yet"))
 	}
 	if !(c.TransferGbps > 0) || math.IsInf(c.TransferGbps, 0) {
 		errs = append(errs, fmt.Errorf("fleet: disaggregation.transfer_gbps must be > 0 (got %g)", c.TransferGbps))

@@ -5,6 +5,7 @@ import (
 
 	"github.com/kvsim/kvsim/sim"
 	"github.com/kvsim/kvsim/sim/engine"
+	"github.com/kvsim/kvsim/tree"
 )
 
 // l3Sharer is an engine factory whose engines can use a shared L3 store:
@@ -28,6 +29,7 @@ type sharedL3s struct {
 	byKey  map[string]int   // namespace and page size -> index in stores
 	of     []int            // per replica: its store, -1 for its own
 	slot   []int            // per replica: its index among its store's
+	pager  *tree.Pager      // when set (kv_aware), every store's page-id space
 }
 
 // newEngine builds replica i's engine, attached to its namespace's shared
@@ -49,7 +51,13 @@ func (s *sharedL3s) newEngine(i int, r Replica) (engine.Engine, error) {
 	if !ok {
 		k = len(s.stores)
 		s.byKey[key] = k
-		s.l3 = append(s.l3, f.NewSharedL3())
+		l3 := f.NewSharedL3()
+		if s.pager != nil {
+			if err := l3.SharePager(s.pager); err != nil {
+				return nil, err
+			}
+		}
+		s.l3 = append(s.l3, l3)
 		s.stores = append(s.stores, SharedL3Result{Namespace: r.SharedL3, PageSize: r.Factory.Info().PageSize})
 	}
 	s.of, s.slot = append(s.of, k), append(s.slot, s.l3[k].Replicas())

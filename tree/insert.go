@@ -109,6 +109,7 @@ func (t *Tree) insert(from *Node, key []PageID, now int64, opt InsertOptions) In
 		last.addChild(leaf)
 		t.refresh(leaf)
 		t.refresh(last)
+		t.observe(leaf, true, true)
 		last = leaf
 		if countHits {
 			path = append(path, leaf)

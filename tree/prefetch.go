@@ -111,6 +111,7 @@ func (t *Tree) InsertHost(key []PageID, from int, now int64) HostInsertResult {
 		last.addChild(leaf)
 		t.refresh(leaf)
 		t.refresh(last)
+		t.observe(leaf, false, true)
 		res.Inserted = leaf.tokens
 		res.Last = leaf
 		t.stats.InsertedFromStorage += leaf.tokens

@@ -45,6 +45,8 @@ type Tree struct {
 
 	oracle Oracle // Belady only
 
+	residency ResidencyFunc // ObserveResidency's observer; nil: none
+
 	scratch []int64
 	pathBuf []*Node // walkFrom's path, reused
 	hitBuf  []*Node // Insert's nodes to count hits on, reused
@@ -319,6 +321,7 @@ func (t *Tree) setDevice(n *Node, on bool) {
 	}
 	t.refresh(n)
 	t.refresh(n.parent)
+	t.observe(n, true, on)
 }
 
 func (t *Tree) setHost(n *Node, on bool) {
@@ -332,6 +335,7 @@ func (t *Tree) setHost(n *Node, on bool) {
 		addLanes(t.hostUsed, n.lanes, -1)
 	}
 	t.refresh(n)
+	t.observe(n, false, on)
 }
 
 // ---- Matching ----

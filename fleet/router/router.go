@@ -24,6 +24,9 @@ type Request struct {
 	// router.max_tree_size count blocks. The router does not keep the
 	// slice.
 	Blocks []uint64
+	// BlockSize is the tokens per block of Blocks, for the caller's
+	// [CacheOracle]; the router itself does not read it.
+	BlockSize int
 	// Session is consistent_hash's key (SMG's X-SMG-Routing-Key); empty
 	// means no key.
 	Session string
