@@ -2,24 +2,31 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/kvsim/kvsim/configs"
+	"github.com/kvsim/kvsim/sim/engine"
+	"github.com/kvsim/kvsim/traces"
 )
 
 // fleetBenchConfig is configs/default.toml as a fleet of replicas copies
-// of the default server behind policy, on trace (a kvsim-format file) at
-// rateScale times its rate.
-func fleetBenchConfig(b *testing.B, trace string, rateScale, replicas int, policy string) string {
+// of the default server behind policy, on trace (of format) at rateScale
+// times its rate.
+func fleetBenchConfig(b *testing.B, trace, format string, rateScale, replicas int, policy string) string {
 	b.Helper()
 	def, err := os.ReadFile("../../configs/default.toml")
 	if err != nil {
 		b.Fatal(err)
 	}
 	cfg := strings.Replace(string(def), `trace = "traces/mooncake_conversation.jsonl.zst"`, fmt.Sprintf("trace = %q", trace), 1)
-	cfg = strings.Replace(cfg, `format = "mooncake"`, fmt.Sprintf("format = \"kvsim\"\nrate_scale = %d", rateScale), 1)
+	cfg = strings.Replace(cfg, `format = "mooncake"`, fmt.Sprintf("format = %q\nrate_scale = %d", format, rateScale), 1)
 	cfg += fmt.Sprintf("\n[[fleet.groups]]\nname = \"h200\"\ncount = %d\n\n[router]\npolicy = %q\n", replicas, policy)
 	path := filepath.Join(b.TempDir(), "fleet.toml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
@@ -51,7 +58,7 @@ func BenchmarkFleetConversation16x(b *testing.B) {
 	const perCopy = 12031
 	for _, copies := range []int{4, 16} {
 		b.Run(fmt.Sprintf("copies=%d", copies), func(b *testing.B) {
-			cfg := fleetBenchConfig(b, repeatTrace(b, copies), 16, 16, "cache_aware")
+			cfg := fleetBenchConfig(b, repeatTrace(b, copies), "kvsim", 16, 16, "cache_aware")
 			requests := float64(perCopy * copies)
 			cpu0 := processCPU(b)
 			for b.Loop() {
@@ -74,4 +81,81 @@ func peakRSS(b *testing.B) int64 {
 		b.Fatal(err)
 	}
 	return ru.Maxrss
+}
+
+// BenchmarkFleetVsSingles compares a fleet with the single servers it is
+// made of (issue 21: a fleet of N costs at most 1.3 times the sum of N
+// single-server runs on the same requests). Each round runs the bundled
+// conversation trace (12,031 requests) on a fleet of N default servers
+// behind round_robin, then round_robin's N sub-traces each on one server
+// built by the same factory, alone; the CPU time of the process (user +
+// system: [phaseCPU]) is measured around
+// each. It reports fleet/singles, the ratio of the two CPU times, and the
+// requests per CPU second of each.
+func BenchmarkFleetVsSingles(b *testing.B) {
+	const trace = "../../configs/traces/mooncake_conversation.jsonl.zst"
+	rd, err := traces.Open(trace, traces.FormatMooncake)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var recs []traces.Record
+	for {
+		rec, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		recs = append(recs, rec)
+	}
+	rd.Close()
+	for _, n := range []int{4, 16} {
+		b.Run(fmt.Sprintf("replicas=%d", n), func(b *testing.B) {
+			f, err := configs.Load(fleetBenchConfig(b, trace, "mooncake", 1, n, "round_robin"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			built, err := f.BuildFleet(configs.ServerOptions{NoTimeline: true}, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			subs := make([][]traces.Record, n)
+			for i, r := range recs {
+				subs[i%n] = append(subs[i%n], r)
+			}
+			var fleetCPU, singlesCPU float64
+			for b.Loop() {
+				fleetCPU += phaseCPU(b, func() error {
+					_, err := built.Factory.RunFleet(engine.NewSliceSource(recs))
+					return err
+				})
+				for i, sub := range subs {
+					singlesCPU += phaseCPU(b, func() error {
+						_, err := built.Factory.Replicas[i].Factory.Run(engine.NewSliceSource(sub))
+						return err
+					})
+				}
+			}
+			reqs := float64(len(recs) * b.N)
+			b.ReportMetric(fleetCPU/singlesCPU, "fleet/singles")
+			b.ReportMetric(reqs/fleetCPU, "fleet-requests/cpu-s")
+			b.ReportMetric(reqs/singlesCPU, "singles-requests/cpu-s")
+		})
+	}
+}
+
+// phaseCPU returns the process's CPU seconds in run, its garbage
+// collected inside it, after every page of the heap was returned to the
+// system, so that run faults in its own memory as a process of its own
+// would (on a VM a page fault can cost more than the simulation's work on
+// the page).
+func phaseCPU(b *testing.B, run func() error) float64 {
+	debug.FreeOSMemory()
+	c0 := processCPU(b)
+	if err := run(); err != nil {
+		b.Fatal(err)
+	}
+	runtime.GC()
+	return processCPU(b) - c0
 }
