@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -94,22 +93,7 @@ func peakRSS(b *testing.B) int64 {
 // requests per CPU second of each.
 func BenchmarkFleetVsSingles(b *testing.B) {
 	const trace = "../../configs/traces/mooncake_conversation.jsonl.zst"
-	rd, err := traces.Open(trace, traces.FormatMooncake)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var recs []traces.Record
-	for {
-		rec, err := rd.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			b.Fatal(err)
-		}
-		recs = append(recs, rec)
-	}
-	rd.Close()
+	_, recs := readTrace(b, trace)
 	for _, n := range []int{4, 16} {
 		b.Run(fmt.Sprintf("replicas=%d", n), func(b *testing.B) {
 			f, err := configs.Load(fleetBenchConfig(b, trace, "mooncake", 1, n, "round_robin"))
