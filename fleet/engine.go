@@ -34,8 +34,11 @@ func (f *Fleet) online(collect bool) (*Online, error) {
 	}
 	f.ran = true
 	r := &run{
-		f: f, collect: collect, lastTok: map[tokenKey]engine.Time{},
+		f: f, collect: collect, lastTok: make([]map[string]engine.Time, len(f.engines)),
 		area: make([]int64, len(f.engines)), maxIn: make([]int, len(f.engines)), start: engine.Never,
+	}
+	for i := range r.lastTok {
+		r.lastTok[i] = map[string]engine.Time{}
 	}
 	if f.pd != nil {
 		r.pd = &pdRun{run: r, pd: f.pd, reqs: map[string]*pdReq{}}

@@ -93,12 +93,6 @@ func routeReq(rec *traces.Record) router.Request {
 	return req
 }
 
-// tokenKey identifies a request on a replica while its tokens stream.
-type tokenKey struct {
-	replica int
-	id      string
-}
-
 // Run routes and simulates every record of src, open loop (each request
 // reaches the router at its arrival; dependencies between records are not
 // waited for), and returns the fleet's results. It is the batch loop over
@@ -149,9 +143,12 @@ type run struct {
 	requests []engine.RequestResult
 	replica  []int
 	// stats is the fleet's summary, accumulated as requests finish and
-	// tokens stream (every inter-token latency is not kept).
-	stats    engine.Stats
-	lastTok  map[tokenKey]engine.Time
+	// tokens stream (not every inter-token latency one by one).
+	stats engine.Stats
+	// lastTok is, per replica, the time of each streaming request's last
+	// token, by request id (a map per replica: a string key hashes faster
+	// than a (replica, id) pair).
+	lastTok  []map[string]engine.Time
 	area     []int64 // in-flight x ns per replica
 	maxIn    []int
 	start    engine.Time
@@ -300,11 +297,10 @@ func (r *run) runReplicas() error {
 // (after the request's first) and passes the event on if RunUntil's
 // caller reads them.
 func (r *run) token(i int, ev engine.Event) {
-	k := tokenKey{i, ev.ID}
-	if last, seen := r.lastTok[k]; seen {
+	if last, seen := r.lastTok[i][ev.ID]; seen {
 		r.stats.AddITL(float64(ev.Time-last) / 1e6)
 	}
-	r.lastTok[k] = ev.Time
+	r.lastTok[i][ev.ID] = ev.Time
 	if r.collect {
 		r.evs = append(r.evs, ev)
 	}
@@ -313,7 +309,7 @@ func (r *run) token(i int, ev engine.Event) {
 // finished records a request's completion event from replica i (its
 // Result final) and passes the event on if RunUntil's caller reads them.
 func (r *run) finished(i int, ev engine.Event) {
-	delete(r.lastTok, tokenKey{i, ev.ID})
+	delete(r.lastTok[i], ev.ID)
 	r.requests = append(r.requests, ev.Result)
 	r.replica = append(r.replica, i)
 	r.stats.Add(ev.Result)
