@@ -24,14 +24,21 @@ var _ engine.Engine = (*Online)(nil)
 
 // Online starts the fleet as an engine at time 0. A fleet runs once:
 // either Online or [Fleet.Run].
-func (f *Fleet) Online() (*Online, error) {
+func (f *Fleet) Online() (*Online, error) { return f.online(true) }
+
+// online starts the fleet as an engine; collect: RunUntil returns the
+// replicas' events (false for [Fleet.Run], which reads none).
+func (f *Fleet) online(collect bool) (*Online, error) {
 	if f.ran {
 		return nil, errors.New("fleet: already run")
 	}
 	f.ran = true
 	r := &run{
-		f: f, lastTok: map[tokenKey]engine.Time{},
+		f: f, collect: collect, lastTok: make([]map[string]engine.Time, len(f.engines)),
 		area: make([]int64, len(f.engines)), maxIn: make([]int, len(f.engines)), start: engine.Never,
+	}
+	for i := range r.lastTok {
+		r.lastTok[i] = map[string]engine.Time{}
 	}
 	if f.pd != nil {
 		r.pd = &pdRun{run: r, pd: f.pd, reqs: map[string]*pdReq{}}

@@ -13,7 +13,9 @@ import (
 // request as late as allowed, then advancing in steps of drawn lengths
 // (RunUntil limits that fall anywhere, with or without events), gives
 // byte-identical results to Fleet.Run; the events RunUntil reports are in
-// non-decreasing time and never past its limit, and Active counts the requests submitted and not finished.
+// non-decreasing time and never past its limit, a request's token events
+// count its tokens one by one up to its output length, and Active counts
+// the requests submitted and not finished.
 func TestOnlineStepsAreRun(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		n := rapid.IntRange(1, 4).Draw(t, "replicas")
@@ -31,6 +33,7 @@ func TestOnlineStepsAreRun(t *testing.T) {
 		}
 		o := e.(*fleet.Online)
 		done := 0
+		tokens := map[string]int64{}
 		step := func(to engine.Time) {
 			evs, err := o.RunUntil(to)
 			if err != nil {
@@ -44,6 +47,11 @@ func TestOnlineStepsAreRun(t *testing.T) {
 				last = ev.Time
 				if ev.Done {
 					done++
+					continue
+				}
+				tokens[ev.ID]++
+				if ev.Tokens != tokens[ev.ID] {
+					t.Fatalf("request %q: token event %d says %d tokens", ev.ID, tokens[ev.ID], ev.Tokens)
 				}
 			}
 			if o.Now() != to {
@@ -65,6 +73,11 @@ func TestOnlineStepsAreRun(t *testing.T) {
 				t.Fatalf("Active() = %d, want %d submitted - %d done", got, submitted, done)
 			}
 		}
+		// Either FinishFleet runs what is left, or the steps see every event.
+		seeAll := rapid.Bool().Draw(t, "step to the end")
+		for at, ok := o.Next(); seeAll && ok; at, ok = o.Next() {
+			step(at)
+		}
 		got, err := o.FinishFleet()
 		if err != nil {
 			t.Fatal(err)
@@ -74,6 +87,11 @@ func TestOnlineStepsAreRun(t *testing.T) {
 		}
 		if g, w := jsonOf(t, got.Requests), jsonOf(t, want.Requests); g != w {
 			t.Fatalf("requests differ:\n%s\n%s", g, w)
+		}
+		for _, r := range got.Requests {
+			if seeAll && r.Failed == "" && tokens[r.ID] != r.OutputTokens {
+				t.Fatalf("request %q: %d token events, %d output tokens", r.ID, tokens[r.ID], r.OutputTokens)
+			}
 		}
 		// The engine cannot be used after Finish.
 		if err := o.Submit(traces.Record{ID: "late", InputLen: 1, OutputLen: 1}); err == nil {

@@ -107,12 +107,6 @@ func routeReq(rec *traces.Record) router.Request {
 	return req
 }
 
-// tokenKey identifies a request on a replica while its tokens stream.
-type tokenKey struct {
-	replica int
-	id      string
-}
-
 // Run routes and simulates every record of src, open loop (each request
 // reaches the router at its arrival; dependencies between records are not
 // waited for), and returns the fleet's results. It is the batch loop over
@@ -121,7 +115,7 @@ type tokenKey struct {
 // earlier completion known, and [Online.RunUntil] takes the instants in
 // order (see there for what happens at one).
 func (f *Fleet) Run(src engine.Source) (*Result, error) {
-	o, err := f.Online()
+	o, err := f.online(false)
 	if err != nil {
 		return nil, err
 	}
@@ -153,14 +147,22 @@ func (f *Fleet) Run(src engine.Source) (*Result, error) {
 // run is the state of the fleet as an engine: the requests submitted and
 // not yet routed, the clock, and what the results are built from.
 type run struct {
-	f        *Fleet
-	pending  []traces.Record // submitted, not yet routed, by arrival
-	last     engine.Time     // the latest submission's arrival
-	evs      []engine.Event  // the events of the current RunUntil
+	f       *Fleet
+	pending []traces.Record // submitted, not yet routed, by arrival
+	last    engine.Time     // the latest submission's arrival
+	// collect: RunUntil returns the replicas' events in evs ([Online]);
+	// false in [Fleet.Run]'s batch loop, which reads none of them.
+	collect  bool
+	evs      []engine.Event // the events of the current RunUntil
 	requests []engine.RequestResult
 	replica  []int
-	itls     []float64
-	lastTok  map[tokenKey]engine.Time
+	// stats is the fleet's summary, accumulated as requests finish and
+	// tokens stream (not every inter-token latency one by one).
+	stats engine.Stats
+	// lastTok is, per replica, the time of each streaming request's last
+	// token, by request id (a map per replica: a string key hashes faster
+	// than a (replica, id) pair).
+	lastTok  []map[string]engine.Time
 	area     []int64 // in-flight x ns per replica
 	maxIn    []int
 	start    engine.Time
@@ -294,25 +296,43 @@ func (r *run) runReplicas() error {
 		if err != nil {
 			return fmt.Errorf("fleet: replica %d: %w", i, err)
 		}
-		r.evs = append(r.evs, evs...)
 		for _, ev := range evs {
-			k := tokenKey{i, ev.ID}
-			if ev.Done {
-				delete(r.lastTok, k)
-				r.requests = append(r.requests, ev.Result)
-				r.replica = append(r.replica, i)
-				if err := r.f.router.Finish(i); err != nil {
-					return fmt.Errorf("fleet: request %q: %w", ev.ID, err)
-				}
+			if !ev.Done {
+				r.token(i, ev)
 				continue
 			}
-			if last, seen := r.lastTok[k]; seen {
-				r.itls = append(r.itls, float64(ev.Time-last)/1e6)
+			r.finished(i, ev)
+			if err := r.f.router.Finish(i); err != nil {
+				return fmt.Errorf("fleet: request %q: %w", ev.ID, err)
 			}
-			r.lastTok[k] = ev.Time
 		}
 	}
 	return nil
+}
+
+// token records the inter-token latency of a token event of replica i
+// (after the request's first) and passes the event on if RunUntil's
+// caller reads them.
+func (r *run) token(i int, ev engine.Event) {
+	if last, seen := r.lastTok[i][ev.ID]; seen {
+		r.stats.AddITL(float64(ev.Time-last) / 1e6)
+	}
+	r.lastTok[i][ev.ID] = ev.Time
+	if r.collect {
+		r.evs = append(r.evs, ev)
+	}
+}
+
+// finished records a request's completion event from replica i (its
+// Result final) and passes the event on if RunUntil's caller reads them.
+func (r *run) finished(i int, ev engine.Event) {
+	delete(r.lastTok[i], ev.ID)
+	r.requests = append(r.requests, ev.Result)
+	r.replica = append(r.replica, i)
+	r.stats.Add(ev.Result)
+	if r.collect {
+		r.evs = append(r.evs, ev)
+	}
 }
 
 // result finishes every replica and builds the fleet's result.
@@ -326,7 +346,7 @@ func (r *run) result() (*Result, error) {
 		}
 		res.Replicas = append(res.Replicas, replicaResult(i, f.replicas[i].Group, f.router, er, r.area[i], r.maxIn[i], r.now-r.start))
 	}
-	res.Summary = summarize(r.requests, r.itls, res.Replicas)
+	res.Summary = summarize(&r.stats, res.Replicas)
 	res.L3, res.SharedL3 = f.l3.l3Results(res.Replicas, f.replicas, l3Hits(r.requests, r.replica, len(f.engines)))
 	res.Imbalance = imbalance(res.Replicas)
 	res.Decisions = decisionCounts(f.router)
@@ -334,10 +354,11 @@ func (r *run) result() (*Result, error) {
 }
 
 // summarize is the fleet's metric set: the serving benchmark's over every
-// request ([engine.Summarize]), plus the cache activity summed over the
-// replicas.
-func summarize(rs []engine.RequestResult, itls []float64, reps []ReplicaResult) engine.Summary {
-	s := engine.Summarize(rs, itls)
+// request (st, what [engine.Summarize] gives over the requests and
+// inter-token latencies in the order they were added), plus the cache
+// activity summed over the replicas.
+func summarize(st *engine.Stats, reps []ReplicaResult) engine.Summary {
+	s := st.Summary()
 	for _, r := range reps {
 		o := r.Result.Summary
 		s.DeviceEvictions += o.DeviceEvictions

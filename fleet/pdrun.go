@@ -150,7 +150,6 @@ func (p *pdRun) prefillEvent(ev engine.Event) error {
 
 // decodeEvent handles a decode replica's tokens and the request's end.
 func (p *pdRun) decodeEvent(i int, ev engine.Event) error {
-	k := tokenKey{i, ev.ID}
 	q := p.reqs[ev.ID]
 	if q == nil {
 		panic(fmt.Sprintf("fleet: decode event of unknown request %q", ev.ID))
@@ -159,14 +158,9 @@ func (p *pdRun) decodeEvent(i int, ev engine.Event) error {
 		if !q.gotFirst {
 			q.gotFirst, q.first = true, ev.Time
 		}
-		if last, seen := p.lastTok[k]; seen {
-			p.itls = append(p.itls, float64(ev.Time-last)/1e6)
-		}
-		p.lastTok[k] = ev.Time
-		p.evs = append(p.evs, ev)
+		p.token(i, ev)
 		return nil
 	}
-	delete(p.lastTok, k)
 	delete(p.reqs, ev.ID)
 	res, d := ev.Result, PDRequest{Prefill: q.p, Decode: q.d}
 	if res.Failed == "" {
@@ -180,11 +174,9 @@ func (p *pdRun) decodeEvent(i int, ev engine.Event) error {
 		d.DecodeCached = q.skipped * int64(p.pd.pageSize[q.p])
 		p.transfer = append(p.transfer, float64(d.Transfer)/1e6)
 	}
-	p.requests = append(p.requests, res)
-	p.replica = append(p.replica, i)
 	p.detail = append(p.detail, d)
 	ev.Result = res
-	p.evs = append(p.evs, ev)
+	p.finished(i, ev)
 	if err := p.pd.router.Finish(q.pair); err != nil {
 		return fmt.Errorf("fleet: request %q: %w", ev.ID, err)
 	}
@@ -259,7 +251,7 @@ func (p *pdRun) result() (*Result, error) {
 		rr.Index, rr.Role = i, pd.roles[i].String()
 		res.Replicas = append(res.Replicas, rr)
 	}
-	res.Summary = summarize(p.requests, p.itls, res.Replicas)
+	res.Summary = summarize(&p.stats, res.Replicas)
 	res.Imbalance = imbalance(res.Replicas)
 	res.L3, res.SharedL3 = p.f.l3.l3Results(res.Replicas, p.f.replicas, l3Hits(p.requests, p.replica, len(p.f.engines)))
 	res.Decisions = pdDecisions(pd.router)

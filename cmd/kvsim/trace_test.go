@@ -14,7 +14,7 @@ import (
 	"github.com/kvsim/kvsim/traces"
 )
 
-func readTrace(t *testing.T, path string) (traces.Header, []traces.Record) {
+func readTrace(t testing.TB, path string) (traces.Header, []traces.Record) {
 	t.Helper()
 	r, err := traces.Open(path, traces.FormatAuto)
 	if err != nil {
