@@ -93,6 +93,7 @@ func (o *Online) RunUntil(t engine.Time) ([]engine.Event, error) {
 		if err := r.instant(); err != nil {
 			return nil, err
 		}
+		r.checkInvariants()
 	}
 	r.accrue(t)
 	return r.evs, nil

@@ -1,0 +1,39 @@
+package fleet
+
+import (
+	"fmt"
+
+	"github.com/kvsim/kvsim/internal/invariants"
+)
+
+// checkInvariants panics, with -tags invariants, if the router's books and
+// the replicas disagree at the end of an instant (every replica checks its
+// own state after each of its events in that build). In a regular fleet
+// the router's in-flight count to each replica is the requests the
+// replica holds (routed and not finished); in a disaggregated one each
+// pool's in-flight counts add up to the requests in flight, every request
+// being counted once on each leg for its whole life.
+func (r *run) checkInvariants() {
+	if !invariants.Enabled {
+		return
+	}
+	if r.pd != nil {
+		var legs [2]int
+		for i := range r.f.engines {
+			k := 0
+			if r.pd.pd.roles[i] == Decode {
+				k = 1
+			}
+			legs[k] += r.f.inFlight(i)
+		}
+		if n := len(r.pd.reqs); legs[0] != n || legs[1] != n {
+			panic(fmt.Sprintf("fleet: at %d ns the prefill and decode routers count %d and %d requests in flight, the fleet has %d", r.now, legs[0], legs[1], n))
+		}
+		return
+	}
+	for i, e := range r.f.engines {
+		if in, held := r.f.router.InFlight(i), e.Active(); in != held {
+			panic(fmt.Sprintf("fleet: at %d ns the router counts %d requests in flight to replica %d, which holds %d", r.now, in, i, held))
+		}
+	}
+}
