@@ -35,7 +35,7 @@ func (f *Fleet) online(collect bool) (*Online, error) {
 	f.ran = true
 	r := &run{
 		f: f, collect: collect, lastTok: make([]map[string]engine.Time, len(f.engines)),
-		area: make([]int64, len(f.engines)), maxIn: make([]int, len(f.engines)), start: engine.Never,
+		area: make([]int64, len(f.engines)), maxIn: make([]int, len(f.engines)), open: make([]int, len(f.engines)), start: engine.Never,
 	}
 	for i := range r.lastTok {
 		r.lastTok[i] = map[string]engine.Time{}

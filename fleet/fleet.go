@@ -165,6 +165,7 @@ type run struct {
 	lastTok  []map[string]engine.Time
 	area     []int64 // in-flight x ns per replica
 	maxIn    []int
+	open     []int // requests submitted to each replica and not finished (checkInvariants)
 	start    engine.Time
 	now      engine.Time
 	nextPoll engine.Time
@@ -279,6 +280,7 @@ func (r *run) routeArrivals() error {
 			return fmt.Errorf("fleet: replica %d: %w", d.Replica, err)
 		}
 		r.maxIn[d.Replica] = max(r.maxIn[d.Replica], f.router.InFlight(d.Replica))
+		r.open[d.Replica]++
 	}
 	return nil
 }
@@ -302,6 +304,7 @@ func (r *run) runReplicas() error {
 				continue
 			}
 			r.finished(i, ev)
+			r.open[i]--
 			if err := r.f.router.Finish(i); err != nil {
 				return fmt.Errorf("fleet: request %q: %w", ev.ID, err)
 			}

@@ -9,8 +9,10 @@ import (
 // checkInvariants panics, with -tags invariants, if the router's books and
 // the replicas disagree at the end of an instant (every replica checks its
 // own state after each of its events in that build). In a regular fleet
-// the router's in-flight count to each replica is the requests the
-// replica holds (routed and not finished); in a disaggregated one each
+// the router's in-flight count to each replica is the requests submitted
+// to it and not finished, and the replica holds no more than those (a
+// llama-server replica sees a request only after its request delay); in
+// a disaggregated one each
 // pool's in-flight counts add up to the requests in flight, every request
 // being counted once on each leg for its whole life.
 func (r *run) checkInvariants() {
@@ -32,8 +34,11 @@ func (r *run) checkInvariants() {
 		return
 	}
 	for i, e := range r.f.engines {
-		if in, held := r.f.router.InFlight(i), e.Active(); in != held {
-			panic(fmt.Sprintf("fleet: at %d ns the router counts %d requests in flight to replica %d, which holds %d", r.now, in, i, held))
+		if in, open := r.f.router.InFlight(i), r.open[i]; in != open {
+			panic(fmt.Sprintf("fleet: at %d ns the router counts %d requests in flight to replica %d, which has %d submitted and not finished", r.now, in, i, open))
+		}
+		if held := e.Active(); held > r.open[i] {
+			panic(fmt.Sprintf("fleet: at %d ns replica %d holds %d requests, more than the %d submitted to it and not finished", r.now, i, held, r.open[i]))
 		}
 	}
 }
