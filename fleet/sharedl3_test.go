@@ -27,7 +27,7 @@ func (o observed) NewWithL3(l3 *sim.SharedL3) (engine.Engine, error) {
 
 // drawStorage draws a small SGLang server with a storage tier (write
 // through, so prefixes reach L3 soon; writes at the default rate or slow)
-// of capTokens tokens.
+// of capTokens tokens, with exact LRU or Mooncake eviction.
 func drawStorage(t *rapid.T, capTokens int64) *sim.Factory {
 	sc := sim.Default(int64(rapid.SampledFrom([]int{512, 2048}).Draw(t, "device")))
 	sc.Cache.HostTokens = int64(rapid.SampledFrom([]int{1024, 4096}).Draw(t, "host"))
@@ -40,7 +40,50 @@ func drawStorage(t *rapid.T, capTokens int64) *sim.Factory {
 	sc.Links.KVBytesPerToken = 1000
 	sc.Storage.WriteBandwidth = rapid.SampledFrom([]float64{0, 1e8, 1e7}).Draw(t, "write")
 	sc.Storage.PrefetchPolicy = rapid.SampledFrom([]sim.PrefetchPolicy{sim.BestEffort, sim.WaitComplete, sim.PrefetchTimeout}).Draw(t, "prefetch")
+	drawEviction(t, &sc.Storage)
 	return &sim.Factory{Config: sc, Cost: &fitted, OpenLoop: true}
+}
+
+// drawEviction draws the storage tier's eviction: exact LRU or Mooncake's
+// rounds with the defaults or other watermarks, ratios and leases.
+func drawEviction(t *rapid.T, st *sim.StorageConfig) {
+	st.Eviction = rapid.SampledFrom([]sim.StorageEviction{sim.StorageLRU, sim.StorageMooncake}).Draw(t, "eviction")
+	if st.Eviction == sim.StorageMooncake {
+		st.HighWatermark = rapid.SampledFrom([]float64{0, 0.5, 1}).Draw(t, "watermark")
+		st.EvictionRatio = rapid.SampledFrom([]float64{0, 0.3, 1}).Draw(t, "ratio")
+		st.LeaseTTL = rapid.SampledFrom([]int64{0, 1e6, 1e9}).Draw(t, "lease")
+	}
+}
+
+// While a store never reaches its Mooncake watermark, Mooncake eviction
+// changes nothing: the fleet's results, shared or private stores, are
+// byte-identical to exact LRU's, and neither evicts.
+func TestMooncakeBelowWatermarkIsLRU(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		recs := drawTrace(t)
+		var total int64
+		for _, r := range recs {
+			total += int64(len(r.Tokens)) + int64(r.OutputLen)
+		}
+		// Every token stored once is the most a store can hold; double
+		// it is above any watermark drawn (>= 0.5).
+		fac := drawStorage(t, 2*total+2)
+		n := rapid.IntRange(1, 4).Draw(t, "replicas")
+		ns := rapid.SampledFrom([]string{"", "m"}).Draw(t, "shared")
+		cfg := drawRouter(t)
+		lru := *fac
+		lru.Config.Storage.Eviction = sim.StorageLRU
+		_, want := runFleet(t, l3Replicas(n, &lru, ns), cfg, 3, recs)
+		moon := *fac
+		moon.Config.Storage.Eviction = sim.StorageMooncake
+		_, got := runFleet(t, l3Replicas(n, &moon, ns), cfg, 3, recs)
+		if want.L3 != nil && want.L3.PagesEvicted+got.L3.PagesEvicted != 0 {
+			t.Fatalf("a store of %d tokens evicted: %+v, %+v", 2*total+2, want.L3, got.L3)
+		}
+		if a, b := jsonOf(t, want), jsonOf(t, got); a != b {
+			t.Fatalf("mooncake below its watermark differs from lru:\n%s\n%s", b, a)
+		}
+	})
 }
 
 func l3Replicas(n int, fac engine.Factory, ns string) []fleet.Replica {

@@ -54,12 +54,15 @@ func TestSimFleetSharedL3VersusPrivate(t *testing.T) {
 }
 
 // storage.shared is refused without a store to share, and a fleet whose
-// shared groups differ in store capacity is refused at the group's key.
+// shared groups differ in store capacity or eviction is refused at the
+// group's key.
 func TestSimFleetSharedL3Refuses(t *testing.T) {
 	for _, c := range []struct{ doc, want string }{
 		{"[storage]\nshared = true\n", "f.toml:2:1: storage.shared: true needs storage.enabled = true"},
 		{"[model]\npreset = \"qwen2.5-14b\"\n[gpu]\npreset = \"h200\"\n[cache]\nhost_tokens = 4000\n[storage]\nenabled = true\nshared = true\ncapacity_tokens = 1000\n[[fleet.groups]]\ncount = 1\n[[fleet.groups]]\ncount = 1\nset = { \"storage.capacity_tokens\" = 2000 }\n",
 			`f.toml:15:9: fleet.groups[1].set.storage.capacity_tokens: 2000 differs from group 0's 1000`},
+		{"[model]\npreset = \"qwen2.5-14b\"\n[gpu]\npreset = \"h200\"\n[cache]\nhost_tokens = 4000\n[storage]\nenabled = true\nshared = true\ncapacity_tokens = 1000\n[[fleet.groups]]\ncount = 1\n[[fleet.groups]]\ncount = 1\nset = { \"storage.eviction\" = \"mooncake\" }\n",
+			`f.toml:15:9: fleet.groups[1].set.storage.eviction: mooncake differs from group 0's lru`},
 	} {
 		checkFleetFileRefused(t, c.doc, c.want)
 	}
