@@ -39,10 +39,12 @@ import (
 //
 // # Capacity and eviction
 //
-// One capacity (storage.capacity_tokens, which every attached replica must
-// share) and one per-page LRU order over every replica's reads and
-// writes, as the private store's. The eviction a landing causes counts
-// against its writer.
+// One capacity (storage.capacity_tokens) and eviction (storage.eviction
+// and its Mooncake settings), which every attached replica must share,
+// and one per-page LRU order over every replica's reads and writes, as
+// the private store's. In Mooncake mode a replica's lookup leases the
+// pages it finds, for every replica's writes. The evictions, rounds and
+// refusals a landing causes count against its writer.
 //
 // A SharedL3 is single-threaded, like the replicas that use it.
 type SharedL3 struct {

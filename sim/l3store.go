@@ -177,6 +177,11 @@ func (n *l3Node) replaceChild(old, nw *l3Node) {
 // they are one run (same presence, consecutive stamps) whose pages lie side
 // by side in one array, as a split's halves do.
 //
+// In Mooncake mode (setMooncake) a write evicts in rounds instead
+// (storeMooncake, evictRound), and a node also keeps the end of the
+// lease a lookup granted its pages (lease), which a round skips; nodes
+// merge only with equal leases.
+//
 // Costs, for a path of L pages over k trie nodes, with n stored nodes: a
 // lookup is k child lookups plus the vectorised comparison of the L pages;
 // a write or read adds O(log n) heap work for each node it stamps or
