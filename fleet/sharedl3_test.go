@@ -150,7 +150,8 @@ func TestSharedL3NeverLowersHitRate(t *testing.T) {
 // in flight are not merged, as a single server's are not: each checks
 // the store when it is queued, so two of them may write one page (rapid
 // found it with write times that round to 0 ns). The same run again is
-// byte-identical.
+// byte-identical. In Mooncake mode no page is evicted while a lookup's
+// lease on it lasts.
 func TestSharedL3Visibility(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		capTokens := rapid.SampledFrom([]int64{0, 300, 3000}).Draw(t, "capacity")
@@ -159,14 +160,21 @@ func TestSharedL3Visibility(t *testing.T) {
 			writer int
 		}
 		written := map[string]write{}
+		leased := map[string]engine.Time{} // page -> end of its latest lease
+		var ttl engine.Time                // the lease, in Mooncake mode
 		key := func(p []tree.PageID) string { return fmt.Sprint(p) }
-		hits := 0
+		hits, evicted := 0, 0
 		obs := func(e sim.L3Event) {
 			for d := e.From; d < len(e.Path); d++ {
 				k := key(e.Path[:d+1])
 				w, ok := written[k]
 				at := w.at
 				switch e.Kind {
+				case sim.L3Evict:
+					evicted++
+					if end := leased[k]; end > e.At {
+						t.Fatalf("page %d of %v evicted at %d under a lease until %d", d, e.Path, e.At, end)
+					}
 				case sim.L3Land:
 					if ok && capTokens == 0 && w.writer != e.Replica {
 						t.Fatalf("page %d of %v written at %d by replica %d and again at %d by replica %d", d, e.Path, at, w.writer, e.At, e.Replica)
@@ -179,16 +187,22 @@ func TestSharedL3Visibility(t *testing.T) {
 					if !ok || at > e.At {
 						t.Fatalf("replica %d found page %d of %v at %d; written: %v at %d", e.Replica, d, e.Path, e.At, ok, at)
 					}
+					if ttl > 0 {
+						leased[k] = max(leased[k], e.At+ttl)
+					}
 				}
 			}
 		}
 		fac := observed{drawStorage(t, capTokens), obs}
+		if st := fac.Config.WithDefaults().Storage; st.Eviction == sim.StorageMooncake {
+			ttl = engine.Time(st.LeaseTTL)
+		}
 		n := rapid.IntRange(1, 4).Draw(t, "replicas")
 		reps := l3Replicas(n, fac, "m")
 		cfg, recs := drawRouter(t), drawTrace(t)
 		_, res := runFleet(t, reps, cfg, 7, recs)
-		t.Logf("%d pages found in the store", hits)
-		written = map[string]write{}
+		t.Logf("%d pages found in the store, %d evicted", hits, evicted)
+		written, leased = map[string]write{}, map[string]engine.Time{}
 		_, again := runFleet(t, reps, cfg, 7, recs)
 		if a, b := jsonOf(t, res), jsonOf(t, again); a != b {
 			t.Fatalf("two runs differ:\n%s\n%s", a, b)

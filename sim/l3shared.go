@@ -94,11 +94,15 @@ const (
 	L3Land L3EventKind = 1 + iota
 	// L3Hit is a prefetch's lookup finding pages in the store.
 	L3Hit
+	// L3Evict is pages dropped from the store to make room, while replica
+	// Replica's backup landed.
+	L3Evict
 )
 
-// L3Event is one write or lookup hit of a shared store, for checks: at At,
-// replica Replica wrote (L3Land) or found stored (L3Hit) pages
-// Path[From:] of the path Path, root first.
+// L3Event is one write, lookup hit or eviction of a shared store, for
+// checks: at At, replica Replica wrote (L3Land), found stored (L3Hit) or
+// caused the eviction of (L3Evict) pages Path[From:] of the path Path,
+// root first.
 type L3Event struct {
 	Kind    L3EventKind
 	At      engine.Time
@@ -129,9 +133,17 @@ func evictionOf(st StorageConfig) StorageConfig {
 	return StorageConfig{Eviction: st.Eviction, HighWatermark: st.HighWatermark, EvictionRatio: st.EvictionRatio, LeaseTTL: st.LeaseTTL}
 }
 
-// Observe makes the store report every landing and lookup hit to f (nil:
-// none). It costs a copy of each path, for tests.
-func (l *SharedL3) Observe(f func(L3Event)) { l.observe = f }
+// Observe makes the store report every landing, lookup hit and eviction
+// to f (nil: none). It costs a copy of each path, for tests.
+func (l *SharedL3) Observe(f func(L3Event)) {
+	l.observe = f
+	l.l3.onDrop = nil
+	if f != nil {
+		l.l3.onDrop = func(path []tree.PageID, from int) {
+			f(L3Event{Kind: L3Evict, At: l.l3.at, Replica: int(l.l3.writer), Path: path, From: from})
+		}
+	}
+}
 
 // Stats returns replica i's use of the store (i in attach order).
 func (l *SharedL3) Stats(i int) L3Stats { return l.stats[i] }

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/kvsim/kvsim/internal/heap"
@@ -211,6 +212,9 @@ type l3Store struct {
 	rounds   int64       // eviction rounds that dropped pages
 	refused  int64       // pages a write could not store
 	aside    []*l3Node   // scratch: leased nodes a round skipped
+	// onDrop, when set (tests), is told of every eviction: the path up to
+	// the end of the dropped pages and the position of the first.
+	onDrop func(path []tree.PageID, from int)
 }
 
 func newL3Store(capTokens int64, pageSize int) *l3Store {
@@ -299,6 +303,15 @@ func (s *l3Store) evictOver() {
 
 // drop evicts stored x, which the LRU heap holds.
 func (s *l3Store) drop(x *l3Node) {
+	if s.onDrop != nil {
+		var runs [][]tree.PageID
+		for a := x; a.parent != nil; a = a.parent {
+			runs = append(runs, a.pages)
+		}
+		slices.Reverse(runs)
+		path := slices.Concat(runs...)
+		s.onDrop(path, len(path)-len(x.pages))
+	}
 	s.lru.Remove(x)
 	x.present, x.lease = false, 0
 	s.pages -= int64(len(x.pages))
