@@ -665,6 +665,9 @@ func (s *l3Store) verify() error {
 		if !n.present && len(kids) == 0 {
 			return fmt.Errorf("storage: absent leaf")
 		}
+		if !n.present && n.lease != 0 {
+			return fmt.Errorf("storage: absent node with a lease")
+		}
 		if n.present != (n.heapIdx >= 0) || n.heapIdx >= s.lru.Len() {
 			return fmt.Errorf("storage: heap index %d of a node stored=%v", n.heapIdx, n.present)
 		}
