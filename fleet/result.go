@@ -105,6 +105,13 @@ type L3Result struct {
 	// PagesEvicted are the pages L3 dropped for capacity; for a shared
 	// store, those dropped when the replica's backups landed.
 	PagesEvicted int64 `json:"l3_pages_evicted"`
+	// EvictionRounds are the Mooncake eviction rounds (storage.eviction =
+	// "mooncake") that dropped pages; for a shared store, those the
+	// replica's landings ran.
+	EvictionRounds int64 `json:"l3_eviction_rounds,omitempty"`
+	// PagesRefused are the pages of the replica's backups a full Mooncake
+	// store refused, every page being under lease.
+	PagesRefused int64 `json:"l3_pages_refused,omitempty"`
 }
 
 // SharedL3Result is one shared L3 store of a fleet.
