@@ -6,7 +6,7 @@ import "fmt"
 // invariant. It is O(nodes); Process calls it after every request when
 // built with -tags invariants, and the tests call it directly.
 //
-// Checked: the page and child counters, the child index,
+// Checked: the page and child counters, the child index, the free list,
 // capacities, device residency closed under ancestors, the policy's host
 // invariant (MainWriteThrough: host residency closed under ancestors;
 // BoundaryL1L2 has none: see doc.go, "Aborts"), the gap leaves of
@@ -19,26 +19,35 @@ func (s *Simulator) checkInvariants() {
 		panic("policy: invariant: " + fmt.Sprintf(format, args...))
 	}
 	boundary := s.cfg.Policy == BoundaryL1L2
-	if len(s.info) != len(s.nodes) || s.stamp && len(s.lastAccess) != len(s.nodes) {
-		fail("%d infos, %d last accesses for %d nodes", len(s.info), len(s.lastAccess), len(s.nodes))
+	cold := 0
+	if s.stamp {
+		cold = len(s.nodes)
 	}
+	if len(s.keys) != len(s.nodes) || len(s.info) != cold || len(s.lastAccess) != cold {
+		fail("%d keys, %d infos, %d last accesses for %d nodes", len(s.keys), len(s.info), len(s.lastAccess), len(s.nodes))
+	}
+	free := s.checkFree()
 	// Count every node's live children from the arena.
 	nc := make([]int32, len(s.nodes))
 	dc := make([]int32, len(s.nodes))
 	hc := make([]int32, len(s.nodes))
 	for id := nodeID(1); int(id) < len(s.nodes); id++ {
 		n := &s.nodes[id]
-		if n.parent < 0 || n.parent >= id || s.info[id].depth != s.info[n.parent].depth+1 {
-			fail("node %d: parent %d, depth %d", id, n.parent, s.info[id].depth)
-		}
-		if got := s.index.lookup(s.nodes, n.parent, s.info[id].page); got != id {
-			fail("node %d (page %d below %d) indexed as %d", id, s.info[id].page, n.parent, got)
-		}
-		if !n.live() {
+		if free[id] {
 			continue
 		}
-		if !s.nodes[n.parent].live() {
-			fail("live node %d below detached node %d", id, n.parent)
+		if n.parent < 0 || int(n.parent) >= len(s.nodes) || free[n.parent] {
+			fail("node %d: parent %d", id, n.parent)
+		}
+		if s.stamp && s.info[id].depth != s.info[n.parent].depth+1 {
+			// With depths, this also rules out cycles.
+			fail("node %d: depth %d below parent %d", id, s.info[id].depth, n.parent)
+		}
+		if got := s.index.lookup(s.nodes, n.parent, s.keys[id]); got != id {
+			fail("node %d (page %d below %d) indexed as %d", id, s.keys[id], n.parent, got)
+		}
+		if !n.live() {
+			fail("empty node %d kept", id)
 		}
 		nc[n.parent]++
 		if n.hasD {
@@ -64,10 +73,7 @@ func (s *Simulator) checkInvariants() {
 		if gap {
 			gaps++
 		}
-		if !n.live() {
-			if n.hitCount != 0 {
-				fail("detached node %d holds %d hits", id, n.hitCount)
-			}
+		if free[id] {
 			continue
 		}
 		live++
@@ -166,4 +172,30 @@ func (s *Simulator) checkList(name string, l *recencyList, want int, member func
 	if count != want || l.tail != prev {
 		fail("%d members, want %d; tail %d, last %d", count, want, l.tail, prev)
 	}
+}
+
+// checkFree walks the free list and returns which slots are on it: exactly
+// those with parent noNode but the root, each once, without a copy, and
+// out of the duplicate heap.
+func (s *Simulator) checkFree() []bool {
+	free := make([]bool, len(s.nodes))
+	n := 0
+	for v := s.free; v != noNode; v = s.nodes[v].next {
+		f := &s.nodes[v]
+		if v <= rootID || int(v) >= len(s.nodes) || free[v] || f.parent != noNode || f.hasD || f.hasH ||
+			s.cfg.Policy == BoundaryL1L2 && s.dup.contains(v) {
+			panic(fmt.Sprintf("policy: invariant: free slot %d: bad, repeated or still in use", v))
+		}
+		free[v] = true
+		n++
+	}
+	for id := 1; id < len(s.nodes); id++ {
+		if s.nodes[id].parent == noNode && !free[id] {
+			panic(fmt.Sprintf("policy: invariant: slot %d has no parent and is not free", id))
+		}
+	}
+	if n+s.live+1 != len(s.nodes) {
+		panic(fmt.Sprintf("policy: invariant: %d free slots and %d live nodes in an arena of %d", n, s.live, len(s.nodes)))
+	}
+	return free
 }

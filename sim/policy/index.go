@@ -1,6 +1,8 @@
 package policy
 
-// childIndex maps a trie edge (parent, page key) to the child's dense id.
+// childIndex maps a trie edge (parent, page key) to the child's slot. A
+// node leaves the index when it is detached, so an entry always names a
+// node that has that key now.
 //
 // Most block-hash traces (Mooncake's among them) number their blocks
 // densely from 0, and a key names one prefix, so it always hangs below the
@@ -11,13 +13,14 @@ package policy
 // that do not fit (keys past the bound, or a key seen below a second
 // parent) go to a map, which is empty for such traces and then skipped.
 type childIndex struct {
-	byKey []nodeID // byKey[k]: the first node with key k, 0 for none (the root is never a child)
-	other map[edge]nodeID
+	byKey   []nodeID // byKey[k]: the first node with key k, 0 for none (the root is never a child)
+	other   map[edge]nodeID
+	created int // edges ever inserted: the distinct pages seen, about
 }
 
-// denseKeySlack is how far past the number of nodes a key may lie and still
-// get a slot in byKey (with the bound below, byKey stays within a small
-// multiple of the arena: 4 bytes a slot against about 80 a node).
+// denseKeySlack is how far past the number of pages seen a key may lie and
+// still get a slot in byKey (with the bound below, byKey stays within a
+// small multiple of the distinct pages: 4 bytes each).
 const denseKeySlack = 1 << 16
 
 // lookup returns the child of parent with key p, or noNode.
@@ -37,8 +40,9 @@ func (x *childIndex) lookup(nodes []node, parent nodeID, p uint64) nodeID {
 }
 
 // insert records the new edge (parent, p) -> id; the edge must be absent.
-func (x *childIndex) insert(nodes []node, parent nodeID, p uint64, id nodeID) {
-	if p >= uint64(len(x.byKey)) && p < uint64(4*len(nodes)+denseKeySlack) {
+func (x *childIndex) insert(parent nodeID, p uint64, id nodeID) {
+	x.created++
+	if p >= uint64(len(x.byKey)) && p < uint64(4*x.created+denseKeySlack) {
 		n := max(int(p)+1, 2*len(x.byKey))
 		x.byKey = append(x.byKey, make([]nodeID, n-len(x.byKey))...)
 	}
@@ -50,4 +54,13 @@ func (x *childIndex) insert(nodes []node, parent nodeID, p uint64, id nodeID) {
 		x.other = make(map[edge]nodeID)
 	}
 	x.other[edge{parent, p}] = id
+}
+
+// remove deletes the edge (parent, p) -> id, which must be present.
+func (x *childIndex) remove(parent nodeID, p uint64, id nodeID) {
+	if p < uint64(len(x.byKey)) && x.byKey[p] == id {
+		x.byKey[p] = 0
+		return
+	}
+	delete(x.other, edge{parent, p})
 }

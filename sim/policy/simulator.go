@@ -107,15 +107,18 @@ const (
 const checkBudget = 256
 
 // node is one page of the trie: the page key sequence from the root to it.
-// Ids are dense and stable: a page keeps its id for the simulator's life,
-// so the arena grows with the distinct pages seen, not with the cache. A
-// page that leaves the cache entirely is "detached" (hit count forgotten)
-// instead of freed, and revived when a request walks to it again; to the
-// model it is a new page.
+// Ids are dense slots of an arena that holds the live pages only: a page
+// that leaves the cache entirely is detached (removed from the child
+// index, hit count forgotten) and its slot goes to a free list, from which
+// the next new page takes it. The arena therefore grows with the most
+// pages ever live at once (about L1Pages + L2Pages), not with the distinct
+// pages of the trace; a page that comes back is a new page, to the model
+// and to the arena.
 //
 // node holds what every request reads and writes, in 32 bytes, so that
-// two nodes share a cache line; what only BoundaryL1L2's eviction order and
-// the checks read is in Simulator.info, index for index.
+// two nodes share a cache line; the key is in Simulator.keys, and what only
+// BoundaryL1L2's eviction order and the checks read in Simulator.info, slot
+// for slot. A free slot has parent noNode and is linked through next.
 type node struct {
 	parent nodeID
 	// prev and next link the node into the recency list of its residency
@@ -132,18 +135,17 @@ type node struct {
 	gap        bool // a gap leaf (BoundaryL1L2; see regap)
 }
 
-// live reports whether the node is in the trie. Between requests a node
-// is live exactly when it holds a copy or has live children: detachIfEmpty
-// detaches every other node. Within a request, a node created or revived
-// by the walk is live before it gets its copy, but the walk never asks.
+// live reports whether the node holds a copy or has live children.
+// Between requests every node in the trie is live: detachIfEmpty frees
+// every other one. Within a request, a node created by the walk is in the
+// trie before it gets its copy, but the walk never asks.
 func (n *node) live() bool { return n.hasD || n.hasH || n.nChildren > 0 }
 
-// nodeInfo is the cold part of a node, 16 bytes, written when the node is
+// nodeInfo is the cold part of a node, 8 bytes, written when the node is
 // created or protected; BoundaryL1L2's victim searches and the checks read
-// it. The last access is apart (Simulator.lastAccess), since only
-// BoundaryL1L2 needs it.
+// it, and only they keep it (Simulator.stamp), as the last access
+// (Simulator.lastAccess).
 type nodeInfo struct {
-	page    uint64 // the page key
 	depth   int32  // pages from the root; the root is 0
 	protect uint32 // == Simulator.epoch: protected from L2 eviction (BoundaryL1L2)
 }
@@ -158,9 +160,11 @@ type edge struct {
 type Simulator struct {
 	cfg   Config
 	nodes []node
-	info  []nodeInfo // index for index with nodes
-	// lastAccess is each node's request clock of its last touch, index
-	// for index with nodes when stamp is set, else empty.
+	keys  []uint64 // each slot's page key, slot for slot with nodes
+	free  nodeID   // the first free slot, noNode when none (see node)
+	// info and lastAccess (each node's request clock of its last touch)
+	// are slot for slot with nodes when stamp is set, else empty.
+	info       []nodeInfo
 	lastAccess []int64
 	index      childIndex
 	live       int // live nodes, the root excluded
@@ -181,8 +185,8 @@ type Simulator struct {
 	dup              leafHeap
 
 	epoch uint32 // bumped per host reservation; see nodeInfo.protect
-	// stamp is whether Process keeps lastAccess: BoundaryL1L2's
-	// victim searches read it, MainWriteThrough's only in the checks.
+	// stamp is whether Process keeps info and lastAccess: BoundaryL1L2's
+	// victim searches read them, MainWriteThrough's only in the checks.
 	stamp   bool
 	path    []nodeID
 	missing []nodeID
@@ -206,24 +210,24 @@ func New(cfg Config) (*Simulator, error) {
 	return newSimulator(cfg, 0), nil
 }
 
-// maxArenaHint caps the arena that [Run] allocates up front (2^18 nodes,
-// 12 MiB, 15 MiB under BoundaryL1L2): a trace's pages bound its distinct
-// pages, but a long trace repeats most of them.
-const maxArenaHint = 1 << 18
+// arenaSlack is how many slots past L1Pages + L2Pages [Run] allocates up
+// front: the device holds a request's new pages before L1 eviction, and
+// BoundaryL1L2 can keep a few pages without a copy above host-only ones.
+const arenaSlack = 1024
 
 // newSimulator returns an empty simulator for a valid online cfg, with
-// room for about hint distinct pages before the arena grows.
+// room for about hint live pages before the arena grows.
 func newSimulator(cfg Config, hint int) *Simulator {
 	hint = max(hint, 1024)
-	s := &Simulator{cfg: cfg, nodes: make([]node, 0, hint), info: make([]nodeInfo, 0, hint)}
+	s := &Simulator{cfg: cfg, nodes: make([]node, 0, hint), keys: make([]uint64, 1, hint), free: noNode}
 	s.nodes = append(s.nodes, node{parent: noNode, prev: noNode, next: noNode})
-	s.info = append(s.info, nodeInfo{})
 	s.device = recencyList{head: noNode, tail: noNode}
 	s.hostOnly = recencyList{head: noNode, tail: noNode}
 	s.dup = leafHeap{info: &s.info, lastAccess: &s.lastAccess, pos: []int32{-1}}
 	s.res.Policy = cfg.Policy
 	s.stamp = cfg.Policy == BoundaryL1L2 || invariants.Enabled
 	if s.stamp {
+		s.info = make([]nodeInfo, 1, hint)
 		s.lastAccess = make([]int64, 1, hint)
 	}
 	return s
@@ -246,7 +250,7 @@ func Run(cfg Config, reqs []Request) (Result, error) {
 	for _, r := range reqs {
 		pages += len(r.Pages)
 	}
-	s := newSimulator(cfg, min(pages+1, maxArenaHint))
+	s := newSimulator(cfg, min(pages, cfg.L1Pages+cfg.L2Pages)+arenaSlack)
 	for _, i := range order {
 		if _, _, err := s.Process(reqs[i].Pages); err != nil {
 			ae := *err.(*AbortError) // Process returns no other error
@@ -290,7 +294,8 @@ func (s *Simulator) Process(pages []uint64) (l1Hits, l2Hits int, err error) {
 
 	// Walk the trie along the request. Hits are the leading pages found on
 	// device, then those found on host only; the first page found nowhere
-	// ends the hits. Missing trie nodes are created (or revived) on the way.
+	// ends the hits. Missing trie nodes are created on the way; every node
+	// found is live (the walk never comes back to one it created).
 	path := s.path[:0]
 	counting := true
 	cur := rootID
@@ -299,9 +304,6 @@ func (s *Simulator) Process(pages []uint64) (l1Hits, l2Hits int, err error) {
 		switch {
 		case c == noNode:
 			c = s.newChild(cur, p)
-			counting = false
-		case !s.nodes[c].live():
-			s.revive(c)
 			counting = false
 		case counting:
 			switch n := &s.nodes[c]; {
@@ -763,43 +765,59 @@ func (s *Simulator) placeDup(v nodeID) {
 	}
 }
 
-// newChild creates the trie node for page p below parent.
+// newChild creates the trie node for page p below parent, in the first
+// free slot or at the end of the arena.
 func (s *Simulator) newChild(parent nodeID, p uint64) nodeID {
+	id := s.free
+	if id != noNode {
+		s.free = s.nodes[id].next
+		s.nodes[id] = node{parent: parent, prev: noNode, next: noNode}
+		s.keys[id] = p
+		if s.stamp {
+			s.info[id] = nodeInfo{depth: s.info[parent].depth + 1}
+			s.lastAccess[id] = 0
+		}
+		// A free slot left the duplicate heap before it was freed.
+	} else {
+		id = s.appendNode(parent, p)
+	}
+	s.nodes[parent].nChildren++
+	s.live++
+	s.index.insert(parent, p, id)
+	return id
+}
+
+// appendNode adds a slot for page p below parent at the end of the arena.
+func (s *Simulator) appendNode(parent nodeID, p uint64) nodeID {
 	id := nodeID(len(s.nodes))
 	if id < 0 {
-		panic("policy: more than 2^31-1 distinct pages")
+		panic("policy: more than 2^31-1 live pages")
 	}
 	if len(s.nodes) == cap(s.nodes) {
 		// Double the arena: append grows large slices by about 1.25x,
 		// which copies the whole arena several times over.
 		s.nodes = slices.Grow(s.nodes, len(s.nodes))
-		s.info = slices.Grow(s.info, len(s.info))
+		s.keys = slices.Grow(s.keys, len(s.keys))
 		if s.stamp {
+			s.info = slices.Grow(s.info, len(s.info))
 			s.lastAccess = slices.Grow(s.lastAccess, len(s.lastAccess))
 		}
 	}
 	s.nodes = append(s.nodes, node{parent: parent, prev: noNode, next: noNode})
-	s.nodes[parent].nChildren++
-	s.info = append(s.info, nodeInfo{page: p, depth: s.info[parent].depth + 1})
+	s.keys = append(s.keys, p)
 	if s.stamp {
+		s.info = append(s.info, nodeInfo{depth: s.info[parent].depth + 1})
 		s.lastAccess = append(s.lastAccess, 0)
 	}
-	s.live++
 	if s.cfg.Policy == BoundaryL1L2 {
 		s.dup.pos = append(s.dup.pos, -1)
 	}
-	s.index.insert(s.nodes, parent, p, id)
 	return id
 }
 
-// revive puts a detached node back into the trie, as a new page.
-func (s *Simulator) revive(v nodeID) {
-	s.nodes[s.nodes[v].parent].nChildren++
-	s.live++
-}
-
 // detachIfEmpty removes v, and then each ancestor in turn, while it holds
-// no copy and has no children. A removed node forgets its hit count.
+// no copy and has no children: it leaves the child index and its slot goes
+// to the free list. A removed page forgets its hit count.
 func (s *Simulator) detachIfEmpty(v nodeID) {
 	for v != rootID {
 		n := &s.nodes[v]
@@ -809,9 +827,12 @@ func (s *Simulator) detachIfEmpty(v nodeID) {
 		if s.cfg.Policy == BoundaryL1L2 && s.dup.contains(v) {
 			panic("policy: detaching a node that is still an eviction candidate")
 		}
-		n.hitCount = 0
-		s.nodes[n.parent].nChildren--
+		parent := n.parent
+		s.index.remove(parent, s.keys[v], v)
+		s.nodes[parent].nChildren--
 		s.live--
-		v = n.parent
+		n.parent, n.next = noNode, s.free
+		s.free = v
+		v = parent
 	}
 }
