@@ -23,8 +23,12 @@ func (s *Simulator) checkInvariants() {
 	if s.stamp {
 		cold = len(s.nodes)
 	}
-	if len(s.keys) != len(s.nodes) || len(s.info) != cold || len(s.lastAccess) != cold {
-		fail("%d keys, %d infos, %d last accesses for %d nodes", len(s.keys), len(s.info), len(s.lastAccess), len(s.nodes))
+	hits := 0
+	if s.hits != nil {
+		hits = len(s.nodes)
+	}
+	if len(s.keys) != len(s.nodes) || len(s.info) != cold || len(s.lastAccess) != cold || len(s.hits) != hits {
+		fail("%d keys, %d infos, %d last accesses, %d hit counts for %d nodes", len(s.keys), len(s.info), len(s.lastAccess), len(s.hits), len(s.nodes))
 	}
 	free := s.checkFree()
 	// Count every node's live children from the arena.
@@ -43,8 +47,12 @@ func (s *Simulator) checkInvariants() {
 			// With depths, this also rules out cycles.
 			fail("node %d: depth %d below parent %d", id, s.info[id].depth, n.parent)
 		}
-		if got := s.index.lookup(s.nodes, n.parent, s.keys[id]); got != id {
-			fail("node %d (page %d below %d) indexed as %d", id, s.keys[id], n.parent, got)
+		key := s.pageKey(id)
+		if n.key != key32(key) {
+			fail("node %d: key %d, page %d", id, n.key, key)
+		}
+		if got := s.index.lookup(s.nodes, n.parent, key); got != id {
+			fail("node %d (page %d below %d) indexed as %d", id, key, n.parent, got)
 		}
 		if !n.live() {
 			fail("empty node %d kept", id)

@@ -59,11 +59,30 @@ func (l *recencyList) remove(nodes []node, v nodeID) {
 	n.prev, n.next = noNode, noNode
 }
 
-// moveToBack moves v, which must be in l, to the young end.
-func (l *recencyList) moveToBack(nodes []node, v nodeID) {
-	if l.tail == v {
+// insertBefore links v, which must not be in a list, just before at, a
+// member, or at the young end when at is noNode.
+func (l *recencyList) insertBefore(nodes []node, at, v nodeID) {
+	if at == noNode {
+		l.pushBack(nodes, v)
 		return
 	}
+	a := &nodes[at]
+	n := &nodes[v]
+	n.prev, n.next = a.prev, at
+	if a.prev != noNode {
+		nodes[a.prev].next = v
+	} else {
+		l.head = v
+	}
+	a.prev = v
+}
+
+// moveBefore moves v, which must be in l, just before at, a member other
+// than v, or to the young end when at is noNode.
+func (l *recencyList) moveBefore(nodes []node, at, v nodeID) {
+	if nodes[v].next == at {
+		return // already there (at noNode: v is the tail)
+	}
 	l.remove(nodes, v)
-	l.pushBack(nodes, v)
+	l.insertBefore(nodes, at, v)
 }

@@ -116,9 +116,10 @@ const checkBudget = 256
 // and to the arena.
 //
 // node holds what every request reads and writes, in 32 bytes, so that
-// two nodes share a cache line; the key is in Simulator.keys, and what only
-// BoundaryL1L2's eviction order and the checks read in Simulator.info, slot
-// for slot. A free slot has parent noNode and is linked through next.
+// two nodes share a cache line; what only BoundaryL1L2's eviction order and
+// the checks read is in Simulator.info, slot for slot, and the hit count
+// of a write-through threshold above 1 in Simulator.hits. A free slot has
+// parent noNode and is linked through next.
 type node struct {
 	parent nodeID
 	// prev and next link the node into the recency list of its residency
@@ -128,11 +129,26 @@ type node struct {
 	dChildren  int32 // live children with hasD
 	hChildren  int32 // live children with hasH
 	nChildren  int32 // live children
-	// hitCount is MainWriteThrough's per-page count. It saturates at
-	// math.MaxInt32, which takes as many requests to the page.
-	hitCount   int32
+	// key is the page key, or noKey32 for a key that does not fit (the
+	// full key is then in Simulator.keys; see childIndex).
+	key        uint32
 	hasD, hasH bool // resident on device (L1) / host (L2)
 	gap        bool // a gap leaf (BoundaryL1L2; see regap)
+	inMap      bool // indexed in childIndex.other, key in Simulator.keys
+}
+
+// noKey32 is node.key for a page key of 2^32-1 or more.
+const noKey32 = math.MaxUint32
+
+// key32 returns node.key for page key p.
+func key32(p uint64) uint32 { return uint32(min(p, noKey32)) }
+
+// pageKey returns v's page key.
+func (s *Simulator) pageKey(v nodeID) uint64 {
+	if n := &s.nodes[v]; !n.inMap {
+		return uint64(n.key)
+	}
+	return s.keys[v]
 }
 
 // live reports whether the node holds a copy or has live children.
@@ -160,8 +176,15 @@ type edge struct {
 type Simulator struct {
 	cfg   Config
 	nodes []node
-	keys  []uint64 // each slot's page key, slot for slot with nodes
-	free  nodeID   // the first free slot, noNode when none (see node)
+	// keys holds, slot for slot with nodes, the page key of the nodes
+	// indexed in the child index's map (node.inMap); other slots are stale.
+	keys []uint64
+	free nodeID // the first free slot, noNode when none (see node)
+	// hits is MainWriteThrough's per-page hit count, slot for slot with
+	// nodes when WriteThroughThreshold is above 1, else empty (at 1 a
+	// touched page always qualifies). It saturates at math.MaxInt32,
+	// which takes as many requests to the page.
+	hits []int32
 	// info and lastAccess (each node's request clock of its last touch)
 	// are slot for slot with nodes when stamp is set, else empty.
 	info       []nodeInfo
@@ -221,6 +244,9 @@ func newSimulator(cfg Config, hint int) *Simulator {
 	hint = max(hint, 1024)
 	s := &Simulator{cfg: cfg, nodes: make([]node, 0, hint), keys: make([]uint64, 1, hint), free: noNode}
 	s.nodes = append(s.nodes, node{parent: noNode, prev: noNode, next: noNode})
+	if cfg.Policy == MainWriteThrough && cfg.WriteThroughThreshold > 1 {
+		s.hits = make([]int32, 1, hint)
+	}
 	s.device = recencyList{head: noNode, tail: noNode}
 	s.hostOnly = recencyList{head: noNode, tail: noNode}
 	s.dup = leafHeap{info: &s.info, lastAccess: &s.lastAccess, pos: []int32{-1}}
@@ -246,11 +272,15 @@ func Run(cfg Config, reqs []Request) (Result, error) {
 	if cfg.Policy == Belady {
 		return runBelady(cfg.L1Pages, reqs, order, nil)
 	}
-	pages := 0
+	pages, maxKey := 0, uint64(0)
 	for _, r := range reqs {
 		pages += len(r.Pages)
+		for _, p := range r.Pages {
+			maxKey = max(maxKey, p)
+		}
 	}
 	s := newSimulator(cfg, min(pages, cfg.L1Pages+cfg.L2Pages)+arenaSlack)
+	s.index.reserve(maxKey, pages)
 	for _, i := range order {
 		if _, _, err := s.Process(reqs[i].Pages); err != nil {
 			ae := *err.(*AbortError) // Process returns no other error
@@ -295,7 +325,11 @@ func (s *Simulator) Process(pages []uint64) (l1Hits, l2Hits int, err error) {
 	// Walk the trie along the request. Hits are the leading pages found on
 	// device, then those found on host only; the first page found nowhere
 	// ends the hits. Missing trie nodes are created on the way; every node
-	// found is live (the walk never comes back to one it created).
+	// found is live (the walk never comes back to one it created). Each
+	// page, once counted, becomes device-resident and is stamped with the
+	// request clock (a host copy is kept); the pages go to the young end of
+	// the device list deepest first, each just before its parent, which
+	// keeps the list in (last access, deeper first) order (lru.go).
 	path := s.path[:0]
 	counting := true
 	cur := rootID
@@ -315,6 +349,7 @@ func (s *Simulator) Process(pages []uint64) (l1Hits, l2Hits int, err error) {
 				counting = false
 			}
 		}
+		s.touch(c, cur)
 		path = append(path, c)
 		cur = c
 	}
@@ -325,27 +360,7 @@ func (s *Simulator) Process(pages []uint64) (l1Hits, l2Hits int, err error) {
 	s.res.L2HitPages += l2Hits
 	s.res.MissPages += len(pages) - l1Hits - l2Hits
 
-	// Every page of the request becomes device-resident and is stamped with
-	// the request clock (a host copy is kept). They go to the young end of
-	// the device list deepest first, which keeps the list in (last access,
-	// deeper first) order (lru.go).
 	boundary := s.cfg.Policy == BoundaryL1L2
-	for i := len(path) - 1; i >= 0; i-- {
-		id := path[i]
-		if s.stamp {
-			s.lastAccess[id] = s.clock
-		}
-		n := &s.nodes[id]
-		if !n.hasD {
-			s.setD(id, true)
-			continue
-		}
-		s.device.moveToBack(s.nodes, id)
-		if boundary {
-			s.placeDup(id)
-		}
-	}
-
 	if boundary {
 		s.reserveHost(path, noNode)
 	} else {
@@ -401,11 +416,11 @@ func (s *Simulator) Result() Result {
 // eviction, since the host is never over capacity.
 func (s *Simulator) writeThroughTouch(path []nodeID) {
 	for _, id := range path {
-		n := &s.nodes[id]
-		if n.hitCount < math.MaxInt32 {
-			n.hitCount++
+		if s.hits != nil && s.hits[id] < math.MaxInt32 {
+			s.hits[id]++
 		}
-		if n.hasH || int(n.hitCount) < s.cfg.WriteThroughThreshold {
+		n := &s.nodes[id]
+		if n.hasH || s.hits != nil && int(s.hits[id]) < s.cfg.WriteThroughThreshold {
 			continue
 		}
 		if n.parent != rootID && !s.nodes[n.parent].hasH {
@@ -561,7 +576,7 @@ func (s *Simulator) minDup() nodeID {
 
 func (s *Simulator) writeThroughEvictL1(v nodeID) {
 	if s.nodes[v].hasH {
-		s.setD(v, false)
+		s.dropD(v)
 	} else {
 		s.deleteDeviceOnlyLeaf(v)
 	}
@@ -583,7 +598,7 @@ func (s *Simulator) boundaryEvictL1(v nodeID) {
 		}
 		switch {
 		case parentOK:
-			s.setD(v, false)
+			s.dropD(v)
 		case !s.hasHostDescendant(v):
 			s.setH(v, false)
 			s.res.L2Evictions++
@@ -600,7 +615,7 @@ func (s *Simulator) boundaryEvictL1(v nodeID) {
 	}
 	req = append(req, v)
 	if s.reserveHost(req, noNode) {
-		s.setD(v, false)
+		s.dropD(v)
 		s.res.DToHDemotions++
 	} else {
 		s.deleteDeviceOnlyLeaf(v)
@@ -612,7 +627,7 @@ func (s *Simulator) deleteDeviceOnlyLeaf(v nodeID) {
 	if n.hasH || n.dChildren > 0 || s.hasHostDescendant(v) {
 		panic(abort("Refusing to delete a non-D-only leaf"))
 	}
-	s.setD(v, false)
+	s.dropD(v)
 	s.detachIfEmpty(v)
 }
 
@@ -641,33 +656,54 @@ func (s *Simulator) hasHostDescendant(v nodeID) bool {
 	return n.nChildren > 0
 }
 
-// setD sets v's device residency and keeps the counters, the recency
-// lists and the duplicate heap exact. A page that comes onto the device
-// joins the device list at its young end.
-func (s *Simulator) setD(v nodeID, on bool) {
-	n := &s.nodes[v]
-	if n.hasD == on {
-		return
+// touch stamps page v of the current request, whose parent on the
+// request's path is parent, and puts it on the device, in the device list
+// just before parent when parent has just been touched, else at the young
+// end (see Process); it keeps the counters, the recency lists and the
+// duplicate heap exact.
+func (s *Simulator) touch(v, parent nodeID) {
+	if s.stamp {
+		s.lastAccess[v] = s.clock
 	}
-	n.hasD = on
-	s.count(on, n.hasH, &s.dPages, &s.nodes[n.parent].dChildren)
-	if on {
+	at := parent
+	if parent == rootID {
+		at = noNode
+	}
+	n := &s.nodes[v]
+	if n.hasD {
+		s.device.moveBefore(s.nodes, at, v)
+	} else {
+		n.hasD = true
+		s.count(true, n.hasH, &s.dPages, &s.nodes[n.parent].dChildren)
 		if n.hasH {
 			s.dropHostOnly(v)
 		}
-		s.device.pushBack(s.nodes, v)
-	} else {
-		s.device.remove(s.nodes, v)
-		if n.hasH {
-			s.addHostOnly(v)
-		}
+		s.device.insertBefore(s.nodes, at, v)
 	}
 	if s.cfg.Policy == BoundaryL1L2 {
 		s.placeDup(v)
 	}
 }
 
-// setH is setD for host residency. A page that becomes host-only joins the
+// dropD takes v off the device and keeps the counters, the recency lists
+// and the duplicate heap exact; v becomes host-only if it has a host copy.
+func (s *Simulator) dropD(v nodeID) {
+	n := &s.nodes[v]
+	if !n.hasD {
+		return
+	}
+	n.hasD = false
+	s.count(false, n.hasH, &s.dPages, &s.nodes[n.parent].dChildren)
+	s.device.remove(s.nodes, v)
+	if n.hasH {
+		s.addHostOnly(v)
+	}
+	if s.cfg.Policy == BoundaryL1L2 {
+		s.placeDup(v)
+	}
+}
+
+// setH sets v's host residency, as touch and dropD do the device's. A page that becomes host-only joins the
 // host-only list at its young end.
 func (s *Simulator) setH(v nodeID, on bool) {
 	n := &s.nodes[v]
@@ -771,11 +807,13 @@ func (s *Simulator) newChild(parent nodeID, p uint64) nodeID {
 	id := s.free
 	if id != noNode {
 		s.free = s.nodes[id].next
-		s.nodes[id] = node{parent: parent, prev: noNode, next: noNode}
-		s.keys[id] = p
+		s.nodes[id] = node{parent: parent, prev: noNode, next: noNode, key: key32(p)}
 		if s.stamp {
 			s.info[id] = nodeInfo{depth: s.info[parent].depth + 1}
 			s.lastAccess[id] = 0
+		}
+		if s.hits != nil {
+			s.hits[id] = 0
 		}
 		// A free slot left the duplicate heap before it was freed.
 	} else {
@@ -783,7 +821,10 @@ func (s *Simulator) newChild(parent nodeID, p uint64) nodeID {
 	}
 	s.nodes[parent].nChildren++
 	s.live++
-	s.index.insert(parent, p, id)
+	if s.index.insert(s.nodes, parent, p, id) {
+		s.nodes[id].inMap = true
+		s.keys[id] = p
+	}
 	return id
 }
 
@@ -798,13 +839,19 @@ func (s *Simulator) appendNode(parent nodeID, p uint64) nodeID {
 		// which copies the whole arena several times over.
 		s.nodes = slices.Grow(s.nodes, len(s.nodes))
 		s.keys = slices.Grow(s.keys, len(s.keys))
+		if s.hits != nil {
+			s.hits = slices.Grow(s.hits, len(s.hits))
+		}
 		if s.stamp {
 			s.info = slices.Grow(s.info, len(s.info))
 			s.lastAccess = slices.Grow(s.lastAccess, len(s.lastAccess))
 		}
 	}
-	s.nodes = append(s.nodes, node{parent: parent, prev: noNode, next: noNode})
-	s.keys = append(s.keys, p)
+	s.nodes = append(s.nodes, node{parent: parent, prev: noNode, next: noNode, key: key32(p)})
+	s.keys = append(s.keys, 0)
+	if s.hits != nil {
+		s.hits = append(s.hits, 0)
+	}
 	if s.stamp {
 		s.info = append(s.info, nodeInfo{depth: s.info[parent].depth + 1})
 		s.lastAccess = append(s.lastAccess, 0)
@@ -816,8 +863,9 @@ func (s *Simulator) appendNode(parent nodeID, p uint64) nodeID {
 }
 
 // detachIfEmpty removes v, and then each ancestor in turn, while it holds
-// no copy and has no children: it leaves the child index and its slot goes
-// to the free list. A removed page forgets its hit count.
+// no copy and has no children: it leaves the child index (an entry in the
+// key array goes stale; see childIndex) and its slot goes to the free
+// list. A removed page forgets its hit count.
 func (s *Simulator) detachIfEmpty(v nodeID) {
 	for v != rootID {
 		n := &s.nodes[v]
@@ -828,7 +876,9 @@ func (s *Simulator) detachIfEmpty(v nodeID) {
 			panic("policy: detaching a node that is still an eviction candidate")
 		}
 		parent := n.parent
-		s.index.remove(parent, s.keys[v], v)
+		if n.inMap {
+			s.index.remove(parent, s.keys[v])
+		}
 		s.nodes[parent].nChildren--
 		s.live--
 		n.parent, n.next = noNode, s.free
