@@ -32,16 +32,7 @@ type recencyList struct {
 }
 
 // pushBack appends v, which must not be in a list, at the young end.
-func (l *recencyList) pushBack(nodes []node, v nodeID) {
-	n := &nodes[v]
-	n.prev, n.next = l.tail, noNode
-	if l.tail != noNode {
-		nodes[l.tail].next = v
-	} else {
-		l.head = v
-	}
-	l.tail = v
-}
+func (l *recencyList) pushBack(nodes []node, v nodeID) { l.insertBefore(nodes, noNode, v) }
 
 // remove unlinks v, which must be in l.
 func (l *recencyList) remove(nodes []node, v nodeID) {
@@ -62,19 +53,20 @@ func (l *recencyList) remove(nodes []node, v nodeID) {
 // insertBefore links v, which must not be in a list, just before at, a
 // member, or at the young end when at is noNode.
 func (l *recencyList) insertBefore(nodes []node, at, v nodeID) {
-	if at == noNode {
-		l.pushBack(nodes, v)
-		return
+	prev := l.tail
+	if at != noNode {
+		prev = nodes[at].prev
+		nodes[at].prev = v
+	} else {
+		l.tail = v
 	}
-	a := &nodes[at]
 	n := &nodes[v]
-	n.prev, n.next = a.prev, at
-	if a.prev != noNode {
-		nodes[a.prev].next = v
+	n.prev, n.next = prev, at
+	if prev != noNode {
+		nodes[prev].next = v
 	} else {
 		l.head = v
 	}
-	a.prev = v
 }
 
 // moveBefore moves v, which must be in l, just before at, a member other

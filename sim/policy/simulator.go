@@ -483,8 +483,13 @@ func (s *Simulator) reserveHost(nodes []nodeID, extra nodeID) bool {
 			return false
 		}
 	}
-	for _, id := range missing {
-		s.setH(id, true)
+	// Deepest first (nodes run from the root down): a page whose child
+	// has just got its host copy is no duplicate leaf, so under
+	// BoundaryL1L2 only the deepest enters the duplicate heap, instead of
+	// each page entering it and leaving when its child follows. The end
+	// state, and so every later choice, is the same in any order.
+	for i := len(missing) - 1; i >= 0; i-- {
+		s.setH(missing[i], true)
 	}
 	return true
 }
