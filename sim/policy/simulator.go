@@ -298,6 +298,9 @@ func replayOrder(reqs []Request) []int {
 	for i := range order {
 		order[i] = i
 	}
+	if slices.IsSortedFunc(reqs, func(a, b Request) int { return cmp.Compare(a.Timestamp, b.Timestamp) }) {
+		return order // most traces are in time order already
+	}
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(reqs[a].Timestamp, reqs[b].Timestamp) })
 	return order
 }
@@ -331,14 +334,18 @@ func (s *Simulator) Process(pages []uint64) (l1Hits, l2Hits int, err error) {
 	// the device list deepest first, each just before its parent, which
 	// keeps the list in (last access, deeper first) order (lru.go).
 	path := s.path[:0]
-	counting := true
+	counting, created := true, false
 	cur := rootID
 	for _, p := range pages {
-		c := s.index.lookup(s.nodes, cur, p)
+		c := noNode
+		if !created {
+			// A node created by this walk has no children yet.
+			c = s.index.lookup(s.nodes, cur, p)
+		}
 		switch {
 		case c == noNode:
 			c = s.newChild(cur, p)
-			counting = false
+			counting, created = false, true
 		case counting:
 			switch n := &s.nodes[c]; {
 			case n.hasD:
