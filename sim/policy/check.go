@@ -27,7 +27,7 @@ func (s *Simulator) checkInvariants() {
 	if s.hits != nil {
 		hits = len(s.nodes)
 	}
-	if len(s.keys) != len(s.nodes) || len(s.info) != cold || len(s.lastAccess) != cold || len(s.hits) != hits {
+	if s.keys != nil && len(s.keys) != len(s.nodes) || len(s.info) != cold || len(s.lastAccess) != cold || len(s.hits) != hits {
 		fail("%d keys, %d infos, %d last accesses, %d hit counts for %d nodes", len(s.keys), len(s.info), len(s.lastAccess), len(s.hits), len(s.nodes))
 	}
 	free := s.checkFree()

@@ -7,7 +7,8 @@ package policy
 //
 //   - The device list holds every device page in (last access, deeper
 //     first) order. A request moves its pages to the young end deepest
-//     first, all with the newest clock, so the order holds by
+//     first (the walk puts each just before its parent, which it has just
+//     put there), all with the newest clock, so the order holds by
 //     construction. Its head is the L1 victim: a page with a device child
 //     comes after that child (the child's last access is no later, and on
 //     a tie the child is deeper), so the head is a device leaf; and device

@@ -178,6 +178,7 @@ type Simulator struct {
 	nodes []node
 	// keys holds, slot for slot with nodes, the page key of the nodes
 	// indexed in the child index's map (node.inMap); other slots are stale.
+	// It stays empty until the map gets its first node.
 	keys []uint64
 	free nodeID // the first free slot, noNode when none (see node)
 	// hits is MainWriteThrough's per-page hit count, slot for slot with
@@ -242,7 +243,7 @@ const arenaSlack = 1024
 // room for about hint live pages before the arena grows.
 func newSimulator(cfg Config, hint int) *Simulator {
 	hint = max(hint, 1024)
-	s := &Simulator{cfg: cfg, nodes: make([]node, 0, hint), keys: make([]uint64, 1, hint), free: noNode}
+	s := &Simulator{cfg: cfg, nodes: make([]node, 0, hint), free: noNode}
 	s.nodes = append(s.nodes, node{parent: noNode, prev: noNode, next: noNode})
 	if cfg.Policy == MainWriteThrough && cfg.WriteThroughThreshold > 1 {
 		s.hits = make([]int32, 1, hint)
@@ -333,6 +334,14 @@ func (s *Simulator) Process(pages []uint64) (l1Hits, l2Hits int, err error) {
 	// request clock (a host copy is kept); the pages go to the young end of
 	// the device list deepest first, each just before its parent, which
 	// keeps the list in (last access, deeper first) order (lru.go).
+	//
+	// Under MainWriteThrough the host-write step runs along the walk, page
+	// by page, in the order of the step after the walk, and it chooses the
+	// same victims: a page written has no host copy, so (host residency
+	// being closed under ancestors) the pages below it on the path have
+	// none either, are on the device or new, and no host-only page or host
+	// child count depends on them.
+	boundary := s.cfg.Policy == BoundaryL1L2
 	path := s.path[:0]
 	counting, created := true, false
 	cur := rootID
@@ -358,6 +367,9 @@ func (s *Simulator) Process(pages []uint64) (l1Hits, l2Hits int, err error) {
 		}
 		s.touch(c, cur)
 		path = append(path, c)
+		if !boundary {
+			s.writeThrough(c)
+		}
 		cur = c
 	}
 	s.path = path
@@ -367,11 +379,8 @@ func (s *Simulator) Process(pages []uint64) (l1Hits, l2Hits int, err error) {
 	s.res.L2HitPages += l2Hits
 	s.res.MissPages += len(pages) - l1Hits - l2Hits
 
-	boundary := s.cfg.Policy == BoundaryL1L2
 	if boundary {
 		s.reserveHost(path, noNode)
-	} else {
-		s.writeThroughTouch(path)
 	}
 
 	for s.dPages > s.cfg.L1Pages {
@@ -413,36 +422,34 @@ func (s *Simulator) Result() Result {
 	return r
 }
 
-// writeThroughTouch is MainWriteThrough's host-write step: every page of
-// the request counts one hit; a page not on host whose count reached the
-// threshold, and whose parent is the root or on host, gets a host copy if
-// one can be allocated (parents first, so a whole new prefix can be
-// written in one request). It is reserveHost for one page at a time, cut
-// down: no protection, since the page is on the device and L2 eviction
+// writeThrough is MainWriteThrough's host-write step for page id of the
+// request, its pages taken parent first: the page counts one hit; if it is
+// not on host, its count reached the threshold, and its parent is the root
+// or on host, it gets a host copy if one can be allocated (so a whole new
+// prefix can be written in one request). It is reserveHost for one page,
+// cut down: no protection, since the page is on the device and L2 eviction
 // under MainWriteThrough only takes host-only pages, and at most one
 // eviction, since the host is never over capacity.
-func (s *Simulator) writeThroughTouch(path []nodeID) {
-	for _, id := range path {
-		if s.hits != nil && s.hits[id] < math.MaxInt32 {
-			s.hits[id]++
-		}
-		n := &s.nodes[id]
-		if n.hasH || s.hits != nil && int(s.hits[id]) < s.cfg.WriteThroughThreshold {
-			continue
-		}
-		if n.parent != rootID && !s.nodes[n.parent].hasH {
-			continue
-		}
-		if s.hPages >= s.cfg.L2Pages {
-			v := s.minHostOnly()
-			if v == noNode {
-				s.res.FailedHAllocations++
-				continue
-			}
-			s.deleteHostOnlyLeaf(v)
-		}
-		s.setH(id, true)
+func (s *Simulator) writeThrough(id nodeID) {
+	if s.hits != nil && s.hits[id] < math.MaxInt32 {
+		s.hits[id]++
 	}
+	n := &s.nodes[id]
+	if n.hasH || s.hits != nil && int(s.hits[id]) < s.cfg.WriteThroughThreshold {
+		return
+	}
+	if n.parent != rootID && !s.nodes[n.parent].hasH {
+		return
+	}
+	if s.hPages >= s.cfg.L2Pages {
+		v := s.minHostOnly()
+		if v == noNode {
+			s.res.FailedHAllocations++
+			return
+		}
+		s.deleteHostOnlyLeaf(v)
+	}
+	s.setH(id, true)
 }
 
 // reserveHost gives every node of nodes a host copy, or none of them. The
@@ -835,6 +842,9 @@ func (s *Simulator) newChild(parent nodeID, p uint64) nodeID {
 	s.live++
 	if s.index.insert(s.nodes, parent, p, id) {
 		s.nodes[id].inMap = true
+		if s.keys == nil {
+			s.keys = make([]uint64, len(s.nodes), cap(s.nodes))
+		}
 		s.keys[id] = p
 	}
 	return id
@@ -850,7 +860,9 @@ func (s *Simulator) appendNode(parent nodeID, p uint64) nodeID {
 		// Double the arena: append grows large slices by about 1.25x,
 		// which copies the whole arena several times over.
 		s.nodes = slices.Grow(s.nodes, len(s.nodes))
-		s.keys = slices.Grow(s.keys, len(s.keys))
+		if s.keys != nil {
+			s.keys = slices.Grow(s.keys, len(s.keys))
+		}
 		if s.hits != nil {
 			s.hits = slices.Grow(s.hits, len(s.hits))
 		}
@@ -860,7 +872,9 @@ func (s *Simulator) appendNode(parent nodeID, p uint64) nodeID {
 		}
 	}
 	s.nodes = append(s.nodes, node{parent: parent, prev: noNode, next: noNode, key: key32(p)})
-	s.keys = append(s.keys, 0)
+	if s.keys != nil {
+		s.keys = append(s.keys, 0)
+	}
 	if s.hits != nil {
 		s.hits = append(s.hits, 0)
 	}
