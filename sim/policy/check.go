@@ -125,26 +125,36 @@ func (s *Simulator) checkInvariants() {
 	}
 	s.checkList("device", &s.device, d, func(n *node) bool { return n.hasD })
 	s.checkList("host-only", &s.hostOnly, hostOnly, func(n *node) bool { return n.hasH && !n.hasD })
-	if !boundary {
-		if s.dup.len() != 0 {
-			fail("duplicate heap has %d members under %v", s.dup.len(), s.cfg.Policy)
+	s.checkDupHeap()
+}
+
+// checkDupHeap checks the duplicate heap's positions, keys and order, and
+// that it is empty but under BoundaryL1L2 (checkInvariants checks its
+// members).
+func (s *Simulator) checkDupHeap() {
+	fail := func(format string, args ...any) {
+		panic("policy: invariant: duplicate heap: " + fmt.Sprintf(format, args...))
+	}
+	hp := &s.dup
+	if s.cfg.Policy != BoundaryL1L2 {
+		if hp.len() != 0 {
+			fail("%d members under %v", hp.len(), s.cfg.Policy)
 		}
 		return
 	}
-	hp := &s.dup
 	if len(hp.pos) != len(s.nodes) {
-		fail("duplicate heap: %d positions for %d nodes", len(hp.pos), len(s.nodes))
+		fail("%d positions for %d nodes", len(hp.pos), len(s.nodes))
 	}
 	for i, e := range hp.entries {
 		id := e.id
 		if e.lastAccess != s.lastAccess[id] || e.depth != s.info[id].depth {
-			fail("duplicate heap: node %d has a stale key", id)
+			fail("node %d has a stale key", id)
 		}
 		if int(hp.pos[id]) != i {
-			fail("duplicate heap: node %d at %d records index %d", id, i, hp.pos[id])
+			fail("node %d at %d records index %d", id, i, hp.pos[id])
 		}
 		if i > 0 && hp.less(i, (i-1)/2) {
-			fail("duplicate heap: order broken at %d", i)
+			fail("order broken at %d", i)
 		}
 	}
 }
