@@ -739,8 +739,15 @@ func (s *Simulator) setH(v nodeID, on bool) {
 		}
 	}
 	if s.cfg.Policy == BoundaryL1L2 {
-		s.placeDup(v)
-		s.placeDup(n.parent)
+		if p := n.parent; !on && p != rootID && s.dup.contains(v) && !s.dup.contains(p) && s.dupLeaf(p) {
+			// An L2 eviction of duplicate leaf v: its parent, usually the
+			// next victim, takes v's place in the heap (one sift instead
+			// of a removal and a push).
+			s.dup.replace(v, p)
+		} else {
+			s.placeDup(v)
+			s.placeDup(p)
+		}
 		s.regap(n.parent)
 	}
 }
@@ -802,14 +809,20 @@ func (s *Simulator) regap(v nodeID) {
 	}
 }
 
+// dupLeaf reports whether v is a duplicate leaf: on device and host, no
+// child on host.
+func (s *Simulator) dupLeaf(v nodeID) bool {
+	n := &s.nodes[v]
+	return n.hasD && n.hasH && n.hChildren == 0
+}
+
 // placeDup puts v into the duplicate heap exactly when it is a duplicate
 // leaf (on device and host, no child on host), at its current key.
 func (s *Simulator) placeDup(v nodeID) {
 	if v == rootID {
 		return
 	}
-	n := &s.nodes[v]
-	valid := n.hasD && n.hasH && n.hChildren == 0
+	valid := s.dupLeaf(v)
 	switch in := s.dup.contains(v); {
 	case valid && in:
 		s.dup.fix(v)
