@@ -676,10 +676,10 @@ func (s *Simulator) hasHostDescendant(v nodeID) bool {
 }
 
 // touch stamps page v of the current request, whose parent on the
-// request's path is parent, and puts it on the device, in the device list
-// just before parent when parent has just been touched, else at the young
-// end (see Process); it keeps the counters, the recency lists and the
-// duplicate heap exact.
+// request's path is parent, and puts it on the device: in the device list
+// just before parent, which the walk touched just before v, or at the young
+// end when parent is the root (see Process). It keeps the counters, the
+// recency lists and the duplicate heap exact.
 func (s *Simulator) touch(v, parent nodeID) {
 	if s.stamp {
 		s.lastAccess[v] = s.clock
