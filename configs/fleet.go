@@ -165,13 +165,10 @@ func (f *File) validateFleet(name string, ps Positions) error {
 		}
 		return errors.Join(errs...)
 	}
-	// The fleet runs open loop without idle-gap cuts (fleet.Run): refuse
-	// the workload keys it would ignore.
+	// The fleet runs without idle-gap cuts (fleet.Run): refuse the key it
+	// would ignore.
 	if k := fielderr.Dotted("workload.idle_gap_cap"); written(k) && f.Workload.IdleGapCap != 0 {
 		errs = append(errs, fielderr.New(k, "not supported for a fleet yet (a fleet replays the trace as written)"))
-	}
-	if k := fielderr.Dotted("workload.open_loop"); written(k) && !f.Workload.OpenLoop {
-		errs = append(errs, fielderr.New(k, "false (closed loop) is not supported for a fleet yet (a fleet runs open loop)"))
 	}
 	total := 0
 	keys := schemaKeys()

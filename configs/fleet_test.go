@@ -1,6 +1,7 @@
 package configs
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -150,8 +151,6 @@ func TestFleetFileErrors(t *testing.T) {
 			`t.toml:10:1: fleet.groups[1].name: "group0" is also group 0's name (t.toml:7:1)`},
 		{"[workload]\nidle_gap_cap = 60.0\n[[fleet.groups]]\ncount = 1\n",
 			`t.toml:8:1: workload.idle_gap_cap: not supported for a fleet yet (a fleet replays the trace as written)`},
-		{"[workload]\nopen_loop = false\n[[fleet.groups]]\ncount = 1\n",
-			`t.toml:8:1: workload.open_loop: false (closed loop) is not supported for a fleet yet (a fleet runs open loop)`},
 		{"[[fleet.groups]]\ncount = 1\n\n\nset = { \"server.tp_size\" = \"x\", \"cache.eviction\" = \"lru\" }\n",
 			`t.toml:11:9: fleet.groups[0].set: server.tp_size: expected an integer, found a string ('x')`},
 		{"[[fleet.groups]]\ncount = 1\nset = { \"router.policy\" = \"random\" }\n",
@@ -162,11 +161,17 @@ func TestFleetFileErrors(t *testing.T) {
 	} {
 		checkFleetDocError(t, c.doc, c.want)
 	}
-	// What a fleet does anyway is accepted: open loop said explicitly, no
-	// idle-gap cap.
-	f, err := Parse(fleetDoc("[workload]\nopen_loop = true\nidle_gap_cap = 0.0\n[[fleet.groups]]\ncount = 2\n"), "t.toml")
-	if err != nil || !f.IsFleet() {
-		t.Fatalf("open_loop = true: %v", err)
+	// What a fleet does is accepted: either loop, no idle-gap cap; the
+	// loop reaches the fleet's factory.
+	for _, open := range []bool{true, false} {
+		f, err := Parse(fleetDoc(fmt.Sprintf("[workload]\nopen_loop = %v\nidle_gap_cap = 0.0\n[[fleet.groups]]\ncount = 2\n", open)), "t.toml")
+		if err != nil || !f.IsFleet() {
+			t.Fatalf("open_loop = %v: %v", open, err)
+		}
+		b, err := f.BuildFleet(ServerOptions{NoTimeline: true}, 0)
+		if err != nil || b.Factory.OpenLoop != open {
+			t.Fatalf("open_loop = %v: factory's OpenLoop %v, %v", open, b != nil && b.Factory.OpenLoop, err)
+		}
 	}
 }
 

@@ -213,13 +213,7 @@ func TestKVAwareRoutesToLongestPrefix(t *testing.T) {
 // 0, the less loaded, and computes its prompt again. With delay 100 ms
 // (a's prefill is done well before 200 ms) it is seen again.
 func TestKVSignalDelayLagsRouting(t *testing.T) {
-	prompt := func(base, n int) []int32 {
-		out := make([]int32, n)
-		for j := range out {
-			out[j] = int32(base + j)
-		}
-		return out
-	}
+	prompt := seqTokens
 	pa := prompt(1000, 800)
 	recs := []traces.Record{
 		{ID: "x", Arrival: 0, InputLen: 100, Tokens: prompt(50000, 100), OutputLen: 1},

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -39,13 +40,15 @@ func fleetConfig(args []string) *configs.File {
 }
 
 const fleetUsage = `usage: kvsim sim --config FLEET.toml [--trace FILE] [--format F] [--seed N]
-                 [--json] [--per-request FILE]
+                 [--open-loop] [--json] [--per-request FILE]
 
 Simulates the fleet described by FLEET.toml's [fleet] and [router] tables
 (docs/config.md, docs/fleet.md): every replica group's servers behind
-SGLang's router on one virtual clock, open loop. Prints the fleet's
-serving-benchmark metrics, the load balance, the router's decisions and
-one line per replica.
+SGLang's router on one virtual clock, closed loop as one server's run (a
+request reaches the router when its parent and sub-agents have finished,
+on any replica, plus its delay) unless --open-loop or workload.open_loop.
+Prints the fleet's serving-benchmark metrics, the load balance, the
+router's decisions and one line per replica.
 `
 
 // runFleetSim is kvsim sim for a fleet file f.
@@ -61,10 +64,15 @@ func runFleetSim(f *configs.File, args []string, stdout, stderr io.Writer) int {
 	fs.Func("timeline", "not for a fleet", refuse)
 	fs.Func("idle-gap-cap", "not for a fleet", refuse)
 	fs.BoolFunc("explain", "not for a fleet", refuse)
-	fs.BoolFunc("open-loop", "not for a fleet (a fleet runs open loop)", refuse)
+	openLoop := fs.Bool("open-loop", false, "release every request at its trace arrival, ignoring its dependencies (overrides the config's workload.open_loop; default: closed loop)")
 	if code, ok := fs.parse(args); !ok {
 		return code
 	}
+	fs.Visit(func(fl *flag.Flag) {
+		if fl.Name == "open-loop" {
+			f.Workload.OpenLoop = *openLoop
+		}
+	})
 	if err := outputDirExists(*perReq); err != nil {
 		fmt.Fprintf(stderr, "kvsim sim: --per-request: %v\n", err)
 		return exitUsage
@@ -84,7 +92,14 @@ func runFleetSim(f *configs.File, args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	defer closeTrace()
-	res, err := fl.Run(rd)
+	run := fl.RunClosedLoop
+	if b.Factory.OpenLoop {
+		run = fl.Run
+	}
+	res, err := run(rd)
+	if err == nil {
+		warnIgnoredDeps(stderr, res.IgnoredDeps)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "kvsim sim: %v\n", traces.InFile(tp, err))
 		return exitFail
