@@ -72,6 +72,7 @@ type RouterKeys struct {
 	KVHostWeight                *float64 `toml:"kv_host_weight"`
 	KVStorageWeight             *float64 `toml:"kv_storage_weight"`
 	KVSignalDelay               *float64 `toml:"kv_signal_delay"`
+	OracleStorage               *bool    `toml:"oracle_storage"`
 	// Upstreams are nginx_hash's server names, one per replica
 	// (router.Nginx.Upstreams).
 	Upstreams []string `toml:"upstreams"`
@@ -357,8 +358,8 @@ func routerConfig(prefix string, layers ...RouterKeys) (router.Config, error) {
 	for _, r := range layers {
 		errs = append(errs, r.apply(&c, key)...)
 	}
-	if c.Policy == router.KVAware && prefix != "router" {
-		errs = append(errs, fielderr.New(key("policy"), "kv_aware is not supported in a disaggregated fleet's pools yet"))
+	if (c.Policy == router.KVAware || c.Policy == router.CacheAwareOracle) && prefix != "router" {
+		errs = append(errs, fielderr.New(key("policy"), "%v is not supported in a disaggregated fleet's pools yet", c.Policy))
 	}
 	// The router's own checks, "router.KEY: what", as field errors.
 	for _, e := range fielderr.Flatten(c.Validate()) {
@@ -378,7 +379,7 @@ func (r RouterKeys) apply(c *router.Config, key func(string) fielderr.Path) []er
 	var errs []error
 	if r.Policy != "" {
 		if err := c.Policy.UnmarshalText([]byte(r.Policy)); err != nil {
-			errs = append(errs, fielderr.New(key("policy"), `must be "cache_aware", "round_robin", "random", "power_of_two", "consistent_hash", "kv_aware", "nginx_round_robin" or "nginx_hash" (got %q)`, r.Policy))
+			errs = append(errs, fielderr.New(key("policy"), `must be "cache_aware", "round_robin", "random", "power_of_two", "consistent_hash", "kv_aware", "nginx_round_robin", "nginx_hash" or "cache_aware_oracle" (got %q)`, r.Policy))
 		}
 	}
 	if r.MissRule != "" {
@@ -415,6 +416,9 @@ func (r RouterKeys) apply(c *router.Config, key func(string) fielderr.Path) []er
 	setF(&ca.BalanceTokenUsageThreshold, r.BalanceTokenUsageThreshold)
 	setF(&ca.OverloadTokenUsageThreshold, r.OverloadTokenUsageThreshold)
 	setI(&ca.TreePageSize, r.TreePageSize)
+	if r.OracleStorage != nil {
+		ca.OracleStorage = *r.OracleStorage
+	}
 	setD(&c.PowerOfTwo.LoadPollInterval, r.LoadPollInterval, "load_poll_interval")
 	setI(&c.ConsistentHash.VirtualNodes, r.VirtualNodes)
 	kv := &c.KVAware

@@ -68,7 +68,7 @@ func TestFleetErrors(t *testing.T) {
 		`testdata/fleet/bad.toml:10:9: fleet.groups[0].set: unknown key "gpu.presett"`,
 		`testdata/fleet/bad.toml:10:37: fleet.groups[0].set.workload.trace: [workload] is the fleet's, not a group's`,
 		`testdata/fleet/bad.toml:14:9: fleet.groups[1].set: server.tp_size: must be >= 1 (got -3)`,
-		`testdata/fleet/bad.toml:17:1: router.policy: must be "cache_aware", "round_robin", "random", "power_of_two", "consistent_hash", "kv_aware", "nginx_round_robin" or "nginx_hash" (got "kv-aware")`,
+		`testdata/fleet/bad.toml:17:1: router.policy: must be "cache_aware", "round_robin", "random", "power_of_two", "consistent_hash", "kv_aware", "nginx_round_robin", "nginx_hash" or "cache_aware_oracle" (got "kv-aware")`,
 		`testdata/fleet/bad.toml:20:1: router.miss_rule: must be "min_load" or "smallest_tree" (got "x")`,
 		`testdata/fleet/bad.toml:19:1: router.eviction_interval: must be seconds in [0, 31536000] (got -1)`,
 		`testdata/fleet/bad.toml:21:1: router.kv_signal_delay: must be seconds in [0, 31536000] (got -2)`,
@@ -93,6 +93,20 @@ func TestFleetErrors(t *testing.T) {
 // line 7.
 func fleetDoc(doc string) []byte {
 	return []byte("[model]\npreset = \"qwen2.5-14b\"\n[gpu]\npreset = \"h200\"\n[server]\ntp_size = 4\n" + doc)
+}
+
+// router.policy = "cache_aware_oracle" takes cache_aware's keys and
+// router.oracle_storage.
+func TestFleetOracleKeys(t *testing.T) {
+	f, err := Parse(fleetDoc("[[fleet.groups]]\ncount = 2\n[router]\npolicy = \"cache_aware_oracle\"\ncache_threshold = 0.1\noracle_storage = true\n"), "t.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := router.Default()
+	want.Policy, want.CacheAware.CacheThreshold, want.CacheAware.OracleStorage = router.CacheAwareOracle, 0.1, true
+	if rc := f.RouterConfig(); !reflect.DeepEqual(rc, want) {
+		t.Fatalf("router config %+v, want %+v", rc, want)
+	}
 }
 
 // A group's keys are flattened in key order whatever Go's map order, and

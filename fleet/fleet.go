@@ -36,23 +36,27 @@ type Fleet struct {
 	ran      bool
 	pd       *pdFleet // prefill/decode disaggregation (pd.go); router is nil then
 	l3       sharedL3s
-	kv       *kvIndex // kv_aware's view of the replicas' caches (kvindex.go); nil otherwise
+	kv       *kvIndex // kv_aware's and cache_aware_oracle's view of the replicas' caches (kvindex.go); nil otherwise
 }
 
 // New builds a fleet of the replicas behind a router of cfg. seed seeds
 // the router's own random stream (random, power_of_two, keyless
-// consistent_hash). kv_aware's cache oracle is an index of the replicas'
-// KV events (kvindex.go): every replica must be a SGLang simulator, all of
-// one page size.
+// consistent_hash). kv_aware's and cache_aware_oracle's cache oracle is an
+// index of the replicas' KV events (kvindex.go): every replica must be a
+// SGLang simulator, all of one page size.
 func New(replicas []Replica, cfg router.Config, seed uint64) (*Fleet, error) {
 	if len(replicas) == 0 {
 		return nil, errors.New("fleet: no replica")
 	}
 	deps := router.Deps{Rand: rand.New(rand.NewPCG(seed, 0x666c656574))} // "fleet"
 	var kv *kvIndex
-	if cfg.Policy == router.KVAware {
+	if cfg.Policy == router.KVAware || cfg.Policy == router.CacheAwareOracle {
+		delay := engine.Time(cfg.KVAware.SignalDelay)
+		if cfg.Policy == router.CacheAwareOracle {
+			delay = 0 // the replicas' caches as they are
+		}
 		var err error
-		if kv, err = newKVIndex(replicas, engine.Time(cfg.KVAware.SignalDelay)); err != nil {
+		if kv, err = newKVIndex(replicas, delay, cfg.Policy); err != nil {
 			return nil, err
 		}
 		deps.Oracle = kv
