@@ -40,7 +40,7 @@ func fleetConfig(args []string) *configs.File {
 }
 
 const fleetUsage = `usage: kvsim sim --config FLEET.toml [--trace FILE] [--format F] [--seed N]
-                 [--open-loop] [--json] [--per-request FILE]
+                 [--open-loop] [--explain] [--json] [--per-request FILE]
 
 Simulates the fleet described by FLEET.toml's [fleet] and [router] tables
 (docs/config.md, docs/fleet.md): every replica group's servers behind
@@ -63,7 +63,7 @@ func runFleetSim(f *configs.File, args []string, stdout, stderr io.Writer) int {
 	refuse := func(string) error { return errors.New("not supported for a fleet yet") }
 	fs.Func("timeline", "not for a fleet", refuse)
 	fs.Func("idle-gap-cap", "not for a fleet", refuse)
-	fs.BoolFunc("explain", "not for a fleet", refuse)
+	explain := fs.Bool("explain", false, "print how each replica group's memory sizes and cost model were derived")
 	openLoop := fs.Bool("open-loop", false, "release every request at its trace arrival, ignoring its dependencies (overrides the config's workload.open_loop; default: closed loop)")
 	if code, ok := fs.parse(args); !ok {
 		return code
@@ -86,6 +86,15 @@ func runFleetSim(f *configs.File, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "kvsim sim: %s: %v\n", *cfgPath, err)
 		return exitUsage
+	}
+	if *explain {
+		for i, srv := range b.Servers {
+			fmt.Fprintln(stdout, b.Describe[i])
+			for _, l := range srv.Explain {
+				fmt.Fprintln(stdout, "  "+l)
+			}
+		}
+		fmt.Fprintln(stdout)
 	}
 	tp, rd, closeTrace, code := openSimTrace(fs, f, *cfgPath, *tracePath, *format, []outputFlag{{"per-request", *perReq}}, stderr)
 	if rd == nil {

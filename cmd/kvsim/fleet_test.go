@@ -117,7 +117,7 @@ func TestSimFleetOfOne(t *testing.T) {
 // The single server's flags that a fleet does not support yet are
 // refused by name; a bad fleet file is reported at its line.
 func TestSimFleetRefuses(t *testing.T) {
-	for _, flag := range [][]string{{"--timeline", "x.csv"}, {"--explain"}, {"--idle-gap-cap", "1s"}} {
+	for _, flag := range [][]string{{"--timeline", "x.csv"}, {"--idle-gap-cap", "1s"}} {
 		checkRefused(t, append([]string{"sim", "--config", fleetExample, "--trace", fleetTrace}, flag...), "not supported for a fleet yet")
 	}
 	bad := filepath.Join(t.TempDir(), "bad.toml")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/kvsim/kvsim/internal/testutil"
@@ -62,4 +63,47 @@ func TestSimFleetOfOneClosedLoop(t *testing.T) {
 	open := perRequest("--config", single, "--open-loop")
 	same("--open-loop", perRequest("--config", fleetCfg, "--open-loop"), open)
 	same("workload.open_loop", perRequest("--config", openCfg), open)
+}
+
+// kvsim sim --explain on a fleet prints, group by group, the group's line
+// and the derivation kvsim sim --explain prints for its server alone (the
+// fleet file's server with the group's set keys), then the fleet's table.
+func TestSimFleetExplain(t *testing.T) {
+	server := string(testutil.ReadFile(t, filepath.Join("testdata", "replay", "sim_small.toml")))
+	dir := t.TempDir()
+	alone := func(text string) []string {
+		path := filepath.Join(dir, "alone.toml")
+		writeFile(t, path, text)
+		out, _ := runOK(t, "sim", "--config", path, "--trace", fleetTrace, "--explain")
+		head, _, _ := strings.Cut(out, "\n\n")
+		return strings.Split(head, "\n")
+	}
+	cfg := filepath.Join(dir, "fleet.toml")
+	writeFile(t, cfg, server+"\n[[fleet.groups]]\nname = \"a\"\ncount = 1\n[[fleet.groups]]\nname = \"b\"\ncount = 2\nset = { \"gpu.preset\" = \"h100-sxm\" }\n")
+	out, _ := runOK(t, "sim", "--config", cfg, "--trace", fleetTrace, "--explain")
+	var want []string
+	h100 := strings.Replace(server, `preset = "h200"`, `preset = "h100-sxm"`, 1)
+	for _, g := range []struct{ line, text string }{{"a: 1 x ", server}, {"b: 2 x ", h100}} {
+		lines := alone(g.text)
+		if len(lines) < 5 {
+			t.Fatalf("kvsim sim --explain printed %q", lines)
+		}
+		want = append(want, g.line)
+		for _, l := range lines {
+			want = append(want, "  "+l)
+		}
+	}
+	head, rest, _ := strings.Cut(out, "\n\n")
+	got := strings.Split(head, "\n")
+	if len(got) != len(want) {
+		t.Fatalf("explain printed %d lines, want %d:\n%s", len(got), len(want), head)
+	}
+	for i := range got {
+		if got[i] != want[i] && !(strings.HasSuffix(want[i], " x ") && strings.HasPrefix(got[i], want[i])) {
+			t.Fatalf("line %d: %q, want %q", i, got[i], want[i])
+		}
+	}
+	if !strings.Contains(rest, "kvsim fleet simulation") {
+		t.Fatalf("no fleet table after the explanation:\n%s", rest)
+	}
 }
