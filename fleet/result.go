@@ -37,6 +37,9 @@ type Result struct {
 	// PDRequests are a disaggregated fleet's per-request details, as
 	// Requests (nil otherwise).
 	PDRequests []PDRequest `json:"-"`
+	// IgnoredDeps counts, in a closed-loop run, the dependencies (parent,
+	// wait_for) that named no earlier request, as engine.Result's.
+	IgnoredDeps int `json:"-"`
 }
 
 // ReplicaResult is one replica's share of a fleet run.
@@ -130,7 +133,7 @@ type SharedL3Result struct {
 // every request in completion order, the fleet's summary, and the
 // replicas' counters summed field by field (no timeline).
 func (r *Result) EngineResult() *engine.Result {
-	out := &engine.Result{Requests: r.Requests, Summary: r.Summary}
+	out := &engine.Result{Requests: r.Requests, Summary: r.Summary, IgnoredDeps: r.IgnoredDeps}
 	sum := reflect.ValueOf(&out.Counters).Elem()
 	for _, rep := range r.Replicas {
 		if rep.Result == nil {
