@@ -172,3 +172,17 @@ func TestPropStatsChunks(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkStatsAddITL adds 2 M inter-token latencies that each start a
+// run (as a fleet's interleaved replicas make them) to a fresh Stats, and
+// reports the cost per latency: how much growing the runs costs.
+func BenchmarkStatsAddITL(b *testing.B) {
+	const n = 2 << 20
+	for b.Loop() {
+		var st Stats
+		for i := range n {
+			st.AddITL(float64(i & 1))
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/latency")
+}
