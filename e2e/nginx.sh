@@ -22,9 +22,9 @@
 #    (step 0b; or CONFIG) with two replicas
 #    and the policy, router.upstreams the two servers' names as written in nginx.conf. At
 #    concurrency 1 requests arrive 100 s apart (each ends before the next, as in the real run);
-#    at the slot count as the replay's client sends them (closed_loop: the fleet has no
-#    closed-loop client yet, so simulations are repeated until the arrivals they imply stop
-#    changing).
+#    at the slot count as the replay's client sends them (closed_loop: kvsim sim has no client
+#    with the replay's slots and send gap, so simulations are repeated until the arrivals they
+#    imply stop changing).
 # 3. Gates (fidelity fleetcmp): at concurrency 1 every request's cached_tokens exact and every
 #    request routed (nginx's access log, $upstream_addr) to the replica kvsim chose; at the slot
 #    count the hit rate within MAX_HIT_PP (default 2) points, once, no retry.
@@ -253,8 +253,8 @@ fi
   --output-len 8 --order grouped --vocab "$VOCAB" --seed 8 --out "$OUT/docs.jsonl" 2>/dev/null
 "$OUT/fidelity" chain -trace "$OUT/docs.jsonl" -out "$OUT/chain.jsonl"
 
-# closed_loop RUN C TRACE: the fleet simulation of the replay of TRACE at concurrency C. The fleet
-# runs open loop, so the client's rules (replay/pace.go: a record is sent when its Parent has
+# closed_loop RUN C TRACE: the fleet simulation of the replay of TRACE at concurrency C. kvsim sim
+# has no client with the replay's slots and send gap, so the client's rules (replay/pace.go: a record is sent when its Parent has
 # ended and a slot is free, SEND_GAP after the previous send) are applied from outside: simulate,
 # set each arrival from the simulated requests' times (fidelity simtrace -sim), simulate again,
 # until the arrivals stop changing. The arrivals come from the simulation alone.

@@ -19,13 +19,14 @@ package main
 // its previous one has ended (a user asking the next question).
 //
 // simtrace writes the trace the fleet simulator runs: the same records
-// without dependencies (the fleet runs open loop), arriving either gap
+// without dependencies (the arrivals carry them), arriving either gap
 // apart (a concurrency-1 run with a gap longer than any request), or as a
-// replay at concurrency C sends them, each when a slot frees: the slots
-// free at the end times of the simulator's previous round (-sim), so
-// e2e/nginx.sh runs simtrace and kvsim sim in turn until the arrivals stop
-// changing (the fleet has no closed-loop client of its own yet). The
-// arrivals then come from the simulated run alone, none from the real one.
+// replay at concurrency C sends them (its parents ended, a slot free, the
+// gap kept): the requests take the times they took in the simulator's
+// previous round (-sim), so e2e/nginx.sh runs simtrace and kvsim sim in
+// turn until the arrivals stop changing (kvsim sim has no client with the
+// replay's slots and send gap). The arrivals then come from the simulated
+// run alone, none from the real one.
 //
 // fleetcmp puts a real replay's per-request output beside the fleet
 // simulator's (kvsim sim --per-request): how many requests' cached_tokens
@@ -190,7 +191,7 @@ func chain(args []string) error {
 	return writeTrace(*out, chainSessions(recs), "e2e/fidelity chain of "+*in)
 }
 
-// simTrace returns recs without dependencies (the fleet runs open loop),
+// simTrace returns recs without dependencies (the arrivals carry them),
 // arriving as kvsim replay --max-concurrency c --send-gap gap (no
 // --timestamps: every record due at once) sends them, by its pacer's rules
 // (replay/pace.go): a record is ready when its Parent and WaitFor records
