@@ -4,6 +4,7 @@ package main
 // real nginx, predicted by kvsim's fleet with the matching nginx policy.
 //
 //	fidelity route -url URL -policy nginx_hash|nginx_round_robin -upstreams A,B[,...] [-n 2000]
+//	fidelity chain -trace T -out O
 //	fidelity simtrace -trace T -out O -gap D [-closed C [-sim SIM.jsonl]]
 //	fidelity fleetcmp -name NAME -real REAL.jsonl -sim SIM.jsonl [-exact] [-max-hit-pp 2] [-access LOG -upstreams A,B]
 //
@@ -13,14 +14,19 @@ package main
 // which carries none. It asks kvsim's router the same questions in the
 // same order and fails unless every answer matches.
 //
+// chain writes the trace with each record's Parent the previous record of
+// its session, so that a replay sends a session's next request only when
+// its previous one has ended (a user asking the next question).
+//
 // simtrace writes the trace the fleet simulator runs: the same records
-// without dependencies (the fleet runs open loop), arriving either gap
+// without dependencies (the arrivals carry them), arriving either gap
 // apart (a concurrency-1 run with a gap longer than any request), or as a
-// replay at concurrency C sends them, each when a slot frees: the slots
-// free at the end times of the simulator's previous round (-sim), so
-// e2e/nginx.sh runs simtrace and kvsim sim in turn until the arrivals stop
-// changing (the fleet has no closed-loop client of its own yet). The
-// arrivals then come from the simulated run alone, none from the real one.
+// replay at concurrency C sends them (its parents ended, a slot free, the
+// gap kept): the requests take the times they took in the simulator's
+// previous round (-sim), so e2e/nginx.sh runs simtrace and kvsim sim in
+// turn until the arrivals stop changing (kvsim sim has no client with the
+// replay's slots and send gap). The arrivals then come from the simulated
+// run alone, none from the real one.
 //
 // fleetcmp puts a real replay's per-request output beside the fleet
 // simulator's (kvsim sim --per-request): how many requests' cached_tokens
@@ -36,6 +42,7 @@ package main
 
 import (
 	"cmp"
+	"container/heap"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -150,34 +157,149 @@ type simRequest struct {
 	Finish       int64  `json:"finish_ns"`
 }
 
-// simTrace returns recs without dependencies (the fleet runs open loop),
-// arriving as a replay at concurrency c with send gap gap sends them
-// (kvsim replay --max-concurrency c --send-gap gap, every record due at
-// once): record k in trace order gets a concurrency slot at once if k < c,
-// else when the (k-c+1)-th request of the run ends (finish holds the
-// run's end times, in any order; missing ones count as never), and is
-// sent no sooner than gap after record k-1. With c = 0 there is no slot
-// limit: records arrive gap apart.
-func simTrace(recs []traces.Record, finish []int64, c int, gap time.Duration) []traces.Record {
-	ends := slices.Sorted(slices.Values(finish))
+// chainSessions returns recs with each record's Parent the previous record
+// of its session (none for a session's first record or a record without a
+// session), WaitFor and ThinkTime cleared.
+func chainSessions(recs []traces.Record) []traces.Record {
 	out := slices.Clone(recs)
-	var prev int64
-	for k := range out {
-		r := &out[k]
+	last := map[string]string{}
+	for i := range out {
+		r := &out[i]
 		r.Parent, r.WaitFor, r.ThinkTime = "", nil, 0
-		var t int64
-		if c > 0 && k >= c {
-			t = math.MaxInt64 / 2 // no slot frees: as late as can be
-			if i := k - c; i < len(ends) {
-				t = ends[i]
-			}
+		if r.Session != "" {
+			r.Parent = last[r.Session]
+			last[r.Session] = r.ID
 		}
-		if k > 0 {
-			t = max(t, prev+int64(gap))
-		}
-		r.Arrival, prev = t, t
 	}
 	return out
+}
+
+func chain(args []string) error {
+	fs := flag.NewFlagSet("chain", flag.ContinueOnError)
+	in := fs.String("trace", "", "the trace")
+	out := fs.String("out", "", "the trace to write")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *in == "" || *out == "" {
+		return errors.New("chain: -trace and -out are required")
+	}
+	recs, err := readTrace(*in)
+	if err != nil {
+		return err
+	}
+	return writeTrace(*out, chainSessions(recs), "e2e/fidelity chain of "+*in)
+}
+
+// simTrace returns recs without dependencies (the arrivals carry them),
+// arriving as kvsim replay --max-concurrency c --send-gap gap (no
+// --timestamps: every record due at once) sends them, by its pacer's rules
+// (replay/pace.go): a record is ready when its Parent and WaitFor records
+// (earlier ones; later ones are ignored, as by the pacer) have ended, at
+// once if it has none; ready records queue,
+// in the order they became ready (record order at ties), for one of c
+// slots (0: no limit), a slot freed by a request's end going to the queue
+// before the requests that end readies; granted records are sent in grant
+// order, each no sooner than gap after the previous send. Ends at the same
+// instant as a send come first. A record's request takes as long as it
+// took in prev (the simulator's previous round, by ID: its finish minus
+// its arrival), none if it is not there, so the rule applied to one
+// round's results gives the next round's arrivals. The records come out in
+// arrival order.
+func simTrace(recs []traces.Record, prev map[string]simRequest, c int, gap time.Duration) []traces.Record {
+	n := len(recs)
+	idx := make(map[string]int, n)
+	left := make([]int, n)
+	dependents := make([][]int, n)
+	var queue []int // ready, waiting for a slot
+	for i, r := range recs {
+		seen := map[int]bool{}
+		for _, id := range append([]string{r.Parent}, r.WaitFor...) {
+			if j, ok := idx[id]; ok && !seen[j] {
+				seen[j] = true
+				left[i]++
+				dependents[j] = append(dependents[j], i)
+			}
+		}
+		idx[r.ID] = i
+		if left[i] == 0 {
+			queue = append(queue, i)
+		}
+	}
+	out := slices.Clone(recs)
+	var ends endHeap // requests in flight, by end time
+	var outbox []int // granted, waiting for the send gap
+	inUse, sent := 0, 0
+	last := int64(math.MinInt64 / 2) // the previous send
+	grant := func() {
+		for len(queue) > 0 && (c == 0 || inUse < c) {
+			outbox = append(outbox, queue[0])
+			queue = queue[1:]
+			inUse++
+		}
+	}
+	var now int64
+	for sent < n {
+		grant()
+		send := int64(math.MaxInt64)
+		if len(outbox) > 0 {
+			send = max(now, last+int64(gap))
+		}
+		if ends.Len() > 0 && ends[0].at <= send {
+			e := heap.Pop(&ends).(end)
+			now = e.at
+			inUse--
+			grant() // the freed slot goes to the queue first
+			for _, d := range dependents[e.i] {
+				if left[d]--; left[d] == 0 {
+					queue = append(queue, d)
+				}
+			}
+			continue
+		}
+		if len(outbox) == 0 {
+			// Every request ends and a record waits only for earlier ones.
+			panic("fidelity: simtrace: records left that nothing readies")
+		}
+		i := outbox[0]
+		outbox = outbox[1:]
+		now, last = send, send
+		sent++
+		r := &out[i]
+		r.Arrival = send
+		r.Parent, r.WaitFor, r.ThinkTime = "", nil, 0
+		took := int64(0)
+		if p, ok := prev[r.ID]; ok {
+			took = max(p.Finish-p.Arrival, 0)
+		}
+		heap.Push(&ends, end{at: send + took, i: i})
+	}
+	// A trace is in arrival order; a record sent after a later one (it
+	// waited for its Parent) moves behind it.
+	slices.SortStableFunc(out, func(a, b traces.Record) int { return cmp.Compare(a.Arrival, b.Arrival) })
+	return out
+}
+
+// end is a request's end in simTrace's emulation of the replay.
+type end struct {
+	at int64
+	i  int
+}
+
+// endHeap orders ends by time, then record order.
+type endHeap []end
+
+func (h endHeap) Len() int { return len(h) }
+func (h endHeap) Less(a, b int) bool {
+	return h[a].at < h[b].at || (h[a].at == h[b].at && h[a].i < h[b].i)
+}
+func (h endHeap) Swap(a, b int) { h[a], h[b] = h[b], h[a] }
+func (h *endHeap) Push(x any)   { *h = append(*h, x.(end)) }
+func (h *endHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 func simtrace(args []string) error {
@@ -197,17 +319,17 @@ func simtrace(args []string) error {
 	if err != nil {
 		return err
 	}
-	var finish []int64
+	prev := map[string]simRequest{}
 	if *simPath != "" {
 		sim, err := readSim(*simPath)
 		if err != nil {
 			return err
 		}
 		for _, r := range sim {
-			finish = append(finish, r.Finish)
+			prev[r.ID] = r
 		}
 	}
-	return writeTrace(*out, simTrace(recs, finish, *c, *gap), "e2e/fidelity simtrace of "+*in)
+	return writeTrace(*out, simTrace(recs, prev, *c, *gap), "e2e/fidelity simtrace of "+*in)
 }
 
 // fleetCmp is fleetcmp's result.

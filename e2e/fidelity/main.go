@@ -6,7 +6,7 @@
 //	fidelity breakdown -log server.log -per-request run.jsonl
 //	fidelity groups -predicted PRED.jsonl [-tol 500us] [-name NAME] REAL.jsonl...
 //	fidelity refs -predicted PRED.jsonl [-k 1,3,5] [-max-ttft-mape 15] [-max-e2e-mape 10] [-name NAME] REAL.jsonl...
-//	fidelity route|simtrace|fleetcmp ...   (two llama-servers behind nginx: fleet.go)
+//	fidelity route|chain|simtrace|fleetcmp ...   (two llama-servers behind nginx: fleet.go)
 //
 // realize makes a generated multi-turn chat trace (kvsim trace gen
 // multiturn) true to the server: it sends each turn, in trace order and one
@@ -75,7 +75,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: fidelity realize|table|breakdown|groups|refs|route|simtrace|fleetcmp ...")
+		fmt.Fprintln(os.Stderr, "usage: fidelity realize|table|breakdown|groups|refs|route|chain|simtrace|fleetcmp ...")
 		os.Exit(2)
 	}
 	var err error
@@ -92,12 +92,14 @@ func main() {
 		err = refs(os.Args[2:], os.Stdout)
 	case "route":
 		err = route(os.Args[2:], os.Stdout)
+	case "chain":
+		err = chain(os.Args[2:])
 	case "simtrace":
 		err = simtrace(os.Args[2:])
 	case "fleetcmp":
 		err = fleetcmp(os.Args[2:], os.Stdout)
 	default:
-		err = fmt.Errorf("unknown command %q (realize, table, breakdown, groups, refs, route, simtrace or fleetcmp)", os.Args[1])
+		err = fmt.Errorf("unknown command %q (realize, table, breakdown, groups, refs, route, chain, simtrace or fleetcmp)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fidelity:", err)

@@ -15,6 +15,10 @@ import (
 // equal values (16 bytes a run). A decode step gives every request in the
 // batch the same latency, one after another, so a run of the default
 // configuration holds about one run a decode step, a few per request. The
+// runs are kept in chunks of itlChunk that are never reallocated: a long
+// run (a fleet interleaves its replicas' steps, so it has a run nearly
+// every token) adds fresh chunks instead of copying all its runs into a
+// slice twice as large, whose new pages this machine pays dearly for. The
 // summary is computed from these exactly: the same sums in the same order,
 // the same order statistics, bit for bit what Summarize gives for the same
 // requests and latencies.
@@ -29,9 +33,14 @@ type Stats struct {
 	first, last          Time
 	started              bool
 	ttft, e2e, tpot      []float64
-	itl                  []latencyRun
+	itl                  [][]latencyRun // chunks, each of capacity itlChunk but the first
 	itlN                 int64
 }
+
+// itlChunk is the number of runs in a chunk of Stats' inter-token runs
+// (64 KiB). The first chunk grows by append up to it, so that a short run
+// allocates little.
+const itlChunk = 4096
 
 // latencyRun is n consecutive equal latencies.
 type latencyRun struct {
@@ -69,11 +78,21 @@ func (st *Stats) Add(r RequestResult) {
 // AddITL records one inter-token latency in milliseconds.
 func (st *Stats) AddITL(ms float64) {
 	st.itlN++
-	if n := len(st.itl); n > 0 && st.itl[n-1].v == ms {
-		st.itl[n-1].n++
-		return
+	c := len(st.itl) - 1
+	if c >= 0 {
+		if n := len(st.itl[c]); n > 0 && st.itl[c][n-1].v == ms {
+			st.itl[c][n-1].n++
+			return
+		}
 	}
-	st.itl = append(st.itl, latencyRun{v: ms, n: 1})
+	if c < 0 || len(st.itl[c]) == itlChunk {
+		st.itl = append(st.itl, nil)
+		c++
+		if c > 0 {
+			st.itl[c] = make([]latencyRun, 0, itlChunk)
+		}
+	}
+	st.itl[c] = append(st.itl[c], latencyRun{v: ms, n: 1})
 }
 
 // Summary returns the metric set over what was added, as Summarize does.
@@ -88,7 +107,7 @@ func (st *Stats) Summary() Summary {
 	s.setRates((st.last - st.first).Seconds(), st.e2e)
 	s.MeanTTFT, s.MedianTTFT, s.StdTTFT, s.P90TTFT, s.P99TTFT = dist(st.ttft)
 	s.MeanTPOT, s.MedianTPOT, s.StdTPOT, s.P90TPOT, s.P99TPOT = dist(st.tpot)
-	s.MeanITL, s.MedianITL, s.StdITL, s.P90ITL, s.P99ITL = distRuns(st.itl, st.itlN)
+	s.MeanITL, s.MedianITL, s.StdITL, s.P90ITL, s.P99ITL = distRuns(slices.Concat(st.itl...), st.itlN)
 	s.MeanE2E, s.MedianE2E, s.StdE2E, s.P90E2E, s.P99E2E = dist(st.e2e)
 	if st.prompt > 0 {
 		s.CacheHitRate = float64(st.cached) / float64(st.prompt)
@@ -115,16 +134,16 @@ func (s *Summary) setRates(dur float64, e2e []float64) {
 }
 
 // distRuns is dist over the n values the runs hold, computed without
-// expanding them: the runs are sorted by value, the mean is gonum's sum
-// (see sumSorted) over the sorted values divided by n, the population
-// standard deviation gonum's corrected two-pass formula in the same order,
-// and the percentiles pick the same order statistics.
+// expanding them: the runs are sorted by value in place, the mean is
+// gonum's sum (see sumSorted) over the sorted values divided by n, the
+// population standard deviation gonum's corrected two-pass formula in the
+// same order, and the percentiles pick the same order statistics.
 func distRuns(runs []latencyRun, n int64) (mean, median, std, p90, p99 float64) {
 	if n == 0 {
 		return 0, 0, 0, 0, 0
 	}
-	sorted := slices.Clone(runs)
-	slices.SortFunc(sorted, func(a, b latencyRun) int { return cmp.Compare(a.v, b.v) })
+	slices.SortFunc(runs, func(a, b latencyRun) int { return cmp.Compare(a.v, b.v) })
+	sorted := runs
 	mean = sumSorted(sorted, n) / float64(n)
 	var ss, comp float64
 	for _, r := range sorted {

@@ -3,6 +3,7 @@ package engine
 import (
 	"cmp"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -126,4 +127,62 @@ func TestSumSortedIsFloatsSum(t *testing.T) {
 			t.Fatalf("sumSorted = %v, floats.Sum = %v (n %d)", got, want, len(xs))
 		}
 	})
+}
+
+// TestPropStatsChunks checks Stats across the chunks of its inter-token
+// runs: runs of one to three latencies, enough of them to fill one to three
+// chunks (the boundaries, with a run continuing or not across them), give
+// Summarize's slice result bit for bit, and no chunk is ever reallocated:
+// every one but the first is allocated at itlChunk and stays at most that
+// long.
+func TestPropStatsChunks(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		runs := rapid.IntRange(itlChunk-2, 3*itlChunk+2).Draw(t, "runs")
+		// Thousands of draws from rapid are slow: the values come from a
+		// generator seeded by it.
+		rng := rand.New(rand.NewPCG(rapid.Uint64().Draw(t, "seed"), 0))
+		var st Stats
+		var xs []float64
+		v := 0.0
+		for range runs {
+			// A new value each run, from a small set so that values recur.
+			v = float64((int(v) + 1 + rng.IntN(6)) % 7)
+			for range 1 + rng.IntN(3) {
+				xs = append(xs, v)
+				st.AddITL(v)
+			}
+		}
+		for i, c := range st.itl {
+			if len(c) > itlChunk || (i > 0 && cap(c) != itlChunk) || (i < len(st.itl)-1 && len(c) != itlChunk) {
+				t.Fatalf("chunk %d of %d: len %d, cap %d (chunk size %d)", i, len(st.itl), len(c), cap(c), itlChunk)
+			}
+		}
+		if want := (runs + itlChunk - 1) / itlChunk; len(st.itl) != want {
+			t.Fatalf("%d runs in %d chunks, want %d", runs, len(st.itl), want)
+		}
+		// One request, so that the summary is computed at all.
+		r := RequestResult{ID: "r", FirstToken: 1e6, Finish: 9e6, PromptTokens: 10, OutputTokens: 5}
+		st.Add(r)
+		got, want := st.Summary(), summarizeSlices([]RequestResult{r}, xs)
+		if got != want {
+			t.Fatalf("Stats.Summary = %+v\nslices give %+v", got, want)
+		}
+		if again := st.Summary(); again != got {
+			t.Fatalf("a second Summary = %+v, the first %+v", again, got)
+		}
+	})
+}
+
+// BenchmarkStatsAddITL adds 2 M inter-token latencies that each start a
+// run (as a fleet's interleaved replicas make them) to a fresh Stats, and
+// reports the cost per latency: how much growing the runs costs.
+func BenchmarkStatsAddITL(b *testing.B) {
+	const n = 2 << 20
+	for b.Loop() {
+		var st Stats
+		for i := range n {
+			st.AddITL(float64(i & 1))
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/latency")
 }
