@@ -117,7 +117,9 @@
 // the requests it holds, allocates them (after its radix hit), waits for
 // [Online.KVReady], emits the first token in a
 // prebuilt batch of no forward, and decodes. [Online.Abort] fails a
-// waiting request. A regular server runs none of this.
+// request on either side: one waiting (or a prefill chunked between
+// forwards) at once, one in a prefill forward at its end, freeing its KV
+// and its tree lock. A regular server runs none of this.
 //
 // # Simplifications
 //

@@ -30,7 +30,8 @@ type pdState struct {
 	prealloc   []*request // DecodePreallocQueue: waiting for room
 	transfer   []*request // DecodeTransferQueue: KV allocated, not arrived
 	ready      []*request // KV arrived: the next iteration's prebuilt batch
-	aborts     []abortReq // aborted by the caller, failed at the next event
+	aborts     []abortReq // aborted by the caller, failed at the next event (or a forward's end)
+	inForward  int        // of aborts, those in the forward in progress (prefill)
 }
 
 type abortReq struct {
@@ -103,7 +104,7 @@ func (o *Online) pdModeCheck() error {
 // virtual time at (not before Now nor after its next event): the request
 // joins the next prebuilt batch.
 func (o *Online) KVReady(id string, at engine.Time) error {
-	if err := o.pdAt(at); err != nil {
+	if err := o.pdAt(at, true); err != nil {
 		return err
 	}
 	pd := o.s.pd
@@ -117,35 +118,95 @@ func (o *Online) KVReady(id string, at engine.Time) error {
 	return nil
 }
 
-// Abort fails request id on a decode server at virtual time at (not
-// before Now nor after its next event) while it waits for room or for its
-// KV, freeing what it holds; its completion event (Failed = why) is
-// reported by the next RunUntil.
+// Abort fails request id at virtual time at (not before Now nor after its
+// next event), freeing what it holds. On a decode server the request must
+// wait for room or for its KV: its preallocation is freed at once. On a
+// prefill server it must not have finished: waiting, it leaves the queue
+// (its prefetch cancelled); chunked between two forwards, its KV is freed
+// and its tree lock released at once; in the forward in progress, it
+// stops at that forward's end instead of going on (SGLang's abort of a
+// running request, to_finish), reporting no chunk. Its completion event
+// (Failed = why) is reported by the RunUntil that reaches the time it
+// fails.
 func (o *Online) Abort(id string, at engine.Time, why string) error {
-	if err := o.pdAt(at); err != nil {
+	if err := o.pdAt(at, false); err != nil {
 		return err
 	}
-	pd := o.s.pd
+	s, pd := o.s, o.s.pd
+	if !pd.decode {
+		return s.abortPrefill(id, at, why)
+	}
 	for _, q := range []*[]*request{&pd.prealloc, &pd.transfer, &pd.ready} {
 		if i := slices.IndexFunc(*q, func(r *request) bool { return r.id == id }); i >= 0 {
 			r := (*q)[i]
 			*q = slices.Delete(*q, i, i+1)
-			o.s.dropKV(r)
+			s.dropKV(r)
 			pd.aborts = append(pd.aborts, abortReq{r, why})
-			o.s.schedule(at, evPD)
+			s.schedule(at, evPD)
 			return nil
 		}
 	}
 	return fmt.Errorf("sim: Abort: request %q is not waiting on this decode server", id)
 }
 
-// pdAt checks a decode-mode call at virtual time at and moves the clock
-// there.
-func (o *Online) pdAt(at engine.Time) error {
+// abortPrefill is Abort on a prefill server.
+func (s *Sim) abortPrefill(id string, at engine.Time, why string) error {
+	pd := s.pd
+	match := func(r *request) bool { return r.id == id }
+	switch {
+	case s.busy && !s.decode && slices.ContainsFunc(s.batch, match):
+		pd.aborts = append(pd.aborts, abortReq{s.batch[slices.IndexFunc(s.batch, match)], why})
+		pd.inForward++
+		return nil // failed by pdForwardAborted at the forward's end
+	case s.chunked != nil && s.chunked.id == id:
+		r := s.chunked
+		s.chunked = nil
+		s.dropKV(r)
+		pd.aborts = append(pd.aborts, abortReq{r, why})
+	default:
+		i := slices.IndexFunc(s.waiting, match)
+		if i < 0 {
+			return fmt.Errorf("sim: Abort: request %q is not on this prefill server", id)
+		}
+		pd.aborts = append(pd.aborts, abortReq{s.waiting[i], why})
+		s.waiting = slices.Delete(s.waiting, i, i+1)
+	}
+	s.schedule(at, evPD)
+	return nil
+}
+
+// pdForwardAborted reports whether request r, at the end of its prefill
+// forward, was aborted during it (Abort on a prefill server): it then
+// fails, its KV freed, and reports no chunk.
+func (s *Sim) pdForwardAborted(r *request) bool {
+	pd := s.pd
+	if pd == nil || pd.inForward == 0 {
+		return false
+	}
+	i := slices.IndexFunc(pd.aborts, func(a abortReq) bool { return a.r == r })
+	if i < 0 {
+		return false
+	}
+	why := pd.aborts[i].why
+	pd.aborts = slices.Delete(pd.aborts, i, i+1)
+	pd.inForward--
+	if r == s.chunked {
+		s.chunked = nil
+	}
+	s.dropKV(r)
+	s.fail(r, why)
+	return true
+}
+
+// pdAt checks a disaggregation call at virtual time at (on a decode
+// server if decodeOnly) and moves the clock there.
+func (o *Online) pdAt(at engine.Time, decodeOnly bool) error {
 	switch {
 	case o.err != nil:
 		return o.err
-	case o.s.pd == nil || !o.s.pd.decode:
+	case o.s.pd == nil:
+		return errors.New("sim: not a prefill or decode server (SetPrefillMode, SetDecodeMode)")
+	case decodeOnly && !o.s.pd.decode:
 		return errors.New("sim: not a decode server (SetDecodeMode)")
 	case at < o.s.now:
 		return fmt.Errorf("sim: time %d is before the simulation's time %d", at, o.s.now)
@@ -157,13 +218,21 @@ func (o *Online) pdAt(at engine.Time) error {
 	return nil
 }
 
-// pdEvent handles evPD: aborted requests fail, and an idle server
-// iterates (a prebuilt batch may be ready).
+// pdEvent handles evPD: aborted requests fail (but those in the forward
+// in progress, which fail at its end), and an idle server iterates (a
+// prebuilt batch may be ready, or a prefill batch fit).
 func (s *Sim) pdEvent() {
+	k := 0
 	for _, a := range s.pd.aborts {
+		if s.busy && !s.decode && contains(s.batch, a.r) {
+			s.pd.aborts[k] = a
+			k++
+			continue
+		}
 		s.fail(a.r, a.why)
 	}
-	s.pd.aborts = s.pd.aborts[:0]
+	clear(s.pd.aborts[k:])
+	s.pd.aborts = s.pd.aborts[:k]
 	if !s.busy {
 		s.iterate()
 	}

@@ -52,6 +52,75 @@ func TestPrefillModeChunks(t *testing.T) {
 	}
 }
 
+// Abort on a prefill server: a request in the forward in progress fails
+// at its end and reports no chunk, a waiting one fails at once, and both
+// leave nothing held or locked; a finished request cannot be aborted.
+func TestPrefillModeAbort(t *testing.T) {
+	cfg := Default(10000)
+	cfg.Scheduler.ChunkedPrefillSize = 64
+	o, err := NewOnline(cfg, linearCost{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chunks []string
+	if err := o.SetPrefillMode(func(id string, at engine.Time, computed int64, last bool) {
+		chunks = append(chunks, fmt.Sprintf("%s:%d@%d", id, computed, at))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []struct {
+		id   string
+		base int32
+	}{{"a", 1}, {"b", 5000}, {"c", 9000}} {
+		if err := o.Submit(rec(r.id, 0, tokens(200, r.base), 5)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := o.RunUntil(0); err != nil {
+		t.Fatal(err)
+	}
+	// a's first chunk (64 tokens) is in the forward [0, 1.064 ms).
+	if err := o.Abort("a", 0, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Abort("b", 0, "gone too"); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Abort("zz", 0, "?"); err == nil {
+		t.Fatal("Abort of an unknown request = nil")
+	}
+	var done []string
+	for {
+		at, ok := o.Next()
+		if !ok {
+			break
+		}
+		evs, err := o.RunUntil(at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
+			if ev.Done {
+				done = append(done, fmt.Sprintf("%s@%d:%s", ev.ID, ev.Time, ev.Result.Failed))
+			}
+		}
+	}
+	// c starts when a's aborted forward ends: 4 chunks of 64, 64, 64, 8.
+	want := "c:64@2128000 c:128@3192000 c:192@4256000 c:200@5264000"
+	if strings.Join(chunks, " ") != want {
+		t.Fatalf("chunks %v, want %s", chunks, want)
+	}
+	if d := strings.Join(done, " "); d != "b@0:gone too a@1064000:gone c@5264000:" {
+		t.Fatalf("completions %s", d)
+	}
+	if h, p := o.s.tree.Held(0), o.s.tree.Protected(0); h != 0 || p != 0 {
+		t.Fatalf("after the aborts %d tokens held, %d locked", h, p)
+	}
+	if err := o.Abort("c", o.Now(), "late"); err == nil {
+		t.Fatal("Abort of a finished request = nil")
+	}
+}
+
 // A decode server preallocates in queue order while prompt + reserved
 // fits beside the reservations of the requests it holds, starts a
 // request only when its KV is ready, emits its first token 1 ns later

@@ -440,6 +440,9 @@ func (s *Sim) finishPrefill(b []*request) {
 		r.chunkCont = false
 		r.countedNow = false
 		r.kv = r.prefix + r.extend
+		if s.pdForwardAborted(r) {
+			continue
+		}
 		if s.pd != nil && s.pd.onChunk != nil {
 			s.pd.onChunk(r.id, s.now, r.kv, r.kv >= r.fill())
 		}
