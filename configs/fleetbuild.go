@@ -50,6 +50,7 @@ func (f *File) BuildFleet(opt ServerOptions, seed uint64) (*FleetBuilt, error) {
 			Prefill: pd.PrefillRouter, Decode: pd.DecodeRouter,
 			TransferGbps: pd.TransferGbps, TransferLatency: pd.TransferLatency,
 			TransferQueues: pd.TransferQueues, ReservedDecodeTokens: pd.ReservedDecodeTokens,
+			BootstrapTimeout: pd.BootstrapTimeout, WaitingTimeout: pd.WaitingTimeout,
 		}}
 	}
 	for i, g := range groups {
