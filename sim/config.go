@@ -163,6 +163,12 @@ type StorageConfig struct {
 	// 100 µs.
 	ReadLatency  int64 `toml:"read_latency_ns"`
 	WriteLatency int64 `toml:"write_latency_ns"`
+	// DecodeOffload keeps the storage tier on for a disaggregated fleet's
+	// decode server whose prefix cache is off (the chunk cache), which
+	// writes each finished request's generated pages to it (SGLang's
+	// --disaggregation-decode-enable-offload-kvcache; [Online.SetDecodeMode]).
+	// Not a configuration key: the fleet sets it.
+	DecodeOffload bool `toml:"-"`
 }
 
 // Default returns a configuration with every default filled in and a device
@@ -412,9 +418,10 @@ func (c Config) treeConfig() tree.Config {
 }
 
 // storageOn reports whether the storage tier takes part in the run: it is
-// enabled, and there is a host tier and a prefix cache to feed it.
+// enabled, and there is a host tier and a prefix cache to feed it (or a
+// decode server's offload).
 func (c Config) storageOn() bool {
-	return c.Storage.Enabled && c.Cache.HostTokens > 0 && !c.Cache.Disable
+	return c.Storage.Enabled && c.Cache.HostTokens > 0 && (!c.Cache.Disable || c.Storage.DecodeOffload)
 }
 
 // setDefault sets *p to def if it is the zero value.

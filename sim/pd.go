@@ -75,8 +75,10 @@ func (o *Online) SetPrefillMode(onChunk func(id string, at engine.Time, computed
 // prefill side sends only the pages after it). The request waits for
 // [Online.KVReady], then its first token is emitted by a prebuilt batch
 // of no forward (1 ns), and it decodes as usual. A request that cannot be
-// preallocated even in an empty server fails. Call it before the first
-// Submit.
+// preallocated even in an empty server fails. With the chunk cache and a
+// storage tier (the configuration's Storage.DecodeOffload), every
+// finished request's generated pages are written to storage (SGLang's
+// decode offload, see offloadDecode). Call it before the first Submit.
 func (o *Online) SetDecodeMode(reserved int64, onPrealloc func(id string, at engine.Time, cached int64)) error {
 	if err := o.pdModeCheck(); err != nil {
 		return err
@@ -311,6 +313,26 @@ func (s *Sim) popPrealloc() {
 		pd.onPrealloc(r.id, s.now, prefix)
 	}
 	pd.prealloc = slices.Delete(pd.prealloc, 0, k)
+}
+
+// offloadDecode is SGLang's decode offload
+// (decode_kvcache_offload_manager) for request r finishing on a decode
+// server with the chunk cache and a storage tier: its pages from the one
+// holding the prompt's end (the prefill side backs up the prompt's whole
+// pages) to the last whole page of prompt + output - 1 tokens (the KV it
+// has) are written to storage, keyed by their path from the prompt's
+// first page (SGLang chains the hashes on from the prompt), so a later
+// turn extending this one finds them there. Output pages have exact keys
+// when the trace gives the output's token ids, else fresh ones nothing
+// will match.
+func (s *Sim) offloadDecode(r *request) {
+	ps := int64(s.cfg.Cache.PageSize)
+	lo, hi := r.input/ps, r.kv/ps
+	if hi <= lo {
+		return
+	}
+	pages := slices.Clone(s.pagesFor(r, hi*ps))
+	s.writeStorage(nil, newPathKey(pages), int(lo), int(hi))
 }
 
 // pdHeld adds the device tokens held by a decode server's preallocated

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/kvsim/kvsim/sim/engine"
+	"github.com/kvsim/kvsim/tree"
 )
 
 // A prefill server reports every prefill forward of a request with the
@@ -233,5 +234,54 @@ func TestDecodeModeRadix(t *testing.T) {
 	}
 	if cached["a"] != 0 || cached["b"] != 300 || cached["c"] != 0 || at["b"] != 1e9 || at["c"] != 1e9+1 || res.Summary.Failed != 0 {
 		t.Fatalf("decode hits %v at %v, %d failed", cached, at, res.Summary.Failed)
+	}
+}
+
+// A decode server with the chunk cache and decode offload writes a
+// finished request's pages from the one holding the prompt's end to the
+// last whole page of prompt + output - 1 to storage, keyed on from the
+// prompt: they are there once the write lands, the prompt's whole pages
+// are not.
+func TestDecodeModeOffload(t *testing.T) {
+	cfg := Default(1000)
+	cfg.Cache.Disable = true
+	cfg.Cache.PageSize = 4
+	cfg.Cache.HostTokens = 1000
+	cfg.Storage.Enabled = true
+	cfg.Storage.DecodeOffload = true
+	o, err := NewOnline(cfg, linearCost{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.SetDecodeMode(16, func(string, engine.Time, int64) {}); err != nil {
+		t.Fatal(err)
+	}
+	r := rec("a", 0, tokens(10, 1), 9)
+	r.OutputTokens = []int32{501, 502, 503, 504, 505, 506, 507, 508, 509}
+	if err := o.Submit(r); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.RunUntil(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.KVReady("a", 0); err != nil {
+		t.Fatal(err)
+	}
+	res, err := o.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 10 + 9 - 1 = 18 tokens of KV: pages 2 (tokens 8-11) and 3 (12-15).
+	if w := res.Counters.StorageWriteTokens; w != 8 || res.Requests[0].Failed != "" {
+		t.Fatalf("%d tokens written, failed %q", w, res.Requests[0].Failed)
+	}
+	seq := append(tokens(10, 1), r.OutputTokens...)
+	toks := make([]tree.Token, len(seq))
+	for i, v := range seq {
+		toks[i] = tree.Token(v)
+	}
+	path := newPathKey(o.s.pager.TokenPages(toks[:16], nil))
+	if got := fmt.Sprint(o.s.st.l3.absent(path, 0, 4, nil)); got != "[{0 2}]" {
+		t.Fatalf("absent spans %s, want pages 0-1 only", got)
 	}
 }

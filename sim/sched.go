@@ -532,6 +532,8 @@ func (s *Sim) cacheFinished(r *request) {
 	if !s.cfg.Cache.Disable {
 		ps := int64(s.cfg.Cache.PageSize)
 		s.insert(r, r.kv/ps*ps, false)
+	} else if s.pd != nil && s.st != nil {
+		s.offloadDecode(r)
 	}
 	s.dropKV(r)
 	r.res.Finish = s.now

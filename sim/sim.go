@@ -351,8 +351,9 @@ func (s *Sim) admit(rec *traces.Record) error {
 	if why := admissionError(&s.cfg, s.lanes, r.input, r.maxNew); why != "" {
 		s.fail(r, why)
 	} else {
-		if s.pd == nil || !s.pd.decode || !s.cfg.Cache.Disable {
-			// (A decode server's chunk cache needs no page keys.)
+		if s.pd == nil || !s.pd.decode || !s.cfg.Cache.Disable || s.st != nil {
+			// (A decode server's chunk cache needs no page keys, unless
+			// it offloads to storage.)
 			if err := s.computePromptPages(r, rec); err != nil {
 				return fmt.Errorf("request %q: %w", rec.ID, err)
 			}
