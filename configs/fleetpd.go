@@ -31,6 +31,10 @@ type DisaggregationSection struct {
 	// default 300 each.
 	BootstrapTimeout *float64 `toml:"bootstrap_timeout"`
 	WaitingTimeout   *float64 `toml:"waiting_timeout"`
+	// DecodeOffload is --disaggregation-decode-enable-offload-kvcache:
+	// the decode replicas write every finished request's generated pages
+	// to their storage tier; default false.
+	DecodeOffload bool `toml:"decode_offload"`
 	// DecodeCache is the decode replicas' cache: "chunk" (the default,
 	// SGLang's classic decode: no prefix reuse) or "radix"
 	// (--disaggregation-decode-enable-radix-cache).
@@ -52,6 +56,8 @@ type PD struct {
 	WaitingTimeout              time.Duration
 	// DecodeRadix: decode_cache = "radix".
 	DecodeRadix bool
+	// DecodeOffload: decode_offload = true.
+	DecodeOffload bool
 }
 
 // Bounds of the [disaggregation] keys.
@@ -69,7 +75,7 @@ func (f *File) IsPD() bool { return f.IsFleet() && f.Disaggregation.set() }
 func (d *DisaggregationSection) set() bool {
 	return d.Prefill != nil || d.Decode != nil || d.TransferGbps != 0 || d.TransferLatency != nil ||
 		d.TransferQueues != nil || d.NumReservedDecodeTokens != nil || d.DecodeCache != "" ||
-		d.BootstrapTimeout != nil || d.WaitingTimeout != nil
+		d.BootstrapTimeout != nil || d.WaitingTimeout != nil || d.DecodeOffload
 }
 
 // PDConfig returns the disaggregation settings of a disaggregated fleet
@@ -165,6 +171,9 @@ func (f *File) pdConfig(place func(fielderr.Path, error) error) (PD, error) {
 		errs = append(errs, fielderr.New(key("decode_cache"), "\"hicache\" is not supported yet: \"chunk\" or \"radix\""))
 	default:
 		errs = append(errs, fielderr.New(key("decode_cache"), "must be \"chunk\" or \"radix\" (got %q)", d.DecodeCache))
+	}
+	if pd.DecodeOffload = d.DecodeOffload; d.DecodeOffload && pd.DecodeRadix {
+		errs = append(errs, fielderr.New(key("decode_offload"), "only with decode_cache = \"chunk\" (a radix decode replica has no storage tier)"))
 	}
 	if _, err := f.Router.config(); err == nil {
 		var err error

@@ -46,8 +46,13 @@ func TestPDConfig(t *testing.T) {
 	}
 	h := mustParse(t, fleetDoc("[[fleet.groups]]\nname = \"p\"\ncount = 1\n[[fleet.groups]]\nname = \"d\"\ncount = 1\n"+
 		"[disaggregation]\nprefill = \"p\"\ndecode = \"d\"\ntransfer_gbps = 100\nbootstrap_timeout = 0.25\nwaiting_timeout = 600\n"), "t.toml")
-	if pd := h.PDConfig(); pd.BootstrapTimeout != 250*time.Millisecond || pd.WaitingTimeout != 600*time.Second {
-		t.Errorf("timeouts %v, %v", pd.BootstrapTimeout, pd.WaitingTimeout)
+	if pd := h.PDConfig(); pd.BootstrapTimeout != 250*time.Millisecond || pd.WaitingTimeout != 600*time.Second || pd.DecodeOffload {
+		t.Errorf("timeouts %v, %v, offload %v", pd.BootstrapTimeout, pd.WaitingTimeout, pd.DecodeOffload)
+	}
+	o := mustParse(t, fleetDoc("[[fleet.groups]]\nname = \"p\"\ncount = 1\n[[fleet.groups]]\nname = \"d\"\ncount = 1\n"+
+		"[disaggregation]\nprefill = \"p\"\ndecode = \"d\"\ntransfer_gbps = 100\ndecode_offload = true\n"), "t.toml")
+	if !o.PDConfig().DecodeOffload {
+		t.Error("decode_offload = true not read")
 	}
 }
 
@@ -78,6 +83,8 @@ func TestPDErrors(t *testing.T) {
 		{groups + "[disaggregation]\nprefill = \"p\"\ndecode = \"d\"\ntransfer_gbps = 1\nbootstrap_timeout = 0.0\nwaiting_timeout = -3.0\n",
 			"t.toml:17:1: disaggregation.bootstrap_timeout: must be seconds in [1e-06, 31536000] (got 0)\n" +
 				"t.toml:18:1: disaggregation.waiting_timeout: must be seconds in [1e-06, 31536000] (got -3)"},
+		{groups + "[disaggregation]\nprefill = \"p\"\ndecode = \"d\"\ntransfer_gbps = 1\ndecode_cache = \"radix\"\ndecode_offload = true\n",
+			`t.toml:18:1: disaggregation.decode_offload: only with decode_cache = "chunk" (a radix decode replica has no storage tier)`},
 		{groups + "[disaggregation]\nprefill = \"p\"\ndecode = \"d\"\ntransfer_gbps = 1\ndecode_cache = \"lru\"\n",
 			`t.toml:17:1: disaggregation.decode_cache: must be "chunk" or "radix" (got "lru")`},
 		{groups + "[disaggregation]\nprefill = \"p\"\ndecode = \"d\"\ntransfer_gbps = 1\n[router.prefill]\ncache_threshold = 2.0\n[router.decode]\npolicy = \"nope\"\n",

@@ -61,6 +61,12 @@ type PDConfig struct {
 	// this long after its preallocation (the decode side's receiver
 	// waiting) is aborted.
 	WaitingTimeout time.Duration
+	// DecodeOffload is --disaggregation-decode-enable-offload-kvcache: the
+	// decode replicas write each finished request's generated pages to
+	// their storage tier (shared with the prefill replicas' for a later
+	// turn to hit them anywhere). Every decode replica's server must have
+	// a storage tier (sim: Storage.DecodeOffload with the chunk cache).
+	DecodeOffload bool
 }
 
 // DefaultPD returns SGLang's defaults: cache_aware on both pools, 4
@@ -132,6 +138,9 @@ func NewPD(replicas []PDReplica, cfg PDConfig, seed uint64) (*Fleet, error) {
 			k = 1
 		default:
 			return nil, fmt.Errorf("fleet: replica %d (%s): no role", i, r.Group)
+		}
+		if st, ok := r.Factory.(storageTier); cfg.DecodeOffload && r.Role == Decode && (!ok || !st.HasStorage()) {
+			return nil, fmt.Errorf("fleet: replica %d (%s): decode offload needs a storage tier on every decode replica", i, r.Group)
 		}
 		if !(r.KVBytesPerToken >= 0) || math.IsInf(r.KVBytesPerToken, 0) {
 			return nil, fmt.Errorf("fleet: replica %d (%s): KV bytes per token must be >= 0 (got %g)", i, r.Group, r.KVBytesPerToken)

@@ -90,6 +90,37 @@ func TestSimFleetPDTimeout(t *testing.T) {
 	}
 }
 
+// With decode_offload the decode replicas, sharing the prefill
+// replicas' L3 store, write the generated pages to it; without a storage
+// tier on the decode group the key is refused.
+func TestSimFleetPDDecodeOffload(t *testing.T) {
+	path := pdVariant(t, "[cost]", "decode_offload = true\n[storage]\nenabled = true\nshared = true\n[cost]")
+	// decode_offload belongs to [disaggregation]: move it there.
+	text := strings.Replace(string(testutil.ReadFile(t, path)), "decode_offload = true\n", "", 1)
+	text = strings.Replace(text, `decode_cache = "chunk"`, "decode_cache = \"chunk\"\ndecode_offload = true", 1)
+	writeFile(t, path, text)
+	var got struct {
+		Replicas []struct {
+			Role string `json:"role"`
+			L3   struct {
+				Written int64 `json:"l3_pages_written"`
+			} `json:"l3"`
+		} `json:"replicas"`
+		SharedL3 []struct {
+			Replicas []int `json:"replicas"`
+		} `json:"shared_l3"`
+	}
+	runQuietJSON(t, &got, "sim", "--config", path, "--trace", fleetTrace, "--json")
+	if len(got.SharedL3) != 1 || len(got.SharedL3[0].Replicas) != 4 || got.Replicas[2].L3.Written == 0 || got.Replicas[3].L3.Written == 0 {
+		t.Fatalf("shared stores %+v, replicas %+v", got.SharedL3, got.Replicas)
+	}
+	bad := pdVariant(t, `decode_cache = "chunk"`, "decode_cache = \"chunk\"\ndecode_offload = true")
+	code, _, stderr := runCLI(t, "sim", "--config", bad, "--trace", fleetTrace)
+	if code == 0 || !strings.Contains(stderr, "disaggregation.decode_offload: group decode (decode) has no storage tier") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+}
+
 // pdVariant writes configs/fleet-pd.toml with old replaced by new (its
 // trace path made absolute) and returns its path.
 func pdVariant(t *testing.T, old, new string) string {
