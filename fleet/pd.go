@@ -93,6 +93,8 @@ type PDReplica struct {
 type prefillServer interface {
 	engine.Engine
 	SetPrefillMode(onChunk func(id string, at engine.Time, computed int64, last bool)) error
+	HoldUntilSent() error
+	KVSent(id string, at engine.Time) error
 	Abort(id string, at engine.Time, why string) error
 }
 
@@ -211,9 +213,13 @@ func (pd *pdFleet) setMode(i int, e engine.Engine) error {
 		if !ok {
 			return errors.New("its server model cannot serve prefill in a disaggregated fleet (SGLang's can)")
 		}
-		return ps.SetPrefillMode(func(id string, at engine.Time, computed int64, last bool) {
+		err := ps.SetPrefillMode(func(id string, at engine.Time, computed int64, last bool) {
 			pd.run.chunk(i, id, at, computed, last)
 		})
+		if err != nil {
+			return err
+		}
+		return ps.HoldUntilSent() // its tree locks until the last chunk lands
 	}
 	ds, ok := e.(decodeServer)
 	if !ok {

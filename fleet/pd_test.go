@@ -158,6 +158,12 @@ func TestPropPDConservation(t *testing.T) {
 			if sum != r.TTFT() || d.FirstStep < 1 {
 				t.Fatalf("request %s: parts %v sum to %d, TTFT %d", r.ID, parts, sum, r.TTFT())
 			}
+			// The prefill replica holds it (its KV and tree lock) until
+			// its last page lands.
+			pr := res.Replicas[d.Prefill].Result.Requests
+			if p := pr[slices.IndexFunc(pr, func(x engine.RequestResult) bool { return x.ID == r.ID })]; p.Finish != r.Arrival+sum-d.FirstStep {
+				t.Fatalf("request %s finished on its prefill replica at %d, its KV landed at %d", r.ID, p.Finish, r.Arrival+sum-d.FirstStep)
+			}
 			if r.OutputTokens != int64(max(recs[slices.IndexFunc(recs, func(x traces.Record) bool { return x.ID == r.ID })].OutputLen, 1)) {
 				t.Fatalf("request %s: %d output tokens", r.ID, r.OutputTokens)
 			}

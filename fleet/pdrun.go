@@ -102,6 +102,9 @@ func (p *pdRun) land() error {
 			if err := p.f.engines[q.d].(decodeServer).KVReady(q.rec.ID, p.now); err != nil {
 				return fmt.Errorf("fleet: replica %d: %w", q.d, err)
 			}
+			if err := p.f.engines[q.p].(prefillServer).KVSent(q.rec.ID, p.now); err != nil {
+				return fmt.Errorf("fleet: replica %d: %w", q.p, err)
+			}
 		}
 	}
 	return nil

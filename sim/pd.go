@@ -21,6 +21,10 @@ type pdState struct {
 	// Prefill mode: onChunk is called at the end of every prefill forward
 	// of a request.
 	onChunk func(id string, at engine.Time, computed int64, last bool)
+	// hold: a prefilled request keeps its KV and tree lock in inflight
+	// until KVSent (SGLang's inflight queue).
+	hold     bool
+	inflight []*request
 
 	// Decode mode: reserved is num_reserved_decode_tokens; onPrealloc is
 	// called when a request's KV is allocated, with its device hit.
@@ -30,6 +34,7 @@ type pdState struct {
 	prealloc   []*request // DecodePreallocQueue: waiting for room
 	transfer   []*request // DecodeTransferQueue: KV allocated, not arrived
 	ready      []*request // KV arrived: the next iteration's prebuilt batch
+	sent       []*request // KVSent: finished at the next event
 	aborts     []abortReq // aborted by the caller, failed at the next event (or a forward's end)
 	inForward  int        // of aborts, those in the forward in progress (prefill)
 }
@@ -95,6 +100,61 @@ func (o *Online) SetDecodeMode(reserved int64, onPrealloc func(id string, at eng
 	return nil
 }
 
+// HoldUntilSent makes a prefill server keep each request, once its last
+// prefill forward has inserted its prompt (cache_unfinished_req), in its
+// inflight queue, holding its KV and its tree lock, until [Online.KVSent]
+// says its KV has been sent: only then is it finished (cache_finished_req)
+// and reported complete (SGLang's process_disagg_prefill_inflight_queue).
+// Without it a prefill server finishes a request at its last forward.
+// Call it after SetPrefillMode, before the first Submit.
+func (o *Online) HoldUntilSent() error {
+	if o.s.pd == nil || o.s.pd.decode || o.s.nextIdx > 0 || o.s.pending != nil {
+		return errors.New("sim: HoldUntilSent is for a prefill server, before the first Submit")
+	}
+	o.s.pd.hold = true
+	return nil
+}
+
+// KVSent tells a prefill server that holds requests until sent
+// ([Online.HoldUntilSent]) that request id's KV has all been sent, at
+// virtual time at (not before Now nor after its next event): it is
+// finished then, its prompt inserted, its lock released and its KV freed
+// but for what the tree keeps.
+func (o *Online) KVSent(id string, at engine.Time) error {
+	if err := o.pdAt(at, false); err != nil {
+		return err
+	}
+	if pd := o.s.pd; !moveReq(&pd.inflight, &pd.sent, id) {
+		return fmt.Errorf("sim: KVSent: request %q is not in the prefill server's inflight queue", id)
+	}
+	o.s.schedule(at, evPD)
+	return nil
+}
+
+// moveReq moves request id from *from to the end of *to and reports
+// whether it was in *from.
+func moveReq(from, to *[]*request, id string) bool {
+	i := slices.IndexFunc(*from, func(r *request) bool { return r.id == id })
+	if i < 0 {
+		return false
+	}
+	*to = append(*to, (*from)[i])
+	*from = slices.Delete(*from, i, i+1)
+	return true
+}
+
+// pdHold keeps request r, prefilled, in a holding prefill server's
+// inflight queue: its prompt is inserted as an unfinished request's. It
+// reports whether it did.
+func (s *Sim) pdHold(r *request) bool {
+	if s.pd == nil || !s.pd.hold {
+		return false
+	}
+	s.cacheUnfinished(r, false)
+	s.pd.inflight = append(s.pd.inflight, r)
+	return true
+}
+
 func (o *Online) pdModeCheck() error {
 	if o.s.pd != nil || o.s.nextIdx > 0 || o.s.pending != nil {
 		return errors.New("sim: the disaggregation mode is set once, before the first Submit")
@@ -109,13 +169,9 @@ func (o *Online) KVReady(id string, at engine.Time) error {
 	if err := o.pdAt(at, true); err != nil {
 		return err
 	}
-	pd := o.s.pd
-	i := slices.IndexFunc(pd.transfer, func(r *request) bool { return r.id == id })
-	if i < 0 {
+	if pd := o.s.pd; !moveReq(&pd.transfer, &pd.ready, id) {
 		return fmt.Errorf("sim: KVReady: request %q is not waiting for its KV", id)
 	}
-	pd.ready = append(pd.ready, pd.transfer[i])
-	pd.transfer = slices.Delete(pd.transfer, i, i+1)
 	o.s.schedule(at, evPD)
 	return nil
 }
@@ -124,8 +180,9 @@ func (o *Online) KVReady(id string, at engine.Time) error {
 // next event), freeing what it holds. On a decode server the request must
 // wait for room or for its KV: its preallocation is freed at once. On a
 // prefill server it must not have finished: waiting, it leaves the queue
-// (its prefetch cancelled); chunked between two forwards, its KV is freed
-// and its tree lock released at once; in the forward in progress, it
+// (its prefetch cancelled); chunked between two forwards, or prefilled and
+// held until sent (HoldUntilSent), its KV is freed and its tree lock
+// released at once; in the forward in progress, it
 // stops at that forward's end instead of going on (SGLang's abort of a
 // running request, to_finish), reporting no chunk. Its completion event
 // (Failed = why) is reported by the RunUntil that reaches the time it
@@ -163,6 +220,12 @@ func (s *Sim) abortPrefill(id string, at engine.Time, why string) error {
 	case s.chunked != nil && s.chunked.id == id:
 		r := s.chunked
 		s.chunked = nil
+		s.dropKV(r)
+		pd.aborts = append(pd.aborts, abortReq{r, why})
+	case slices.ContainsFunc(pd.inflight, match):
+		i := slices.IndexFunc(pd.inflight, match)
+		r := pd.inflight[i]
+		pd.inflight = slices.Delete(pd.inflight, i, i+1)
 		s.dropKV(r)
 		pd.aborts = append(pd.aborts, abortReq{r, why})
 	default:
@@ -224,6 +287,11 @@ func (o *Online) pdAt(at engine.Time, decodeOnly bool) error {
 // in progress, which fail at its end), and an idle server iterates (a
 // prebuilt batch may be ready, or a prefill batch fit).
 func (s *Sim) pdEvent() {
+	for _, r := range s.pd.sent {
+		s.cacheFinished(r)
+	}
+	clear(s.pd.sent)
+	s.pd.sent = s.pd.sent[:0]
 	k := 0
 	for _, a := range s.pd.aborts {
 		if s.busy && !s.decode && contains(s.batch, a.r) {
@@ -345,6 +413,12 @@ func (s *Sim) pdHeld(add func(r *request)) {
 		add(r)
 	}
 	for _, r := range s.pd.ready {
+		add(r)
+	}
+	for _, r := range s.pd.inflight {
+		add(r)
+	}
+	for _, r := range s.pd.sent {
 		add(r)
 	}
 }

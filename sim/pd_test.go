@@ -53,6 +53,69 @@ func TestPrefillModeChunks(t *testing.T) {
 	}
 }
 
+// A prefill server that holds requests until sent keeps a prefilled
+// request's KV and tree lock, finishing it only at KVSent; a waiting
+// request the held memory keeps out waits for it instead of failing.
+func TestPrefillModeHold(t *testing.T) {
+	cfg := Default(300)
+	o, err := NewOnline(cfg, linearCost{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.SetPrefillMode(func(string, engine.Time, int64, bool) {}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.HoldUntilSent(); err != nil {
+		t.Fatal(err)
+	}
+	// a takes 200 of the 300 tokens; b (200) fits only once a is sent.
+	for _, id := range []string{"a", "b"} {
+		if err := o.Submit(rec(id, 0, tokens(200, int32(id[0])*1000), 5)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := o.RunUntil(5e9); err != nil {
+		t.Fatal(err)
+	}
+	if h, p := o.s.tree.Held(0)+o.s.tree.DeviceUsed(0), o.s.tree.Protected(0); h != 200 || p != 200 || o.Active() != 2 {
+		t.Fatalf("before KVSent: %d tokens used, %d locked, %d active", h, p, o.Active())
+	}
+	if err := o.KVSent("b", 5e9); err == nil {
+		t.Fatal("KVSent of a request not prefilled = nil")
+	}
+	if err := o.KVSent("a", 5e9); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := o.RunUntil(5e9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 || evs[0].ID != "a" || !evs[0].Done || evs[0].Time != 5e9 || evs[0].Result.Failed != "" {
+		t.Fatalf("events at KVSent: %+v", evs)
+	}
+	// b runs once a is sent (its prefill from 5 s), not failed; it is
+	// held in turn until sent.
+	for len(o.s.pd.inflight) == 0 {
+		at, ok := o.Next()
+		if !ok {
+			t.Fatal("b never prefilled")
+		}
+		if _, err := o.RunUntil(at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := o.KVSent("b", o.Now()); err != nil {
+		t.Fatal(err)
+	}
+	res, err := o.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := res.Requests[1]; b.ID != "b" || b.Failed != "" || b.FirstToken <= 5e9 {
+		t.Fatalf("b: %+v", b)
+	}
+}
+
 // Abort on a prefill server: a request in the forward in progress fails
 // at its end and reports no chunk, a waiting one fails at once, and both
 // leave nothing held or locked; a finished request cannot be aborted.

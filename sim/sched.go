@@ -457,7 +457,9 @@ func (s *Sim) finishPrefill(b []*request) {
 		}
 		s.emitToken(r)
 		if r.out >= r.maxNew {
-			s.cacheFinished(r)
+			if !s.pdHold(r) {
+				s.cacheFinished(r)
+			}
 			continue
 		}
 		s.cacheUnfinished(r, false)

@@ -412,6 +412,9 @@ func (s *Sim) iterate() {
 		s.schedule(max(t, s.now+1), evWake)
 		return
 	}
+	if s.pd != nil && len(s.pd.inflight) > 0 {
+		return // KVSent frees memory and iterates again
+	}
 	var r *request
 	if s.chunked != nil {
 		r, s.chunked = s.chunked, nil
