@@ -85,6 +85,7 @@ type enums struct {
 	planner     sim.Planner
 	policy      sim.SchedulePolicy
 	prefetch    sim.PrefetchPolicy
+	l3Eviction  sim.StorageEviction
 	cost        costKind // cost.kind; 0 when it does not parse
 }
 
@@ -107,6 +108,7 @@ func (f *File) parseEnums() {
 	e.planner = parseEnum(f.Cache.Planner, sim.ParsePlanner)
 	e.policy = parseEnum(f.Scheduler.Policy, sim.ParseSchedulePolicy)
 	e.prefetch = parseEnum(f.Storage.PrefetchPolicy, sim.ParsePrefetchPolicy)
+	e.l3Eviction = parseEnum(f.Storage.Eviction, sim.ParseStorageEviction)
 	switch f.Cost.Kind {
 	case "", "roofline":
 		e.cost = costRoofline
@@ -148,6 +150,8 @@ var simKeys = []struct {
 	{fielderr.Dotted("storage.write_bandwidth"), fielderr.Dotted("storage.write_gbps"), func(f *File) any { return f.Storage.WriteGBps }},
 	{fielderr.Dotted("storage.read_latency_ns"), fielderr.Dotted("storage.read_latency_us"), func(f *File) any { return f.Storage.ReadLatencyUs }},
 	{fielderr.Dotted("storage.write_latency_ns"), fielderr.Dotted("storage.write_latency_us"), func(f *File) any { return f.Storage.WriteLatencyUs }},
+	{fielderr.Dotted("storage.eviction"), fielderr.Dotted("storage.eviction"), func(f *File) any { return fmt.Sprintf("%q", f.Storage.Eviction) }},
+	{fielderr.Dotted("storage.lease_ttl_ns"), fielderr.Dotted("storage.lease_ttl"), func(f *File) any { return f.Storage.LeaseTTL }},
 }
 
 // simErrors returns the simulator's validation error err with each range
@@ -354,6 +358,12 @@ type StorageSection struct {
 	WriteGBps                 float64 `toml:"write_gbps"`
 	ReadLatencyUs             float64 `toml:"read_latency_us"`
 	WriteLatencyUs            float64 `toml:"write_latency_us"`
+	// Eviction is "lru" (default) or "mooncake" (sim.StorageMooncake),
+	// with HighWatermark, EvictionRatio and LeaseTTL (seconds).
+	Eviction      string  `toml:"eviction"`
+	HighWatermark float64 `toml:"high_watermark"`
+	EvictionRatio float64 `toml:"eviction_ratio"`
+	LeaseTTL      float64 `toml:"lease_ttl"`
 }
 
 // WorkloadSection names the trace.
@@ -971,7 +981,7 @@ func (f *File) simConfig(z hw.Sizing) sim.Config {
 		H2DBandwidth: bw(f.Links.H2DGBps), D2HBandwidth: bw(f.Links.D2HGBps),
 		H2DLatency: clampNs(lat * 1e3), D2HLatency: clampNs(lat * 1e3),
 	}
-	cfg.Storage = f.Storage.simConfig(f.enums.prefetch)
+	cfg.Storage = f.Storage.simConfig(f.enums.prefetch, f.enums.l3Eviction)
 	return cfg
 }
 
@@ -979,7 +989,7 @@ func (f *File) simConfig(z hw.Sizing) sim.Config {
 // checks their ranges ([sim.Config.Validate]; [File.simErrors] reports
 // them at the file's keys). Zero is the simulator's default too; a
 // negative value stays negative, however small.
-func (st StorageSection) simConfig(prefetch sim.PrefetchPolicy) sim.StorageConfig {
+func (st StorageSection) simConfig(prefetch sim.PrefetchPolicy, eviction sim.StorageEviction) sim.StorageConfig {
 	scale := func(v, unit float64) float64 { return v * unit }
 	ns := func(v, unit float64) int64 {
 		n := clampNs(math.Round(v * unit))
@@ -1001,6 +1011,10 @@ func (st StorageSection) simConfig(prefetch sim.PrefetchPolicy) sim.StorageConfi
 		WriteBandwidth:            scale(st.WriteGBps, 1e9),
 		ReadLatency:               ns(st.ReadLatencyUs, 1e3),
 		WriteLatency:              ns(st.WriteLatencyUs, 1e3),
+		Eviction:                  eviction,
+		HighWatermark:             st.HighWatermark,
+		EvictionRatio:             st.EvictionRatio,
+		LeaseTTL:                  ns(st.LeaseTTL, 1e9),
 		DecodeOffload:             st.DecodeOffload,
 	}
 }

@@ -72,6 +72,7 @@ type RouterKeys struct {
 	KVHostWeight                *float64 `toml:"kv_host_weight"`
 	KVStorageWeight             *float64 `toml:"kv_storage_weight"`
 	KVSignalDelay               *float64 `toml:"kv_signal_delay"`
+	OracleStorage               *bool    `toml:"oracle_storage"`
 	// Upstreams are nginx_hash's server names, one per replica
 	// (router.Nginx.Upstreams).
 	Upstreams []string `toml:"upstreams"`
@@ -165,13 +166,10 @@ func (f *File) validateFleet(name string, ps Positions) error {
 		}
 		return errors.Join(errs...)
 	}
-	// The fleet runs open loop without idle-gap cuts (fleet.Run): refuse
-	// the workload keys it would ignore.
+	// The fleet runs without idle-gap cuts (fleet.Run): refuse the key it
+	// would ignore.
 	if k := fielderr.Dotted("workload.idle_gap_cap"); written(k) && f.Workload.IdleGapCap != 0 {
 		errs = append(errs, fielderr.New(k, "not supported for a fleet yet (a fleet replays the trace as written)"))
-	}
-	if k := fielderr.Dotted("workload.open_loop"); written(k) && !f.Workload.OpenLoop {
-		errs = append(errs, fielderr.New(k, "false (closed loop) is not supported for a fleet yet (a fleet runs open loop)"))
 	}
 	total := 0
 	keys := schemaKeys()
@@ -360,8 +358,8 @@ func routerConfig(prefix string, layers ...RouterKeys) (router.Config, error) {
 	for _, r := range layers {
 		errs = append(errs, r.apply(&c, key)...)
 	}
-	if c.Policy == router.KVAware && prefix != "router" {
-		errs = append(errs, fielderr.New(key("policy"), "kv_aware is not supported in a disaggregated fleet's pools yet"))
+	if (c.Policy == router.KVAware || c.Policy == router.CacheAwareOracle) && prefix != "router" {
+		errs = append(errs, fielderr.New(key("policy"), "%v is not supported in a disaggregated fleet's pools yet", c.Policy))
 	}
 	// The router's own checks, "router.KEY: what", as field errors.
 	for _, e := range fielderr.Flatten(c.Validate()) {
@@ -381,7 +379,7 @@ func (r RouterKeys) apply(c *router.Config, key func(string) fielderr.Path) []er
 	var errs []error
 	if r.Policy != "" {
 		if err := c.Policy.UnmarshalText([]byte(r.Policy)); err != nil {
-			errs = append(errs, fielderr.New(key("policy"), `must be "cache_aware", "round_robin", "random", "power_of_two", "consistent_hash", "kv_aware", "nginx_round_robin" or "nginx_hash" (got %q)`, r.Policy))
+			errs = append(errs, fielderr.New(key("policy"), `must be "cache_aware", "round_robin", "random", "power_of_two", "consistent_hash", "kv_aware", "nginx_round_robin", "nginx_hash" or "cache_aware_oracle" (got %q)`, r.Policy))
 		}
 	}
 	if r.MissRule != "" {
@@ -418,6 +416,9 @@ func (r RouterKeys) apply(c *router.Config, key func(string) fielderr.Path) []er
 	setF(&ca.BalanceTokenUsageThreshold, r.BalanceTokenUsageThreshold)
 	setF(&ca.OverloadTokenUsageThreshold, r.OverloadTokenUsageThreshold)
 	setI(&ca.TreePageSize, r.TreePageSize)
+	if r.OracleStorage != nil {
+		ca.OracleStorage = *r.OracleStorage
+	}
 	setD(&c.PowerOfTwo.LoadPollInterval, r.LoadPollInterval, "load_poll_interval")
 	setI(&c.ConsistentHash.VirtualNodes, r.VirtualNodes)
 	kv := &c.KVAware

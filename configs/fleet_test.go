@@ -1,6 +1,7 @@
 package configs
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -67,7 +68,7 @@ func TestFleetErrors(t *testing.T) {
 		`testdata/fleet/bad.toml:10:9: fleet.groups[0].set: unknown key "gpu.presett"`,
 		`testdata/fleet/bad.toml:10:37: fleet.groups[0].set.workload.trace: [workload] is the fleet's, not a group's`,
 		`testdata/fleet/bad.toml:14:9: fleet.groups[1].set: server.tp_size: must be >= 1 (got -3)`,
-		`testdata/fleet/bad.toml:17:1: router.policy: must be "cache_aware", "round_robin", "random", "power_of_two", "consistent_hash", "kv_aware", "nginx_round_robin" or "nginx_hash" (got "kv-aware")`,
+		`testdata/fleet/bad.toml:17:1: router.policy: must be "cache_aware", "round_robin", "random", "power_of_two", "consistent_hash", "kv_aware", "nginx_round_robin", "nginx_hash" or "cache_aware_oracle" (got "kv-aware")`,
 		`testdata/fleet/bad.toml:20:1: router.miss_rule: must be "min_load" or "smallest_tree" (got "x")`,
 		`testdata/fleet/bad.toml:19:1: router.eviction_interval: must be seconds in [0, 31536000] (got -1)`,
 		`testdata/fleet/bad.toml:21:1: router.kv_signal_delay: must be seconds in [0, 31536000] (got -2)`,
@@ -92,6 +93,20 @@ func TestFleetErrors(t *testing.T) {
 // line 7.
 func fleetDoc(doc string) []byte {
 	return []byte("[model]\npreset = \"qwen2.5-14b\"\n[gpu]\npreset = \"h200\"\n[server]\ntp_size = 4\n" + doc)
+}
+
+// router.policy = "cache_aware_oracle" takes cache_aware's keys and
+// router.oracle_storage.
+func TestFleetOracleKeys(t *testing.T) {
+	f, err := Parse(fleetDoc("[[fleet.groups]]\ncount = 2\n[router]\npolicy = \"cache_aware_oracle\"\ncache_threshold = 0.1\noracle_storage = true\n"), "t.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := router.Default()
+	want.Policy, want.CacheAware.CacheThreshold, want.CacheAware.OracleStorage = router.CacheAwareOracle, 0.1, true
+	if rc := f.RouterConfig(); !reflect.DeepEqual(rc, want) {
+		t.Fatalf("router config %+v, want %+v", rc, want)
+	}
 }
 
 // A group's keys are flattened in key order whatever Go's map order, and
@@ -150,8 +165,6 @@ func TestFleetFileErrors(t *testing.T) {
 			`t.toml:10:1: fleet.groups[1].name: "group0" is also group 0's name (t.toml:7:1)`},
 		{"[workload]\nidle_gap_cap = 60.0\n[[fleet.groups]]\ncount = 1\n",
 			`t.toml:8:1: workload.idle_gap_cap: not supported for a fleet yet (a fleet replays the trace as written)`},
-		{"[workload]\nopen_loop = false\n[[fleet.groups]]\ncount = 1\n",
-			`t.toml:8:1: workload.open_loop: false (closed loop) is not supported for a fleet yet (a fleet runs open loop)`},
 		{"[[fleet.groups]]\ncount = 1\n\n\nset = { \"server.tp_size\" = \"x\", \"cache.eviction\" = \"lru\" }\n",
 			`t.toml:11:9: fleet.groups[0].set: server.tp_size: expected an integer, found a string ('x')`},
 		{"[[fleet.groups]]\ncount = 1\nset = { \"router.policy\" = \"random\" }\n",
@@ -162,11 +175,17 @@ func TestFleetFileErrors(t *testing.T) {
 	} {
 		checkFleetDocError(t, c.doc, c.want)
 	}
-	// What a fleet does anyway is accepted: open loop said explicitly, no
-	// idle-gap cap.
-	f, err := Parse(fleetDoc("[workload]\nopen_loop = true\nidle_gap_cap = 0.0\n[[fleet.groups]]\ncount = 2\n"), "t.toml")
-	if err != nil || !f.IsFleet() {
-		t.Fatalf("open_loop = true: %v", err)
+	// What a fleet does is accepted: either loop, no idle-gap cap; the
+	// loop reaches the fleet's factory.
+	for _, open := range []bool{true, false} {
+		f, err := Parse(fleetDoc(fmt.Sprintf("[workload]\nopen_loop = %v\nidle_gap_cap = 0.0\n[[fleet.groups]]\ncount = 2\n", open)), "t.toml")
+		if err != nil || !f.IsFleet() {
+			t.Fatalf("open_loop = %v: %v", open, err)
+		}
+		b, err := f.BuildFleet(ServerOptions{NoTimeline: true}, 0)
+		if err != nil || b.Factory.OpenLoop != open {
+			t.Fatalf("open_loop = %v: factory's OpenLoop %v, %v", open, b != nil && b.Factory.OpenLoop, err)
+		}
 	}
 }
 

@@ -42,7 +42,7 @@ func (f *File) BuildFleet(opt ServerOptions, seed uint64) (*FleetBuilt, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &FleetBuilt{Groups: groups, Factory: fleet.Factory{Router: f.RouterConfig(), Seed: f.Seed}}
+	out := &FleetBuilt{Groups: groups, Factory: fleet.Factory{Router: f.RouterConfig(), Seed: f.Seed, OpenLoop: f.Workload.OpenLoop}}
 	var pd *PD
 	if f.IsPD() {
 		c := f.PDConfig()

@@ -28,14 +28,38 @@ func (f *File) L3Namespace() string {
 	return fmt.Sprintf("%s tp%d dcp%d", f.Model.Name, max(f.Server.TPSize, 1), max(f.Server.DCPSize, 1))
 }
 
+// sharedL3Keys are the storage keys every replica of a shared L3 store
+// must agree on, one store having one capacity and one eviction, with the
+// value a file gives each (as written; the zero value is the default).
+var sharedL3Keys = []struct {
+	key string
+	get func(*File) any
+}{
+	{"capacity_tokens", func(f *File) any { return f.Storage.CapacityTokens }},
+	{"eviction", func(f *File) any { return evictionName(f.Storage.Eviction) }},
+	{"high_watermark", func(f *File) any { return f.Storage.HighWatermark }},
+	{"eviction_ratio", func(f *File) any { return f.Storage.EvictionRatio }},
+	{"lease_ttl", func(f *File) any { return f.Storage.LeaseTTL }},
+}
+
+// evictionName is storage.eviction with the default spelled out.
+func evictionName(s string) string {
+	if s == "" {
+		return "lru"
+	}
+	return s
+}
+
 // validateSharedL3 checks that every replica group whose storage is
-// shared has the same storage.capacity_tokens: the replicas of a shared
-// store share its capacity. A group that differs from the first shared
-// group is refused at the key that sets its capacity (its set's, else the
-// file's storage.capacity_tokens, else its set).
+// shared has the same storage.capacity_tokens and eviction settings
+// ([sharedL3Keys]): the replicas of a shared store share its capacity and
+// its eviction. A group that differs from the first shared group is
+// refused at the key that sets the first value that differs (its set's,
+// else the file's storage key, else its set).
 func (f *File) validateSharedL3(name string, ps Positions) []error {
 	var errs []error
-	first, firstCap := -1, int64(0)
+	first := -1
+	var firstFile *File
 	for i, g := range f.Fleet.Groups {
 		if g.Count < 1 {
 			continue
@@ -44,25 +68,28 @@ func (f *File) validateSharedL3(name string, ps Positions) []error {
 		if err != nil || gf.L3Namespace() == "" {
 			continue // its errors are reported with the group's
 		}
-		c := gf.Storage.CapacityTokens
 		if first < 0 {
-			first, firstCap = i, c
+			first, firstFile = i, gf
 			continue
 		}
-		if c == firstCap {
-			continue
-		}
-		key := groupKey(i).Key("set")
-		where := key
-		for _, p := range []fielderr.Path{key.Key("storage.capacity_tokens"), key.Key("storage", "capacity_tokens"), fielderr.Dotted("storage.capacity_tokens")} {
-			if _, ok := ps[p.String()]; ok {
-				where = p
-				break
+		for _, k := range sharedL3Keys {
+			v, want := k.get(gf), k.get(firstFile)
+			if v == want {
+				continue
 			}
+			key := groupKey(i).Key("set")
+			where := key
+			for _, p := range []fielderr.Path{key.Key("storage." + k.key), key.Key("storage", k.key), fielderr.Dotted("storage." + k.key)} {
+				if _, ok := ps[p.String()]; ok {
+					where = p
+					break
+				}
+			}
+			p, _ := ps.Find(where)
+			errs = append(errs, &fielderr.At{File: name, Line: p.Line, Col: p.Col, Err: fielderr.New(key.Key("storage", k.key),
+				"%v differs from group %d's %v: the replicas of a shared L3 store (storage.shared) share one capacity and eviction", v, first, want)})
+			break
 		}
-		p, _ := ps.Find(where)
-		errs = append(errs, &fielderr.At{File: name, Line: p.Line, Col: p.Col, Err: fielderr.New(key.Key("storage", "capacity_tokens"),
-			"%d differs from group %d's %d: the replicas of a shared L3 store (storage.shared) share one capacity", c, first, firstCap)})
 	}
 	return errs
 }

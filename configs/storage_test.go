@@ -27,6 +27,10 @@ read_gbps = 12.5
 write_gbps = 6
 read_latency_us = 80
 write_latency_us = 150
+eviction = "mooncake"
+high_watermark = 0.9
+eviction_ratio = 0.1
+lease_ttl = 2.5
 `), "storage.toml")
 	b := must(t, f.Build)
 	want := sim.StorageConfig{
@@ -34,6 +38,7 @@ write_latency_us = 150
 		PrefetchTimeoutBase: 1.5e9, PrefetchTimeoutPerKiToken: 0.25e9, PrefetchTimeoutMax: 20e9,
 		PrefetchCapacityRatio: 0.25, ReadBandwidth: 12.5e9, WriteBandwidth: 6e9,
 		ReadLatency: 80_000, WriteLatency: 150_000,
+		Eviction: sim.StorageMooncake, HighWatermark: 0.9, EvictionRatio: 0.1, LeaseTTL: 2.5e9,
 	}
 	if b.Sim.Storage != want {
 		t.Fatalf("storage config\n got %+v\nwant %+v", b.Sim.Storage, want)

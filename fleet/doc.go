@@ -56,8 +56,11 @@
 // through [Factory]) drives a fleet; [Fleet.Run] is the batch loop over it
 // (each record submitted once every earlier instant has run).
 //
-// The fleet runs open loop: a request reaches the router at its trace
-// arrival, whatever its dependencies. The decode side's HiCache,
-// kv_aware in a disaggregated fleet and the shared L3's aggregate
-// bandwidth cap are still to build (docs/fleet.md).
+// [Fleet.RunClosedLoop] runs a trace's dependencies as one server does
+// (sim.Sim.RunClosedLoop, with its tracker, closedloop.go): a request
+// reaches the router when its parent and wait_for requests have finished
+// on whichever replica, plus its think time; [Fleet.Run] is open loop
+// (every request at its trace arrival). The decode side's HiCache,
+// kv_aware and cache_aware_oracle in a disaggregated fleet and the shared
+// L3's aggregate bandwidth cap are still to build (docs/fleet.md).
 package fleet

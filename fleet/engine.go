@@ -24,11 +24,12 @@ var _ engine.Engine = (*Online)(nil)
 
 // Online starts the fleet as an engine at time 0. A fleet runs once:
 // either Online or [Fleet.Run].
-func (f *Fleet) Online() (*Online, error) { return f.online(true) }
+func (f *Fleet) Online() (*Online, error) { return f.online(true, false) }
 
 // online starts the fleet as an engine; collect: RunUntil returns the
-// replicas' events (false for [Fleet.Run], which reads none).
-func (f *Fleet) online(collect bool) (*Online, error) {
+// replicas' events (false for [Fleet.Run], which reads none); closed: the
+// records wait for their dependencies ([Fleet.RunClosedLoop]).
+func (f *Fleet) online(collect, closed bool) (*Online, error) {
 	if f.ran {
 		return nil, errors.New("fleet: already run")
 	}
@@ -43,6 +44,9 @@ func (f *Fleet) online(collect bool) (*Online, error) {
 	if f.pd != nil {
 		r.pd = &pdRun{run: r, pd: f.pd, reqs: map[string]*pdReq{}, orphans: map[string]*pdReq{}}
 		f.pd.run = r.pd
+	}
+	if closed {
+		r.loop = newClosedLoop()
 	}
 	return &Online{r: r}, nil
 }
@@ -62,6 +66,10 @@ func (o *Online) Submit(rec traces.Record) error {
 		return fmt.Errorf("fleet: %w", err)
 	}
 	r.last = engine.Time(rec.Arrival)
+	if r.loop != nil {
+		r.loop.arrivals = append(r.loop.arrivals, rec)
+		return nil
+	}
 	r.pending = append(r.pending, rec)
 	return nil
 }
@@ -100,9 +108,13 @@ func (o *Online) RunUntil(t engine.Time) ([]engine.Event, error) {
 }
 
 // Active returns the requests submitted and not yet finished: those still
-// queued for the router and those in flight on a replica.
+// queued for the router (or held for their dependencies) and those in
+// flight on a replica.
 func (o *Online) Active() int {
 	n := len(o.r.pending)
+	if c := o.r.loop; c != nil {
+		n += len(c.arrivals) + c.deps.Pending()
+	}
 	if o.r.pd != nil {
 		return n + len(o.r.pd.reqs) // a request is in flight on both its replicas
 	}
@@ -187,14 +199,22 @@ func (o *Online) FinishFleet() (*Result, error) {
 		}
 	}
 	o.finished = true
+	var res *Result
+	var err error
 	if r.pd != nil {
 		defer func() { r.f.pd.run = nil }()
 		if len(r.pd.reqs) > 0 {
 			panic(fmt.Sprintf("fleet: %d disaggregated requests never finished", len(r.pd.reqs)))
 		}
-		return r.pd.result() // pdrun.go
+		res, err = r.pd.result() // pdrun.go
+	} else {
+		res, err = r.result()
 	}
-	return r.result()
+	if err == nil && r.loop != nil {
+		r.loop.end(res.Replicas)
+		res.IgnoredDeps = r.loop.deps.Ignored()
+	}
+	return res, err
 }
 
 // Finish runs every remaining instant and returns the fleet's results as
@@ -218,6 +238,11 @@ type Factory struct {
 	// PD, when not nil, makes the fleet disaggregated ([NewPD]): the
 	// replicas' roles and transfer settings; Router is unused then.
 	PD *PDFactory
+	// OpenLoop makes Run and RunFleet release every record at its arrival
+	// ([Fleet.Run]); otherwise they run closed loop
+	// ([Fleet.RunClosedLoop]), as sim.Factory's Run. New's fleet (kvsim
+	// serve) takes the requests as they come.
+	OpenLoop bool
 }
 
 // PDFactory is what a disaggregated fleet adds to its replicas: the
@@ -266,17 +291,21 @@ func (fa Factory) New() (engine.Engine, error) {
 	return f.Online()
 }
 
-// RunFleet runs a fresh fleet over src ([Fleet.Run]).
+// RunFleet runs a fresh fleet over src: [Fleet.Run] with OpenLoop, else
+// [Fleet.RunClosedLoop].
 func (fa Factory) RunFleet(src engine.Source) (*Result, error) {
 	f, err := fa.Build()
 	if err != nil {
 		return nil, err
 	}
-	return f.Run(src)
+	if fa.OpenLoop {
+		return f.Run(src)
+	}
+	return f.RunClosedLoop(src)
 }
 
-// Run runs a fresh fleet over src, open loop, and returns its result as
-// one engine's ([Result.EngineResult]).
+// Run runs a fresh fleet over src ([Factory.RunFleet]) and returns its
+// result as one engine's ([Result.EngineResult]).
 func (fa Factory) Run(src engine.Source) (*engine.Result, error) {
 	res, err := fa.RunFleet(src)
 	if err != nil {

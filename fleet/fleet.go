@@ -36,23 +36,27 @@ type Fleet struct {
 	ran      bool
 	pd       *pdFleet // prefill/decode disaggregation (pd.go); router is nil then
 	l3       sharedL3s
-	kv       *kvIndex // kv_aware's view of the replicas' caches (kvindex.go); nil otherwise
+	kv       *kvIndex // kv_aware's and cache_aware_oracle's view of the replicas' caches (kvindex.go); nil otherwise
 }
 
 // New builds a fleet of the replicas behind a router of cfg. seed seeds
 // the router's own random stream (random, power_of_two, keyless
-// consistent_hash). kv_aware's cache oracle is an index of the replicas'
-// KV events (kvindex.go): every replica must be a SGLang simulator, all of
-// one page size.
+// consistent_hash). kv_aware's and cache_aware_oracle's cache oracle is an
+// index of the replicas' KV events (kvindex.go): every replica must be a
+// SGLang simulator, all of one page size.
 func New(replicas []Replica, cfg router.Config, seed uint64) (*Fleet, error) {
 	if len(replicas) == 0 {
 		return nil, errors.New("fleet: no replica")
 	}
 	deps := router.Deps{Rand: rand.New(rand.NewPCG(seed, 0x666c656574))} // "fleet"
 	var kv *kvIndex
-	if cfg.Policy == router.KVAware {
+	if cfg.Policy == router.KVAware || cfg.Policy == router.CacheAwareOracle {
+		delay := engine.Time(cfg.KVAware.SignalDelay)
+		if cfg.Policy == router.CacheAwareOracle {
+			delay = 0 // the replicas' caches as they are
+		}
 		var err error
-		if kv, err = newKVIndex(replicas, engine.Time(cfg.KVAware.SignalDelay)); err != nil {
+		if kv, err = newKVIndex(replicas, delay, cfg.Policy); err != nil {
 			return nil, err
 		}
 		deps.Oracle = kv
@@ -114,8 +118,22 @@ func routeReq(rec *traces.Record) router.Request {
 // instant before its arrival has run, so the router decides with every
 // earlier completion known, and [Online.RunUntil] takes the instants in
 // order (see there for what happens at one).
-func (f *Fleet) Run(src engine.Source) (*Result, error) {
-	o, err := f.online(false)
+func (f *Fleet) Run(src engine.Source) (*Result, error) { return f.runSource(src, false) }
+
+// RunClosedLoop is [Fleet.Run] closed loop, as a single server's
+// [sim.Sim.RunClosedLoop]: a record reaches the router when its Parent
+// and WaitFor records (earlier ones) have finished, on whichever replica,
+// and not before its Parent's finish plus its ThinkTime, nor before its
+// Arrival. RequestResult.Release and DepWait say when and how long after
+// its arrival; the router and the replica see it arriving at its release.
+// At one instant, the records arriving and the records due go to the
+// router in the order a single server would take them (closedloop.go).
+// A trace without dependencies runs as with Run, Release set. Record IDs
+// must be unique.
+func (f *Fleet) RunClosedLoop(src engine.Source) (*Result, error) { return f.runSource(src, true) }
+
+func (f *Fleet) runSource(src engine.Source, closed bool) (*Result, error) {
+	o, err := f.online(false, closed)
 	if err != nil {
 		return nil, err
 	}
@@ -170,6 +188,9 @@ type run struct {
 	now      engine.Time
 	nextPoll engine.Time
 	pd       *pdRun // a disaggregated fleet's state (pdrun.go); nil otherwise
+	// loop holds back the records of a closed-loop run until their
+	// dependencies finish (closedloop.go); nil: open loop.
+	loop *closedLoop
 }
 
 // nextInstant is the earliest of the next arrival and the replicas' next
@@ -181,6 +202,11 @@ func (r *run) nextInstant() (engine.Time, bool) {
 	}
 	for _, e := range r.f.engines {
 		if at, has := e.Next(); has && at < t {
+			t, ok = at, true
+		}
+	}
+	if r.loop != nil {
+		if at, has := r.loop.next(); has && at < t {
 			t, ok = at, true
 		}
 	}
@@ -240,9 +266,15 @@ func (f *Fleet) routers() []*router.Router {
 }
 
 // instant runs the fleet's steps at the instant r.now, after the
-// routers' ticks: routing the arrivals, then the replicas (a
+// routers' ticks: in a closed loop the records released now join the
+// arrivals; then routing the arrivals, then the replicas (a
 // disaggregated fleet's steps are pdRun's, pdrun.go).
 func (r *run) instant() error {
+	if r.loop != nil {
+		if err := r.loop.gate(r); err != nil {
+			return err
+		}
+	}
 	if r.pd != nil {
 		return r.pd.instant()
 	}
@@ -330,8 +362,13 @@ func (r *run) token(i int, ev engine.Event) {
 }
 
 // finished records a request's completion event from replica i (its
-// Result final) and passes the event on if RunUntil's caller reads them.
+// Result final; in a closed loop given back its trace arrival, and the
+// records waiting for it made due) and passes the event on if RunUntil's
+// caller reads them.
 func (r *run) finished(i int, ev engine.Event) {
+	if r.loop != nil {
+		r.loop.finished(&ev)
+	}
 	delete(r.lastTok[i], ev.ID)
 	r.requests = append(r.requests, ev.Result)
 	r.replica = append(r.replica, i)

@@ -165,14 +165,20 @@ func TestRoundRobinIsSubTraces(t *testing.T) {
 // again gives byte-identical results.
 func TestConservation(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		n := rapid.IntRange(1, 5).Draw(t, "replicas")
-		var reps []fleet.Replica
-		for i := range n {
-			fac := rapid.SampledFrom([]func() engine.Factory{sglang, llama}).Draw(t, "model")
-			reps = append(reps, fleet.Replica{Group: fmt.Sprint("g", i), Factory: fac()})
-		}
-		checkConservation(t, reps, drawRouter(t), rapid.Uint64().Draw(t, "seed"), drawTrace(t))
+		checkConservation(t, drawMixed(t, 5), drawRouter(t), rapid.Uint64().Draw(t, "seed"), drawTrace(t))
 	})
+}
+
+// drawMixed draws a fleet of 1 to most replicas, each SGLang or
+// llama-server.
+func drawMixed(t *rapid.T, most int) []fleet.Replica {
+	n := rapid.IntRange(1, most).Draw(t, "replicas")
+	var reps []fleet.Replica
+	for i := range n {
+		fac := rapid.SampledFrom([]func() engine.Factory{sglang, llama}).Draw(t, "model")
+		reps = append(reps, fleet.Replica{Group: fmt.Sprint("g", i), Factory: fac()})
+	}
+	return reps
 }
 
 // checkConservation runs recs on the fleet twice: every request routed

@@ -1,7 +1,6 @@
 package fleet
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 
@@ -27,7 +26,8 @@ const (
 	kvOnHost
 )
 
-// kvIndex is kv_aware's [router.CacheOracle]: the router's view of what
+// kvIndex is kv_aware's and cache_aware_oracle's [router.CacheOracle]
+// (the latter's with no delay): the router's view of what
 // each replica holds, built from the replicas' KV events as Dynamo's KV
 // indexer and llm-d's precise-prefix scorer build theirs (fleet-spec 4).
 //
@@ -49,6 +49,8 @@ type kvIndex struct {
 	child   map[kvEdge]int32 // (parent trie node, page) -> trie node, the other children
 	nodes   int32            // trie nodes, the root (0) included
 	held    [][]uint8        // per replica, per trie node: kvOnDevice | kvOnHost
+	count   []int            // per replica: trie nodes (pages) held on device or host
+	policy  router.Policy    // for errors
 	queue   []kvUpdate       // events waiting for their delay, oldest first
 	head    int              // queue[:head] applied
 	engines []kvPublisher
@@ -82,20 +84,21 @@ type kvUpdate struct {
 var _ router.CacheOracle = (*kvIndex)(nil)
 
 // newKVIndex returns an empty index over replicas, whose servers must all
-// have one page size, answering from a view delay old.
-func newKVIndex(replicas []Replica, delay engine.Time) (*kvIndex, error) {
+// have one page size, answering from a view delay old, for the router's
+// policy.
+func newKVIndex(replicas []Replica, delay engine.Time, policy router.Policy) (*kvIndex, error) {
 	ps := replicas[0].Factory.Info().PageSize
 	for i, r := range replicas {
 		if p := r.Factory.Info().PageSize; p != ps {
-			return nil, fmt.Errorf("fleet: router.policy kv_aware needs one page size on every replica: replica 0 has %d, replica %d (%s) %d", ps, i, r.Group, p)
+			return nil, fmt.Errorf("fleet: router.policy %v needs one page size on every replica: replica 0 has %d, replica %d (%s) %d", policy, ps, i, r.Group, p)
 		}
 	}
 	if ps < 1 {
-		return nil, errors.New("fleet: router.policy kv_aware needs the replicas' page size")
+		return nil, fmt.Errorf("fleet: router.policy %v needs the replicas' page size", policy)
 	}
 	return &kvIndex{
 		pager: tree.NewPager(ps), ps: ps, delay: delay, child: map[kvEdge]int32{}, nodes: 1,
-		kidPage: []tree.PageID{0}, kidID: []int32{0},
+		kidPage: []tree.PageID{0}, kidID: []int32{0}, policy: policy, count: make([]int, len(replicas)),
 		held: make([][]uint8, len(replicas)), ends: make([]map[tree.NodeID]int32, len(replicas)),
 	}, nil
 }
@@ -105,7 +108,7 @@ func newKVIndex(replicas []Replica, delay engine.Time) (*kvIndex, error) {
 func (k *kvIndex) attach(i int, e engine.Engine) error {
 	p, ok := e.(kvPublisher)
 	if !ok {
-		return errors.New("router.policy kv_aware needs the sglang engine (its KV events)")
+		return fmt.Errorf("router.policy %v needs the sglang engine (its KV events)", k.policy)
 	}
 	if err := p.SharePager(k.pager); err != nil {
 		return err
@@ -200,14 +203,26 @@ func (k *kvIndex) set(i int, bit uint8, on bool, nodes []int32) {
 			}
 			h = append(h, make([]uint8, int(k.nodes)-len(h))...)
 		}
+		was := h[id] != 0
 		if on {
 			h[id] |= bit
 		} else {
 			h[id] &^= bit
 		}
+		if is := h[id] != 0; is != was {
+			if is {
+				k.count[i]++
+			} else {
+				k.count[i]--
+			}
+		}
 	}
 	k.held[i] = h
 }
+
+// HeldTokens implements [router.CacheOracle]: the tokens of the pages
+// replica i holds on its device or host, in the index's view.
+func (k *kvIndex) HeldTokens(i int) int { return k.count[i] * k.ps }
 
 // advance applies every queued event due at or before now.
 func (k *kvIndex) advance(now engine.Time) {

@@ -2,6 +2,7 @@ package fleet_test
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -149,7 +150,9 @@ func TestKVIndexIsTheTreesDelayed(t *testing.T) {
 // prefix, so that load only breaks ties and spreads the prompts) and no
 // delay, kv_aware sends every request to a replica holding the longest
 // prefix of its prompt in device and host memory, as the replicas' trees
-// hold it when it arrives.
+// hold it when it arrives. So does cache_aware_oracle with threshold 0 and
+// the load never imbalanced (a request no replica holds any of goes to
+// the least loaded: every replica holds its longest prefix, none).
 func TestKVAwareRoutesToLongestPrefix(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		n := rapid.IntRange(2, 4).Draw(t, "replicas")
@@ -157,6 +160,11 @@ func TestKVAwareRoutesToLongestPrefix(t *testing.T) {
 		cfg := kvRouter(0)
 		cfg.KVAware.LoadWeight, cfg.KVAware.UsageWeight = 1e-6, 0
 		cfg.KVAware.HostWeight = 1
+		if rapid.Bool().Draw(t, "cache_aware_oracle") {
+			cfg = router.Default()
+			cfg.Policy = router.CacheAwareOracle
+			cfg.CacheAware.CacheThreshold, cfg.CacheAware.BalanceRelThreshold = 0, math.Inf(1)
+		}
 		recs := drawTrace(t)
 		reps := make([]fleet.Replica, n)
 		for i := range reps {
@@ -213,13 +221,7 @@ func TestKVAwareRoutesToLongestPrefix(t *testing.T) {
 // 0, the less loaded, and computes its prompt again. With delay 100 ms
 // (a's prefill is done well before 200 ms) it is seen again.
 func TestKVSignalDelayLagsRouting(t *testing.T) {
-	prompt := func(base, n int) []int32 {
-		out := make([]int32, n)
-		for j := range out {
-			out[j] = int32(base + j)
-		}
-		return out
-	}
+	prompt := seqTokens
 	pa := prompt(1000, 800)
 	recs := []traces.Record{
 		{ID: "x", Arrival: 0, InputLen: 100, Tokens: prompt(50000, 100), OutputLen: 1},

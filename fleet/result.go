@@ -37,6 +37,9 @@ type Result struct {
 	// PDRequests are a disaggregated fleet's per-request details, as
 	// Requests (nil otherwise).
 	PDRequests []PDRequest `json:"-"`
+	// IgnoredDeps counts, in a closed-loop run, the dependencies (parent,
+	// wait_for) that named no earlier request, as engine.Result's.
+	IgnoredDeps int `json:"-"`
 }
 
 // ReplicaResult is one replica's share of a fleet run.
@@ -105,6 +108,13 @@ type L3Result struct {
 	// PagesEvicted are the pages L3 dropped for capacity; for a shared
 	// store, those dropped when the replica's backups landed.
 	PagesEvicted int64 `json:"l3_pages_evicted"`
+	// EvictionRounds are the Mooncake eviction rounds (storage.eviction =
+	// "mooncake") that dropped pages; for a shared store, those the
+	// replica's landings ran.
+	EvictionRounds int64 `json:"l3_eviction_rounds,omitempty"`
+	// PagesRefused are the pages of the replica's backups a full Mooncake
+	// store refused, every page being under lease.
+	PagesRefused int64 `json:"l3_pages_refused,omitempty"`
 }
 
 // SharedL3Result is one shared L3 store of a fleet.
@@ -123,7 +133,7 @@ type SharedL3Result struct {
 // every request in completion order, the fleet's summary, and the
 // replicas' counters summed field by field (no timeline).
 func (r *Result) EngineResult() *engine.Result {
-	out := &engine.Result{Requests: r.Requests, Summary: r.Summary}
+	out := &engine.Result{Requests: r.Requests, Summary: r.Summary, IgnoredDeps: r.IgnoredDeps}
 	sum := reflect.ValueOf(&out.Counters).Elem()
 	for _, rep := range r.Replicas {
 		if rep.Result == nil {

@@ -79,7 +79,8 @@ func (s *sharedL3s) l3Results(reps []ReplicaResult, replicas []Replica, hits []i
 		ps := int64(max(replicas[i].Factory.Info().PageSize, 1))
 		l3 := L3Result{
 			HitTokens: hits[i], PagesRead: c.StorageReadTokens / ps, PagesWritten: c.StorageWriteTokens / ps,
-			PagesEvicted: c.StorageEvictedTokens / ps,
+			PagesEvicted: c.StorageEvictedTokens / ps, EvictionRounds: c.StorageEvictionRounds,
+			PagesRefused: c.StorageRefusedTokens / ps,
 		}
 		if k := s.of[i]; k >= 0 {
 			l3.CrossReplicaPagesRead = s.l3[k].Stats(s.slot[i]).CrossRead
@@ -97,6 +98,8 @@ func (s *sharedL3s) l3Results(reps []ReplicaResult, replicas []Replica, hits []i
 		all.PagesWritten += out[i].PagesWritten
 		all.CrossReplicaPagesRead += out[i].CrossReplicaPagesRead
 		all.PagesEvicted += out[i].PagesEvicted
+		all.EvictionRounds += out[i].EvictionRounds
+		all.PagesRefused += out[i].PagesRefused
 	}
 	for k := range s.stores {
 		s.stores[k].StoredTokens = s.l3[k].StoredTokens()

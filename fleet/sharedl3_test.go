@@ -27,7 +27,7 @@ func (o observed) NewWithL3(l3 *sim.SharedL3) (engine.Engine, error) {
 
 // drawStorage draws a small SGLang server with a storage tier (write
 // through, so prefixes reach L3 soon; writes at the default rate or slow)
-// of capTokens tokens.
+// of capTokens tokens, with exact LRU or Mooncake eviction.
 func drawStorage(t *rapid.T, capTokens int64) *sim.Factory {
 	sc := sim.Default(int64(rapid.SampledFrom([]int{512, 2048}).Draw(t, "device")))
 	sc.Cache.HostTokens = int64(rapid.SampledFrom([]int{1024, 4096}).Draw(t, "host"))
@@ -40,7 +40,50 @@ func drawStorage(t *rapid.T, capTokens int64) *sim.Factory {
 	sc.Links.KVBytesPerToken = 1000
 	sc.Storage.WriteBandwidth = rapid.SampledFrom([]float64{0, 1e8, 1e7}).Draw(t, "write")
 	sc.Storage.PrefetchPolicy = rapid.SampledFrom([]sim.PrefetchPolicy{sim.BestEffort, sim.WaitComplete, sim.PrefetchTimeout}).Draw(t, "prefetch")
+	drawEviction(t, &sc.Storage)
 	return &sim.Factory{Config: sc, Cost: &fitted, OpenLoop: true}
+}
+
+// drawEviction draws the storage tier's eviction: exact LRU or Mooncake's
+// rounds with the defaults or other watermarks, ratios and leases.
+func drawEviction(t *rapid.T, st *sim.StorageConfig) {
+	st.Eviction = rapid.SampledFrom([]sim.StorageEviction{sim.StorageLRU, sim.StorageMooncake}).Draw(t, "eviction")
+	if st.Eviction == sim.StorageMooncake {
+		st.HighWatermark = rapid.SampledFrom([]float64{0, 0.5, 1}).Draw(t, "watermark")
+		st.EvictionRatio = rapid.SampledFrom([]float64{0, 0.3, 1}).Draw(t, "ratio")
+		st.LeaseTTL = rapid.SampledFrom([]int64{0, 1e6, 1e9}).Draw(t, "lease")
+	}
+}
+
+// While a store never reaches its Mooncake watermark, Mooncake eviction
+// changes nothing: the fleet's results, shared or private stores, are
+// byte-identical to exact LRU's, and neither evicts.
+func TestMooncakeBelowWatermarkIsLRU(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		recs := drawTrace(t)
+		var total int64
+		for _, r := range recs {
+			total += int64(len(r.Tokens)) + int64(r.OutputLen)
+		}
+		// Every token stored once is the most a store can hold; double
+		// it is above any watermark drawn (>= 0.5).
+		fac := drawStorage(t, 2*total+2)
+		n := rapid.IntRange(1, 4).Draw(t, "replicas")
+		ns := rapid.SampledFrom([]string{"", "m"}).Draw(t, "shared")
+		cfg := drawRouter(t)
+		lru := *fac
+		lru.Config.Storage.Eviction = sim.StorageLRU
+		_, want := runFleet(t, l3Replicas(n, &lru, ns), cfg, 3, recs)
+		moon := *fac
+		moon.Config.Storage.Eviction = sim.StorageMooncake
+		_, got := runFleet(t, l3Replicas(n, &moon, ns), cfg, 3, recs)
+		if want.L3 != nil && want.L3.PagesEvicted+got.L3.PagesEvicted != 0 {
+			t.Fatalf("a store of %d tokens evicted: %+v, %+v", 2*total+2, want.L3, got.L3)
+		}
+		if a, b := jsonOf(t, want), jsonOf(t, got); a != b {
+			t.Fatalf("mooncake below its watermark differs from lru:\n%s\n%s", b, a)
+		}
+	})
 }
 
 func l3Replicas(n int, fac engine.Factory, ns string) []fleet.Replica {
@@ -107,7 +150,8 @@ func TestSharedL3NeverLowersHitRate(t *testing.T) {
 // in flight are not merged, as a single server's are not: each checks
 // the store when it is queued, so two of them may write one page (rapid
 // found it with write times that round to 0 ns). The same run again is
-// byte-identical.
+// byte-identical. In Mooncake mode no page is evicted while a lookup's
+// lease on it lasts.
 func TestSharedL3Visibility(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		capTokens := rapid.SampledFrom([]int64{0, 300, 3000}).Draw(t, "capacity")
@@ -116,14 +160,21 @@ func TestSharedL3Visibility(t *testing.T) {
 			writer int
 		}
 		written := map[string]write{}
+		leased := map[string]engine.Time{} // page -> end of its latest lease
+		var ttl engine.Time                // the lease, in Mooncake mode
 		key := func(p []tree.PageID) string { return fmt.Sprint(p) }
-		hits := 0
+		hits, evicted := 0, 0
 		obs := func(e sim.L3Event) {
 			for d := e.From; d < len(e.Path); d++ {
 				k := key(e.Path[:d+1])
 				w, ok := written[k]
 				at := w.at
 				switch e.Kind {
+				case sim.L3Evict:
+					evicted++
+					if end := leased[k]; end > e.At {
+						t.Fatalf("page %d of %v evicted at %d under a lease until %d", d, e.Path, e.At, end)
+					}
 				case sim.L3Land:
 					if ok && capTokens == 0 && w.writer != e.Replica {
 						t.Fatalf("page %d of %v written at %d by replica %d and again at %d by replica %d", d, e.Path, at, w.writer, e.At, e.Replica)
@@ -136,16 +187,22 @@ func TestSharedL3Visibility(t *testing.T) {
 					if !ok || at > e.At {
 						t.Fatalf("replica %d found page %d of %v at %d; written: %v at %d", e.Replica, d, e.Path, e.At, ok, at)
 					}
+					if ttl > 0 {
+						leased[k] = max(leased[k], e.At+ttl)
+					}
 				}
 			}
 		}
 		fac := observed{drawStorage(t, capTokens), obs}
+		if st := fac.Config.WithDefaults().Storage; st.Eviction == sim.StorageMooncake {
+			ttl = engine.Time(st.LeaseTTL)
+		}
 		n := rapid.IntRange(1, 4).Draw(t, "replicas")
 		reps := l3Replicas(n, fac, "m")
 		cfg, recs := drawRouter(t), drawTrace(t)
 		_, res := runFleet(t, reps, cfg, 7, recs)
-		t.Logf("%d pages found in the store", hits)
-		written = map[string]write{}
+		t.Logf("%d pages found in the store, %d evicted", hits, evicted)
+		written, leased = map[string]write{}, map[string]engine.Time{}
 		_, again := runFleet(t, reps, cfg, 7, recs)
 		if a, b := jsonOf(t, res), jsonOf(t, again); a != b {
 			t.Fatalf("two runs differ:\n%s\n%s", a, b)

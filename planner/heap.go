@@ -210,16 +210,8 @@ func up(e []entry, i int) {
 // bottom, so this needs about half the comparisons of down.
 func sink(e []entry) {
 	x := e[0]
-	n := len(e)
 	i := 0
-	for {
-		c := 2*i + 1
-		if c >= n {
-			break
-		}
-		if r := c + 1; r < n && less(&e[r], &e[c]) {
-			c = r
-		}
+	for c := minChild(e, i); c >= 0; c = minChild(e, i) {
 		e[i] = e[c]
 		i = c
 	}
@@ -230,20 +222,22 @@ func sink(e []entry) {
 // down sifts slot i of the heap e down.
 func down(e []entry, i int) {
 	x := e[i]
-	n := len(e)
-	for {
-		c := 2*i + 1
-		if c >= n {
-			break
-		}
-		if r := c + 1; r < n && less(&e[r], &e[c]) {
-			c = r
-		}
-		if !less(&e[c], &x) {
-			break
-		}
+	for c := minChild(e, i); c >= 0 && less(&e[c], &x); c = minChild(e, i) {
 		e[i] = e[c]
 		i = c
 	}
 	e[i] = x
+}
+
+// minChild returns the slot of the smaller child of slot i of the heap e,
+// or -1 when i is a leaf.
+func minChild(e []entry, i int) int {
+	c := 2*i + 1
+	if c >= len(e) {
+		return -1
+	}
+	if r := c + 1; r < len(e) && less(&e[r], &e[c]) {
+		c = r
+	}
+	return c
 }

@@ -163,6 +163,20 @@ type StorageConfig struct {
 	// 100 µs.
 	ReadLatency  int64 `toml:"read_latency_ns"`
 	WriteLatency int64 `toml:"write_latency_ns"`
+	// Eviction is how a limited store (CapacityTokens > 0) makes room:
+	// StorageLRU (default) or StorageMooncake, whose rounds the next three
+	// fields set.
+	Eviction StorageEviction `toml:"eviction"`
+	// HighWatermark is the share of the capacity at which a Mooncake store
+	// runs an eviction round (eviction_high_watermark_ratio). Default 0.95;
+	// valid (0, 1].
+	HighWatermark float64 `toml:"high_watermark"`
+	// EvictionRatio is the share of the stored pages one Mooncake round
+	// evicts (eviction_ratio). Default 0.05; valid (0, 1].
+	EvictionRatio float64 `toml:"eviction_ratio"`
+	// LeaseTTL is how long a Mooncake lookup's lease protects the pages it
+	// found from eviction, ns. Default 5 s.
+	LeaseTTL int64 `toml:"lease_ttl_ns"`
 	// DecodeOffload keeps the storage tier on for a disaggregated fleet's
 	// decode server whose prefix cache is off (the chunk cache), which
 	// writes each finished request's generated pages to it (SGLang's
@@ -222,6 +236,10 @@ func (c Config) withDefaults() Config {
 	setDefault(&st.WriteBandwidth, 3e9)
 	setDefault(&st.ReadLatency, 100_000)
 	setDefault(&st.WriteLatency, 100_000)
+	setDefault(&st.Eviction, StorageLRU)
+	setDefault(&st.HighWatermark, 0.95)
+	setDefault(&st.EvictionRatio, 0.05)
+	setDefault(&st.LeaseTTL, 5e9)
 	return c
 }
 
@@ -383,7 +401,7 @@ func validateStorage(raw, st StorageConfig, hostTokens int64, bad badField) {
 	for _, f := range []struct {
 		key string
 		v   int64
-	}{{"storage.read_latency_ns", raw.ReadLatency}, {"storage.write_latency_ns", raw.WriteLatency}} {
+	}{{"storage.read_latency_ns", raw.ReadLatency}, {"storage.write_latency_ns", raw.WriteLatency}, {"storage.lease_ttl_ns", raw.LeaseTTL}} {
 		if f.v < 0 {
 			bad(f.key, ">= 0", f.v)
 		}
@@ -402,6 +420,17 @@ func validateStorage(raw, st StorageConfig, hostTokens int64, bad badField) {
 	}
 	if !(st.PrefetchCapacityRatio > 0 && st.PrefetchCapacityRatio <= 1) {
 		bad("storage.prefetch_capacity_ratio", "in (0, 1]", st.PrefetchCapacityRatio)
+	}
+	if st.Eviction < StorageLRU || st.Eviction > StorageMooncake {
+		bad("storage.eviction", "one of lru, mooncake", st.Eviction)
+	}
+	for _, f := range []struct {
+		key string
+		v   float64
+	}{{"storage.high_watermark", st.HighWatermark}, {"storage.eviction_ratio", st.EvictionRatio}} {
+		if !(f.v > 0 && f.v <= 1) {
+			bad(f.key, "in (0, 1]", f.v)
+		}
 	}
 }
 

@@ -7,10 +7,11 @@ import (
 	"github.com/kvsim/kvsim/traces"
 )
 
-// depTracker runs a trace closed-loop: it holds each record back until
+// DepTracker runs a trace closed-loop: it holds each record back until
 // the records it depends on have finished in simulated time, the release
 // rule of kvsim replay's pacer (replay/pace.go) with no concurrency cap
-// and no speedup. A record arriving at its trace time a is released at
+// and no speedup. [Sim.RunClosedLoop] and a fleet's closed loop
+// (fleet.Fleet.RunClosedLoop, records finishing on any replica) use it. A record arriving at its trace time a is released at
 //
 //	max(a, finish of every earlier Parent and WaitFor record,
 //	    finish of its Parent + ThinkTime)
@@ -25,7 +26,7 @@ import (
 // the IDs are decimal integers numbered densely (Mooncake's and kvsim trace
 // gen's are), a map entry otherwise. Waiters are kept only for the records
 // someone waits for.
-type depTracker struct {
+type DepTracker struct {
 	ids     recordSlots
 	end     []engine.Time     // by index: finish time once finished, else notFinished
 	waiters map[int32][]int32 // by index: held records waiting for it (indices into held)
@@ -34,15 +35,14 @@ type depTracker struct {
 	free []int32
 
 	// ready orders the records whose release time is known by (time,
-	// push order), in the simulator's own event heap; due holds each one by
-	// its push number (the heap's seq).
+	// key), in the simulator's own event heap; due holds each one by its
+	// key, which onDue returned when it became due.
 	ready eventHeap
 	due   map[uint64]*traces.Record
-	seq   uint64
 	// ignored counts the dependencies that named no earlier request (the
 	// trace is inconsistent: kvsim trace validate says where).
 	ignored int
-	onDue   func(engine.Time) // called for every record that becomes due, with its time
+	onDue   func(engine.Time) uint64 // called for every record that becomes due, with its time
 }
 
 type heldRecord struct {
@@ -56,16 +56,21 @@ type heldRecord struct {
 // notFinished is the finish time of a record that has not finished.
 const notFinished engine.Time = -1
 
-func newDepTracker(onDue func(engine.Time)) *depTracker {
-	return &depTracker{ids: recordSlots{named: map[string]int32{}}, waiters: map[int32][]int32{},
+// NewDepTracker returns an empty tracker. onDue is called for every
+// record that becomes due, with its release time, and returns the record's
+// key: due records are released in (time, key) order, so keys must be
+// unique (the sim gives its release event's sequence number, which orders
+// releases among its other events at one instant).
+func NewDepTracker(onDue func(engine.Time) uint64) *DepTracker {
+	return &DepTracker{ids: recordSlots{named: map[string]int32{}}, waiters: map[int32][]int32{},
 		due: map[uint64]*traces.Record{}, onDue: onDue}
 }
 
-// arrive registers rec, arriving at now (its trace time). It reports
+// Arrive registers rec, arriving at now (its trace time). It reports
 // whether rec may be released now; otherwise the tracker holds it, calls
 // onDue with its release time once that is known, and returns it from
-// release then.
-func (d *depTracker) arrive(rec *traces.Record, now engine.Time) (bool, error) {
+// Release then. The tracker keeps rec until then.
+func (d *DepTracker) Arrive(rec *traces.Record, now engine.Time) (bool, error) {
 	if _, dup := d.ids.find(rec.ID); dup {
 		return false, fmt.Errorf("request %q: expected unique request ids to run the trace's dependencies (closed loop), found a repeat", rec.ID)
 	}
@@ -142,9 +147,9 @@ func (h *heldRecord) due() engine.Time {
 	return at
 }
 
-// finish records that the request with this ID finished (or failed) at
+// Finish records that the request with this ID finished (or failed) at
 // now, and makes the records that waited only for it due.
-func (d *depTracker) finish(id string, now engine.Time) {
+func (d *DepTracker) Finish(id string, now engine.Time) {
 	j, ok := d.ids.find(id)
 	if !ok {
 		return
@@ -169,25 +174,40 @@ func (d *depTracker) finish(id string, now engine.Time) {
 	delete(d.waiters, j)
 }
 
-func (d *depTracker) push(at engine.Time, rec *traces.Record) {
-	d.seq++
-	d.ready.push(event{at: at, seq: d.seq})
-	d.due[d.seq] = rec
-	d.onDue(at)
+func (d *DepTracker) push(at engine.Time, rec *traces.Record) {
+	key := d.onDue(at)
+	if _, dup := d.due[key]; dup {
+		panic(fmt.Sprintf("sim: two due records of key %d", key))
+	}
+	d.ready.push(event{at: at, seq: key})
+	d.due[key] = rec
 }
 
-// release pops the next due record: the caller schedules one release
-// event per onDue call, so at each event the earliest due record is the
-// one due then.
-func (d *depTracker) release() *traces.Record {
+// Next returns the release time and key of the earliest due record (in
+// (time, key) order), if any.
+func (d *DepTracker) Next() (engine.Time, uint64, bool) {
+	if len(d.ready) == 0 {
+		return 0, 0, false
+	}
+	return d.ready[0].at, d.ready[0].seq, true
+}
+
+// Release pops the earliest due record ([DepTracker.Next]): the sim
+// schedules one release event per onDue call, so at each event the
+// earliest due record is the one due then.
+func (d *DepTracker) Release() *traces.Record {
 	e := d.ready.pop()
 	rec := d.due[e.seq]
 	delete(d.due, e.seq)
 	return rec
 }
 
-// pending is the number of records held or due and not yet released.
-func (d *depTracker) pending() int { return len(d.held) - len(d.free) + len(d.ready) }
+// Ignored is the number of dependencies that named no earlier record
+// (RequestResult's IgnoredDeps).
+func (d *DepTracker) Ignored() int { return d.ignored }
+
+// Pending is the number of records held or due and not yet released.
+func (d *DepTracker) Pending() int { return len(d.held) - len(d.free) + len(d.ready) }
 
 // recordSlots maps record IDs to their indices (0, 1, 2, ... in arrival
 // order). An ID that is a decimal integer n in canonical form ("0", "17",

@@ -57,8 +57,9 @@
 // # Storage tier (L3)
 //
 // With [StorageConfig] enabled (it needs a host tier), HiCache's storage
-// backend is modelled as a set of pages with an optional capacity (LRU
-// beyond it), a read link and a write link (bandwidth per rank plus a fixed
+// backend is modelled as a set of pages with an optional capacity (exact
+// LRU beyond it, or Mooncake Store's eviction rounds with lookup leases,
+// StorageMooncake), a read link and a write link (bandwidth per rank plus a fixed
 // latency per call of up to 128 pages). A page is identified by its exact
 // path: the prefix before it plus its own contents, so lookups have SGLang's
 // chained-hash semantics without collisions: contiguous from the prefix's

@@ -60,6 +60,32 @@ func ParsePrefetchPolicy(name string) (PrefetchPolicy, error) {
 	return prefetchPolicyNames.Parse(name)
 }
 
+// StorageEviction is how a limited storage tier makes room
+// (storage.eviction). The zero value means the default, StorageLRU.
+type StorageEviction int
+
+// Storage eviction modes.
+const (
+	// StorageLRU drops the least recently written or read page whenever a
+	// write goes over capacity (exact LRU).
+	StorageLRU StorageEviction = 1 + iota
+	// StorageMooncake is Mooncake Store's eviction (fleet-spec 3.3): a
+	// write that finds the store full or reaches the high watermark runs a
+	// round that drops a share of the pages, least recently used first,
+	// skipping pages under a lookup's lease.
+	StorageMooncake
+)
+
+var storageEvictionNames = enum.New[StorageEviction]("StorageEviction", "storage eviction",
+	"lru", "mooncake")
+
+func (e StorageEviction) String() string { return storageEvictionNames.String(e) }
+
+// ParseStorageEviction returns the mode named name: lru or mooncake.
+func ParseStorageEviction(name string) (StorageEviction, error) {
+	return storageEvictionNames.Parse(name)
+}
+
 // Planner chooses device victims when memory is short. The zero value
 // means the default, PlannerAuto.
 type Planner int

@@ -9,7 +9,7 @@ const (
 	evForwardDone                      // the running forward pass finished
 	evWake                             // a transfer finished while the GPU was idle
 	evSample                           // take a timeline sample
-	evRelease                          // closed loop: a held record is due (depTracker)
+	evRelease                          // closed loop: a held record is due (DepTracker)
 	evPD                               // disaggregation: KV arrived or a request aborted (pd.go)
 )
 

@@ -39,10 +39,12 @@ import (
 //
 // # Capacity and eviction
 //
-// One capacity (storage.capacity_tokens, which every attached replica must
-// share) and one per-page LRU order over every replica's reads and
-// writes, as the private store's. The eviction a landing causes counts
-// against its writer.
+// One capacity (storage.capacity_tokens) and eviction (storage.eviction
+// and its Mooncake settings), which every attached replica must share,
+// and one per-page LRU order over every replica's reads and writes, as
+// the private store's. In Mooncake mode a replica's lookup leases the
+// pages it finds, for every replica's writes. The evictions, rounds and
+// refusals a landing causes count against its writer.
 //
 // A SharedL3 is single-threaded, like the replicas that use it.
 type SharedL3 struct {
@@ -50,8 +52,9 @@ type SharedL3 struct {
 	pager     *tree.Pager
 	pageSize  int
 	capTokens int64
-	pending   []*l3Landing // backups in flight, any order
-	minDone   engine.Time  // the earliest pending landing (engine.Never: none)
+	eviction  StorageConfig // the eviction settings alone (evictionOf)
+	pending   []*l3Landing  // backups in flight, any order
+	minDone   engine.Time   // the earliest pending landing (engine.Never: none)
 	seq       uint64
 	stats     []L3Stats // per attached replica, in attach order
 	observe   func(L3Event)
@@ -74,6 +77,12 @@ type L3Stats struct {
 	// Evicted is the pages dropped for capacity when the replica's backups
 	// landed.
 	Evicted int64 `json:"l3_pages_evicted"`
+	// Rounds is the Mooncake eviction rounds (storage.eviction =
+	// "mooncake") the replica's landings ran that dropped pages.
+	Rounds int64 `json:"l3_eviction_rounds,omitempty"`
+	// Refused is the pages of the replica's backups the store refused:
+	// full, with every page under lease (Mooncake mode).
+	Refused int64 `json:"l3_pages_refused,omitempty"`
 }
 
 // L3EventKind says what an [L3Event] records.
@@ -85,11 +94,15 @@ const (
 	L3Land L3EventKind = 1 + iota
 	// L3Hit is a prefetch's lookup finding pages in the store.
 	L3Hit
+	// L3Evict is pages dropped from the store to make room, while replica
+	// Replica's backup landed.
+	L3Evict
 )
 
-// L3Event is one write or lookup hit of a shared store, for checks: at At,
-// replica Replica wrote (L3Land) or found stored (L3Hit) pages
-// Path[From:] of the path Path, root first.
+// L3Event is one write, lookup hit or eviction of a shared store, for
+// checks: at At, replica Replica wrote (L3Land), found stored (L3Hit) or
+// caused the eviction of (L3Evict) pages Path[From:] of the path Path,
+// root first.
 type L3Event struct {
 	Kind    L3EventKind
 	At      engine.Time
@@ -99,17 +112,38 @@ type L3Event struct {
 }
 
 // NewSharedL3 returns an empty shared store of pageSize-token pages
-// holding at most capTokens tokens (0: unlimited).
+// holding at most capTokens tokens (0: unlimited), with exact LRU
+// eviction.
 func NewSharedL3(pageSize int, capTokens int64) *SharedL3 {
+	return newSharedL3(pageSize, StorageConfig{CapacityTokens: capTokens, Eviction: StorageLRU})
+}
+
+// newSharedL3 returns an empty shared store of pageSize-token pages with
+// st's capacity and eviction (st with defaults).
+func newSharedL3(pageSize int, st StorageConfig) *SharedL3 {
 	return &SharedL3{
-		l3: newL3Store(capTokens, pageSize), pager: tree.NewPager(pageSize),
-		pageSize: pageSize, capTokens: capTokens, minDone: engine.Never,
+		l3: newL3StoreFor(st, pageSize), pager: tree.NewPager(pageSize),
+		pageSize: pageSize, capTokens: st.CapacityTokens, eviction: evictionOf(st), minDone: engine.Never,
 	}
 }
 
-// Observe makes the store report every landing and lookup hit to f (nil:
-// none). It costs a copy of each path, for tests.
-func (l *SharedL3) Observe(f func(L3Event)) { l.observe = f }
+// evictionOf is st's eviction settings (st with defaults), to compare a
+// replica's with its shared store's.
+func evictionOf(st StorageConfig) StorageConfig {
+	return StorageConfig{Eviction: st.Eviction, HighWatermark: st.HighWatermark, EvictionRatio: st.EvictionRatio, LeaseTTL: st.LeaseTTL}
+}
+
+// Observe makes the store report every landing, lookup hit and eviction
+// to f (nil: none). It costs a copy of each path, for tests.
+func (l *SharedL3) Observe(f func(L3Event)) {
+	l.observe = f
+	l.l3.onDrop = nil
+	if f != nil {
+		l.l3.onDrop = func(path []tree.PageID, from int) {
+			f(L3Event{Kind: L3Evict, At: l.l3.at, Replica: int(l.l3.writer), Path: path, From: from})
+		}
+	}
+}
 
 // Stats returns replica i's use of the store (i in attach order).
 func (l *SharedL3) Stats(i int) L3Stats { return l.stats[i] }
@@ -128,7 +162,7 @@ func (f *Factory) HasStorage() bool { return f.Config.WithDefaults().storageOn()
 // page size and storage capacity.
 func (f *Factory) NewSharedL3() *SharedL3 {
 	c := f.Config.WithDefaults()
-	return NewSharedL3(c.Cache.PageSize, c.Storage.CapacityTokens)
+	return newSharedL3(c.Cache.PageSize, c.Storage)
 }
 
 // NewWithL3 implements the fleet's shared-storage hook: an [Online]
@@ -156,6 +190,8 @@ func (s *Sim) attachL3(l3 *SharedL3) error {
 		return fmt.Errorf("sim: page size %d, the shared storage tier's is %d", s.cfg.Cache.PageSize, l3.pageSize)
 	case s.cfg.Storage.CapacityTokens != l3.capTokens:
 		return fmt.Errorf("sim: storage.capacity_tokens %d, the shared storage tier's is %d", s.cfg.Storage.CapacityTokens, l3.capTokens)
+	case evictionOf(s.cfg.Storage) != l3.eviction:
+		return fmt.Errorf("sim: storage eviction %+v, the shared storage tier's is %+v", evictionOf(s.cfg.Storage), l3.eviction)
 	case s.nextIdx != 0 || s.pending != nil:
 		panic("sim: attachL3 after the run started")
 	}
@@ -249,11 +285,13 @@ func (l *SharedL3) land(now engine.Time) {
 		return cmp.Or(cmp.Compare(a.done, b.done), cmp.Compare(a.seq, b.seq))
 	})
 	for _, p := range due {
-		evicted := l.l3.evicted
+		evicted, rounds, refused := l.l3.evicted, l.l3.rounds, l.l3.refused
 		l.l3.writer = int32(p.writer)
-		l.l3.write(p.path, p.spans)
+		l.l3.write(p.path, p.spans, p.done)
 		st := &l.stats[p.writer]
 		st.Evicted += l.l3.evicted - evicted
+		st.Rounds += l.l3.rounds - rounds
+		st.Refused += l.l3.refused - refused
 		if l.observe != nil {
 			for _, sp := range p.spans {
 				l.observe(L3Event{Kind: L3Land, At: p.done, Replica: p.writer, Path: p.path.pages(sp.hi), From: sp.lo})

@@ -2,10 +2,13 @@ package sim
 
 import (
 	"fmt"
+	"math"
+	"slices"
 	"sort"
 
 	"github.com/kvsim/kvsim/internal/heap"
 	"github.com/kvsim/kvsim/internal/invariants"
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/tree"
 )
 
@@ -69,10 +72,11 @@ type l3Node struct {
 	index   map[tree.PageID]*l3Node // first page -> child, once there were more
 	pages   []tree.PageID           // never written: views of the tree's keys, resliced by splits and merges
 	present bool
-	stamp   int64 // LRU stamp of pages[0] when present
-	heapIdx int   // position in the LRU heap, -1 if absent
-	dead    bool  // merged into its parent or deleted
-	writer  int32 // the replica whose write stored the pages (a shared store's; 0 otherwise)
+	stamp   int64       // LRU stamp of pages[0] when present
+	heapIdx int         // position in the LRU heap, -1 if absent
+	dead    bool        // merged into its parent or deleted
+	writer  int32       // the replica whose write stored the pages (a shared store's; 0 otherwise)
+	lease   engine.Time // Mooncake mode: the pages may not be evicted before this time
 }
 
 func (n *l3Node) numKids() int {
@@ -174,6 +178,11 @@ func (n *l3Node) replaceChild(old, nw *l3Node) {
 // they are one run (same presence, consecutive stamps) whose pages lie side
 // by side in one array, as a split's halves do.
 //
+// In Mooncake mode (setMooncake) a write evicts in rounds instead
+// (storeMooncake, evictRound), and a node also keeps the end of the
+// lease a lookup granted its pages (lease), which a round skips; nodes
+// merge only with equal leases.
+//
 // Costs, for a path of L pages over k trie nodes, with n stored nodes: a
 // lookup is k child lookups plus the vectorised comparison of the L pages;
 // a write or read adds O(log n) heap work for each node it stamps or
@@ -194,6 +203,18 @@ type l3Store struct {
 	// read that another replica wrote.
 	writer, reader int32
 	crossRead      int64
+	// Mooncake mode (setMooncake; off: exact LRU at capacity).
+	mooncake bool
+	hwPages  int64       // a round of evictions runs when a write brings the pages stored to this
+	ratio    float64     // share of the pages stored one round evicts
+	ttl      engine.Time // lease granted by a lookup
+	at       engine.Time // the time of the write in progress
+	rounds   int64       // eviction rounds that dropped pages
+	refused  int64       // pages a write could not store
+	aside    []*l3Node   // scratch: leased nodes a round skipped
+	// onDrop, when set (tests), is told of every eviction: the path up to
+	// the end of the dropped pages and the position of the first.
+	onDrop func(path []tree.PageID, from int)
 }
 
 func newL3Store(capTokens int64, pageSize int) *l3Store {
@@ -206,13 +227,36 @@ func newL3Store(capTokens int64, pageSize int) *l3Store {
 	return s
 }
 
+// newL3StoreFor returns an empty store with st's capacity and eviction
+// (st with defaults).
+func newL3StoreFor(st StorageConfig, pageSize int) *l3Store {
+	s := newL3Store(st.CapacityTokens, pageSize)
+	if st.Eviction == StorageMooncake {
+		s.setMooncake(st.HighWatermark, st.EvictionRatio, engine.Time(st.LeaseTTL))
+	}
+	return s
+}
+
+// setMooncake switches the store to Mooncake's eviction (a limited store
+// only): a round of evictions drops ceil(ratio x pages stored) of the least
+// recently used pages not under lease when a write finds the store full or
+// brings it to watermark x capacity; a lookup leases the pages it finds for
+// ttl.
+func (s *l3Store) setMooncake(watermark, ratio float64, ttl engine.Time) {
+	if !s.limited {
+		return
+	}
+	s.mooncake, s.ratio, s.ttl = true, ratio, ttl
+	s.hwPages = max(int64(math.Ceil(watermark*float64(s.capPages))), 1)
+}
+
 // ---- Node changes ----
 
 // split cuts c after its first m pages (0 < m < len(c.pages)) and returns
 // the new upper node, which takes c's place; c keeps the rest, so a pointer
 // to c still names the node ending where it did.
 func (s *l3Store) split(c *l3Node, m int) *l3Node {
-	up := &l3Node{parent: c.parent, pages: c.pages[:m], present: c.present, stamp: c.stamp, heapIdx: -1, writer: c.writer}
+	up := &l3Node{parent: c.parent, pages: c.pages[:m], present: c.present, stamp: c.stamp, heapIdx: -1, writer: c.writer, lease: c.lease}
 	c.parent.replaceChild(c, up)
 	c.pages = c.pages[m:]
 	c.stamp += int64(m)
@@ -238,6 +282,7 @@ func (s *l3Store) refresh(c *l3Node) {
 func (s *l3Store) store(c *l3Node) {
 	c.present = true
 	c.writer = s.writer
+	c.lease = 0
 	c.stamp = s.seq
 	s.seq += int64(len(c.pages))
 	s.pages += int64(len(c.pages))
@@ -252,11 +297,86 @@ func (s *l3Store) evictOver() {
 		if over := s.pages - s.capPages; int64(len(x.pages)) > over {
 			x = s.split(x, int(over))
 		}
-		s.lru.Remove(x)
-		x.present = false
-		s.pages -= int64(len(x.pages))
-		s.evicted += int64(len(x.pages))
-		s.dirty = append(s.dirty, x)
+		s.drop(x)
+	}
+}
+
+// drop evicts stored x, which the LRU heap holds.
+func (s *l3Store) drop(x *l3Node) {
+	if s.onDrop != nil {
+		var runs [][]tree.PageID
+		for a := x; a.parent != nil; a = a.parent {
+			runs = append(runs, a.pages)
+		}
+		slices.Reverse(runs)
+		path := slices.Concat(runs...)
+		s.onDrop(path, len(path)-len(x.pages))
+	}
+	s.lru.Remove(x)
+	x.present, x.lease = false, 0
+	s.pages -= int64(len(x.pages))
+	s.evicted += int64(len(x.pages))
+	s.dirty = append(s.dirty, x)
+}
+
+// evictRound is one Mooncake eviction round at s.at: it drops the least
+// recently used pages whose lease has ended, need of them or
+// ceil(ratio x pages stored) if more, or as many as there are. It reports
+// whether it dropped any.
+func (s *l3Store) evictRound(need int64) bool {
+	k := max(need, int64(math.Ceil(s.ratio*float64(s.pages))), 1)
+	before := s.evicted
+	for k > 0 && s.lru.Len() > 0 {
+		x := s.lru.Min()
+		if x.lease > s.at {
+			s.lru.Remove(x)
+			s.aside = append(s.aside, x)
+			continue
+		}
+		if int64(len(x.pages)) > k {
+			x = s.split(x, int(k))
+		}
+		k -= int64(len(x.pages))
+		s.drop(x)
+	}
+	for _, x := range s.aside {
+		s.lru.Push(x)
+	}
+	clear(s.aside)
+	s.aside = s.aside[:0]
+	if s.evicted == before {
+		return false
+	}
+	s.rounds++
+	return true
+}
+
+// storeMooncake stores absent c as Mooncake would page by page: a page
+// that finds the store full runs a round first and is refused if the store
+// is still full (then so are the rest: no round can free more); a page
+// that brings the store to the watermark runs a round after it. c keeps
+// its end, whatever it stores.
+func (s *l3Store) storeMooncake(c *l3Node) {
+	for {
+		if s.pages >= s.capPages {
+			s.evictRound(s.pages + 1 - s.capPages)
+			if s.pages >= s.capPages {
+				s.refused += int64(len(c.pages))
+				return
+			}
+		}
+		n := min(int64(len(c.pages)), s.capPages-s.pages, max(s.hwPages-s.pages, 1))
+		x := c
+		if n < int64(len(c.pages)) {
+			x = s.split(c, int(n))
+		}
+		s.store(x)
+		if s.pages >= s.hwPages {
+			s.evictRound(0)
+		}
+		if x == c {
+			return
+		}
 	}
 }
 
@@ -281,11 +401,12 @@ func (s *l3Store) step(n *l3Node, key pathKey, d, end int) *l3Node {
 }
 
 // mergeable says whether child c, p's only child, can join p in one run
-// without copying: same presence, consecutive stamps (and writer), and c's pages right
+// without copying: same presence, consecutive stamps (and writer and
+// lease), and c's pages right
 // after p's in the same array (as the two halves of a split are).
 func mergeable(p, c *l3Node) bool {
 	return p.parent != nil && p.numKids() == 1 && p.present == c.present &&
-		(!p.present || p.stamp+int64(len(p.pages)) == c.stamp && p.writer == c.writer) && adjacent(p.pages, c.pages)
+		(!p.present || p.stamp+int64(len(p.pages)) == c.stamp && p.writer == c.writer && p.lease == c.lease) && adjacent(p.pages, c.pages)
 }
 
 // adjacent reports whether b starts in a's array right where a ends.
@@ -392,15 +513,16 @@ func (s *l3Store) absent(key pathKey, lo, hi int, dst []span) []span {
 	return dst
 }
 
-// write stores the spans of key (sorted, disjoint), page by page in path
-// order: a stored page becomes the most recently used, an absent one is
-// added and the least recently used page dropped if storage is over
-// capacity. The path up to the last span is created as needed, from key's
+// write stores the spans of key (sorted, disjoint) at time at, page by
+// page in path order: a stored page becomes the most recently used, an
+// absent one is added and the least recently used page dropped if storage
+// is over capacity (in Mooncake mode, storeMooncake's rounds instead). The path up to the last span is created as needed, from key's
 // own arrays, which must never change. Pages are handled a run at a time;
 // the result is the page-by-page one because a run of added pages only
 // appends to the LRU order, and every run's presence is read after the
 // evictions of the runs before it.
-func (s *l3Store) write(key pathKey, spans []span) {
+func (s *l3Store) write(key pathKey, spans []span, at engine.Time) {
+	s.at = at
 	n, d := s.root, 0
 	for _, sp := range spans {
 		for d < sp.hi {
@@ -413,9 +535,12 @@ func (s *l3Store) write(key pathKey, spans []span) {
 			if d <= sp.lo {
 				continue
 			}
-			if c.present {
+			switch {
+			case c.present:
 				s.refresh(c)
-			} else {
+			case s.mooncake:
+				s.storeMooncake(c)
+			default:
 				s.store(c)
 				// Eviction splits nodes by cutting their front off, so c
 				// still ends at d; deletions wait for tidy.
@@ -430,6 +555,31 @@ func (s *l3Store) write(key pathKey, spans []span) {
 // order (a read). Absent pages are skipped; the walk stops where the path
 // leaves the trie.
 func (s *l3Store) touch(key pathKey, lo, hi int) {
+	s.eachStored(key, lo, hi, func(c *l3Node) {
+		if c.writer != s.reader {
+			s.crossRead += int64(len(c.pages))
+		}
+		s.refresh(c)
+	})
+}
+
+// lease grants the stored pages among [lo, hi) of key a lease until at +
+// ttl (a Mooncake existence query that found them at time at); no-op
+// outside Mooncake mode.
+func (s *l3Store) lease(key pathKey, lo, hi int, at engine.Time) {
+	if !s.mooncake || lo >= hi {
+		return
+	}
+	s.eachStored(key, lo, hi, func(c *l3Node) {
+		c.lease = max(c.lease, at+s.ttl)
+		s.dirty = append(s.dirty, c)
+	})
+}
+
+// eachStored calls f, in path order, on nodes holding exactly the stored
+// pages among [lo, hi) of key (splitting nodes at lo and hi), then tidies.
+// Absent pages are skipped; the walk stops where the path leaves the trie.
+func (s *l3Store) eachStored(key pathKey, lo, hi int, f func(c *l3Node)) {
 	n, d := s.root, 0
 	for d < hi {
 		c := n.child(key.at(d))
@@ -447,10 +597,7 @@ func (s *l3Store) touch(key pathKey, lo, hi int) {
 			if m < len(c.pages) {
 				c = s.split(c, m)
 			}
-			if c.writer != s.reader {
-				s.crossRead += int64(len(c.pages))
-			}
-			s.refresh(c)
+			f(c)
 		}
 		if !full {
 			break
@@ -517,6 +664,9 @@ func (s *l3Store) verify() error {
 		nodes++
 		if !n.present && len(kids) == 0 {
 			return fmt.Errorf("storage: absent leaf")
+		}
+		if !n.present && n.lease != 0 {
+			return fmt.Errorf("storage: absent node with a lease")
 		}
 		if n.present != (n.heapIdx >= 0) || n.heapIdx >= s.lru.Len() {
 			return fmt.Errorf("storage: heap index %d of a node stored=%v", n.heapIdx, n.present)

@@ -84,7 +84,7 @@ func (s *Sim) result() *engine.Result {
 	sum.StorageWriteGB = c.StorageWriteBytes / 1e9
 	res := &engine.Result{Requests: s.results, Summary: sum, Counters: c, Timeline: s.timeline}
 	if s.deps != nil {
-		res.IgnoredDeps = s.deps.ignored
+		res.IgnoredDeps = s.deps.Ignored()
 	}
 	return res
 }

@@ -565,7 +565,7 @@ func (s *Sim) finishBookkeeping(r *request) {
 	s.stats.Add(r.res)
 	s.emitResult(r.res)
 	if s.deps != nil {
-		s.deps.finish(r.id, s.now)
+		s.deps.Finish(r.id, s.now)
 	}
 	if s.observe != nil {
 		s.observe(engine.Event{ID: r.id, Time: s.now, Tokens: r.out, CachedTokens: r.res.CachedTokens, Done: true, Result: r.res})

@@ -47,7 +47,7 @@ type Sim struct {
 	clockErr error              // set when an event's time would pass int64 ns
 	observe  func(engine.Event) // online runs: reports tokens and completions
 	pending  *traces.Record     // the next record, scheduled as an arrival
-	deps     *depTracker        // closed loop only (RunClosedLoop)
+	deps     *DepTracker        // closed loop only (RunClosedLoop)
 	nextIdx  int
 	lastArr  engine.Time
 
@@ -165,14 +165,14 @@ func (s *Sim) Run(src engine.Source) (*engine.Result, error) {
 // sim paces it: a record is released to the server when its Parent and
 // WaitFor records (earlier ones) have finished in simulated time, and not
 // before its Parent's finish plus its ThinkTime, nor before its Arrival
-// (see depTracker). RequestResult.Release and DepWait say when and how
+// (see DepTracker). RequestResult.Release and DepWait say when and how
 // long after its arrival. A trace without dependencies runs as with Run.
 // Record IDs must be unique.
 func (s *Sim) RunClosedLoop(src engine.Source) (*engine.Result, error) {
-	s.deps = newDepTracker(func(at engine.Time) { s.schedule(at, evRelease) })
+	s.deps = NewDepTracker(func(at engine.Time) uint64 { s.schedule(at, evRelease); return s.seq })
 	res, err := s.Run(src)
-	if err == nil && s.deps.pending() != 0 {
-		panic(fmt.Sprintf("sim: closed-loop run ended with %d records held", s.deps.pending()))
+	if err == nil && s.deps.Pending() != 0 {
+		panic(fmt.Sprintf("sim: closed-loop run ended with %d records held", s.deps.Pending()))
 	}
 	return res, err
 }
@@ -194,7 +194,7 @@ func (s *Sim) processNext() error {
 	case evArrival:
 		err = s.arrive()
 	case evRelease:
-		err = s.admit(s.deps.release())
+		err = s.admit(s.deps.Release())
 		if err == nil && !s.busy {
 			s.iterate()
 		}
@@ -307,7 +307,7 @@ func (s *Sim) scheduleNextArrival() error {
 func (s *Sim) arrive() error {
 	rec := s.pending
 	if s.deps != nil {
-		now, err := s.deps.arrive(rec, s.now)
+		now, err := s.deps.Arrive(rec, s.now)
 		if err != nil {
 			return err
 		}

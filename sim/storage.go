@@ -65,7 +65,7 @@ type storageState struct {
 func newStorageState(cfg Config) *storageState {
 	st := cfg.Storage
 	return &storageState{
-		l3:        newL3Store(st.CapacityTokens, cfg.Cache.PageSize),
+		l3:        newL3StoreFor(st, cfg.Cache.PageSize),
 		threshold: max(st.PrefetchThreshold, int64(cfg.Cache.PageSize)),
 		limit:     int64(st.PrefetchCapacityRatio * float64(cfg.Cache.HostTokens*int64(cfg.Cache.CP))),
 	}
@@ -173,16 +173,27 @@ func (s *Sim) landBackups(now engine.Time) {
 		for st.landed < len(st.backups) && st.backups[st.landed].done <= now {
 			st.landed++
 		}
-		s.counters.StorageEvictedTokens = st.shared.stats[st.replica].Evicted * int64(s.cfg.Cache.PageSize)
+		l3 := st.shared.stats[st.replica]
+		s.setEvictionCounters(l3.Evicted, l3.Rounds, l3.Refused)
 		return
 	}
 	for st.landed < len(st.backups) && st.backups[st.landed].done <= now {
 		if op := st.backups[st.landed]; len(op.spans) > 0 {
-			st.l3.write(op.path, op.spans)
+			st.l3.write(op.path, op.spans, op.done)
 		}
 		st.landed++
 	}
-	s.counters.StorageEvictedTokens = st.l3.evicted * int64(s.cfg.Cache.PageSize)
+	s.setEvictionCounters(st.l3.evicted, st.l3.rounds, st.l3.refused)
+}
+
+// setEvictionCounters sets the storage eviction counters from the store's
+// (or, shared, this replica's) pages evicted, eviction rounds and pages
+// refused.
+func (s *Sim) setEvictionCounters(evicted, rounds, refused int64) {
+	ps := int64(s.cfg.Cache.PageSize)
+	s.counters.StorageEvictedTokens = evicted * ps
+	s.counters.StorageEvictionRounds = rounds
+	s.counters.StorageRefusedTokens = refused * ps
 }
 
 // ackBackups releases the host copies of landed backups, in FIFO order (the
@@ -258,7 +269,9 @@ func (s *Sim) prefetch(r *request) {
 		return
 	}
 	s.advanceReads(s.now)
-	hitPages := st.l3.hit(newPathKey(pages), from)
+	key := newPathKey(pages)
+	hitPages := st.l3.hit(key, from)
+	st.l3.lease(key, from, from+hitPages, s.now) // Mooncake mode: the existence query's lease
 	if st.shared != nil {
 		st.shared.hitFound(s.now, st.replica, pages, from, hitPages)
 	}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"slices"
 	"sort"
 	"testing"
@@ -331,11 +332,18 @@ type pageStore struct {
 	pages    int64
 	evicted  int64
 	capPages int64 // 0: unlimited
+	// Mooncake mode, page by page as fleet-spec 3.3 says.
+	mooncake        bool
+	hwPages         int64
+	ratio           float64
+	ttl, now        engine.Time
+	rounds, refused int64
 }
 
 type pageEnt struct {
 	prev, next int32
 	present    bool
+	lease      engine.Time
 }
 
 func newPageStore(capPages int64) *pageStore {
@@ -372,6 +380,10 @@ func (m *pageStore) pushBack(id int32) {
 }
 
 func (m *pageStore) write(id int32) {
+	if m.mooncake && !m.ents[id].present {
+		m.writeMooncake(id)
+		return
+	}
 	if m.ents[id].present {
 		m.unlink(id)
 	} else {
@@ -385,6 +397,55 @@ func (m *pageStore) write(id int32) {
 		m.ents[v].present = false
 		m.pages--
 		m.evicted++
+	}
+}
+
+// writeMooncake adds absent page id: a full store runs a round first and
+// refuses the page if still full; reaching the watermark runs a round
+// after.
+func (m *pageStore) writeMooncake(id int32) {
+	if m.pages >= m.capPages {
+		m.round(m.pages + 1 - m.capPages)
+		if m.pages >= m.capPages {
+			m.refused++
+			return
+		}
+	}
+	m.ents[id].present = true
+	m.ents[id].lease = 0
+	m.pages++
+	m.pushBack(id)
+	if m.pages >= m.hwPages {
+		m.round(0)
+	}
+}
+
+// round evicts max(need, ceil(ratio x pages), 1) pages not under lease,
+// least recently used first.
+func (m *pageStore) round(need int64) {
+	k := max(need, int64(math.Ceil(m.ratio*float64(m.pages))), 1)
+	dropped := false
+	for id := m.ents[0].next; id != 0 && k > 0; {
+		next := m.ents[id].next
+		if m.ents[id].lease <= m.now {
+			m.unlink(id)
+			m.ents[id].present, m.ents[id].lease = false, 0
+			m.pages--
+			m.evicted++
+			k--
+			dropped = true
+		}
+		id = next
+	}
+	if dropped {
+		m.rounds++
+	}
+}
+
+// lease is an existence query's lease on page id, if stored.
+func (m *pageStore) lease(id int32) {
+	if m.mooncake && m.ents[id].present {
+		m.ents[id].lease = max(m.ents[id].lease, m.now+m.ttl)
 	}
 }
 
@@ -442,8 +503,11 @@ func trieOrder(s *l3Store, m *pageStore) []int32 {
 
 // TestStateMachineStorageTrie drives the trie and the page-per-entry model
 // with the same writes (spans of a path), reads and lookups, on paths that
-// share prefixes, with and without a capacity, and checks that lookups,
-// absent spans, counts and the whole LRU order agree.
+// share prefixes, with and without a capacity, in LRU and Mooncake mode
+// (where lookups lease what they find and time passes), and checks that
+// lookups, absent spans, counts and the whole LRU order agree, that the
+// store never holds more than its capacity (verify) and that a write never
+// evicts a page under lease.
 func TestStateMachineStorageTrie(t *testing.T) {
 	// Mostly a few pages, so that paths share prefixes, and enough others
 	// that a node outgrows its child slice (l3SmallFanout).
@@ -452,6 +516,16 @@ func TestStateMachineStorageTrie(t *testing.T) {
 		capPages := int64(rapid.SampledFrom([]int{0, 0, 1, 3, 8, 20, 40}).Draw(t, "capacity"))
 		s := newL3Store(capPages, 1)
 		m := newPageStore(capPages)
+		if capPages > 0 && rapid.Bool().Draw(t, "mooncake") {
+			wm := rapid.SampledFrom([]float64{0.5, 0.8, 0.95, 1}).Draw(t, "watermark")
+			ratio := rapid.SampledFrom([]float64{0.05, 0.2, 0.5, 1}).Draw(t, "ratio")
+			ttl := engine.Time(rapid.IntRange(1, 10).Draw(t, "ttl"))
+			s.setMooncake(wm, ratio, ttl)
+			m.mooncake, m.hwPages, m.ratio, m.ttl = true, s.hwPages, ratio, ttl
+			if want := max(int64(math.Ceil(wm*float64(capPages))), 1); s.hwPages != want {
+				t.Fatalf("watermark %v of %d pages: %d, want %d", wm, capPages, s.hwPages, want)
+			}
+		}
 		var pool [][]tree.PageID
 		drawPath := func() []tree.PageID {
 			var base []tree.PageID
@@ -490,10 +564,22 @@ func TestStateMachineStorageTrie(t *testing.T) {
 					spans = append(spans, span{i, i + 1})
 				}
 			}
-			s.write(keyOf(p), spans)
+			var leased []int32
+			for id := m.ents[0].next; id != 0; id = m.ents[id].next {
+				if m.ents[id].lease > m.now {
+					leased = append(leased, id)
+				}
+			}
+			s.write(keyOf(p), spans, m.now)
 			for _, sp := range spans {
 				for i := sp.lo; i < sp.hi; i++ {
 					m.write(m.id(p[:i+1]))
+				}
+			}
+			stored := trieOrder(s, m)
+			for _, id := range leased {
+				if !slices.Contains(stored, id) {
+					t.Fatalf("page %d under lease until %d evicted at %d", id, m.ents[id].lease, m.now)
 				}
 			}
 		}
@@ -526,9 +612,17 @@ func TestStateMachineStorageTrie(t *testing.T) {
 				for from+want < len(p) && m.ents[m.id(p[:from+want+1])].present {
 					want++
 				}
-				if got := s.hit(keyOf(p), from); got != want {
+				k := keyOf(p)
+				if got := s.hit(k, from); got != want {
 					t.Fatalf("hit(%v, %d) = %d, want %d", p, from, got, want)
 				}
+				s.lease(k, from, from+want, m.now)
+				for i := from; i < from+want; i++ {
+					m.lease(m.id(p[:i+1]))
+				}
+			},
+			"tick": func(t *rapid.T) {
+				m.now += engine.Time(rapid.IntRange(0, 4).Draw(t, "dt"))
 			},
 			"absent": func(t *rapid.T) {
 				p := drawPath()
@@ -553,8 +647,9 @@ func TestStateMachineStorageTrie(t *testing.T) {
 				if err := s.verify(); err != nil {
 					t.Fatal(err)
 				}
-				if s.pages != m.pages || s.evicted != m.evicted {
-					t.Fatalf("trie stores %d pages, evicted %d; model %d, %d", s.pages, s.evicted, m.pages, m.evicted)
+				if s.pages != m.pages || s.evicted != m.evicted || s.rounds != m.rounds || s.refused != m.refused {
+					t.Fatalf("trie stores %d pages, evicted %d in %d rounds, refused %d; model %d, %d, %d, %d",
+						s.pages, s.evicted, s.rounds, s.refused, m.pages, m.evicted, m.rounds, m.refused)
 				}
 				if got, want := trieOrder(s, m), m.order(); !slices.Equal(got, want) {
 					t.Fatalf("LRU order %v, want %v", got, want)

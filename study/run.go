@@ -369,7 +369,7 @@ func pointRecord(s *Study, pt Point, opt Options, b *configs.Built, sum engine.S
 }
 
 // simulateFleetPoint runs a fleet point as kvsim sim --config runs the
-// fleet file (open loop, no timeline). Its sizing and seed are its first
+// fleet file (closed loop unless workload.open_loop, no timeline). Its sizing and seed are its first
 // group's server's.
 func simulateFleetPoint(s *Study, pt Point, opt Options) (*Record, []byte, error) {
 	fb, err := pt.File.BuildFleet(configs.ServerOptions{NoTimeline: true}, 0)

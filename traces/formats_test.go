@@ -1,7 +1,6 @@
 package traces
 
 import (
-	"os"
 	"reflect"
 	"testing"
 )
@@ -93,43 +92,27 @@ func TestReadFixtures(t *testing.T) {
 	}
 }
 
-func fuzzSeeds(f *testing.F, paths ...string) {
-	for _, p := range paths {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(data)
-	}
-}
-
 func FuzzReadBailian(f *testing.F) {
-	fuzzSeeds(f, "testdata/bailian.jsonl", "testdata/bad/bailian_ids.jsonl")
-	f.Fuzz(func(t *testing.T, data []byte) { fuzzRead(t, data, FormatBailian) })
+	fuzzFormat(f, FormatBailian, "testdata/bailian.jsonl", "testdata/bad/bailian_ids.jsonl")
 }
 
 func FuzzReadTokens(f *testing.F) {
-	fuzzSeeds(f, "testdata/tokens.jsonl", "testdata/bad/tokens_len.jsonl")
-	f.Fuzz(func(t *testing.T, data []byte) { fuzzRead(t, data, FormatTokens) })
+	fuzzFormat(f, FormatTokens, "testdata/tokens.jsonl", "testdata/bad/tokens_len.jsonl")
 }
 
 func FuzzReadAzure(f *testing.F) {
-	fuzzSeeds(f, "testdata/azure.csv", "testdata/bad/azure_rows.csv", "testdata/bad/azure_header.csv")
-	f.Fuzz(func(t *testing.T, data []byte) { fuzzRead(t, data, FormatAzure) })
+	fuzzFormat(f, FormatAzure, "testdata/azure.csv", "testdata/bad/azure_rows.csv", "testdata/bad/azure_header.csv")
 }
 
 func FuzzReadWEKA(f *testing.F) {
-	fuzzSeeds(f, "testdata/weka.json", "testdata/wekadir/a.json", "testdata/bad/weka_blocks.json", "testdata/bad/weka_type.json", "testdata/bad/weka_duration.json", "testdata/bad/weka_api_time.json")
-	f.Fuzz(func(t *testing.T, data []byte) { fuzzRead(t, data, FormatWEKA) })
+	fuzzFormat(f, FormatWEKA, "testdata/weka.json", "testdata/wekadir/a.json", "testdata/bad/weka_blocks.json", "testdata/bad/weka_type.json", "testdata/bad/weka_duration.json", "testdata/bad/weka_api_time.json")
 }
 
 func FuzzReadKVSim(f *testing.F) {
-	fuzzSeeds(f, "testdata/kvsim.jsonl", "testdata/bad/kvsim_records.jsonl", "testdata/bad/kvsim_version.jsonl")
-	f.Fuzz(func(t *testing.T, data []byte) { fuzzRead(t, data, FormatKVSim) })
+	fuzzFormat(f, FormatKVSim, "testdata/kvsim.jsonl", "testdata/bad/kvsim_records.jsonl", "testdata/bad/kvsim_version.jsonl")
 }
 
 // FuzzReadAuto feeds any input to format detection and the chosen reader.
 func FuzzReadAuto(f *testing.F) {
-	fuzzSeeds(f, "testdata/mooncake.jsonl", "testdata/bailian.jsonl", "testdata/tokens.jsonl", "testdata/azure.csv", "testdata/weka.json", "testdata/kvsim.jsonl")
-	f.Fuzz(func(t *testing.T, data []byte) { fuzzRead(t, data, FormatAuto) })
+	fuzzFormat(f, FormatAuto, "testdata/mooncake.jsonl", "testdata/bailian.jsonl", "testdata/tokens.jsonl", "testdata/azure.csv", "testdata/weka.json", "testdata/kvsim.jsonl")
 }

@@ -149,6 +149,12 @@ type arrivals struct {
 	t    float64 // seconds
 }
 
+// newArrivals returns the send times of a generator seeded with seed, on
+// a random stream of their own.
+func newArrivals(seed uint64, rate float64, dist string) *arrivals {
+	return &arrivals{rng: rand.New(rand.NewPCG(seed, streamGen+1)), rate: rate, dist: dist}
+}
+
 func (a *arrivals) next() int64 {
 	at := int64(math.Round(a.t * 1e9))
 	if !math.IsInf(a.rate, 1) {
@@ -218,7 +224,7 @@ func GenerateChat(c ChatConfig) ([]Record, error) {
 	for i := range convs {
 		convs[i] = &conversation{name: "c" + strconv.Itoa(i)}
 	}
-	arr := &arrivals{rng: rand.New(rand.NewPCG(c.Seed, streamGen+1)), rate: c.Rate, dist: c.Distribution}
+	arr := newArrivals(c.Seed, c.Rate, c.Distribution)
 	var recs []Record
 	order := make([]int, c.Clients)
 	for round := range c.Rounds {
@@ -283,7 +289,7 @@ func GenerateRoundRobin(c RoundRobinConfig) ([]Record, error) {
 		return nil, err
 	}
 	rng := rand.New(rand.NewPCG(c.Seed, streamGen))
-	arr := &arrivals{rng: rand.New(rand.NewPCG(c.Seed, streamGen+1)), rate: c.Rate, dist: c.Distribution}
+	arr := newArrivals(c.Seed, c.Rate, c.Distribution)
 	convs := make([]*conversation, len(c.Rounds))
 	for i := range convs {
 		convs[i] = &conversation{name: convName(i)}
@@ -364,7 +370,7 @@ func GenerateSharedPrefix(c SharedPrefixConfig) ([]Record, error) {
 		return nil, err
 	}
 	rng := rand.New(rand.NewPCG(c.Seed, streamGen))
-	arr := &arrivals{rng: rand.New(rand.NewPCG(c.Seed, streamGen+1)), rate: c.Rate, dist: c.Distribution}
+	arr := newArrivals(c.Seed, c.Rate, c.Distribution)
 	var recs []Record
 	for g, nq := range c.Questions {
 		sys := randTokens(rng, c.Vocab, c.SystemPromptLength)

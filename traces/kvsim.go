@@ -285,8 +285,7 @@ func scanKVSim(data []byte, wr *readRecord, sc *scratch) bool {
 			rec.ThinkTime = s.int(64)
 			return 1 << 6
 		case "input_len":
-			sc.in = int(s.int(64))
-			wr.InputLen = &sc.in
+			wr.InputLen = s.intTo(&sc.in)
 			return 1 << 7
 		case "tokens":
 			rec.Tokens = s.int32s(&sc.i32)
@@ -295,12 +294,10 @@ func scanKVSim(data []byte, wr *readRecord, sc *scratch) bool {
 			rec.Blocks = s.uint64s(&sc.u64)
 			return 1 << 9
 		case "block_size":
-			sc.bs = int(s.int(64))
-			wr.BlockSize = &sc.bs
+			wr.BlockSize = s.intTo(&sc.bs)
 			return 1 << 10
 		case "output_len":
-			sc.out = int(s.int(64))
-			wr.OutputLen = &sc.out
+			wr.OutputLen = s.intTo(&sc.out)
 			return 1 << 11
 		case "output_tokens":
 			rec.OutputTokens = s.int32s(&sc.i32)

@@ -150,12 +150,10 @@ func scanMooncake(data []byte, m *mooncakeLine, sc *mooncakeScratch) bool {
 			m.Timestamp = s.number()
 			return 1 << 0
 		case "input_length":
-			sc.in = int(s.int(64))
-			m.InputLength = &sc.in
+			m.InputLength = s.intTo(&sc.in)
 			return 1 << 1
 		case "output_length":
-			sc.out = int(s.int(64))
-			m.OutputLength = &sc.out
+			m.OutputLength = s.intTo(&sc.out)
 			return 1 << 2
 		case "hash_ids":
 			m.HashIDs = s.uint64s(&sc.ids)

@@ -191,16 +191,20 @@ func TestCompressedInput(t *testing.T) {
 }
 
 func FuzzReadMooncake(f *testing.F) {
-	for _, p := range []string{"testdata/mooncake.jsonl", "testdata/bad/mooncake_type.jsonl", "testdata/bad/mooncake_syntax.jsonl"} {
+	fuzzFormat(f, FormatMooncake, "testdata/mooncake.jsonl", "testdata/bad/mooncake_type.jsonl", "testdata/bad/mooncake_syntax.jsonl")
+}
+
+// fuzzFormat fuzzes the reader of format with fuzzRead, seeded with the
+// files at paths.
+func fuzzFormat(f *testing.F, format Format, paths ...string) {
+	for _, p := range paths {
 		data, err := os.ReadFile(p)
 		if err != nil {
 			f.Fatal(err)
 		}
 		f.Add(data)
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		fuzzRead(t, data, FormatMooncake)
-	})
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzRead(t, data, format) })
 }
 
 // fuzzRead reads data in format f: it must never panic, every record it

@@ -156,6 +156,13 @@ func (s *scanner) int(bits int) int64 {
 	return v
 }
 
+// intTo scans an integer into *slot and returns slot, for a record field
+// that points to its value (slot is scratch space of the line's decoder).
+func (s *scanner) intTo(slot *int) *int {
+	*slot = int(s.int(64))
+	return slot
+}
+
 // parseInt parses a valid integer literal; err when it does not fit.
 func parseInt(lit []byte, bits int) (v int64, err bool) {
 	digits := lit

@@ -119,8 +119,7 @@ func benchWarmCache(args []string, stdout, stderr io.Writer) int {
 	err = replay.WarmCache(ctx, cfg, tg, replay.WallClock{}, func(r replay.WarmCacheRow) error {
 		rows = append(rows, r)
 		s := r.Summary
-		s.Backend, s.DatasetName, s.RequestRate, s.MaxConcurrency = backend, "warm-cache", replay.Rate(math.Inf(1)), maxConc
-		replay.PrintTable(stdout, replay.TableHeader{Backend: backend, RequestRate: s.RequestRate, MaxConcurrency: *maxConc}, &s)
+		printBenchTable(stdout, &s, backend, "warm-cache", replay.Rate(math.Inf(1)), maxConc)
 		if *outFile != "" {
 			row := warmCacheRow{
 				Backend: backend, DatasetName: "warm-cache", RequestRate: s.RequestRate, MaxConcurrency: *maxConc,
@@ -145,6 +144,14 @@ func benchWarmCache(args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	return code
+}
+
+// printBenchTable labels s with the run's backend, dataset, request rate
+// and concurrency cap (as the JSONL lines carry them) and prints it as
+// SGLang's benchmarks do.
+func printBenchTable(w io.Writer, s *replay.Summary, backend, dataset string, rate replay.Rate, maxConc *int) {
+	s.Backend, s.DatasetName, s.RequestRate, s.MaxConcurrency = backend, dataset, rate, maxConc
+	replay.PrintTable(w, replay.TableHeader{Backend: backend, RequestRate: rate, MaxConcurrency: *maxConc}, s)
 }
 
 // printWarmCachePlot prints TTFT against the shared-prefix percentage, as
@@ -281,9 +288,8 @@ func benchMultiTurn(args []string, stdout, stderr io.Writer) int {
 			return exitFail
 		}
 		s := replay.Summarize(res.Requests)
-		s.Backend, s.DatasetName, s.RequestRate, s.MaxConcurrency = backend, "multiturn", replay.Rate(rt), maxPar
 		s.Interrupted = res.Interrupted
-		replay.PrintTable(stdout, replay.TableHeader{Backend: backend, RequestRate: s.RequestRate, MaxConcurrency: *maxPar}, &s)
+		printBenchTable(stdout, &s, backend, "multiturn", replay.Rate(rt), maxPar)
 		st := replay.RoundStats(res)
 		printRounds(stdout, st)
 		if res.OutputIDsMissing > 0 {

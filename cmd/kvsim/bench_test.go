@@ -110,12 +110,22 @@ func TestBenchMultiTurnCLI(t *testing.T) {
 		PerRound []struct {
 			Round int `json:"round"`
 		} `json:"per_round"`
+		Serving struct {
+			Backend        string  `json:"backend"`
+			DatasetName    string  `json:"dataset_name"`
+			RequestRate    string  `json:"request_rate"`
+			MaxConcurrency float64 `json:"max_concurrency"`
+		} `json:"serving"`
 	}
 	if err := json.Unmarshal(b, &l); err != nil {
 		t.Fatal(err)
 	}
 	if want := 82.0 / 132; l.Tag != "t1" || l.Summary.TotalRequests != 12 || len(l.PerRound) != 3 || l.Summary.CacheHitRate != want {
 		t.Errorf("log line %s (want hit rate %v)", b, want)
+	}
+	// The serving summary is labelled as the table printed.
+	if s := l.Serving; s.Backend != "sglang" || s.DatasetName != "multiturn" || s.RequestRate != "inf" || s.MaxConcurrency != 2 {
+		t.Errorf("serving = %+v, want backend sglang, dataset multiturn, rate inf, max concurrency 2", s)
 	}
 }
 

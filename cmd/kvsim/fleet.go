@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -39,13 +40,15 @@ func fleetConfig(args []string) *configs.File {
 }
 
 const fleetUsage = `usage: kvsim sim --config FLEET.toml [--trace FILE] [--format F] [--seed N]
-                 [--json] [--per-request FILE]
+                 [--open-loop] [--explain] [--json] [--per-request FILE]
 
 Simulates the fleet described by FLEET.toml's [fleet] and [router] tables
 (docs/config.md, docs/fleet.md): every replica group's servers behind
-SGLang's router on one virtual clock, open loop. Prints the fleet's
-serving-benchmark metrics, the load balance, the router's decisions and
-one line per replica.
+SGLang's router on one virtual clock, closed loop as one server's run (a
+request reaches the router when its parent and sub-agents have finished,
+on any replica, plus its delay) unless --open-loop or workload.open_loop.
+Prints the fleet's serving-benchmark metrics, the load balance, the
+router's decisions and one line per replica.
 `
 
 // runFleetSim is kvsim sim for a fleet file f.
@@ -60,11 +63,16 @@ func runFleetSim(f *configs.File, args []string, stdout, stderr io.Writer) int {
 	refuse := func(string) error { return errors.New("not supported for a fleet yet") }
 	fs.Func("timeline", "not for a fleet", refuse)
 	fs.Func("idle-gap-cap", "not for a fleet", refuse)
-	fs.BoolFunc("explain", "not for a fleet", refuse)
-	fs.BoolFunc("open-loop", "not for a fleet (a fleet runs open loop)", refuse)
+	explain := fs.Bool("explain", false, "print how each replica group's memory sizes and cost model were derived")
+	openLoop := fs.Bool("open-loop", false, "release every request at its trace arrival, ignoring its dependencies (overrides the config's workload.open_loop; default: closed loop)")
 	if code, ok := fs.parse(args); !ok {
 		return code
 	}
+	fs.Visit(func(fl *flag.Flag) {
+		if fl.Name == "open-loop" {
+			f.Workload.OpenLoop = *openLoop
+		}
+	})
 	if err := outputDirExists(*perReq); err != nil {
 		fmt.Fprintf(stderr, "kvsim sim: --per-request: %v\n", err)
 		return exitUsage
@@ -79,12 +87,28 @@ func runFleetSim(f *configs.File, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvsim sim: %s: %v\n", *cfgPath, err)
 		return exitUsage
 	}
+	if *explain {
+		for i, srv := range b.Servers {
+			fmt.Fprintln(stdout, b.Describe[i])
+			for _, l := range srv.Explain {
+				fmt.Fprintln(stdout, "  "+l)
+			}
+		}
+		fmt.Fprintln(stdout)
+	}
 	tp, rd, closeTrace, code := openSimTrace(fs, f, *cfgPath, *tracePath, *format, []outputFlag{{"per-request", *perReq}}, stderr)
 	if rd == nil {
 		return code
 	}
 	defer closeTrace()
-	res, err := fl.Run(rd)
+	run := fl.RunClosedLoop
+	if b.Factory.OpenLoop {
+		run = fl.Run
+	}
+	res, err := run(rd)
+	if err == nil {
+		warnIgnoredDeps(stderr, res.IgnoredDeps)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "kvsim sim: %v\n", traces.InFile(tp, err))
 		return exitFail

@@ -97,14 +97,14 @@ func TestSimFleetJSON(t *testing.T) {
 	}
 }
 
-// A fleet of one replica reports the summary `kvsim sim --open-loop`
-// reports for its server alone, whatever the policy.
+// A fleet of one replica reports the summary `kvsim sim` reports for its
+// server alone, whatever the policy.
 func TestSimFleetOfOne(t *testing.T) {
 	server := string(testutil.ReadFile(t, filepath.Join("testdata", "replay", "sim_small.toml")))
 	dir := t.TempDir()
 	single := filepath.Join(dir, "single.toml")
 	writeFile(t, single, server)
-	want := simSummary(t, "--config", single, "--open-loop")
+	want := simSummary(t, "--config", single)
 	for _, policy := range []string{"cache_aware", "round_robin", "random", "power_of_two", "consistent_hash", "nginx_round_robin", "nginx_hash"} {
 		path := filepath.Join(dir, policy+".toml")
 		writeFile(t, path, server+"\n[[fleet.groups]]\ncount = 1\n[router]\npolicy = \""+policy+"\"\n")
@@ -117,7 +117,7 @@ func TestSimFleetOfOne(t *testing.T) {
 // The single server's flags that a fleet does not support yet are
 // refused by name; a bad fleet file is reported at its line.
 func TestSimFleetRefuses(t *testing.T) {
-	for _, flag := range [][]string{{"--timeline", "x.csv"}, {"--explain"}, {"--open-loop"}, {"--idle-gap-cap", "1s"}} {
+	for _, flag := range [][]string{{"--timeline", "x.csv"}, {"--idle-gap-cap", "1s"}} {
 		checkRefused(t, append([]string{"sim", "--config", fleetExample, "--trace", fleetTrace}, flag...), "not supported for a fleet yet")
 	}
 	bad := filepath.Join(t.TempDir(), "bad.toml")
@@ -138,7 +138,7 @@ func TestOneServerCommandsRefuseFleet(t *testing.T) {
 
 // kvsim sim refuses a fleet file that would run other than it says: an
 // empty fleet (not one server), a key set twice in a group (not one
-// spelling at random), a closed loop (a fleet runs open loop).
+// spelling at random).
 func TestSimFleetFileRefuses(t *testing.T) {
 	for _, c := range []struct {
 		doc  string
@@ -147,7 +147,6 @@ func TestSimFleetFileRefuses(t *testing.T) {
 		{"[fleet]\ngroups = []\n", []string{"f.toml:1:1: fleet.groups: at least one group"}},
 		{"[[fleet.groups]]\ncount = 1\nset = { \"server.tp_size\" = 2, server = { tp_size = 8 } }\n",
 			[]string{`f.toml:3:42: fleet.groups[0].set.server.tp_size: sets server.tp_size again, as fleet.groups[0].set."server.tp_size" does (`, "f.toml:3:9)"}},
-		{"[workload]\nopen_loop = false\n[[fleet.groups]]\ncount = 1\n", []string{"f.toml:2:1: workload.open_loop: false (closed loop) is not supported for a fleet yet"}},
 	} {
 		checkFleetFileRefused(t, c.doc, c.want...)
 	}

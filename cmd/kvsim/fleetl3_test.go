@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -54,12 +55,15 @@ func TestSimFleetSharedL3VersusPrivate(t *testing.T) {
 }
 
 // storage.shared is refused without a store to share, and a fleet whose
-// shared groups differ in store capacity is refused at the group's key.
+// shared groups differ in store capacity or eviction is refused at the
+// group's key.
 func TestSimFleetSharedL3Refuses(t *testing.T) {
 	for _, c := range []struct{ doc, want string }{
 		{"[storage]\nshared = true\n", "f.toml:2:1: storage.shared: true needs storage.enabled = true"},
 		{"[model]\npreset = \"qwen2.5-14b\"\n[gpu]\npreset = \"h200\"\n[cache]\nhost_tokens = 4000\n[storage]\nenabled = true\nshared = true\ncapacity_tokens = 1000\n[[fleet.groups]]\ncount = 1\n[[fleet.groups]]\ncount = 1\nset = { \"storage.capacity_tokens\" = 2000 }\n",
 			`f.toml:15:9: fleet.groups[1].set.storage.capacity_tokens: 2000 differs from group 0's 1000`},
+		{"[model]\npreset = \"qwen2.5-14b\"\n[gpu]\npreset = \"h200\"\n[cache]\nhost_tokens = 4000\n[storage]\nenabled = true\nshared = true\ncapacity_tokens = 1000\n[[fleet.groups]]\ncount = 1\n[[fleet.groups]]\ncount = 1\nset = { \"storage.eviction\" = \"mooncake\" }\n",
+			`f.toml:15:9: fleet.groups[1].set.storage.eviction: mooncake differs from group 0's lru`},
 	} {
 		checkFleetFileRefused(t, c.doc, c.want)
 	}
@@ -98,4 +102,43 @@ func simSummary(t *testing.T, args ...string) engine.Summary {
 	}
 	decodeJSON(t, out, &s)
 	return s
+}
+
+// The shared-L3 example with a store of 2 M tokens (the 300 requests back
+// up about 4 M): exact LRU keeps it full and runs no round; Mooncake
+// eviction runs rounds that leave it below capacity, and reports them.
+func TestSimFleetSharedL3Mooncake(t *testing.T) {
+	doc := testutil.ReadFile(t, fleetSharedL3)
+	const capTokens = 2_000_000
+	type l3 struct {
+		Evicted int64 `json:"l3_pages_evicted"`
+		Rounds  int64 `json:"l3_eviction_rounds"`
+		Refused int64 `json:"l3_pages_refused"`
+	}
+	run := func(eviction string) (fleetL3 l3, stored int64) {
+		t.Helper()
+		body := strings.Replace(string(doc), "shared = true", fmt.Sprintf("shared = true\ncapacity_tokens = %d\neviction = %q", capTokens, eviction), 1)
+		body = strings.Replace(body, `trace = "traces/`, `trace = "`+filepath.Join("..", "..", "configs", "traces")+"/", 1)
+		path := filepath.Join(t.TempDir(), "f.toml")
+		writeFile(t, path, body)
+		var got struct {
+			L3       *l3 `json:"l3"`
+			SharedL3 []struct {
+				Stored int64 `json:"stored_tokens"`
+			} `json:"shared_l3"`
+		}
+		runQuietJSON(t, &got, "sim", "--config", path, "--trace", fleetTrace, "--json")
+		if got.L3 == nil || len(got.SharedL3) != 1 {
+			t.Fatalf("eviction %s: no shared L3 results in %+v", eviction, got)
+		}
+		return *got.L3, got.SharedL3[0].Stored
+	}
+	lru, lruStored := run("lru")
+	if lru.Evicted == 0 || lru.Rounds != 0 || lru.Refused != 0 || lruStored != capTokens {
+		t.Errorf("lru: %+v, %d tokens stored; want evictions, no round, a full store", lru, lruStored)
+	}
+	moon, moonStored := run("mooncake")
+	if moon.Evicted == 0 || moon.Rounds == 0 || moonStored >= capTokens {
+		t.Errorf("mooncake: %+v, %d tokens stored; want rounds that leave the store below %d", moon, moonStored, capTokens)
+	}
 }

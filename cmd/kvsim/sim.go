@@ -119,8 +119,8 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 			return exitFail
 		}
 	}
-	if err == nil && res.IgnoredDeps > 0 {
-		fmt.Fprintf(stderr, "kvsim sim: warning: %d dependencies (parent, wait_for) name no earlier request, and their requests ran without them; kvsim trace validate says where\n", res.IgnoredDeps)
+	if err == nil {
+		warnIgnoredDeps(stderr, res.IgnoredDeps)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "kvsim sim: %v\n", runError(tp, err))
@@ -460,4 +460,12 @@ func writeTimelineHeader(w io.Writer) {
 func writeTimelineRow(w io.Writer, x engine.Sample) error {
 	_, err := fmt.Fprintf(w, "%.3f,%d,%d,%d,%d,%d,%d\n", x.Time.Seconds(), x.Device, x.Held, x.Evictable, x.Host, x.Waiting, x.Running)
 	return err
+}
+
+// warnIgnoredDeps warns that n dependencies of a closed-loop run named no
+// earlier request (nothing when n is 0).
+func warnIgnoredDeps(stderr io.Writer, n int) {
+	if n > 0 {
+		fmt.Fprintf(stderr, "kvsim sim: warning: %d dependencies (parent, wait_for) name no earlier request, and their requests ran without them; kvsim trace validate says where\n", n)
+	}
 }

@@ -644,10 +644,10 @@ func genFlags(kind string, fs *flag.FlagSet, seed *uint64, vocab *vocabFlag) fun
 		fs.IntVar(&c.RequestLength, "request-length", 512, "first prompt length in tokens")
 		fs.IntVar(&c.OutputLength, "output-length", 64, "output tokens per turn")
 		fs.IntVar(&c.SubQuestionLength, "sub-question-length", 0, "later questions' length in tokens (0: request length)")
-		rate := arrivalFlags(fs, 1, &c.Distribution)
+		arrivalFlags(fs, 1, &c.Rate, &c.Distribution)
 		fs.StringVar(&c.Order, "order", "random", "order of clients within a round: random or fifo")
 		return func() ([]traces.Record, error) {
-			c.Rate, c.Seed, c.Vocab = float64(*rate), *seed, traces.Vocab(*vocab)
+			c.Seed, c.Vocab = *seed, traces.Vocab(*vocab)
 			return traces.GenerateChat(c)
 		}
 	case "roundrobin":
@@ -656,10 +656,10 @@ func genFlags(kind string, fs *flag.FlagSet, seed *uint64, vocab *vocabFlag) fun
 			"rounds", 5, "turns per conversation: one number for all, or a list such as 2,3,4")
 		fs.IntVar(&c.QuestionLength, "question-length", 256, "tokens of each turn's question")
 		fs.IntVar(&c.OutputLength, "output-length", 64, "output tokens per turn")
-		rate := arrivalFlags(fs, math.Inf(1), &c.Distribution)
+		arrivalFlags(fs, math.Inf(1), &c.Rate, &c.Distribution)
 		return func() ([]traces.Record, error) {
 			c.Rounds = rounds()
-			c.Rate, c.Seed, c.Vocab = float64(*rate), *seed, traces.Vocab(*vocab)
+			c.Seed, c.Vocab = *seed, traces.Vocab(*vocab)
 			return traces.GenerateRoundRobin(c)
 		}
 	case "shared-prefix":
@@ -670,10 +670,10 @@ func genFlags(kind string, fs *flag.FlagSet, seed *uint64, vocab *vocabFlag) fun
 		fs.IntVar(&c.QuestionLength, "question-len", 128, "tokens per question")
 		fs.IntVar(&c.OutputLength, "output-len", 256, "output tokens per request")
 		fs.StringVar(&c.Order, "order", "grouped", "grouped (A+Q1, A+Q2, B+Q1, ...) or shuffled")
-		rate := arrivalFlags(fs, math.Inf(1), &c.Distribution)
+		arrivalFlags(fs, math.Inf(1), &c.Rate, &c.Distribution)
 		return func() ([]traces.Record, error) {
 			c.Questions = questions()
-			c.Rate, c.Seed, c.Vocab = float64(*rate), *seed, traces.Vocab(*vocab)
+			c.Seed, c.Vocab = *seed, traces.Vocab(*vocab)
 			return traces.GenerateSharedPrefix(c)
 		}
 	case "warmcache":
@@ -691,13 +691,12 @@ func genFlags(kind string, fs *flag.FlagSet, seed *uint64, vocab *vocabFlag) fun
 	return nil
 }
 
-// arrivalFlags adds a generator's --rate (requests/s, def by default) and
-// --distribution (into dist) to fs, and returns the rate.
-func arrivalFlags(fs *flag.FlagSet, def float64, dist *string) *rateFlag {
-	rate := rateFlag(def)
-	fs.Var(&rate, "rate", "request rate in requests/s, or inf")
+// arrivalFlags adds a generator's --rate (requests/s into rate, def by
+// default) and --distribution (into dist) to fs.
+func arrivalFlags(fs *flag.FlagSet, def float64, rate *float64, dist *string) {
+	*rate = def
+	fs.Var((*rateFlag)(rate), "rate", "request rate in requests/s, or inf")
 	fs.StringVar(dist, "distribution", traces.ArrivalPoisson, "arrival gaps: poisson or uniform")
-	return &rate
 }
 
 // groupList adds a per-group list flag (--list, one number for all groups

@@ -40,6 +40,8 @@ func benchRequests() []*Request {
 // constOracle says every replica holds a different part of every prompt.
 type constOracle struct{}
 
+func (constOracle) HeldTokens(int) int { return 0 }
+
 func (constOracle) CachedPrefix(r int, req *Request) Cached {
 	return Cached{Device: min(req.Len, 512*r), Host: min(req.Len-min(req.Len, 512*r), 256)}
 }

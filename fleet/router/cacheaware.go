@@ -101,3 +101,44 @@ func (r *Router) cacheAware(req *Request) Decision {
 	r.tree.insert(key, d.Replica)
 	return d
 }
+
+// cacheAwareOracle is cache_aware's rules over the replicas' real caches
+// (fleet-spec 5.11): the imbalance test first; then the available replica
+// whose cache holds the longest prefix of the prompt (device then host,
+// then L3 with router.oracle_storage; ties to the lowest index) gets the
+// request if that prefix over the prompt's tokens is strictly above
+// cache_threshold; a miss goes by the miss rule, smallest_tree by the
+// tokens each replica holds. There is no tree to insert into or evict.
+func (r *Router) cacheAwareOracle(req *Request) Decision {
+	if r.imbalanced() {
+		return Decision{Replica: r.leastLoaded(), Reason: Imbalanced}
+	}
+	best, matched := r.cand[0], -1
+	for _, i := range r.cand {
+		h := r.oracle.CachedPrefix(i, req)
+		m := h.Device + h.Host
+		if r.cfg.CacheAware.OracleStorage {
+			m += h.Storage
+		}
+		if m > matched {
+			best, matched = i, m
+		}
+	}
+	n := req.Len
+	if n <= 0 {
+		n = len(req.Tokens)
+	}
+	if matched > 0 && n > 0 && float64(matched)/float64(n) > r.cfg.CacheAware.CacheThreshold {
+		return Decision{Replica: best, Reason: CacheHit, Matched: matched}
+	}
+	d := Decision{Replica: r.leastLoaded(), Reason: Miss, Matched: matched}
+	if r.cfg.CacheAware.MissRule == SmallestTree {
+		d.Replica = r.cand[0]
+		for _, i := range r.cand[1:] {
+			if r.oracle.HeldTokens(i) < r.oracle.HeldTokens(d.Replica) {
+				d.Replica = i
+			}
+		}
+	}
+	return d
+}

@@ -29,6 +29,12 @@ const (
 	// ring over the servers' names (router.upstreams) keyed by the
 	// request's session.
 	NginxHash
+	// CacheAwareOracle is cache_aware's rules (imbalance test, strict
+	// cache_threshold, miss rule) matched against each replica's real
+	// cache, device and host (and L3 with router.oracle_storage), through
+	// the [CacheOracle], instead of the approximate tree: fleet-spec 5.11,
+	// to measure the approximation's cost.
+	CacheAwareOracle
 )
 
 var policyNames = [...]string{
@@ -41,6 +47,8 @@ var policyNames = [...]string{
 
 	NginxRoundRobin: "nginx_round_robin",
 	NginxHash:       "nginx_hash",
+
+	CacheAwareOracle: "cache_aware_oracle",
 }
 
 // String returns the policy's configuration name, e.g. "cache_aware".
@@ -52,7 +60,7 @@ func (p *Policy) UnmarshalText(b []byte) error {
 		*p = v
 		return nil
 	}
-	return fmt.Errorf("unknown policy %q (want one of cache_aware, round_robin, random, power_of_two, consistent_hash, kv_aware, nginx_round_robin, nginx_hash)", b)
+	return fmt.Errorf("unknown policy %q (want one of cache_aware, round_robin, random, power_of_two, consistent_hash, kv_aware, nginx_round_robin, nginx_hash, cache_aware_oracle)", b)
 }
 
 // MarshalText returns the policy's name.
@@ -169,6 +177,10 @@ type CacheAwareConfig struct {
 	// token. Text keys ignore it. Range [1, 4096]; default 1 (a symbol per
 	// token).
 	TreePageSize int
+	// OracleStorage is router.oracle_storage: cache_aware_oracle counts the
+	// pages a replica's L3 store holds after its device and host match as
+	// matched. Default false: device and host only (the radix tree).
+	OracleStorage bool
 }
 
 // PowerOfTwoConfig holds power_of_two's parameters. The router does not

@@ -82,7 +82,7 @@ func TestInfiniteRelThresholdIsValid(t *testing.T) {
 }
 
 func TestPolicyText(t *testing.T) {
-	for p := CacheAware; p <= NginxHash; p++ {
+	for p := CacheAware; p <= CacheAwareOracle; p++ {
 		b, err := p.MarshalText()
 		if err != nil {
 			t.Fatal(err)
@@ -94,7 +94,7 @@ func TestPolicyText(t *testing.T) {
 	}
 	var p Policy
 	err := p.UnmarshalText([]byte("least_load"))
-	want := `unknown policy "least_load" (want one of cache_aware, round_robin, random, power_of_two, consistent_hash, kv_aware, nginx_round_robin, nginx_hash)`
+	want := `unknown policy "least_load" (want one of cache_aware, round_robin, random, power_of_two, consistent_hash, kv_aware, nginx_round_robin, nginx_hash, cache_aware_oracle)`
 	if err == nil || err.Error() != want {
 		t.Fatalf("UnmarshalText(least_load) = %v, want %q", err, want)
 	}

@@ -27,6 +27,10 @@
 //   - kv_aware: llm-d's weighted scorers over each replica's real cached
 //     prefix by tier (from a [CacheOracle] the caller supplies), its
 //     in-flight count and its KV usage.
+//   - cache_aware_oracle: cache_aware's imbalance test, threshold and miss
+//     rule over each replica's real cached prefix (the [CacheOracle]'s
+//     device and host, and L3 with oracle_storage) instead of the
+//     approximate tree (fleet-spec 5.11).
 //   - nginx_round_robin, nginx_hash: nginx's upstream balancers, so that a
 //     fleet behind a real nginx is simulated exactly: smooth weighted round
 //     robin with every weight 1 (it cycles in upstream order), and

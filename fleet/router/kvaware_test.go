@@ -81,7 +81,7 @@ func TestKVAwareLoadAgainstPrefix(t *testing.T) {
 // TestKVAwareMiss: when no replica holds any of the prompt the load
 // decides and the reason is kv_miss.
 func TestKVAwareMiss(t *testing.T) {
-	r := kvRouter(t, 2, fakeOracle{held: make([]Cached, 2)}, func(*KVAwareConfig) {})
+	r := kvRouter(t, 2, fakeOracle{held: make([]Cached, 2), size: make([]int, 2)}, func(*KVAwareConfig) {})
 	mustRoute(t, r, &Request{Len: 10})
 	if d := mustRoute(t, r, &Request{Len: 10}); d.Replica != 1 || d.Reason != KVMiss {
 		t.Fatalf("Route = %+v, want replica 1 for kv_miss", d)

@@ -119,12 +119,15 @@ type Decision struct {
 // the next Storage tokens in the shared L3 store.
 type Cached struct{ Device, Host, Storage int }
 
-// CacheOracle answers kv_aware's question: what replica r really holds of
-// req's prompt. The caller implements it over the replicas' radix trees
-// and models the signal delay (router.kv_signal_delay) by answering from a
-// view that old. It must not keep req.
+// CacheOracle answers kv_aware's and cache_aware_oracle's question: what
+// replica r really holds of req's prompt. The caller implements it over
+// the replicas' radix trees and models the signal delay
+// (router.kv_signal_delay) by answering from a view that old. It must not
+// keep req. HeldTokens is what replica r holds in all (device or host),
+// cache_aware_oracle's tree size for miss_rule = smallest_tree.
 type CacheOracle interface {
 	CachedPrefix(r int, req *Request) Cached
+	HeldTokens(r int) int
 }
 
 // Deps are what a router takes from its caller besides its config.
@@ -132,7 +135,8 @@ type Deps struct {
 	// Rand is the router's own seeded stream. random, power_of_two and
 	// consistent_hash need it; the others ignore it.
 	Rand *rand.Rand
-	// Oracle answers kv_aware's cache queries; kv_aware needs it.
+	// Oracle answers kv_aware's and cache_aware_oracle's cache queries;
+	// they need it.
 	Oracle CacheOracle
 }
 
@@ -186,9 +190,9 @@ func newRouter(cfg Config, replicas int, d Deps, prefix string, countAll bool) (
 		if d.Rand == nil {
 			return nil, fmt.Errorf("%s.policy: %v needs a seeded random stream", prefix, cfg.Policy)
 		}
-	case KVAware:
+	case KVAware, CacheAwareOracle:
 		if d.Oracle == nil {
-			return nil, fmt.Errorf("%s.policy: kv_aware needs a cache oracle", prefix)
+			return nil, fmt.Errorf("%s.policy: %v needs a cache oracle", prefix, cfg.Policy)
 		}
 	}
 	r := &Router{
@@ -198,7 +202,7 @@ func newRouter(cfg Config, replicas int, d Deps, prefix string, countAll bool) (
 		available: make([]bool, replicas),
 		inflight:  make([]int, replicas),
 		processed: make([]int64, replicas),
-		countLoad: countAll || cfg.Policy == CacheAware || cfg.Policy == KVAware,
+		countLoad: countAll || cfg.Policy == CacheAware || cfg.Policy == KVAware || cfg.Policy == CacheAwareOracle,
 		snap:      make([]float64, replicas),
 		snapOK:    make([]bool, replicas),
 	}
@@ -328,6 +332,8 @@ func (r *Router) Route(req *Request) (Decision, error) {
 		}
 	case KVAware:
 		d = r.kvAware(req)
+	case CacheAwareOracle:
+		d = r.cacheAwareOracle(req)
 	case NginxRoundRobin:
 		d = Decision{Replica: r.swrr.pick(r.cand), Reason: SmoothRR}
 	case NginxHash:

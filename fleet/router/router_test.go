@@ -100,7 +100,12 @@ func TestPropCacheAwareLongestMatch(t *testing.T) {
 
 // fakeOracle answers kv_aware from a fixed table: replica r holds the first
 // cached[r] tokens, split over the tiers as tiers[r] says.
-type fakeOracle struct{ held []Cached }
+type fakeOracle struct {
+	held []Cached
+	size []int // HeldTokens
+}
+
+func (o fakeOracle) HeldTokens(r int) int { return o.size[r] }
 
 func (o fakeOracle) CachedPrefix(r int, req *Request) Cached {
 	h := o.held[r]
@@ -111,8 +116,9 @@ func (o fakeOracle) CachedPrefix(r int, req *Request) Cached {
 }
 
 func drawOracle(rt *rapid.T, n int) fakeOracle {
-	o := fakeOracle{held: make([]Cached, n)}
+	o := fakeOracle{held: make([]Cached, n), size: make([]int, n)}
 	for i := range o.held {
+		o.size[i] = rapid.IntRange(0, 3).Draw(rt, "size")
 		o.held[i] = Cached{
 			Device:  rapid.IntRange(0, 8).Draw(rt, "device"),
 			Host:    rapid.IntRange(0, 8).Draw(rt, "host"),
@@ -132,7 +138,7 @@ func TestPropRouteFinishConservation(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		n := rapid.IntRange(1, 5).Draw(rt, "replicas")
 		cfg := Default()
-		cfg.Policy = rapid.SampledFrom([]Policy{CacheAware, RoundRobin, Random, PowerOfTwo, ConsistentHash, KVAware}).Draw(rt, "policy")
+		cfg.Policy = rapid.SampledFrom([]Policy{CacheAware, RoundRobin, Random, PowerOfTwo, ConsistentHash, KVAware, CacheAwareOracle}).Draw(rt, "policy")
 		cfg.CacheAware.BalanceAbsThreshold = rapid.IntRange(0, 4).Draw(rt, "abs")
 		cfg.CacheAware.MaxTreeSize = rapid.IntRange(0, 30).Draw(rt, "max_tree_size")
 		cfg.CacheAware.EvictionInterval = time.Second

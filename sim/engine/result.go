@@ -82,6 +82,12 @@ type Counters struct {
 	StorageWriteBytes  float64 `json:"storage_write_bytes,omitempty"`  //
 	// StorageEvictedTokens were dropped from storage for capacity.
 	StorageEvictedTokens int64 `json:"storage_evicted_tokens,omitempty"`
+	// StorageEvictionRounds are Mooncake-mode eviction rounds that dropped
+	// pages (storage.eviction = "mooncake").
+	StorageEvictionRounds int64 `json:"storage_eviction_rounds,omitempty"`
+	// StorageRefusedTokens were backed up but refused by a full store whose
+	// every page was under lease (Mooncake mode).
+	StorageRefusedTokens int64 `json:"storage_refused_tokens,omitempty"`
 	// StoragePrefetchedTokens were inserted into the host tier by prefetches.
 	StoragePrefetchedTokens int64 `json:"storage_prefetched_tokens,omitempty"`
 	// StorageInsertDroppedTokens were fetched but not inserted: the prefix

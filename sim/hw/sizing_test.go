@@ -69,28 +69,31 @@ var sizingCases = []sizingCase{
 			KVBudgetBytes: 50385624809, DeviceTokens: 717008, ReqPoolSize: 2240, MaxRunningRequests: 2240, HostTokens: 1434017},
 	},
 	{
-		// As the H100 tp 1 case (mfs 0.835, rest 54,452,779,417 B, profiled 415,441) with page 64:
-		// tokens = 415441 // 64 * 64 = 415,424; host = (830848 // 64 + 1) * 64 = (12982+1)*64 = 830,912.
+		// Llama-3.1-8B, H100 SXM (81559 MiB, in [60, 90) GiB), tp 1: reserved 13440;
+		// mfs = round(68119/81559, 3) = round(0.835212, 3) = 0.835.
+		// rest = 84,447,068,160*0.835 - 16,060,522,496 = 54,452,779,417; cell 131,072.
+		// tokens = 415,441; slots 2048; mrr 2048; host = 830,882 + 1 = 830,883.
+		name: "llama-3.1-8b/h100-sxm/tp1", model: "llama-3.1-8b", gpu: "h100-sxm", want: llama8bH100(nil),
+	},
+	{
+		// Page 64: tokens = 415441 // 64 * 64 = 415,424; host = (830848 // 64 + 1) * 64 = (12982+1)*64 = 830,912.
 		name: "llama-3.1-8b/h100-sxm/page64", model: "llama-3.1-8b", gpu: "h100-sxm", server: func(s *Server) { s.PageSize = 64 },
-		want: Sizing{ChunkedPrefillSize: 8192, CUDAGraphMaxBS: 256, ReservedMiB: 13440, MemFractionStatic: 0.835,
-			FreeBeforeWeightsBytes: 84447068160, WeightBytes: 16060522496, CellBytes: 131072,
-			KVBudgetBytes: 54452779417, DeviceTokens: 415424, ReqPoolSize: 2048, MaxRunningRequests: 2048, HostTokens: 830912},
+		want: llama8bH100(func(z *Sizing) { z.DeviceTokens, z.HostTokens = 415424, 830912 }),
 	},
 	{
 		// hicache_size 100 GB overrides the ratio: int(100e9 // 131072) = 762,939, + 1 page = 762,940.
 		name: "llama-3.1-8b/h100-sxm/hicache_size", model: "llama-3.1-8b", gpu: "h100-sxm", server: func(s *Server) { s.HiCacheSizeGB = 100 },
-		want: Sizing{ChunkedPrefillSize: 8192, CUDAGraphMaxBS: 256, ReservedMiB: 13440, MemFractionStatic: 0.835,
-			FreeBeforeWeightsBytes: 84447068160, WeightBytes: 16060522496, CellBytes: 131072,
-			KVBudgetBytes: 54452779417, DeviceTokens: 415441, ReqPoolSize: 2048, MaxRunningRequests: 2048, HostTokens: 762940},
+		want: llama8bH100(func(z *Sizing) { z.HostTokens = 762940 }),
 	},
 	{
 		// Chunking off: the reserve uses max_prefill_tokens 16384:
 		// 512 + 16384*1.5 + 512 + 128 = 25728; mfs = round(55831/81559, 3) = round(0.684548, 3) = 0.685.
 		// rest = 84,447,068,160*0.685 - 16,060,522,496 = 41,785,719,193; tokens 318,799; host 637,599.
 		name: "llama-3.1-8b/h100-sxm/no-chunking", model: "llama-3.1-8b", gpu: "h100-sxm", server: func(s *Server) { s.ChunkedPrefillSize = -1 },
-		want: Sizing{ChunkedPrefillSize: -1, CUDAGraphMaxBS: 256, ReservedMiB: 25728, MemFractionStatic: 0.685,
-			FreeBeforeWeightsBytes: 84447068160, WeightBytes: 16060522496, CellBytes: 131072,
-			KVBudgetBytes: 41785719193, DeviceTokens: 318799, ReqPoolSize: 2048, MaxRunningRequests: 2048, HostTokens: 637599},
+		want: llama8bH100(func(z *Sizing) {
+			z.ChunkedPrefillSize, z.ReservedMiB, z.MemFractionStatic = -1, 25728, 0.685
+			z.KVBudgetBytes, z.DeviceTokens, z.HostTokens = 41785719193, 318799, 637599
+		}),
 	},
 	{
 		// mem_fraction_static 0.9 set (no reserve): rest = 84,447,068,160*0.9 - 16,060,522,496
@@ -98,17 +101,16 @@ var sizingCases = []sizingCase{
 		// slots 2048, mrr = min(2048, 2000 // 2) = 1000; host = 4000 + 1 = 4001.
 		name: "llama-3.1-8b/h100-sxm/capped", model: "llama-3.1-8b", gpu: "h100-sxm",
 		server: func(s *Server) { s.MemFractionStatic = 0.9; s.MaxTotalTokens = 2000 },
-		want: Sizing{ChunkedPrefillSize: 8192, CUDAGraphMaxBS: 256, ReservedMiB: 0, MemFractionStatic: 0.9,
-			FreeBeforeWeightsBytes: 84447068160, WeightBytes: 16060522496, CellBytes: 131072,
-			KVBudgetBytes: 59941838848, DeviceTokens: 2000, ReqPoolSize: 2048, MaxRunningRequests: 1000, HostTokens: 4001},
+		want: llama8bH100(func(z *Sizing) {
+			z.ReservedMiB, z.MemFractionStatic, z.KVBudgetBytes = 0, 0.9, 59941838848
+			z.DeviceTokens, z.MaxRunningRequests, z.HostTokens = 2000, 1000, 4001
+		}),
 	},
 	{
 		// max_running_requests 100 over dp 2: min(100 // 2, 415441 // 2) = 50.
 		name: "llama-3.1-8b/h100-sxm/mrr", model: "llama-3.1-8b", gpu: "h100-sxm",
 		server: func(s *Server) { s.MaxRunningRequests = 100; s.DPSize = 2 },
-		want: Sizing{ChunkedPrefillSize: 8192, CUDAGraphMaxBS: 256, ReservedMiB: 13440, MemFractionStatic: 0.835,
-			FreeBeforeWeightsBytes: 84447068160, WeightBytes: 16060522496, CellBytes: 131072,
-			KVBudgetBytes: 54452779417, DeviceTokens: 415441, ReqPoolSize: 2048, MaxRunningRequests: 50, HostTokens: 830883},
+		want:   llama8bH100(func(z *Sizing) { z.MaxRunningRequests = 50 }),
 	},
 	{
 		// L40S (46068 MiB, in [35, 60) GiB): chunk 4096, graph 32, no 10 GiB floor below 60 GiB:
@@ -140,6 +142,19 @@ var sizingCases = []sizingCase{
 			FreeBeforeWeightsBytes: 84825604096, WeightBytes: 70553706496, CellBytes: 163840,
 			KVBudgetBytes: 190847320, DeviceTokens: 1164, ReqPoolSize: 2048, MaxRunningRequests: 582, HostTokens: 0},
 	},
+}
+
+// llama8bH100 is the sizing of the llama-3.1-8b/h100-sxm/tp1 case with
+// edit (if not nil) applied: the cases that change one server argument
+// list only the numbers that move.
+func llama8bH100(edit func(*Sizing)) Sizing {
+	z := Sizing{ChunkedPrefillSize: 8192, CUDAGraphMaxBS: 256, ReservedMiB: 13440, MemFractionStatic: 0.835,
+		FreeBeforeWeightsBytes: 84447068160, WeightBytes: 16060522496, CellBytes: 131072,
+		KVBudgetBytes: 54452779417, DeviceTokens: 415441, ReqPoolSize: 2048, MaxRunningRequests: 2048, HostTokens: 830883}
+	if edit != nil {
+		edit(&z)
+	}
+	return z
 }
 
 func TestSize(t *testing.T) {

@@ -6,7 +6,7 @@ import "fmt"
 // invariant. It is O(nodes); Process calls it after every request when
 // built with -tags invariants, and the tests call it directly.
 //
-// Checked: the page and child counters, the child index,
+// Checked: the page and child counters, the child index, the free list,
 // capacities, device residency closed under ancestors, the policy's host
 // invariant (MainWriteThrough: host residency closed under ancestors;
 // BoundaryL1L2 has none: see doc.go, "Aborts"), the gap leaves of
@@ -19,26 +19,43 @@ func (s *Simulator) checkInvariants() {
 		panic("policy: invariant: " + fmt.Sprintf(format, args...))
 	}
 	boundary := s.cfg.Policy == BoundaryL1L2
-	if len(s.info) != len(s.nodes) || s.stamp && len(s.lastAccess) != len(s.nodes) {
-		fail("%d infos, %d last accesses for %d nodes", len(s.info), len(s.lastAccess), len(s.nodes))
+	cold := 0
+	if s.stamp {
+		cold = len(s.nodes)
 	}
+	hits := 0
+	if s.hits != nil {
+		hits = len(s.nodes)
+	}
+	if s.keys != nil && len(s.keys) != len(s.nodes) || len(s.info) != cold || len(s.lastAccess) != cold || len(s.hits) != hits {
+		fail("%d keys, %d infos, %d last accesses, %d hit counts for %d nodes", len(s.keys), len(s.info), len(s.lastAccess), len(s.hits), len(s.nodes))
+	}
+	free := s.checkFree()
 	// Count every node's live children from the arena.
 	nc := make([]int32, len(s.nodes))
 	dc := make([]int32, len(s.nodes))
 	hc := make([]int32, len(s.nodes))
 	for id := nodeID(1); int(id) < len(s.nodes); id++ {
 		n := &s.nodes[id]
-		if n.parent < 0 || n.parent >= id || s.info[id].depth != s.info[n.parent].depth+1 {
-			fail("node %d: parent %d, depth %d", id, n.parent, s.info[id].depth)
-		}
-		if got := s.index.lookup(s.nodes, n.parent, s.info[id].page); got != id {
-			fail("node %d (page %d below %d) indexed as %d", id, s.info[id].page, n.parent, got)
-		}
-		if !n.live() {
+		if free[id] {
 			continue
 		}
-		if !s.nodes[n.parent].live() {
-			fail("live node %d below detached node %d", id, n.parent)
+		if n.parent < 0 || int(n.parent) >= len(s.nodes) || free[n.parent] {
+			fail("node %d: parent %d", id, n.parent)
+		}
+		if s.stamp && s.info[id].depth != s.info[n.parent].depth+1 {
+			// With depths, this also rules out cycles.
+			fail("node %d: depth %d below parent %d", id, s.info[id].depth, n.parent)
+		}
+		key := s.pageKey(id)
+		if n.key != key32(key) {
+			fail("node %d: key %d, page %d", id, n.key, key)
+		}
+		if got := s.index.lookup(s.nodes, n.parent, key); got != id {
+			fail("node %d (page %d below %d) indexed as %d", id, key, n.parent, got)
+		}
+		if !n.live() {
+			fail("empty node %d kept", id)
 		}
 		nc[n.parent]++
 		if n.hasD {
@@ -64,10 +81,7 @@ func (s *Simulator) checkInvariants() {
 		if gap {
 			gaps++
 		}
-		if !n.live() {
-			if n.hitCount != 0 {
-				fail("detached node %d holds %d hits", id, n.hitCount)
-			}
+		if free[id] {
 			continue
 		}
 		live++
@@ -111,26 +125,36 @@ func (s *Simulator) checkInvariants() {
 	}
 	s.checkList("device", &s.device, d, func(n *node) bool { return n.hasD })
 	s.checkList("host-only", &s.hostOnly, hostOnly, func(n *node) bool { return n.hasH && !n.hasD })
-	if !boundary {
-		if s.dup.len() != 0 {
-			fail("duplicate heap has %d members under %v", s.dup.len(), s.cfg.Policy)
+	s.checkDupHeap()
+}
+
+// checkDupHeap checks the duplicate heap's positions, keys and order, and
+// that it is empty but under BoundaryL1L2 (checkInvariants checks its
+// members).
+func (s *Simulator) checkDupHeap() {
+	fail := func(format string, args ...any) {
+		panic("policy: invariant: duplicate heap: " + fmt.Sprintf(format, args...))
+	}
+	hp := &s.dup
+	if s.cfg.Policy != BoundaryL1L2 {
+		if hp.len() != 0 {
+			fail("%d members under %v", hp.len(), s.cfg.Policy)
 		}
 		return
 	}
-	hp := &s.dup
 	if len(hp.pos) != len(s.nodes) {
-		fail("duplicate heap: %d positions for %d nodes", len(hp.pos), len(s.nodes))
+		fail("%d positions for %d nodes", len(hp.pos), len(s.nodes))
 	}
 	for i, e := range hp.entries {
 		id := e.id
 		if e.lastAccess != s.lastAccess[id] || e.depth != s.info[id].depth {
-			fail("duplicate heap: node %d has a stale key", id)
+			fail("node %d has a stale key", id)
 		}
 		if int(hp.pos[id]) != i {
-			fail("duplicate heap: node %d at %d records index %d", id, i, hp.pos[id])
+			fail("node %d at %d records index %d", id, i, hp.pos[id])
 		}
 		if i > 0 && hp.less(i, (i-1)/2) {
-			fail("duplicate heap: order broken at %d", i)
+			fail("order broken at %d", i)
 		}
 	}
 }
@@ -166,4 +190,30 @@ func (s *Simulator) checkList(name string, l *recencyList, want int, member func
 	if count != want || l.tail != prev {
 		fail("%d members, want %d; tail %d, last %d", count, want, l.tail, prev)
 	}
+}
+
+// checkFree walks the free list and returns which slots are on it: exactly
+// those with parent noNode but the root, each once, without a copy, and
+// out of the duplicate heap.
+func (s *Simulator) checkFree() []bool {
+	free := make([]bool, len(s.nodes))
+	n := 0
+	for v := s.free; v != noNode; v = s.nodes[v].next {
+		f := &s.nodes[v]
+		if v <= rootID || int(v) >= len(s.nodes) || free[v] || f.parent != noNode || f.hasD || f.hasH ||
+			s.cfg.Policy == BoundaryL1L2 && s.dup.contains(v) {
+			panic(fmt.Sprintf("policy: invariant: free slot %d: bad, repeated or still in use", v))
+		}
+		free[v] = true
+		n++
+	}
+	for id := 1; id < len(s.nodes); id++ {
+		if s.nodes[id].parent == noNode && !free[id] {
+			panic(fmt.Sprintf("policy: invariant: slot %d has no parent and is not free", id))
+		}
+	}
+	if n+s.live+1 != len(s.nodes) {
+		panic(fmt.Sprintf("policy: invariant: %d free slots and %d live nodes in an arena of %d", n, s.live, len(s.nodes)))
+	}
+	return free
 }

@@ -214,19 +214,25 @@
 //
 // # Cost
 //
-// Pages get dense ids, in order of first sight, and the simulator's state
-// is flat arrays indexed by them, for as long as the simulator lives (a
-// page that leaves the cache keeps its id, and only forgets its hit
-// count): a 32-byte node that every request reads and writes and 16 bytes
-// of cold data (key, depth, protection), 48 bytes a distinct page under
-// main_write_through; boundary_l1_l2 adds 8 bytes of last access and 4 of
-// duplicate-heap position, 60 in all; the child index adds 4 bytes per key
-// value below its bound. Finding a
-// page's id is one array read when the trace's keys are small integers
-// that always follow the same parent (Mooncake's block ids are), and a
-// hash-map lookup otherwise. Each request then costs O(pages) list and
-// counter updates, plus O(log n) heap updates under boundary_l1_l2 for the
-// pages whose duplicate-leaf status or key changes. No step scans the
-// trie. BenchmarkPolicyMooncakeConversation reports pages per second, and
-// docs/performance.md ("Policy mode") the figures.
+// Pages live in dense slots of flat arrays, and only while they are in
+// the trie: a page that leaves the cache entirely gives its slot back, and
+// the next new page takes it. Memory therefore follows the cache, not the
+// trace: about L1Pages + L2Pages slots at most (more only for requests
+// longer than that, or pages without a copy that boundary_l1_l2 keeps above
+// host-only ones). A slot is a 32-byte node that every request reads and
+// writes (links, child counters, residency, the key when it is below
+// 2^32-1); boundary_l1_l2 adds 8 bytes of depth and protection, 8 of last
+// access and 4 of duplicate-heap position; a write-through threshold above
+// 1 adds a 4-byte hit count; a key indexed in the child index's map adds
+// 8. The child index adds 4 bytes per key value below its bound (Run
+// sizes that table from the trace's largest key). Finding a page's slot is
+// one array read when the trace's keys are small integers that always
+// follow the same parent (Mooncake's block ids are), and a hash-map lookup
+// otherwise; below a page the walk has just created there is nothing to
+// find. Each request then costs O(pages) list and counter updates, plus
+// O(log n) heap updates under boundary_l1_l2 for the pages whose
+// duplicate-leaf status or key changes. No step scans the trie, and a
+// replay allocates nothing per request. BenchmarkPolicyMooncakeConversation
+// reports pages per second, and docs/performance.md ("Policy mode") the
+// figures.
 package policy

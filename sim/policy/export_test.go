@@ -10,3 +10,7 @@ func (s *Simulator) CheckInvariants() { s.checkInvariants() }
 func RunBeladyEach(l1Pages int, reqs []Request, each func(index, l1Hits int, run *traces.OPTRun)) (Result, error) {
 	return runBelady(l1Pages, reqs, replayOrder(reqs), each)
 }
+
+// Arena returns the node slots the simulator holds (the root included) and
+// how many hold a page of the trie.
+func (s *Simulator) Arena() (slots, live int) { return len(s.nodes), s.live }

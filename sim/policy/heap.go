@@ -68,6 +68,18 @@ func (h *leafHeap) remove(id nodeID) {
 	}
 }
 
+// replace puts id, which must not be a member, in the place of old, a
+// member, and restores the order: remove(old) and push(id) in one sift.
+func (h *leafHeap) replace(old, id nodeID) {
+	i := int(h.pos[old])
+	h.pos[old] = -1
+	h.entries[i] = heapEntry{lastAccess: (*h.lastAccess)[id], depth: (*h.info)[id].depth, id: id}
+	h.pos[id] = int32(i)
+	if !h.down(i) {
+		h.up(i)
+	}
+}
+
 // fix refreshes id's key from its node and restores the order; id must be
 // a member.
 func (h *leafHeap) fix(id nodeID) {

@@ -7,7 +7,8 @@ package policy
 //
 //   - The device list holds every device page in (last access, deeper
 //     first) order. A request moves its pages to the young end deepest
-//     first, all with the newest clock, so the order holds by
+//     first (the walk puts each just before its parent, which it has just
+//     put there), all with the newest clock, so the order holds by
 //     construction. Its head is the L1 victim: a page with a device child
 //     comes after that child (the child's last access is no later, and on
 //     a tie the child is deeper), so the head is a device leaf; and device
@@ -32,16 +33,7 @@ type recencyList struct {
 }
 
 // pushBack appends v, which must not be in a list, at the young end.
-func (l *recencyList) pushBack(nodes []node, v nodeID) {
-	n := &nodes[v]
-	n.prev, n.next = l.tail, noNode
-	if l.tail != noNode {
-		nodes[l.tail].next = v
-	} else {
-		l.head = v
-	}
-	l.tail = v
-}
+func (l *recencyList) pushBack(nodes []node, v nodeID) { l.insertBefore(nodes, noNode, v) }
 
 // remove unlinks v, which must be in l.
 func (l *recencyList) remove(nodes []node, v nodeID) {
@@ -59,11 +51,31 @@ func (l *recencyList) remove(nodes []node, v nodeID) {
 	n.prev, n.next = noNode, noNode
 }
 
-// moveToBack moves v, which must be in l, to the young end.
-func (l *recencyList) moveToBack(nodes []node, v nodeID) {
-	if l.tail == v {
-		return
+// insertBefore links v, which must not be in a list, just before at, a
+// member, or at the young end when at is noNode.
+func (l *recencyList) insertBefore(nodes []node, at, v nodeID) {
+	prev := l.tail
+	if at != noNode {
+		prev = nodes[at].prev
+		nodes[at].prev = v
+	} else {
+		l.tail = v
+	}
+	n := &nodes[v]
+	n.prev, n.next = prev, at
+	if prev != noNode {
+		nodes[prev].next = v
+	} else {
+		l.head = v
+	}
+}
+
+// moveBefore moves v, which must be in l, just before at, a member other
+// than v, or to the young end when at is noNode.
+func (l *recencyList) moveBefore(nodes []node, at, v nodeID) {
+	if nodes[v].next == at {
+		return // already there (at noNode: v is the tail)
 	}
 	l.remove(nodes, v)
-	l.pushBack(nodes, v)
+	l.insertBefore(nodes, at, v)
 }

@@ -217,3 +217,32 @@ func TestPropDeterministic(t *testing.T) {
 		}
 	})
 }
+
+// TestPropArenaHoldsLivePages checks that memory follows the cache, not
+// the trace: the arena grows only when no freed slot is left, so after
+// every request it holds at most one slot more (the root) than the most
+// pages the trie held at once, which is at most the pages live before a
+// request plus the request's. Without slot recycling it would hold every
+// distinct page of the trace.
+func TestPropArenaHoldsLivePages(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		cfg := genConfig(t)
+		reqs := genTrace(t)
+		s, err := New(cfg)
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		peak := 0
+		for i, r := range reqs {
+			_, before := s.Arena()
+			peak = max(peak, before+len(r))
+			if _, _, err := s.Process(r); err != nil {
+				return
+			}
+			slots, live := s.Arena()
+			if slots-1 > peak {
+				t.Fatalf("request %d: %d slots for at most %d pages at once (%d live now)", i+1, slots-1, peak, live)
+			}
+		}
+	})
+}

@@ -107,15 +107,19 @@ const (
 const checkBudget = 256
 
 // node is one page of the trie: the page key sequence from the root to it.
-// Ids are dense and stable: a page keeps its id for the simulator's life,
-// so the arena grows with the distinct pages seen, not with the cache. A
-// page that leaves the cache entirely is "detached" (hit count forgotten)
-// instead of freed, and revived when a request walks to it again; to the
-// model it is a new page.
+// Ids are dense slots of an arena that holds the live pages only: a page
+// that leaves the cache entirely is detached (removed from the child
+// index, hit count forgotten) and its slot goes to a free list, from which
+// the next new page takes it. The arena therefore grows with the most
+// pages ever live at once (about L1Pages + L2Pages), not with the distinct
+// pages of the trace; a page that comes back is a new page, to the model
+// and to the arena.
 //
 // node holds what every request reads and writes, in 32 bytes, so that
 // two nodes share a cache line; what only BoundaryL1L2's eviction order and
-// the checks read is in Simulator.info, index for index.
+// the checks read is in Simulator.info, slot for slot, and the hit count
+// of a write-through threshold above 1 in Simulator.hits. A free slot has
+// parent noNode and is linked through next.
 type node struct {
 	parent nodeID
 	// prev and next link the node into the recency list of its residency
@@ -125,25 +129,39 @@ type node struct {
 	dChildren  int32 // live children with hasD
 	hChildren  int32 // live children with hasH
 	nChildren  int32 // live children
-	// hitCount is MainWriteThrough's per-page count. It saturates at
-	// math.MaxInt32, which takes as many requests to the page.
-	hitCount   int32
+	// key is the page key, or noKey32 for a key that does not fit (the
+	// full key is then in Simulator.keys; see childIndex).
+	key        uint32
 	hasD, hasH bool // resident on device (L1) / host (L2)
 	gap        bool // a gap leaf (BoundaryL1L2; see regap)
+	inMap      bool // indexed in childIndex.other, key in Simulator.keys
 }
 
-// live reports whether the node is in the trie. Between requests a node
-// is live exactly when it holds a copy or has live children: detachIfEmpty
-// detaches every other node. Within a request, a node created or revived
-// by the walk is live before it gets its copy, but the walk never asks.
+// noKey32 is node.key for a page key of 2^32-1 or more.
+const noKey32 = math.MaxUint32
+
+// key32 returns node.key for page key p.
+func key32(p uint64) uint32 { return uint32(min(p, noKey32)) }
+
+// pageKey returns v's page key.
+func (s *Simulator) pageKey(v nodeID) uint64 {
+	if n := &s.nodes[v]; !n.inMap {
+		return uint64(n.key)
+	}
+	return s.keys[v]
+}
+
+// live reports whether the node holds a copy or has live children.
+// Between requests every node in the trie is live: detachIfEmpty frees
+// every other one. Within a request, a node created by the walk is in the
+// trie before it gets its copy, but the walk never asks.
 func (n *node) live() bool { return n.hasD || n.hasH || n.nChildren > 0 }
 
-// nodeInfo is the cold part of a node, 16 bytes, written when the node is
+// nodeInfo is the cold part of a node, 8 bytes, written when the node is
 // created or protected; BoundaryL1L2's victim searches and the checks read
-// it. The last access is apart (Simulator.lastAccess), since only
-// BoundaryL1L2 needs it.
+// it, and only they keep it (Simulator.stamp), as the last access
+// (Simulator.lastAccess).
 type nodeInfo struct {
-	page    uint64 // the page key
 	depth   int32  // pages from the root; the root is 0
 	protect uint32 // == Simulator.epoch: protected from L2 eviction (BoundaryL1L2)
 }
@@ -158,9 +176,19 @@ type edge struct {
 type Simulator struct {
 	cfg   Config
 	nodes []node
-	info  []nodeInfo // index for index with nodes
-	// lastAccess is each node's request clock of its last touch, index
-	// for index with nodes when stamp is set, else empty.
+	// keys holds, slot for slot with nodes, the page key of the nodes
+	// indexed in the child index's map (node.inMap); other slots are stale.
+	// It stays empty until the map gets its first node.
+	keys []uint64
+	free nodeID // the first free slot, noNode when none (see node)
+	// hits is MainWriteThrough's per-page hit count, slot for slot with
+	// nodes when WriteThroughThreshold is above 1, else empty (at 1 a
+	// touched page always qualifies). It saturates at math.MaxInt32,
+	// which takes as many requests to the page.
+	hits []int32
+	// info and lastAccess (each node's request clock of its last touch)
+	// are slot for slot with nodes when stamp is set, else empty.
+	info       []nodeInfo
 	lastAccess []int64
 	index      childIndex
 	live       int // live nodes, the root excluded
@@ -181,8 +209,8 @@ type Simulator struct {
 	dup              leafHeap
 
 	epoch uint32 // bumped per host reservation; see nodeInfo.protect
-	// stamp is whether Process keeps lastAccess: BoundaryL1L2's
-	// victim searches read it, MainWriteThrough's only in the checks.
+	// stamp is whether Process keeps info and lastAccess: BoundaryL1L2's
+	// victim searches read them, MainWriteThrough's only in the checks.
 	stamp   bool
 	path    []nodeID
 	missing []nodeID
@@ -206,24 +234,27 @@ func New(cfg Config) (*Simulator, error) {
 	return newSimulator(cfg, 0), nil
 }
 
-// maxArenaHint caps the arena that [Run] allocates up front (2^18 nodes,
-// 12 MiB, 15 MiB under BoundaryL1L2): a trace's pages bound its distinct
-// pages, but a long trace repeats most of them.
-const maxArenaHint = 1 << 18
+// arenaSlack is how many slots past L1Pages + L2Pages [Run] allocates up
+// front: the device holds a request's new pages before L1 eviction, and
+// BoundaryL1L2 can keep a few pages without a copy above host-only ones.
+const arenaSlack = 1024
 
 // newSimulator returns an empty simulator for a valid online cfg, with
-// room for about hint distinct pages before the arena grows.
+// room for about hint live pages before the arena grows.
 func newSimulator(cfg Config, hint int) *Simulator {
 	hint = max(hint, 1024)
-	s := &Simulator{cfg: cfg, nodes: make([]node, 0, hint), info: make([]nodeInfo, 0, hint)}
+	s := &Simulator{cfg: cfg, nodes: make([]node, 0, hint), free: noNode}
 	s.nodes = append(s.nodes, node{parent: noNode, prev: noNode, next: noNode})
-	s.info = append(s.info, nodeInfo{})
+	if cfg.Policy == MainWriteThrough && cfg.WriteThroughThreshold > 1 {
+		s.hits = make([]int32, 1, hint)
+	}
 	s.device = recencyList{head: noNode, tail: noNode}
 	s.hostOnly = recencyList{head: noNode, tail: noNode}
 	s.dup = leafHeap{info: &s.info, lastAccess: &s.lastAccess, pos: []int32{-1}}
 	s.res.Policy = cfg.Policy
 	s.stamp = cfg.Policy == BoundaryL1L2 || invariants.Enabled
 	if s.stamp {
+		s.info = make([]nodeInfo, 1, hint)
 		s.lastAccess = make([]int64, 1, hint)
 	}
 	return s
@@ -242,11 +273,15 @@ func Run(cfg Config, reqs []Request) (Result, error) {
 	if cfg.Policy == Belady {
 		return runBelady(cfg.L1Pages, reqs, order, nil)
 	}
-	pages := 0
+	pages, maxKey := 0, uint64(0)
 	for _, r := range reqs {
 		pages += len(r.Pages)
+		for _, p := range r.Pages {
+			maxKey = max(maxKey, p)
+		}
 	}
-	s := newSimulator(cfg, min(pages+1, maxArenaHint))
+	s := newSimulator(cfg, min(pages, cfg.L1Pages+cfg.L2Pages)+arenaSlack)
+	s.index.reserve(maxKey, pages)
 	for _, i := range order {
 		if _, _, err := s.Process(reqs[i].Pages); err != nil {
 			ae := *err.(*AbortError) // Process returns no other error
@@ -263,6 +298,9 @@ func replayOrder(reqs []Request) []int {
 	order := make([]int, len(reqs))
 	for i := range order {
 		order[i] = i
+	}
+	if slices.IsSortedFunc(reqs, func(a, b Request) int { return cmp.Compare(a.Timestamp, b.Timestamp) }) {
+		return order // most traces are in time order already
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(reqs[a].Timestamp, reqs[b].Timestamp) })
 	return order
@@ -290,19 +328,33 @@ func (s *Simulator) Process(pages []uint64) (l1Hits, l2Hits int, err error) {
 
 	// Walk the trie along the request. Hits are the leading pages found on
 	// device, then those found on host only; the first page found nowhere
-	// ends the hits. Missing trie nodes are created (or revived) on the way.
+	// ends the hits. Missing trie nodes are created on the way; every node
+	// found is live (the walk never comes back to one it created). Each
+	// page, once counted, becomes device-resident and is stamped with the
+	// request clock (a host copy is kept); the pages go to the young end of
+	// the device list deepest first, each just before its parent, which
+	// keeps the list in (last access, deeper first) order (lru.go).
+	//
+	// Under MainWriteThrough the host-write step runs along the walk, page
+	// by page, in the order of the step after the walk, and it chooses the
+	// same victims: a page written has no host copy, so (host residency
+	// being closed under ancestors) the pages below it on the path have
+	// none either, are on the device or new, and no host-only page or host
+	// child count depends on them.
+	boundary := s.cfg.Policy == BoundaryL1L2
 	path := s.path[:0]
-	counting := true
+	counting, created := true, false
 	cur := rootID
 	for _, p := range pages {
-		c := s.index.lookup(s.nodes, cur, p)
+		c := noNode
+		if !created {
+			// A node created by this walk has no children yet.
+			c = s.index.lookup(s.nodes, cur, p)
+		}
 		switch {
 		case c == noNode:
 			c = s.newChild(cur, p)
-			counting = false
-		case !s.nodes[c].live():
-			s.revive(c)
-			counting = false
+			counting, created = false, true
 		case counting:
 			switch n := &s.nodes[c]; {
 			case n.hasD:
@@ -313,7 +365,11 @@ func (s *Simulator) Process(pages []uint64) (l1Hits, l2Hits int, err error) {
 				counting = false
 			}
 		}
+		s.touch(c, cur)
 		path = append(path, c)
+		if !boundary {
+			s.writeThrough(c)
+		}
 		cur = c
 	}
 	s.path = path
@@ -323,31 +379,8 @@ func (s *Simulator) Process(pages []uint64) (l1Hits, l2Hits int, err error) {
 	s.res.L2HitPages += l2Hits
 	s.res.MissPages += len(pages) - l1Hits - l2Hits
 
-	// Every page of the request becomes device-resident and is stamped with
-	// the request clock (a host copy is kept). They go to the young end of
-	// the device list deepest first, which keeps the list in (last access,
-	// deeper first) order (lru.go).
-	boundary := s.cfg.Policy == BoundaryL1L2
-	for i := len(path) - 1; i >= 0; i-- {
-		id := path[i]
-		if s.stamp {
-			s.lastAccess[id] = s.clock
-		}
-		n := &s.nodes[id]
-		if !n.hasD {
-			s.setD(id, true)
-			continue
-		}
-		s.device.moveToBack(s.nodes, id)
-		if boundary {
-			s.placeDup(id)
-		}
-	}
-
 	if boundary {
 		s.reserveHost(path, noNode)
-	} else {
-		s.writeThroughTouch(path)
 	}
 
 	for s.dPages > s.cfg.L1Pages {
@@ -389,36 +422,34 @@ func (s *Simulator) Result() Result {
 	return r
 }
 
-// writeThroughTouch is MainWriteThrough's host-write step: every page of
-// the request counts one hit; a page not on host whose count reached the
-// threshold, and whose parent is the root or on host, gets a host copy if
-// one can be allocated (parents first, so a whole new prefix can be
-// written in one request). It is reserveHost for one page at a time, cut
-// down: no protection, since the page is on the device and L2 eviction
+// writeThrough is MainWriteThrough's host-write step for page id of the
+// request, its pages taken parent first: the page counts one hit; if it is
+// not on host, its count reached the threshold, and its parent is the root
+// or on host, it gets a host copy if one can be allocated (so a whole new
+// prefix can be written in one request). It is reserveHost for one page,
+// cut down: no protection, since the page is on the device and L2 eviction
 // under MainWriteThrough only takes host-only pages, and at most one
 // eviction, since the host is never over capacity.
-func (s *Simulator) writeThroughTouch(path []nodeID) {
-	for _, id := range path {
-		n := &s.nodes[id]
-		if n.hitCount < math.MaxInt32 {
-			n.hitCount++
-		}
-		if n.hasH || int(n.hitCount) < s.cfg.WriteThroughThreshold {
-			continue
-		}
-		if n.parent != rootID && !s.nodes[n.parent].hasH {
-			continue
-		}
-		if s.hPages >= s.cfg.L2Pages {
-			v := s.minHostOnly()
-			if v == noNode {
-				s.res.FailedHAllocations++
-				continue
-			}
-			s.deleteHostOnlyLeaf(v)
-		}
-		s.setH(id, true)
+func (s *Simulator) writeThrough(id nodeID) {
+	if s.hits != nil && s.hits[id] < math.MaxInt32 {
+		s.hits[id]++
 	}
+	n := &s.nodes[id]
+	if n.hasH || s.hits != nil && int(s.hits[id]) < s.cfg.WriteThroughThreshold {
+		return
+	}
+	if n.parent != rootID && !s.nodes[n.parent].hasH {
+		return
+	}
+	if s.hPages >= s.cfg.L2Pages {
+		v := s.minHostOnly()
+		if v == noNode {
+			s.res.FailedHAllocations++
+			return
+		}
+		s.deleteHostOnlyLeaf(v)
+	}
+	s.setH(id, true)
 }
 
 // reserveHost gives every node of nodes a host copy, or none of them. The
@@ -466,8 +497,13 @@ func (s *Simulator) reserveHost(nodes []nodeID, extra nodeID) bool {
 			return false
 		}
 	}
-	for _, id := range missing {
-		s.setH(id, true)
+	// Deepest first (nodes run from the root down): a page whose child
+	// has just got its host copy is no duplicate leaf, so under
+	// BoundaryL1L2 only the deepest enters the duplicate heap, instead of
+	// each page entering it and leaving when its child follows. The end
+	// state, and so every later choice, is the same in any order.
+	for i := len(missing) - 1; i >= 0; i-- {
+		s.setH(missing[i], true)
 	}
 	return true
 }
@@ -559,7 +595,7 @@ func (s *Simulator) minDup() nodeID {
 
 func (s *Simulator) writeThroughEvictL1(v nodeID) {
 	if s.nodes[v].hasH {
-		s.setD(v, false)
+		s.dropD(v)
 	} else {
 		s.deleteDeviceOnlyLeaf(v)
 	}
@@ -581,7 +617,7 @@ func (s *Simulator) boundaryEvictL1(v nodeID) {
 		}
 		switch {
 		case parentOK:
-			s.setD(v, false)
+			s.dropD(v)
 		case !s.hasHostDescendant(v):
 			s.setH(v, false)
 			s.res.L2Evictions++
@@ -598,7 +634,7 @@ func (s *Simulator) boundaryEvictL1(v nodeID) {
 	}
 	req = append(req, v)
 	if s.reserveHost(req, noNode) {
-		s.setD(v, false)
+		s.dropD(v)
 		s.res.DToHDemotions++
 	} else {
 		s.deleteDeviceOnlyLeaf(v)
@@ -610,7 +646,7 @@ func (s *Simulator) deleteDeviceOnlyLeaf(v nodeID) {
 	if n.hasH || n.dChildren > 0 || s.hasHostDescendant(v) {
 		panic(abort("Refusing to delete a non-D-only leaf"))
 	}
-	s.setD(v, false)
+	s.dropD(v)
 	s.detachIfEmpty(v)
 }
 
@@ -639,33 +675,54 @@ func (s *Simulator) hasHostDescendant(v nodeID) bool {
 	return n.nChildren > 0
 }
 
-// setD sets v's device residency and keeps the counters, the recency
-// lists and the duplicate heap exact. A page that comes onto the device
-// joins the device list at its young end.
-func (s *Simulator) setD(v nodeID, on bool) {
-	n := &s.nodes[v]
-	if n.hasD == on {
-		return
+// touch stamps page v of the current request, whose parent on the
+// request's path is parent, and puts it on the device: in the device list
+// just before parent, which the walk touched just before v, or at the young
+// end when parent is the root (see Process). It keeps the counters, the
+// recency lists and the duplicate heap exact.
+func (s *Simulator) touch(v, parent nodeID) {
+	if s.stamp {
+		s.lastAccess[v] = s.clock
 	}
-	n.hasD = on
-	s.count(on, n.hasH, &s.dPages, &s.nodes[n.parent].dChildren)
-	if on {
+	at := parent
+	if parent == rootID {
+		at = noNode
+	}
+	n := &s.nodes[v]
+	if n.hasD {
+		s.device.moveBefore(s.nodes, at, v)
+	} else {
+		n.hasD = true
+		s.count(true, n.hasH, &s.dPages, &s.nodes[n.parent].dChildren)
 		if n.hasH {
 			s.dropHostOnly(v)
 		}
-		s.device.pushBack(s.nodes, v)
-	} else {
-		s.device.remove(s.nodes, v)
-		if n.hasH {
-			s.addHostOnly(v)
-		}
+		s.device.insertBefore(s.nodes, at, v)
 	}
 	if s.cfg.Policy == BoundaryL1L2 {
 		s.placeDup(v)
 	}
 }
 
-// setH is setD for host residency. A page that becomes host-only joins the
+// dropD takes v off the device and keeps the counters, the recency lists
+// and the duplicate heap exact; v becomes host-only if it has a host copy.
+func (s *Simulator) dropD(v nodeID) {
+	n := &s.nodes[v]
+	if !n.hasD {
+		return
+	}
+	n.hasD = false
+	s.count(false, n.hasH, &s.dPages, &s.nodes[n.parent].dChildren)
+	s.device.remove(s.nodes, v)
+	if n.hasH {
+		s.addHostOnly(v)
+	}
+	if s.cfg.Policy == BoundaryL1L2 {
+		s.placeDup(v)
+	}
+}
+
+// setH sets v's host residency, as touch and dropD do the device's. A page that becomes host-only joins the
 // host-only list at its young end.
 func (s *Simulator) setH(v nodeID, on bool) {
 	n := &s.nodes[v]
@@ -682,8 +739,15 @@ func (s *Simulator) setH(v nodeID, on bool) {
 		}
 	}
 	if s.cfg.Policy == BoundaryL1L2 {
-		s.placeDup(v)
-		s.placeDup(n.parent)
+		if p := n.parent; !on && p != rootID && s.dup.contains(v) && !s.dup.contains(p) && s.dupLeaf(p) {
+			// An L2 eviction of duplicate leaf v: its parent, usually the
+			// next victim, takes v's place in the heap (one sift instead
+			// of a removal and a push).
+			s.dup.replace(v, p)
+		} else {
+			s.placeDup(v)
+			s.placeDup(p)
+		}
 		s.regap(n.parent)
 	}
 }
@@ -745,14 +809,20 @@ func (s *Simulator) regap(v nodeID) {
 	}
 }
 
+// dupLeaf reports whether v is a duplicate leaf: on device and host, no
+// child on host.
+func (s *Simulator) dupLeaf(v nodeID) bool {
+	n := &s.nodes[v]
+	return n.hasD && n.hasH && n.hChildren == 0
+}
+
 // placeDup puts v into the duplicate heap exactly when it is a duplicate
 // leaf (on device and host, no child on host), at its current key.
 func (s *Simulator) placeDup(v nodeID) {
 	if v == rootID {
 		return
 	}
-	n := &s.nodes[v]
-	valid := n.hasD && n.hasH && n.hChildren == 0
+	valid := s.dupLeaf(v)
 	switch in := s.dup.contains(v); {
 	case valid && in:
 		s.dup.fix(v)
@@ -763,43 +833,78 @@ func (s *Simulator) placeDup(v nodeID) {
 	}
 }
 
-// newChild creates the trie node for page p below parent.
+// newChild creates the trie node for page p below parent, in the first
+// free slot or at the end of the arena.
 func (s *Simulator) newChild(parent nodeID, p uint64) nodeID {
+	id := s.free
+	if id != noNode {
+		s.free = s.nodes[id].next
+		s.nodes[id] = node{parent: parent, prev: noNode, next: noNode, key: key32(p)}
+		if s.stamp {
+			s.info[id] = nodeInfo{depth: s.info[parent].depth + 1}
+			s.lastAccess[id] = 0
+		}
+		if s.hits != nil {
+			s.hits[id] = 0
+		}
+		// A free slot left the duplicate heap before it was freed.
+	} else {
+		id = s.appendNode(parent, p)
+	}
+	s.nodes[parent].nChildren++
+	s.live++
+	if s.index.insert(s.nodes, parent, p, id) {
+		s.nodes[id].inMap = true
+		if s.keys == nil {
+			s.keys = make([]uint64, len(s.nodes), cap(s.nodes))
+		}
+		s.keys[id] = p
+	}
+	return id
+}
+
+// appendNode adds a slot for page p below parent at the end of the arena.
+func (s *Simulator) appendNode(parent nodeID, p uint64) nodeID {
 	id := nodeID(len(s.nodes))
 	if id < 0 {
-		panic("policy: more than 2^31-1 distinct pages")
+		panic("policy: more than 2^31-1 live pages")
 	}
 	if len(s.nodes) == cap(s.nodes) {
 		// Double the arena: append grows large slices by about 1.25x,
 		// which copies the whole arena several times over.
 		s.nodes = slices.Grow(s.nodes, len(s.nodes))
-		s.info = slices.Grow(s.info, len(s.info))
+		if s.keys != nil {
+			s.keys = slices.Grow(s.keys, len(s.keys))
+		}
+		if s.hits != nil {
+			s.hits = slices.Grow(s.hits, len(s.hits))
+		}
 		if s.stamp {
+			s.info = slices.Grow(s.info, len(s.info))
 			s.lastAccess = slices.Grow(s.lastAccess, len(s.lastAccess))
 		}
 	}
-	s.nodes = append(s.nodes, node{parent: parent, prev: noNode, next: noNode})
-	s.nodes[parent].nChildren++
-	s.info = append(s.info, nodeInfo{page: p, depth: s.info[parent].depth + 1})
+	s.nodes = append(s.nodes, node{parent: parent, prev: noNode, next: noNode, key: key32(p)})
+	if s.keys != nil {
+		s.keys = append(s.keys, 0)
+	}
+	if s.hits != nil {
+		s.hits = append(s.hits, 0)
+	}
 	if s.stamp {
+		s.info = append(s.info, nodeInfo{depth: s.info[parent].depth + 1})
 		s.lastAccess = append(s.lastAccess, 0)
 	}
-	s.live++
 	if s.cfg.Policy == BoundaryL1L2 {
 		s.dup.pos = append(s.dup.pos, -1)
 	}
-	s.index.insert(s.nodes, parent, p, id)
 	return id
 }
 
-// revive puts a detached node back into the trie, as a new page.
-func (s *Simulator) revive(v nodeID) {
-	s.nodes[s.nodes[v].parent].nChildren++
-	s.live++
-}
-
 // detachIfEmpty removes v, and then each ancestor in turn, while it holds
-// no copy and has no children. A removed node forgets its hit count.
+// no copy and has no children: it leaves the child index (an entry in the
+// key array goes stale; see childIndex) and its slot goes to the free
+// list. A removed page forgets its hit count.
 func (s *Simulator) detachIfEmpty(v nodeID) {
 	for v != rootID {
 		n := &s.nodes[v]
@@ -809,9 +914,14 @@ func (s *Simulator) detachIfEmpty(v nodeID) {
 		if s.cfg.Policy == BoundaryL1L2 && s.dup.contains(v) {
 			panic("policy: detaching a node that is still an eviction candidate")
 		}
-		n.hitCount = 0
-		s.nodes[n.parent].nChildren--
+		parent := n.parent
+		if n.inMap {
+			s.index.remove(parent, s.keys[v])
+		}
+		s.nodes[parent].nChildren--
 		s.live--
-		v = n.parent
+		n.parent, n.next = noNode, s.free
+		s.free = v
+		v = parent
 	}
 }
