@@ -342,7 +342,11 @@ type StorageSection struct {
 	// Shared makes every replica of a fleet whose storage is shared use one
 	// L3 store (per model namespace, [File.L3Namespace]) instead of its
 	// own. Default false; a single server behaves the same either way.
-	Shared                    bool    `toml:"shared"`
+	Shared bool `toml:"shared"`
+	// DecodeOffload is set on a disaggregated fleet's decode group by
+	// disaggregation.decode_offload (not a key of [storage]): its storage
+	// tier stays on with the chunk cache ([sim.StorageConfig]).
+	DecodeOffload             bool    `toml:"-"`
 	CapacityTokens            int64   `toml:"capacity_tokens"`
 	PrefetchPolicy            string  `toml:"prefetch_policy"`
 	PrefetchThreshold         int64   `toml:"prefetch_threshold"`
@@ -1011,6 +1015,7 @@ func (st StorageSection) simConfig(prefetch sim.PrefetchPolicy, eviction sim.Sto
 		HighWatermark:             st.HighWatermark,
 		EvictionRatio:             st.EvictionRatio,
 		LeaseTTL:                  ns(st.LeaseTTL, 1e9),
+		DecodeOffload:             st.DecodeOffload,
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/kvsim/kvsim/fleet"
+	"github.com/kvsim/kvsim/internal/fielderr"
 )
 
 // FleetBuilt is a fleet file built: the fleet's factory (its replicas,
@@ -50,6 +51,7 @@ func (f *File) BuildFleet(opt ServerOptions, seed uint64) (*FleetBuilt, error) {
 			Prefill: pd.PrefillRouter, Decode: pd.DecodeRouter,
 			TransferGbps: pd.TransferGbps, TransferLatency: pd.TransferLatency,
 			TransferQueues: pd.TransferQueues, ReservedDecodeTokens: pd.ReservedDecodeTokens,
+			BootstrapTimeout: pd.BootstrapTimeout, WaitingTimeout: pd.WaitingTimeout, DecodeOffload: pd.DecodeOffload,
 		}}
 	}
 	for i, g := range groups {
@@ -65,6 +67,9 @@ func (f *File) BuildFleet(opt ServerOptions, seed uint64) (*FleetBuilt, error) {
 		srv, err := g.File.BuildServer(opt)
 		if err != nil {
 			return nil, fmt.Errorf("group %s: %w", name, err)
+		}
+		if st, ok := srv.Factory.(interface{ HasStorage() bool }); role == fleet.Decode && pd.DecodeOffload && (!ok || !st.HasStorage()) {
+			return nil, fielderr.New(fielderr.Key("disaggregation", "decode_offload"), "group %s has no storage tier to offload to: set storage.enabled and a host tier (cache.hierarchical) for it", name)
 		}
 		var perToken float64
 		if pd != nil {
@@ -100,6 +105,7 @@ func pdRole(pd *PD, i int, g *File) fleet.Role {
 		g.Cache.Hierarchical, g.Storage.Enabled = &off, false
 	} else {
 		g.Cache.Disable = true
+		g.Storage.DecodeOffload = pd.DecodeOffload
 	}
 	return fleet.Decode
 }

@@ -15,10 +15,11 @@ import (
 // model and, for MHA, the same tp_size and dcp_size share pages: the
 // namespace is the model's name, plus "tp<N> dcp<M>" for an MHA model. A
 // server without a radix cache (a disaggregated fleet's chunk-cache decode
-// side) has no storage tier to share.
+// side) has no storage tier to share, unless it offloads to it
+// (disaggregation.decode_offload).
 // The fleet keeps one store per namespace and page size (docs/fleet.md).
 func (f *File) L3Namespace() string {
-	if !f.Storage.Shared || !f.Storage.Enabled || f.Cache.Disable || f.IsLlamaCpp() {
+	if !f.Storage.Shared || !f.Storage.Enabled || f.Cache.Disable && !f.Storage.DecodeOffload || f.IsLlamaCpp() {
 		return ""
 	}
 	if f.Model.Attention == hw.MLA {

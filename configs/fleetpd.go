@@ -26,6 +26,15 @@ type DisaggregationSection struct {
 	TransferQueues *int `toml:"transfer_queues"`
 	// NumReservedDecodeTokens is --num-reserved-decode-tokens; default 512.
 	NumReservedDecodeTokens *int `toml:"num_reserved_decode_tokens"`
+	// BootstrapTimeout is SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT and
+	// WaitingTimeout SGLANG_DISAGGREGATION_WAITING_TIMEOUT, seconds;
+	// default 300 each.
+	BootstrapTimeout *float64 `toml:"bootstrap_timeout"`
+	WaitingTimeout   *float64 `toml:"waiting_timeout"`
+	// DecodeOffload is --disaggregation-decode-enable-offload-kvcache:
+	// the decode replicas write every finished request's generated pages
+	// to their storage tier; default false.
+	DecodeOffload bool `toml:"decode_offload"`
 	// DecodeCache is the decode replicas' cache: "chunk" (the default,
 	// SGLang's classic decode: no prefix reuse) or "radix"
 	// (--disaggregation-decode-enable-radix-cache).
@@ -43,8 +52,12 @@ type PD struct {
 	TransferLatency             time.Duration
 	TransferQueues              int
 	ReservedDecodeTokens        int64
+	BootstrapTimeout            time.Duration
+	WaitingTimeout              time.Duration
 	// DecodeRadix: decode_cache = "radix".
 	DecodeRadix bool
+	// DecodeOffload: decode_offload = true.
+	DecodeOffload bool
 }
 
 // Bounds of the [disaggregation] keys.
@@ -52,6 +65,7 @@ const (
 	maxTransferGbps   = 1e6
 	maxTransferQueues = 1024
 	maxReservedTokens = 1 << 24
+	minTimeout        = 1e-6 // seconds: a timeout is at least a microsecond
 )
 
 // IsPD reports whether the file describes a disaggregated fleet.
@@ -60,7 +74,8 @@ func (f *File) IsPD() bool { return f.IsFleet() && f.Disaggregation.set() }
 // set reports whether any key of the table is written.
 func (d *DisaggregationSection) set() bool {
 	return d.Prefill != nil || d.Decode != nil || d.TransferGbps != 0 || d.TransferLatency != nil ||
-		d.TransferQueues != nil || d.NumReservedDecodeTokens != nil || d.DecodeCache != ""
+		d.TransferQueues != nil || d.NumReservedDecodeTokens != nil || d.DecodeCache != "" ||
+		d.BootstrapTimeout != nil || d.WaitingTimeout != nil || d.DecodeOffload
 }
 
 // PDConfig returns the disaggregation settings of a disaggregated fleet
@@ -78,7 +93,7 @@ func (f *File) pdConfig(place func(fielderr.Path, error) error) (PD, error) {
 	table := fielderr.Key("disaggregation")
 	var errs []error
 	key := func(k string) fielderr.Path { return fielderr.Key("disaggregation", k) }
-	pd := PD{TransferGbps: d.TransferGbps, TransferQueues: 4, ReservedDecodeTokens: 512}
+	pd := PD{TransferGbps: d.TransferGbps, TransferQueues: 4, ReservedDecodeTokens: 512, BootstrapTimeout: 300 * time.Second, WaitingTimeout: 300 * time.Second}
 	roles := map[string]int{} // group name -> 1 prefill, 2 decode
 	for k, names := range [2]any{d.Prefill, d.Decode} {
 		role := [2]string{"prefill", "decode"}[k]
@@ -134,6 +149,20 @@ func (f *File) pdConfig(place func(fielderr.Path, error) error) (PD, error) {
 		}
 		pd.ReservedDecodeTokens = int64(*v)
 	}
+	for _, t := range []struct {
+		name string
+		v    *float64
+		out  *time.Duration
+	}{{"bootstrap_timeout", d.BootstrapTimeout, &pd.BootstrapTimeout}, {"waiting_timeout", d.WaitingTimeout, &pd.WaitingTimeout}} {
+		if t.v == nil {
+			continue
+		}
+		if !(*t.v >= minTimeout && *t.v <= maxRouterSeconds) {
+			errs = append(errs, fielderr.Range(key(t.name), fmt.Sprintf("seconds in [%g, %d]", minTimeout, maxRouterSeconds), *t.v))
+		} else {
+			*t.out = time.Duration(math.Round(*t.v * 1e9))
+		}
+	}
 	switch d.DecodeCache {
 	case "", "chunk":
 	case "radix":
@@ -142,6 +171,9 @@ func (f *File) pdConfig(place func(fielderr.Path, error) error) (PD, error) {
 		errs = append(errs, fielderr.New(key("decode_cache"), "\"hicache\" is not supported yet: \"chunk\" or \"radix\""))
 	default:
 		errs = append(errs, fielderr.New(key("decode_cache"), "must be \"chunk\" or \"radix\" (got %q)", d.DecodeCache))
+	}
+	if pd.DecodeOffload = d.DecodeOffload; d.DecodeOffload && pd.DecodeRadix {
+		errs = append(errs, fielderr.New(key("decode_offload"), "only with decode_cache = \"chunk\" (a radix decode replica has no storage tier)"))
 	}
 	if _, err := f.Router.config(); err == nil {
 		var err error

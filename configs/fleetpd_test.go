@@ -40,8 +40,19 @@ func TestPDConfig(t *testing.T) {
 	if !reflect.DeepEqual(pd.PrefillRouter, want) {
 		t.Errorf("prefill router %+v, want %+v", pd.PrefillRouter, want)
 	}
-	if fmt.Sprint(pd.Prefill) != "[true false true]" || pd.TransferQueues != 4 || pd.ReservedDecodeTokens != 512 || pd.TransferLatency != 0 || pd.DecodeRadix {
+	if fmt.Sprint(pd.Prefill) != "[true false true]" || pd.TransferQueues != 4 || pd.ReservedDecodeTokens != 512 || pd.TransferLatency != 0 || pd.DecodeRadix ||
+		pd.BootstrapTimeout != 300*time.Second || pd.WaitingTimeout != 300*time.Second {
 		t.Errorf("defaults %+v", pd)
+	}
+	h := mustParse(t, fleetDoc("[[fleet.groups]]\nname = \"p\"\ncount = 1\n[[fleet.groups]]\nname = \"d\"\ncount = 1\n"+
+		"[disaggregation]\nprefill = \"p\"\ndecode = \"d\"\ntransfer_gbps = 100\nbootstrap_timeout = 0.25\nwaiting_timeout = 600\n"), "t.toml")
+	if pd := h.PDConfig(); pd.BootstrapTimeout != 250*time.Millisecond || pd.WaitingTimeout != 600*time.Second || pd.DecodeOffload {
+		t.Errorf("timeouts %v, %v, offload %v", pd.BootstrapTimeout, pd.WaitingTimeout, pd.DecodeOffload)
+	}
+	o := mustParse(t, fleetDoc("[[fleet.groups]]\nname = \"p\"\ncount = 1\n[[fleet.groups]]\nname = \"d\"\ncount = 1\n"+
+		"[disaggregation]\nprefill = \"p\"\ndecode = \"d\"\ntransfer_gbps = 100\ndecode_offload = true\n"), "t.toml")
+	if !o.PDConfig().DecodeOffload {
+		t.Error("decode_offload = true not read")
 	}
 }
 
@@ -69,6 +80,11 @@ func TestPDErrors(t *testing.T) {
 				"t.toml:18:1: disaggregation.transfer_queues: must be in [1, 1024] (got 0)\n" +
 				"t.toml:19:1: disaggregation.num_reserved_decode_tokens: must be tokens in [0, 16777216] (got -5)\n" +
 				`t.toml:20:1: disaggregation.decode_cache: "hicache" is not supported yet: "chunk" or "radix"`},
+		{groups + "[disaggregation]\nprefill = \"p\"\ndecode = \"d\"\ntransfer_gbps = 1\nbootstrap_timeout = 0.0\nwaiting_timeout = -3.0\n",
+			"t.toml:17:1: disaggregation.bootstrap_timeout: must be seconds in [1e-06, 31536000] (got 0)\n" +
+				"t.toml:18:1: disaggregation.waiting_timeout: must be seconds in [1e-06, 31536000] (got -3)"},
+		{groups + "[disaggregation]\nprefill = \"p\"\ndecode = \"d\"\ntransfer_gbps = 1\ndecode_cache = \"radix\"\ndecode_offload = true\n",
+			`t.toml:18:1: disaggregation.decode_offload: only with decode_cache = "chunk" (a radix decode replica has no storage tier)`},
 		{groups + "[disaggregation]\nprefill = \"p\"\ndecode = \"d\"\ntransfer_gbps = 1\ndecode_cache = \"lru\"\n",
 			`t.toml:17:1: disaggregation.decode_cache: must be "chunk" or "radix" (got "lru")`},
 		{groups + "[disaggregation]\nprefill = \"p\"\ndecode = \"d\"\ntransfer_gbps = 1\n[router.prefill]\ncache_threshold = 2.0\n[router.decode]\npolicy = \"nope\"\n",

@@ -30,7 +30,11 @@
 // The engines' two modes are sim.Online's, reached through the
 // prefillServer and decodeServer interfaces declared here. Results split
 // each request's TTFT into bootstrap wait, prefill queue, prefill compute,
-// transfer tail and first decode step ([PDRequest]).
+// transfer tail and first decode step ([PDRequest]). SGLang's bootstrap
+// and waiting timeouts abort a request not preallocated, or whose KV has
+// not landed, in time, on both sides and on the link (pdtimeout.go). With
+// decode offload the decode replicas write each finished request's
+// generated pages to their (shared) L3 store (sim's Storage.DecodeOffload).
 //
 // Replicas whose storage is shared (Replica.SharedL3, storage.shared) use
 // one [github.com/kvsim/kvsim/sim.SharedL3] store per namespace and page

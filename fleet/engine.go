@@ -42,7 +42,7 @@ func (f *Fleet) online(collect, closed bool) (*Online, error) {
 		r.lastTok[i] = map[string]engine.Time{}
 	}
 	if f.pd != nil {
-		r.pd = &pdRun{run: r, pd: f.pd, reqs: map[string]*pdReq{}}
+		r.pd = &pdRun{run: r, pd: f.pd, reqs: map[string]*pdReq{}, orphans: map[string]*pdReq{}}
 		f.pd.run = r.pd
 	}
 	if closed {

@@ -219,6 +219,9 @@ func (r *run) nextInstant() (engine.Time, bool) {
 				t, ok = at, true
 			}
 		}
+		if at, has := r.pd.nextTimeout(); has && at < t {
+			t, ok = at, true
+		}
 	}
 	return t, ok
 }

@@ -14,7 +14,9 @@ import (
 // llama-server replica sees a request only after its request delay); in
 // a disaggregated one each
 // pool's in-flight counts add up to the requests in flight, every request
-// being counted once on each leg for its whole life.
+// being counted once on each leg for its whole life, and each replica
+// holds no more than the requests submitted to it and not finished there
+// (an aborted request leaves both its replicas).
 func (r *run) checkInvariants() {
 	if !invariants.Enabled {
 		return
@@ -31,10 +33,9 @@ func (r *run) checkInvariants() {
 		if n := len(r.pd.reqs); legs[0] != n || legs[1] != n {
 			panic(fmt.Sprintf("fleet: at %d ns the prefill and decode routers count %d and %d requests in flight, the fleet has %d", r.now, legs[0], legs[1], n))
 		}
-		return
 	}
 	for i, e := range r.f.engines {
-		if in, open := r.f.router.InFlight(i), r.open[i]; in != open {
+		if in, open := r.f.inFlight(i), r.open[i]; r.pd == nil && in != open {
 			panic(fmt.Sprintf("fleet: at %d ns the router counts %d requests in flight to replica %d, which has %d submitted and not finished", r.now, in, i, open))
 		}
 		if held := e.Active(); held > r.open[i] {

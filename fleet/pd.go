@@ -51,12 +51,32 @@ type PDConfig struct {
 	// ReservedDecodeTokens is --num-reserved-decode-tokens, >= 0 (SGLang:
 	// 512).
 	ReservedDecodeTokens int64
+	// BootstrapTimeout is SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT, >= 0
+	// (SGLang: 300 s; 0: none): a request its decode replica has not
+	// preallocated this long after its arrival (the prefill side's sender
+	// still bootstrapping) is aborted.
+	BootstrapTimeout time.Duration
+	// WaitingTimeout is SGLANG_DISAGGREGATION_WAITING_TIMEOUT, >= 0
+	// (SGLang: 300 s; 0: none): a request whose KV has not all landed
+	// this long after its preallocation (the decode side's receiver
+	// waiting) is aborted.
+	WaitingTimeout time.Duration
+	// DecodeOffload is --disaggregation-decode-enable-offload-kvcache: the
+	// decode replicas write each finished request's generated pages to
+	// their storage tier (shared with the prefill replicas' for a later
+	// turn to hit them anywhere). Every decode replica's server must have
+	// a storage tier (sim: Storage.DecodeOffload with the chunk cache).
+	DecodeOffload bool
 }
 
 // DefaultPD returns SGLang's defaults: cache_aware on both pools, 4
-// transfer queues, 512 reserved decode tokens; TransferGbps must be set.
+// transfer queues, 512 reserved decode tokens, 300 s timeouts;
+// TransferGbps must be set.
 func DefaultPD() PDConfig {
-	return PDConfig{Prefill: router.Default(), Decode: router.Default(), TransferQueues: 4, ReservedDecodeTokens: 512}
+	return PDConfig{
+		Prefill: router.Default(), Decode: router.Default(), TransferQueues: 4, ReservedDecodeTokens: 512,
+		BootstrapTimeout: 300 * time.Second, WaitingTimeout: 300 * time.Second,
+	}
 }
 
 // PDReplica is one replica of a disaggregated fleet.
@@ -73,6 +93,9 @@ type PDReplica struct {
 type prefillServer interface {
 	engine.Engine
 	SetPrefillMode(onChunk func(id string, at engine.Time, computed int64, last bool)) error
+	HoldUntilSent() error
+	KVSent(id string, at engine.Time) error
+	Abort(id string, at engine.Time, why string) error
 }
 
 // decodeServer is what a decode replica's engine must do besides
@@ -117,6 +140,9 @@ func NewPD(replicas []PDReplica, cfg PDConfig, seed uint64) (*Fleet, error) {
 			k = 1
 		default:
 			return nil, fmt.Errorf("fleet: replica %d (%s): no role", i, r.Group)
+		}
+		if st, ok := r.Factory.(storageTier); cfg.DecodeOffload && r.Role == Decode && (!ok || !st.HasStorage()) {
+			return nil, fmt.Errorf("fleet: replica %d (%s): decode offload needs a storage tier on every decode replica", i, r.Group)
 		}
 		if !(r.KVBytesPerToken >= 0) || math.IsInf(r.KVBytesPerToken, 0) {
 			return nil, fmt.Errorf("fleet: replica %d (%s): KV bytes per token must be >= 0 (got %g)", i, r.Group, r.KVBytesPerToken)
@@ -173,6 +199,9 @@ func (c *PDConfig) validate() error {
 	if c.ReservedDecodeTokens < 0 {
 		errs = append(errs, fmt.Errorf("fleet: disaggregation.num_reserved_decode_tokens must be >= 0 (got %d)", c.ReservedDecodeTokens))
 	}
+	if c.BootstrapTimeout < 0 || c.WaitingTimeout < 0 {
+		errs = append(errs, fmt.Errorf("fleet: disaggregation timeouts must be >= 0 (got %v and %v)", c.BootstrapTimeout, c.WaitingTimeout))
+	}
 	return errors.Join(errs...)
 }
 
@@ -184,9 +213,13 @@ func (pd *pdFleet) setMode(i int, e engine.Engine) error {
 		if !ok {
 			return errors.New("its server model cannot serve prefill in a disaggregated fleet (SGLang's can)")
 		}
-		return ps.SetPrefillMode(func(id string, at engine.Time, computed int64, last bool) {
+		err := ps.SetPrefillMode(func(id string, at engine.Time, computed int64, last bool) {
 			pd.run.chunk(i, id, at, computed, last)
 		})
+		if err != nil {
+			return err
+		}
+		return ps.HoldUntilSent() // its tree locks until the last chunk lands
 	}
 	ds, ok := e.(decodeServer)
 	if !ok {
@@ -226,6 +259,11 @@ type pdReq struct {
 	prefillRes engine.RequestResult
 	gotFirst   bool
 	sending    bool // a chunk was sent
+	preallocd  bool // the decode replica preallocated it (the bootstrap clock stopped)
+	ready      bool // its KV landed on the decode replica (the waiting clock stopped)
+	pOpen      bool // submitted to its prefill replica and not finished there
+	failing    bool // aborted on its decode replica by the fleet (a timeout or a prefill failure)
+	ended      bool // finished on its decode replica
 }
 
 // PDRequest is a request's disaggregation detail. Its TTFT is Bootstrap +
@@ -256,6 +294,9 @@ type PDRequest struct {
 	// at preallocation (decode_prefix_len; 0 with the chunk cache): its
 	// pages are not sent.
 	DecodeCached int64 `json:"decode_cached_tokens,omitempty"`
+	// FailedAt is when a request that failed failed on its decode replica
+	// (a timeout's deadline for a request a timeout aborted).
+	FailedAt engine.Time `json:"failed_ns,omitempty"`
 }
 
 // PDResult is a disaggregated fleet's transfer summary.
@@ -273,6 +314,10 @@ type PDResult struct {
 	TransferP50Ms  float64 `json:"transfer_p50_ms"`
 	TransferP90Ms  float64 `json:"transfer_p90_ms"`
 	TransferP99Ms  float64 `json:"transfer_p99_ms"`
+	// BootstrapTimeouts and WaitingTimeouts count the requests aborted by
+	// each timeout (PDConfig).
+	BootstrapTimeouts int64 `json:"bootstrap_timeouts,omitempty"`
+	WaitingTimeouts   int64 `json:"waiting_timeouts,omitempty"`
 	// Mean TTFT parts over completed requests, ms (PDRequest).
 	BootstrapMs      float64 `json:"mean_bootstrap_ms"`
 	PrefillQueueMs   float64 `json:"mean_prefill_queue_ms"`

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,14 +79,21 @@ func drawPD(t *rapid.T) ([]fleet.PDReplica, fleet.PDConfig, int) {
 	cfg.TransferLatency = time.Duration(rapid.SampledFrom([]int64{0, 1e5, 5e6}).Draw(t, "latency"))
 	cfg.TransferQueues = rapid.IntRange(1, 4).Draw(t, "queues")
 	cfg.ReservedDecodeTokens = int64(rapid.SampledFrom([]int{0, 64, 512}).Draw(t, "reserved"))
+	timeouts := []time.Duration{0, time.Millisecond, 5 * time.Millisecond, 50 * time.Millisecond, 300 * time.Second}
+	cfg.BootstrapTimeout = rapid.SampledFrom(timeouts).Draw(t, "bootstrap_timeout")
+	cfg.WaitingTimeout = rapid.SampledFrom(timeouts).Draw(t, "waiting_timeout")
 	return reps, cfg, ps
 }
 
-// Every request is decoded once on its decode replica and, unless it
-// failed before, prefilled once on its prefill replica; both routers'
-// in-flight counts return to zero; a completed request's TTFT is exactly
-// the sum of its five parts, none negative; the transfers add up; and a
-// second run is byte-identical.
+// Every request is decoded (or aborted) once on its decode replica and,
+// unless it failed before, prefilled once on its prefill replica; both
+// routers' in-flight counts return to zero; a completed request's TTFT is
+// exactly the sum of its five parts, none negative; the transfers add up;
+// a request aborted by a timeout fails on both its replicas (on its
+// prefill replica only if it got there: never after a bootstrap timeout),
+// at its arrival + the bootstrap timeout or at least the waiting timeout
+// after it, and the fleet counts each timeout's aborts; and a second run
+// is byte-identical.
 func TestPropPDConservation(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		reps, cfg, ps := drawPD(t)
@@ -106,6 +114,7 @@ func TestPropPDConservation(t *testing.T) {
 			}
 		}
 		var pages int64
+		var timedOut [2]int64
 		seen := map[string]bool{}
 		for k, r := range res.Requests {
 			d := res.PDRequests[k]
@@ -132,6 +141,7 @@ func TestPropPDConservation(t *testing.T) {
 				if prefilled > 1 {
 					t.Fatalf("failed request %s prefilled %d times", r.ID, prefilled)
 				}
+				checkTimeout(t, cfg, r, d.FailedAt, prefilled, res.Replicas[d.Prefill].Result.Requests, timedOut[:])
 				continue
 			}
 			if prefilled != 1 || served[d.Prefill][r.ID] != 1 {
@@ -148,6 +158,12 @@ func TestPropPDConservation(t *testing.T) {
 			if sum != r.TTFT() || d.FirstStep < 1 {
 				t.Fatalf("request %s: parts %v sum to %d, TTFT %d", r.ID, parts, sum, r.TTFT())
 			}
+			// The prefill replica holds it (its KV and tree lock) until
+			// its last page lands.
+			pr := res.Replicas[d.Prefill].Result.Requests
+			if p := pr[slices.IndexFunc(pr, func(x engine.RequestResult) bool { return x.ID == r.ID })]; p.Finish != r.Arrival+sum-d.FirstStep {
+				t.Fatalf("request %s finished on its prefill replica at %d, its KV landed at %d", r.ID, p.Finish, r.Arrival+sum-d.FirstStep)
+			}
 			if r.OutputTokens != int64(max(recs[slices.IndexFunc(recs, func(x traces.Record) bool { return x.ID == r.ID })].OutputLen, 1)) {
 				t.Fatalf("request %s: %d output tokens", r.ID, r.OutputTokens)
 			}
@@ -157,6 +173,9 @@ func TestPropPDConservation(t *testing.T) {
 				t.Fatalf("request %s: %d pages sent, %d cached on decode, want %d pages", r.ID, d.TransferPages, d.DecodeCached, want)
 			}
 			pages += d.TransferPages
+		}
+		if timedOut[0] != res.PD.BootstrapTimeouts || timedOut[1] != res.PD.WaitingTimeouts {
+			t.Fatalf("requests failed by timeouts %v, the fleet counts %d and %d", timedOut, res.PD.BootstrapTimeouts, res.PD.WaitingTimeouts)
 		}
 		if pages != res.PD.TransferPages && res.Summary.Failed == 0 {
 			t.Fatalf("requests moved %d pages, the fleet counts %d", pages, res.PD.TransferPages)
@@ -177,6 +196,89 @@ func TestPropPDConservation(t *testing.T) {
 			t.Fatalf("second run differs:\n%s\n%s", a, b)
 		}
 	})
+}
+
+// checkTimeout checks a failed request r against the timeouts: aborted
+// by the bootstrap timeout, it never reached its prefill replica and
+// failed (at) at its arrival + the timeout; by the waiting timeout, it
+// failed at least that long after its arrival, with the same reason on
+// its prefill replica (prefill) unless that replica had finished it. It
+// counts each in timedOut.
+func checkTimeout(t *rapid.T, cfg fleet.PDConfig, r engine.RequestResult, at engine.Time, prefilled int, prefill []engine.RequestResult, timedOut []int64) {
+	switch {
+	case strings.HasPrefix(r.Failed, "disaggregation: bootstrap timeout"):
+		timedOut[0]++
+		if prefilled != 0 || at != r.Arrival+engine.Time(cfg.BootstrapTimeout) || cfg.BootstrapTimeout == 0 {
+			t.Fatalf("request %s: %s at %d (arrival %d, timeout %v), prefilled %d times", r.ID, r.Failed, at, r.Arrival, cfg.BootstrapTimeout, prefilled)
+		}
+	case strings.HasPrefix(r.Failed, "disaggregation: waiting timeout"):
+		timedOut[1]++
+		if at < r.Arrival+engine.Time(cfg.WaitingTimeout) || cfg.WaitingTimeout == 0 || prefilled != 1 {
+			t.Fatalf("request %s: %s at %d (arrival %d, timeout %v), prefilled %d times", r.ID, r.Failed, at, r.Arrival, cfg.WaitingTimeout, prefilled)
+		}
+		p := prefill[slices.IndexFunc(prefill, func(x engine.RequestResult) bool { return x.ID == r.ID })]
+		if p.Failed != "" && p.Failed != r.Failed {
+			t.Fatalf("request %s failed on decode (%s), on prefill (%s)", r.ID, r.Failed, p.Failed)
+		}
+	}
+}
+
+// With both timeouts longer than the run (every request's whole life),
+// a run is byte-identical to one without timeouts.
+func TestPropPDTimeoutsBeyondRun(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		reps, cfg, _ := drawPD(t)
+		recs := drawTrace(t)
+		cfg.BootstrapTimeout, cfg.WaitingTimeout = 0, 0
+		res, _ := pdRun(t, reps, cfg, recs)
+		var span engine.Time
+		for _, r := range res.Requests {
+			span = max(span, r.Finish-r.Arrival)
+		}
+		cfg.BootstrapTimeout = time.Duration(span + 1)
+		cfg.WaitingTimeout = time.Duration(span + 1)
+		again, _ := pdRun(t, reps, cfg, recs)
+		if a, b := pdDigest(t, res), pdDigest(t, again); a != b {
+			t.Fatalf("timeouts of %d ns change the run:\n%s\n%s", span+1, a, b)
+		}
+	})
+}
+
+// A request its decode replica cannot preallocate fails at its arrival +
+// the bootstrap timeout without reaching the prefill replica; a request
+// whose KV is still on the link after the waiting timeout fails then,
+// and its transfer leaves the link, so the next request's transfer has
+// the link to itself.
+func TestPDTimeouts(t *testing.T) {
+	cfg := fleet.DefaultPD()
+	cfg.TransferGbps = 100
+	cfg.BootstrapTimeout = time.Millisecond
+	reps := []fleet.PDReplica{pdServer(fleet.Prefill, 8192, -1, 1), pdServer(fleet.Decode, 4096, -1, 1)}
+	res, _ := pdRun(t, reps, cfg, []traces.Record{pdRec("long", 0, 1000, 2000), pdRec("next", 1e6, 2500, 2)})
+	k := slices.IndexFunc(res.Requests, func(r engine.RequestResult) bool { return r.ID == "next" })
+	next := res.Requests[k]
+	if !strings.HasPrefix(next.Failed, "disaggregation: bootstrap timeout") || res.PDRequests[k].FailedAt != 2e6 || res.PD.BootstrapTimeouts != 1 {
+		t.Fatalf("next: %q at %d; %d bootstrap timeouts", next.Failed, res.PDRequests[k].FailedAt, res.PD.BootstrapTimeouts)
+	}
+	if n := len(res.Replicas[0].Result.Requests); n != 1 {
+		t.Fatalf("the prefill replica served %d requests, want long only", n)
+	}
+
+	cfg = fleet.DefaultPD()
+	cfg.TransferGbps = 1
+	cfg.TransferLatency = 0
+	cfg.WaitingTimeout = time.Second
+	reps = []fleet.PDReplica{pdServer(fleet.Prefill, 8192, -1, 1), pdServer(fleet.Decode, 8192, -1, 1)}
+	// big: 4000 tokens x 128 KiB take 4.19 s at 1 Gbit/s; small's 100
+	// tokens 105 ms.
+	res, _ = pdRun(t, reps, cfg, []traces.Record{pdRec("big", 0, 4000, 2), pdRec("small", 1.5e9, 100, 2)})
+	big, small := res.Requests[0], res.Requests[1]
+	if big.ID != "big" || !strings.HasPrefix(big.Failed, "disaggregation: waiting timeout") || res.PDRequests[0].FailedAt != 1e9 || res.PD.WaitingTimeouts != 1 {
+		t.Fatalf("big: %q at %d; %d waiting timeouts", big.Failed, res.PDRequests[0].FailedAt, res.PD.WaitingTimeouts)
+	}
+	if d := res.PDRequests[1]; small.Failed != "" || d.Transfer != engine.Time(math.Ceil(100*(1<<17)*8/1.0)) {
+		t.Fatalf("small: %q, transfer %d ns", small.Failed, d.Transfer)
+	}
 }
 
 // pdDigest is a run's whole output as text.

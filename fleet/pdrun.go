@@ -15,9 +15,11 @@ type pdRun struct {
 	*run
 	pd       *pdFleet
 	reqs     map[string]*pdReq
-	detail   []PDRequest // per completed or failed request, as run.requests
-	landed   []*xfer     // scratch
-	err      error       // the first error of a callback
+	detail   []PDRequest       // per completed or failed request, as run.requests
+	landed   []*xfer           // scratch
+	orphans  map[string]*pdReq // ended on decode, an abort pending on prefill
+	to       timeouts
+	err      error // the first error of a callback
 	xfers    int64
 	bytes    float64
 	pages    int64
@@ -30,7 +32,8 @@ type pdRun struct {
 // every arrival routed to a (prefill, decode) pair and submitted to its
 // decode replica (which preallocates, fleet-spec 2.1 step 3), then the
 // links' transfers landing now (a request's last one makes its KV ready on
-// the decode replica), then the replicas in index order. A decode
+// the decode replica), then the timeouts due now (pdtimeout.go), then the
+// replicas in index order. A decode
 // replica's preallocation submits the request to its prefill replica at
 // once; a prefill forward's end queues the chunk's pages on the prefill
 // replica's link. A request ends with its decode replica's completion (or
@@ -42,6 +45,9 @@ func (p *pdRun) instant() error {
 		return err
 	}
 	if err := p.land(); err != nil {
+		return err
+	}
+	if err := p.expire(); err != nil {
 		return err
 	}
 	return p.runReplicas()
@@ -67,6 +73,8 @@ func (p *pdRun) routeArrivals() error {
 		}
 		q := &pdReq{rec: rec, pair: pair, p: p.pd.global[0][pair.Prefill.Replica], d: p.pd.global[1][pair.Decode.Replica]}
 		p.reqs[rec.ID] = q
+		p.startBootstrap(q)
+		p.open[q.d]++
 		if err := p.f.engines[q.d].Submit(rec); err != nil {
 			return fmt.Errorf("fleet: replica %d: %w", q.d, err)
 		}
@@ -90,9 +98,12 @@ func (p *pdRun) land() error {
 				continue
 			}
 			q := x.req
-			q.landed = x.lands
+			q.landed, q.ready = x.lands, true
 			if err := p.f.engines[q.d].(decodeServer).KVReady(q.rec.ID, p.now); err != nil {
 				return fmt.Errorf("fleet: replica %d: %w", q.d, err)
+			}
+			if err := p.f.engines[q.p].(prefillServer).KVSent(q.rec.ID, p.now); err != nil {
+				return fmt.Errorf("fleet: replica %d: %w", q.p, err)
 			}
 		}
 	}
@@ -114,6 +125,9 @@ func (p *pdRun) runReplicas() error {
 		}
 		for _, ev := range evs {
 			var err error
+			if ev.Done {
+				p.open[i]--
+			}
 			if p.pd.roles[i] == Prefill {
 				err = p.prefillEvent(ev)
 			} else {
@@ -136,11 +150,16 @@ func (p *pdRun) prefillEvent(ev engine.Event) error {
 	}
 	q := p.reqs[ev.ID]
 	if q == nil {
-		panic(fmt.Sprintf("fleet: prefill completion of unknown request %q", ev.ID))
+		if q = p.orphans[ev.ID]; q == nil {
+			panic(fmt.Sprintf("fleet: prefill completion of unknown request %q", ev.ID))
+		}
+		delete(p.orphans, ev.ID)
 	}
+	q.pOpen = false
 	q.prefillRes = ev.Result
 	q.pAdmit = ev.Result.Admitted
-	if why := ev.Result.Failed; why != "" {
+	if why := ev.Result.Failed; why != "" && !q.failing {
+		q.failing = true
 		if err := p.f.engines[q.d].(decodeServer).Abort(ev.ID, p.now, "prefill: "+why); err != nil {
 			return fmt.Errorf("fleet: replica %d: %w", q.d, err)
 		}
@@ -162,6 +181,10 @@ func (p *pdRun) decodeEvent(i int, ev engine.Event) error {
 		return nil
 	}
 	delete(p.reqs, ev.ID)
+	q.ended = true
+	if q.pOpen {
+		p.orphans[ev.ID] = q // its prefill leg's abort reports later
+	}
 	res, d := ev.Result, PDRequest{Prefill: q.p, Decode: q.d}
 	if res.Failed == "" {
 		pr := q.prefillRes
@@ -173,6 +196,8 @@ func (p *pdRun) decodeEvent(i int, ev engine.Event) error {
 		d.Transfer, d.TransferBytes, d.TransferPages = q.landed-q.firstSent, q.bytes, q.pages
 		d.DecodeCached = q.skipped * int64(p.pd.pageSize[q.p])
 		p.transfer = append(p.transfer, float64(d.Transfer)/1e6)
+	} else {
+		d.FailedAt = ev.Time
 	}
 	p.detail = append(p.detail, d)
 	ev.Result = res
@@ -192,7 +217,9 @@ func (p *pdRun) preallocated(i int, id string, at engine.Time, cached int64) {
 	if q == nil || q.d != i {
 		panic(fmt.Sprintf("fleet: replica %d preallocated unknown request %q", i, id))
 	}
-	q.prealloc = at
+	q.prealloc, q.preallocd, q.pOpen = at, true, true
+	p.startWaiting(q)
+	p.open[q.p]++
 	q.skipped = cached / int64(p.pd.pageSize[q.p])
 	q.sentPages = q.skipped
 	p.skipped += q.skipped
@@ -265,6 +292,7 @@ func (p *pdRun) summary() *PDResult {
 	s := &PDResult{
 		PrefillPolicy: cfg.Prefill.Policy.String(), DecodePolicy: cfg.Decode.Policy.String(),
 		Transfers: p.xfers, TransferBytes: p.bytes, TransferPages: p.pages, SkippedPages: p.skipped,
+		BootstrapTimeouts: p.to.bootN, WaitingTimeouts: p.to.waitN,
 	}
 	sorted := slices.Clone(p.transfer)
 	slices.Sort(sorted)

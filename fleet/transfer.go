@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"math"
+	"slices"
 
 	"github.com/kvsim/kvsim/sim/engine"
 )
@@ -133,4 +134,20 @@ func (l *link) advance(now engine.Time, landed []*xfer) []*xfer {
 	landed = append(landed, l.landing[:k]...)
 	l.landing = l.landing[k:]
 	return landed
+}
+
+// cancel drops request req's transfers from the link at now (the link
+// moved on to now first): queued, on the link or landing. The heads
+// behind a dropped one start now.
+func (l *link) cancel(now engine.Time, req *pdReq) {
+	l.progress(now)
+	l.active = 0
+	for i, q := range l.queues {
+		l.queues[i] = slices.DeleteFunc(q, func(x *xfer) bool { return x.req == req })
+		if len(l.queues[i]) > 0 {
+			l.active++
+		}
+	}
+	l.landing = slices.DeleteFunc(l.landing, func(x *xfer) bool { return x.req == req })
+	l.finishThrough(now)
 }

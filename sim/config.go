@@ -177,6 +177,12 @@ type StorageConfig struct {
 	// LeaseTTL is how long a Mooncake lookup's lease protects the pages it
 	// found from eviction, ns. Default 5 s.
 	LeaseTTL int64 `toml:"lease_ttl_ns"`
+	// DecodeOffload keeps the storage tier on for a disaggregated fleet's
+	// decode server whose prefix cache is off (the chunk cache), which
+	// writes each finished request's generated pages to it (SGLang's
+	// --disaggregation-decode-enable-offload-kvcache; [Online.SetDecodeMode]).
+	// Not a configuration key: the fleet sets it.
+	DecodeOffload bool `toml:"-"`
 }
 
 // Default returns a configuration with every default filled in and a device
@@ -441,9 +447,10 @@ func (c Config) treeConfig() tree.Config {
 }
 
 // storageOn reports whether the storage tier takes part in the run: it is
-// enabled, and there is a host tier and a prefix cache to feed it.
+// enabled, and there is a host tier and a prefix cache to feed it (or a
+// decode server's offload).
 func (c Config) storageOn() bool {
-	return c.Storage.Enabled && c.Cache.HostTokens > 0 && !c.Cache.Disable
+	return c.Storage.Enabled && c.Cache.HostTokens > 0 && (!c.Cache.Disable || c.Storage.DecodeOffload)
 }
 
 // setDefault sets *p to def if it is the zero value.

@@ -112,13 +112,16 @@
 // [Online.SetPrefillMode] and [Online.SetDecodeMode] make a server one
 // side of SGLang's prefill/decode disaggregation, driven by package fleet:
 // a prefill server forces max_new_tokens to 1 and reports the end of each
-// prefill forward of a request; a decode server (chunk cache, or a radix
+// prefill forward of a request (with [Online.HoldUntilSent] it then holds
+// the request's KV and tree lock until [Online.KVSent]); a decode server (chunk cache, or a radix
 // cache without a host tier) keeps requests in a preallocation queue
 // until the new prompt tokens + reserved fit beside the reservations of
 // the requests it holds, allocates them (after its radix hit), waits for
 // [Online.KVReady], emits the first token in a
 // prebuilt batch of no forward, and decodes. [Online.Abort] fails a
-// waiting request. A regular server runs none of this.
+// request on either side: one waiting (or a prefill chunked between
+// forwards) at once, one in a prefill forward at its end, freeing its KV
+// and its tree lock. A regular server runs none of this.
 //
 // # Simplifications
 //

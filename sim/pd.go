@@ -21,6 +21,10 @@ type pdState struct {
 	// Prefill mode: onChunk is called at the end of every prefill forward
 	// of a request.
 	onChunk func(id string, at engine.Time, computed int64, last bool)
+	// hold: a prefilled request keeps its KV and tree lock in inflight
+	// until KVSent (SGLang's inflight queue).
+	hold     bool
+	inflight []*request
 
 	// Decode mode: reserved is num_reserved_decode_tokens; onPrealloc is
 	// called when a request's KV is allocated, with its device hit.
@@ -30,7 +34,9 @@ type pdState struct {
 	prealloc   []*request // DecodePreallocQueue: waiting for room
 	transfer   []*request // DecodeTransferQueue: KV allocated, not arrived
 	ready      []*request // KV arrived: the next iteration's prebuilt batch
-	aborts     []abortReq // aborted by the caller, failed at the next event
+	sent       []*request // KVSent: finished at the next event
+	aborts     []abortReq // aborted by the caller, failed at the next event (or a forward's end)
+	inForward  int        // of aborts, those in the forward in progress (prefill)
 }
 
 type abortReq struct {
@@ -74,8 +80,10 @@ func (o *Online) SetPrefillMode(onChunk func(id string, at engine.Time, computed
 // prefill side sends only the pages after it). The request waits for
 // [Online.KVReady], then its first token is emitted by a prebuilt batch
 // of no forward (1 ns), and it decodes as usual. A request that cannot be
-// preallocated even in an empty server fails. Call it before the first
-// Submit.
+// preallocated even in an empty server fails. With the chunk cache and a
+// storage tier (the configuration's Storage.DecodeOffload), every
+// finished request's generated pages are written to storage (SGLang's
+// decode offload, see offloadDecode). Call it before the first Submit.
 func (o *Online) SetDecodeMode(reserved int64, onPrealloc func(id string, at engine.Time, cached int64)) error {
 	if err := o.pdModeCheck(); err != nil {
 		return err
@@ -92,6 +100,61 @@ func (o *Online) SetDecodeMode(reserved int64, onPrealloc func(id string, at eng
 	return nil
 }
 
+// HoldUntilSent makes a prefill server keep each request, once its last
+// prefill forward has inserted its prompt (cache_unfinished_req), in its
+// inflight queue, holding its KV and its tree lock, until [Online.KVSent]
+// says its KV has been sent: only then is it finished (cache_finished_req)
+// and reported complete (SGLang's process_disagg_prefill_inflight_queue).
+// Without it a prefill server finishes a request at its last forward.
+// Call it after SetPrefillMode, before the first Submit.
+func (o *Online) HoldUntilSent() error {
+	if o.s.pd == nil || o.s.pd.decode || o.s.nextIdx > 0 || o.s.pending != nil {
+		return errors.New("sim: HoldUntilSent is for a prefill server, before the first Submit")
+	}
+	o.s.pd.hold = true
+	return nil
+}
+
+// KVSent tells a prefill server that holds requests until sent
+// ([Online.HoldUntilSent]) that request id's KV has all been sent, at
+// virtual time at (not before Now nor after its next event): it is
+// finished then, its prompt inserted, its lock released and its KV freed
+// but for what the tree keeps.
+func (o *Online) KVSent(id string, at engine.Time) error {
+	if err := o.pdAt(at, false); err != nil {
+		return err
+	}
+	if pd := o.s.pd; !moveReq(&pd.inflight, &pd.sent, id) {
+		return fmt.Errorf("sim: KVSent: request %q is not in the prefill server's inflight queue", id)
+	}
+	o.s.schedule(at, evPD)
+	return nil
+}
+
+// moveReq moves request id from *from to the end of *to and reports
+// whether it was in *from.
+func moveReq(from, to *[]*request, id string) bool {
+	i := slices.IndexFunc(*from, func(r *request) bool { return r.id == id })
+	if i < 0 {
+		return false
+	}
+	*to = append(*to, (*from)[i])
+	*from = slices.Delete(*from, i, i+1)
+	return true
+}
+
+// pdHold keeps request r, prefilled, in a holding prefill server's
+// inflight queue: its prompt is inserted as an unfinished request's. It
+// reports whether it did.
+func (s *Sim) pdHold(r *request) bool {
+	if s.pd == nil || !s.pd.hold {
+		return false
+	}
+	s.cacheUnfinished(r, false)
+	s.pd.inflight = append(s.pd.inflight, r)
+	return true
+}
+
 func (o *Online) pdModeCheck() error {
 	if o.s.pd != nil || o.s.nextIdx > 0 || o.s.pending != nil {
 		return errors.New("sim: the disaggregation mode is set once, before the first Submit")
@@ -103,49 +166,112 @@ func (o *Online) pdModeCheck() error {
 // virtual time at (not before Now nor after its next event): the request
 // joins the next prebuilt batch.
 func (o *Online) KVReady(id string, at engine.Time) error {
-	if err := o.pdAt(at); err != nil {
+	if err := o.pdAt(at, true); err != nil {
 		return err
 	}
-	pd := o.s.pd
-	i := slices.IndexFunc(pd.transfer, func(r *request) bool { return r.id == id })
-	if i < 0 {
+	if pd := o.s.pd; !moveReq(&pd.transfer, &pd.ready, id) {
 		return fmt.Errorf("sim: KVReady: request %q is not waiting for its KV", id)
 	}
-	pd.ready = append(pd.ready, pd.transfer[i])
-	pd.transfer = slices.Delete(pd.transfer, i, i+1)
 	o.s.schedule(at, evPD)
 	return nil
 }
 
-// Abort fails request id on a decode server at virtual time at (not
-// before Now nor after its next event) while it waits for room or for its
-// KV, freeing what it holds; its completion event (Failed = why) is
-// reported by the next RunUntil.
+// Abort fails request id at virtual time at (not before Now nor after its
+// next event), freeing what it holds. On a decode server the request must
+// wait for room or for its KV: its preallocation is freed at once. On a
+// prefill server it must not have finished: waiting, it leaves the queue
+// (its prefetch cancelled); chunked between two forwards, or prefilled and
+// held until sent (HoldUntilSent), its KV is freed and its tree lock
+// released at once; in the forward in progress, it
+// stops at that forward's end instead of going on (SGLang's abort of a
+// running request, to_finish), reporting no chunk. Its completion event
+// (Failed = why) is reported by the RunUntil that reaches the time it
+// fails.
 func (o *Online) Abort(id string, at engine.Time, why string) error {
-	if err := o.pdAt(at); err != nil {
+	if err := o.pdAt(at, false); err != nil {
 		return err
 	}
-	pd := o.s.pd
+	s, pd := o.s, o.s.pd
+	if !pd.decode {
+		return s.abortPrefill(id, at, why)
+	}
 	for _, q := range []*[]*request{&pd.prealloc, &pd.transfer, &pd.ready} {
 		if i := slices.IndexFunc(*q, func(r *request) bool { return r.id == id }); i >= 0 {
 			r := (*q)[i]
 			*q = slices.Delete(*q, i, i+1)
-			o.s.dropKV(r)
+			s.dropKV(r)
 			pd.aborts = append(pd.aborts, abortReq{r, why})
-			o.s.schedule(at, evPD)
+			s.schedule(at, evPD)
 			return nil
 		}
 	}
 	return fmt.Errorf("sim: Abort: request %q is not waiting on this decode server", id)
 }
 
-// pdAt checks a decode-mode call at virtual time at and moves the clock
-// there.
-func (o *Online) pdAt(at engine.Time) error {
+// abortPrefill is Abort on a prefill server.
+func (s *Sim) abortPrefill(id string, at engine.Time, why string) error {
+	pd := s.pd
+	match := func(r *request) bool { return r.id == id }
+	switch {
+	case s.busy && !s.decode && slices.ContainsFunc(s.batch, match):
+		pd.aborts = append(pd.aborts, abortReq{s.batch[slices.IndexFunc(s.batch, match)], why})
+		pd.inForward++
+		return nil // failed by pdForwardAborted at the forward's end
+	case s.chunked != nil && s.chunked.id == id:
+		r := s.chunked
+		s.chunked = nil
+		s.dropKV(r)
+		pd.aborts = append(pd.aborts, abortReq{r, why})
+	case slices.ContainsFunc(pd.inflight, match):
+		i := slices.IndexFunc(pd.inflight, match)
+		r := pd.inflight[i]
+		pd.inflight = slices.Delete(pd.inflight, i, i+1)
+		s.dropKV(r)
+		pd.aborts = append(pd.aborts, abortReq{r, why})
+	default:
+		i := slices.IndexFunc(s.waiting, match)
+		if i < 0 {
+			return fmt.Errorf("sim: Abort: request %q is not on this prefill server", id)
+		}
+		pd.aborts = append(pd.aborts, abortReq{s.waiting[i], why})
+		s.waiting = slices.Delete(s.waiting, i, i+1)
+	}
+	s.schedule(at, evPD)
+	return nil
+}
+
+// pdForwardAborted reports whether request r, at the end of its prefill
+// forward, was aborted during it (Abort on a prefill server): it then
+// fails, its KV freed, and reports no chunk.
+func (s *Sim) pdForwardAborted(r *request) bool {
+	pd := s.pd
+	if pd == nil || pd.inForward == 0 {
+		return false
+	}
+	i := slices.IndexFunc(pd.aborts, func(a abortReq) bool { return a.r == r })
+	if i < 0 {
+		return false
+	}
+	why := pd.aborts[i].why
+	pd.aborts = slices.Delete(pd.aborts, i, i+1)
+	pd.inForward--
+	if r == s.chunked {
+		s.chunked = nil
+	}
+	s.dropKV(r)
+	s.fail(r, why)
+	return true
+}
+
+// pdAt checks a disaggregation call at virtual time at (on a decode
+// server if decodeOnly) and moves the clock there.
+func (o *Online) pdAt(at engine.Time, decodeOnly bool) error {
 	switch {
 	case o.err != nil:
 		return o.err
-	case o.s.pd == nil || !o.s.pd.decode:
+	case o.s.pd == nil:
+		return errors.New("sim: not a prefill or decode server (SetPrefillMode, SetDecodeMode)")
+	case decodeOnly && !o.s.pd.decode:
 		return errors.New("sim: not a decode server (SetDecodeMode)")
 	case at < o.s.now:
 		return fmt.Errorf("sim: time %d is before the simulation's time %d", at, o.s.now)
@@ -157,13 +283,26 @@ func (o *Online) pdAt(at engine.Time) error {
 	return nil
 }
 
-// pdEvent handles evPD: aborted requests fail, and an idle server
-// iterates (a prebuilt batch may be ready).
+// pdEvent handles evPD: aborted requests fail (but those in the forward
+// in progress, which fail at its end), and an idle server iterates (a
+// prebuilt batch may be ready, or a prefill batch fit).
 func (s *Sim) pdEvent() {
+	for _, r := range s.pd.sent {
+		s.cacheFinished(r)
+	}
+	clear(s.pd.sent)
+	s.pd.sent = s.pd.sent[:0]
+	k := 0
 	for _, a := range s.pd.aborts {
+		if s.busy && !s.decode && contains(s.batch, a.r) {
+			s.pd.aborts[k] = a
+			k++
+			continue
+		}
 		s.fail(a.r, a.why)
 	}
-	s.pd.aborts = s.pd.aborts[:0]
+	clear(s.pd.aborts[k:])
+	s.pd.aborts = s.pd.aborts[:k]
 	if !s.busy {
 		s.iterate()
 	}
@@ -244,6 +383,26 @@ func (s *Sim) popPrealloc() {
 	pd.prealloc = slices.Delete(pd.prealloc, 0, k)
 }
 
+// offloadDecode is SGLang's decode offload
+// (decode_kvcache_offload_manager) for request r finishing on a decode
+// server with the chunk cache and a storage tier: its pages from the one
+// holding the prompt's end (the prefill side backs up the prompt's whole
+// pages) to the last whole page of prompt + output - 1 tokens (the KV it
+// has) are written to storage, keyed by their path from the prompt's
+// first page (SGLang chains the hashes on from the prompt), so a later
+// turn extending this one finds them there. Output pages have exact keys
+// when the trace gives the output's token ids, else fresh ones nothing
+// will match.
+func (s *Sim) offloadDecode(r *request) {
+	ps := int64(s.cfg.Cache.PageSize)
+	lo, hi := r.input/ps, r.kv/ps
+	if hi <= lo {
+		return
+	}
+	pages := slices.Clone(s.pagesFor(r, hi*ps))
+	s.writeStorage(nil, newPathKey(pages), int(lo), int(hi))
+}
+
 // pdHeld adds the device tokens held by a decode server's preallocated
 // requests to held (checkInvariants).
 func (s *Sim) pdHeld(add func(r *request)) {
@@ -254,6 +413,12 @@ func (s *Sim) pdHeld(add func(r *request)) {
 		add(r)
 	}
 	for _, r := range s.pd.ready {
+		add(r)
+	}
+	for _, r := range s.pd.inflight {
+		add(r)
+	}
+	for _, r := range s.pd.sent {
 		add(r)
 	}
 }

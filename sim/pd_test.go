@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/kvsim/kvsim/sim/engine"
+	"github.com/kvsim/kvsim/tree"
 )
 
 // A prefill server reports every prefill forward of a request with the
@@ -49,6 +50,138 @@ func TestPrefillModeChunks(t *testing.T) {
 		if r.OutputTokens != 1 {
 			t.Fatalf("%s: %d output tokens on a prefill server", r.ID, r.OutputTokens)
 		}
+	}
+}
+
+// A prefill server that holds requests until sent keeps a prefilled
+// request's KV and tree lock, finishing it only at KVSent; a waiting
+// request the held memory keeps out waits for it instead of failing.
+func TestPrefillModeHold(t *testing.T) {
+	cfg := Default(300)
+	o, err := NewOnline(cfg, linearCost{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.SetPrefillMode(func(string, engine.Time, int64, bool) {}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.HoldUntilSent(); err != nil {
+		t.Fatal(err)
+	}
+	// a takes 200 of the 300 tokens; b (200) fits only once a is sent.
+	for _, id := range []string{"a", "b"} {
+		if err := o.Submit(rec(id, 0, tokens(200, int32(id[0])*1000), 5)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := o.RunUntil(5e9); err != nil {
+		t.Fatal(err)
+	}
+	if h, p := o.s.tree.Held(0)+o.s.tree.DeviceUsed(0), o.s.tree.Protected(0); h != 200 || p != 200 || o.Active() != 2 {
+		t.Fatalf("before KVSent: %d tokens used, %d locked, %d active", h, p, o.Active())
+	}
+	if err := o.KVSent("b", 5e9); err == nil {
+		t.Fatal("KVSent of a request not prefilled = nil")
+	}
+	if err := o.KVSent("a", 5e9); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := o.RunUntil(5e9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 || evs[0].ID != "a" || !evs[0].Done || evs[0].Time != 5e9 || evs[0].Result.Failed != "" {
+		t.Fatalf("events at KVSent: %+v", evs)
+	}
+	// b runs once a is sent (its prefill from 5 s), not failed; it is
+	// held in turn until sent.
+	for len(o.s.pd.inflight) == 0 {
+		at, ok := o.Next()
+		if !ok {
+			t.Fatal("b never prefilled")
+		}
+		if _, err := o.RunUntil(at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := o.KVSent("b", o.Now()); err != nil {
+		t.Fatal(err)
+	}
+	res, err := o.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := res.Requests[1]; b.ID != "b" || b.Failed != "" || b.FirstToken <= 5e9 {
+		t.Fatalf("b: %+v", b)
+	}
+}
+
+// Abort on a prefill server: a request in the forward in progress fails
+// at its end and reports no chunk, a waiting one fails at once, and both
+// leave nothing held or locked; a finished request cannot be aborted.
+func TestPrefillModeAbort(t *testing.T) {
+	cfg := Default(10000)
+	cfg.Scheduler.ChunkedPrefillSize = 64
+	o, err := NewOnline(cfg, linearCost{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chunks []string
+	if err := o.SetPrefillMode(func(id string, at engine.Time, computed int64, last bool) {
+		chunks = append(chunks, fmt.Sprintf("%s:%d@%d", id, computed, at))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []struct {
+		id   string
+		base int32
+	}{{"a", 1}, {"b", 5000}, {"c", 9000}} {
+		if err := o.Submit(rec(r.id, 0, tokens(200, r.base), 5)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := o.RunUntil(0); err != nil {
+		t.Fatal(err)
+	}
+	// a's first chunk (64 tokens) is in the forward [0, 1.064 ms).
+	if err := o.Abort("a", 0, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Abort("b", 0, "gone too"); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Abort("zz", 0, "?"); err == nil {
+		t.Fatal("Abort of an unknown request = nil")
+	}
+	var done []string
+	for {
+		at, ok := o.Next()
+		if !ok {
+			break
+		}
+		evs, err := o.RunUntil(at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
+			if ev.Done {
+				done = append(done, fmt.Sprintf("%s@%d:%s", ev.ID, ev.Time, ev.Result.Failed))
+			}
+		}
+	}
+	// c starts when a's aborted forward ends: 4 chunks of 64, 64, 64, 8.
+	want := "c:64@2128000 c:128@3192000 c:192@4256000 c:200@5264000"
+	if strings.Join(chunks, " ") != want {
+		t.Fatalf("chunks %v, want %s", chunks, want)
+	}
+	if d := strings.Join(done, " "); d != "b@0:gone too a@1064000:gone c@5264000:" {
+		t.Fatalf("completions %s", d)
+	}
+	if h, p := o.s.tree.Held(0), o.s.tree.Protected(0); h != 0 || p != 0 {
+		t.Fatalf("after the aborts %d tokens held, %d locked", h, p)
+	}
+	if err := o.Abort("c", o.Now(), "late"); err == nil {
+		t.Fatal("Abort of a finished request = nil")
 	}
 }
 
@@ -164,5 +297,54 @@ func TestDecodeModeRadix(t *testing.T) {
 	}
 	if cached["a"] != 0 || cached["b"] != 300 || cached["c"] != 0 || at["b"] != 1e9 || at["c"] != 1e9+1 || res.Summary.Failed != 0 {
 		t.Fatalf("decode hits %v at %v, %d failed", cached, at, res.Summary.Failed)
+	}
+}
+
+// A decode server with the chunk cache and decode offload writes a
+// finished request's pages from the one holding the prompt's end to the
+// last whole page of prompt + output - 1 to storage, keyed on from the
+// prompt: they are there once the write lands, the prompt's whole pages
+// are not.
+func TestDecodeModeOffload(t *testing.T) {
+	cfg := Default(1000)
+	cfg.Cache.Disable = true
+	cfg.Cache.PageSize = 4
+	cfg.Cache.HostTokens = 1000
+	cfg.Storage.Enabled = true
+	cfg.Storage.DecodeOffload = true
+	o, err := NewOnline(cfg, linearCost{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.SetDecodeMode(16, func(string, engine.Time, int64) {}); err != nil {
+		t.Fatal(err)
+	}
+	r := rec("a", 0, tokens(10, 1), 9)
+	r.OutputTokens = []int32{501, 502, 503, 504, 505, 506, 507, 508, 509}
+	if err := o.Submit(r); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.RunUntil(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.KVReady("a", 0); err != nil {
+		t.Fatal(err)
+	}
+	res, err := o.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 10 + 9 - 1 = 18 tokens of KV: pages 2 (tokens 8-11) and 3 (12-15).
+	if w := res.Counters.StorageWriteTokens; w != 8 || res.Requests[0].Failed != "" {
+		t.Fatalf("%d tokens written, failed %q", w, res.Requests[0].Failed)
+	}
+	seq := append(tokens(10, 1), r.OutputTokens...)
+	toks := make([]tree.Token, len(seq))
+	for i, v := range seq {
+		toks[i] = tree.Token(v)
+	}
+	path := newPathKey(o.s.pager.TokenPages(toks[:16], nil))
+	if got := fmt.Sprint(o.s.st.l3.absent(path, 0, 4, nil)); got != "[{0 2}]" {
+		t.Fatalf("absent spans %s, want pages 0-1 only", got)
 	}
 }

@@ -440,6 +440,9 @@ func (s *Sim) finishPrefill(b []*request) {
 		r.chunkCont = false
 		r.countedNow = false
 		r.kv = r.prefix + r.extend
+		if s.pdForwardAborted(r) {
+			continue
+		}
 		if s.pd != nil && s.pd.onChunk != nil {
 			s.pd.onChunk(r.id, s.now, r.kv, r.kv >= r.fill())
 		}
@@ -454,7 +457,9 @@ func (s *Sim) finishPrefill(b []*request) {
 		}
 		s.emitToken(r)
 		if r.out >= r.maxNew {
-			s.cacheFinished(r)
+			if !s.pdHold(r) {
+				s.cacheFinished(r)
+			}
 			continue
 		}
 		s.cacheUnfinished(r, false)
@@ -529,6 +534,8 @@ func (s *Sim) cacheFinished(r *request) {
 	if !s.cfg.Cache.Disable {
 		ps := int64(s.cfg.Cache.PageSize)
 		s.insert(r, r.kv/ps*ps, false)
+	} else if s.pd != nil && s.st != nil {
+		s.offloadDecode(r)
 	}
 	s.dropKV(r)
 	r.res.Finish = s.now

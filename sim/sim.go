@@ -351,8 +351,9 @@ func (s *Sim) admit(rec *traces.Record) error {
 	if why := admissionError(&s.cfg, s.lanes, r.input, r.maxNew); why != "" {
 		s.fail(r, why)
 	} else {
-		if s.pd == nil || !s.pd.decode || !s.cfg.Cache.Disable {
-			// (A decode server's chunk cache needs no page keys.)
+		if s.pd == nil || !s.pd.decode || !s.cfg.Cache.Disable || s.st != nil {
+			// (A decode server's chunk cache needs no page keys, unless
+			// it offloads to storage.)
 			if err := s.computePromptPages(r, rec); err != nil {
 				return fmt.Errorf("request %q: %w", rec.ID, err)
 			}
@@ -410,6 +411,9 @@ func (s *Sim) iterate() {
 	if t, ok := s.nextTransferDone(); ok {
 		s.schedule(max(t, s.now+1), evWake)
 		return
+	}
+	if s.pd != nil && len(s.pd.inflight) > 0 {
+		return // KVSent frees memory and iterates again
 	}
 	var r *request
 	if s.chunked != nil {

@@ -121,15 +121,22 @@ func (s *Sim) storageTime(tokens int64, bw float64) engine.Time {
 // protects n's host copy until the write is acknowledged. protected says n
 // already holds a protection for this backup (a held write-back).
 func (s *Sim) backup(n *tree.Node, protected bool) {
-	st := s.st
 	if !protected {
 		s.tree.ProtectHost(n)
 	}
 	ps := int64(s.cfg.Cache.PageSize)
-	path := pathOf(n)
 	lo := int(n.Depth(int(ps)) / ps)
+	s.writeStorage(n, pathOf(n), lo, lo+len(n.Pages()))
+}
+
+// writeStorage queues pages [lo, hi) of path on the storage write link,
+// but those storage has or another replica is writing, as one backup of
+// node n (nil: none, no host copy to release at its ack).
+func (s *Sim) writeStorage(n *tree.Node, path pathKey, lo, hi int) {
+	st := s.st
+	ps := int64(s.cfg.Cache.PageSize)
 	// The backend skips the pages it has.
-	spans := st.l3.absent(path, lo, lo+len(n.Pages()), nil)
+	spans := st.l3.absent(path, lo, hi, nil)
 	if st.shared != nil {
 		// ... and those another replica is writing.
 		spans = st.shared.skipPending(st.replica, path, spans)
@@ -195,7 +202,9 @@ func (s *Sim) ackBackups() {
 	st := s.st
 	s.landBackups(s.now)
 	for _, op := range st.backups[:st.landed] {
-		s.tree.ReleaseHost(op.node)
+		if op.node != nil {
+			s.tree.ReleaseHost(op.node)
+		}
 	}
 	clear(st.backups[:st.landed])
 	st.backups = st.backups[st.landed:]

@@ -31,6 +31,10 @@ func writePDTable(w io.Writer, res *fleet.Result) {
 	if p.SkippedPages > 0 {
 		line("KV pages not sent (decode hits):", p.SkippedPages)
 	}
+	if p.BootstrapTimeouts > 0 || p.WaitingTimeouts > 0 {
+		line("Aborted by the bootstrap timeout:", p.BootstrapTimeouts)
+		line("Aborted by the waiting timeout:", p.WaitingTimeouts)
+	}
 	line("Mean transfer (ms):", ms(p.TransferMeanMs))
 	line("P50 transfer (ms):", ms(p.TransferP50Ms))
 	line("P90 transfer (ms):", ms(p.TransferP90Ms))

@@ -52,19 +52,95 @@ func TestSimFleetPDPerRequest(t *testing.T) {
 	}
 }
 
-// With decode_cache = "radix" the decode replicas reuse what earlier
-// requests left (their hit rate is no longer 0) and the prefill replicas
-// send only the pages after the decode side's hit.
-func TestSimFleetPDRadix(t *testing.T) {
+// With a waiting timeout shorter than transfer_latency every request is
+// aborted by it: --json counts them, each per-request line says why and
+// when, and the table prints the count.
+func TestSimFleetPDTimeout(t *testing.T) {
+	path := pdVariant(t, "waiting_timeout = 300 ", "waiting_timeout = 0.00001 ")
+	perReq := filepath.Join(t.TempDir(), "requests.jsonl")
+	var got struct {
+		Summary struct {
+			Failed int64 `json:"failed"`
+		} `json:"summary"`
+		PD struct {
+			Waiting   int64 `json:"waiting_timeouts"`
+			Bootstrap int64 `json:"bootstrap_timeouts"`
+		} `json:"pd"`
+	}
+	runQuietJSON(t, &got, "sim", "--config", path, "--trace", fleetTrace, "--json", "--per-request", perReq)
+	if got.PD.Waiting != 300 || got.PD.Bootstrap != 0 || got.Summary.Failed != 300 {
+		t.Fatalf("%d waiting and %d bootstrap timeouts, %d failed", got.PD.Waiting, got.PD.Bootstrap, got.Summary.Failed)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(string(testutil.ReadFile(t, perReq))), "\n") {
+		var m struct {
+			ID       string `json:"id"`
+			Failed   string `json:"failed"`
+			FailedAt int64  `json:"failed_ns"`
+		}
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(m.Failed, "disaggregation: waiting timeout") || m.FailedAt == 0 {
+			t.Fatalf("request %s: failed %q at %d", m.ID, m.Failed, m.FailedAt)
+		}
+	}
+	out := runQuiet(t, "sim", "--config", path, "--trace", fleetTrace)
+	if !strings.Contains(out, "Aborted by the waiting timeout:") {
+		t.Fatalf("no timeout line in\n%s", out)
+	}
+}
+
+// With decode_offload the decode replicas, sharing the prefill
+// replicas' L3 store, write the generated pages to it; without a storage
+// tier on the decode group the key is refused.
+func TestSimFleetPDDecodeOffload(t *testing.T) {
+	path := pdVariant(t, "[cost]", "decode_offload = true\n[storage]\nenabled = true\nshared = true\n[cost]")
+	// decode_offload belongs to [disaggregation]: move it there.
+	text := strings.Replace(string(testutil.ReadFile(t, path)), "decode_offload = true\n", "", 1)
+	text = strings.Replace(text, `decode_cache = "chunk"`, "decode_cache = \"chunk\"\ndecode_offload = true", 1)
+	writeFile(t, path, text)
+	var got struct {
+		Replicas []struct {
+			Role string `json:"role"`
+			L3   struct {
+				Written int64 `json:"l3_pages_written"`
+			} `json:"l3"`
+		} `json:"replicas"`
+		SharedL3 []struct {
+			Replicas []int `json:"replicas"`
+		} `json:"shared_l3"`
+	}
+	runQuietJSON(t, &got, "sim", "--config", path, "--trace", fleetTrace, "--json")
+	if len(got.SharedL3) != 1 || len(got.SharedL3[0].Replicas) != 4 || got.Replicas[2].L3.Written == 0 || got.Replicas[3].L3.Written == 0 {
+		t.Fatalf("shared stores %+v, replicas %+v", got.SharedL3, got.Replicas)
+	}
+	bad := pdVariant(t, `decode_cache = "chunk"`, "decode_cache = \"chunk\"\ndecode_offload = true")
+	code, _, stderr := runCLI(t, "sim", "--config", bad, "--trace", fleetTrace)
+	if code == 0 || !strings.Contains(stderr, "disaggregation.decode_offload: group decode (decode) has no storage tier") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+}
+
+// pdVariant writes configs/fleet-pd.toml with old replaced by new (its
+// trace path made absolute) and returns its path.
+func pdVariant(t *testing.T, old, new string) string {
 	doc := testutil.ReadFile(t, fleetPD)
-	path := filepath.Join(t.TempDir(), "radix.toml")
+	path := filepath.Join(t.TempDir(), "variant.toml")
 	abs, err := filepath.Abs(filepath.Join(filepath.Dir(fleetPD), "traces"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := strings.Replace(string(doc), `decode_cache = "chunk"`, `decode_cache = "radix"`, 1)
+	text := strings.Replace(string(doc), old, new, 1)
 	text = strings.Replace(text, `trace = "traces/`, `trace = "`+filepath.ToSlash(abs)+`/`, 1)
 	writeFile(t, path, text)
+	return path
+}
+
+// With decode_cache = "radix" the decode replicas reuse what earlier
+// requests left (their hit rate is no longer 0) and the prefill replicas
+// send only the pages after the decode side's hit.
+func TestSimFleetPDRadix(t *testing.T) {
+	path := pdVariant(t, `decode_cache = "chunk"`, `decode_cache = "radix"`)
 	var got struct {
 		PD struct {
 			Skipped int64 `json:"skipped_pages"`
