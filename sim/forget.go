@@ -26,7 +26,9 @@ func (s *Sim) markHeld(m tree.Marks) {
 	for len(stack) > 0 {
 		n := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		m.Pages(n.Pages())
+		for _, x := range n.Runs() {
+			m.Run(x.First, x.N)
+		}
 		n.Children(func(c *tree.Node) bool {
 			stack = append(stack, c)
 			return true

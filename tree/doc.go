@@ -19,6 +19,15 @@
 // split, and the new upper node copies the lower one's locks, hit count,
 // priority and residency (SGLang's _split_node).
 //
+// Inside the tree a key is held as runs of consecutive page ids
+// ([PageRun]), and [Tree.MatchRuns], [Tree.InsertRuns] and
+// [Tree.InsertFromRuns] take keys in that form: a block-hash prompt is a
+// few runs however long it is (its blocks' pages, and the blocks first seen
+// together), so matching, inserting and splitting cost per run, not per
+// page, and nothing is copied page by page. Any cut of the same pages into
+// runs is the same key. Token pages rarely come in runs, and cost a run
+// (16 bytes) a page in the tree's keys.
+//
 // # Node state
 //
 // Every node is on the device, on the host, or both (SGLang's value and

@@ -17,9 +17,10 @@ type Node struct {
 	parent *Node
 	kids   []*Node          // children in insertion order (deterministic iteration)
 	index  map[PageID]*Node // first page -> child, built once kids grows past smallFanout
-	pages  []PageID         // the node's key, whole pages
+	key    []PageRun        // the node's key, whole pages as runs of consecutive ids
+	npages int64            // pages in key
 	depth  int64            // pages between the root and this node's first page
-	tokens int64            // len(pages) * page size
+	tokens int64            // npages * page size
 	lanes  []int64          // tokens owned by each lane
 
 	device  bool // KV on the device (SGLang: value is not None)
@@ -52,7 +53,7 @@ func (n *Node) child(p PageID) *Node {
 		return n.index[p]
 	}
 	for _, c := range n.kids {
-		if c.pages[0] == p {
+		if c.key[0].First == p {
 			return c
 		}
 	}
@@ -62,11 +63,11 @@ func (n *Node) child(p PageID) *Node {
 func (n *Node) addChild(c *Node) {
 	n.kids = append(n.kids, c)
 	if n.index != nil {
-		n.index[c.pages[0]] = c
+		n.index[c.key[0].First] = c
 	} else if len(n.kids) > smallFanout {
 		n.index = make(map[PageID]*Node, len(n.kids)*2)
 		for _, k := range n.kids {
-			n.index[k.pages[0]] = k
+			n.index[k.key[0].First] = k
 		}
 	}
 	if c.device {
@@ -81,7 +82,7 @@ func (n *Node) removeChild(c *Node) {
 			n.kids[len(n.kids)-1] = nil
 			n.kids = n.kids[:len(n.kids)-1]
 			if n.index != nil {
-				delete(n.index, c.pages[0])
+				delete(n.index, c.key[0].First)
 			}
 			if c.device {
 				n.devKids--
@@ -98,7 +99,7 @@ func (n *Node) replaceChild(old, nw *Node) {
 		if k == old {
 			n.kids[i] = nw
 			if n.index != nil {
-				n.index[nw.pages[0]] = nw
+				n.index[nw.key[0].First] = nw
 			}
 			if old.device != nw.device {
 				panic("tree: replaceChild changes residency")
@@ -118,11 +119,25 @@ func (n *Node) Parent() *Node { return n.parent }
 // IsRoot reports whether n is the root.
 func (n *Node) IsRoot() bool { return n.parent == nil }
 
-// Pages returns the node's key. The slice is owned by the tree: do not
-// modify it. A split shortens the node's key by reslicing it, but the tree
-// never writes into a key's backing array, so a slice kept across mutations
-// still reads the pages the node held when it was taken.
-func (n *Node) Pages() []PageID { return n.pages }
+// Pages returns the node's key, one id a page, in a new slice.
+func (n *Node) Pages() []PageID { return AppendRunPages(make([]PageID, 0, n.npages), n.key) }
+
+// Runs returns the node's key as runs of consecutive page ids. The slice is
+// owned by the tree: do not modify it. The tree never writes into a key's
+// backing array (a split gives both halves new slices), so a slice kept
+// across mutations still reads the pages the node held when it was taken.
+func (n *Node) Runs() []PageRun { return n.key }
+
+// NumPages returns the number of pages in the node's key.
+func (n *Node) NumPages() int { return int(n.npages) }
+
+// FirstPage returns the first page of the node's key (0 for the root).
+func (n *Node) FirstPage() PageID {
+	if len(n.key) == 0 {
+		return 0
+	}
+	return n.key[0].First
+}
 
 // Tokens returns the number of tokens the node holds.
 func (n *Node) Tokens() int64 { return n.tokens }

@@ -51,13 +51,16 @@ func (t *Tree) oracleIDs(n *Node) {
 	}
 	id := n.parent.oLast
 	n.oFirst = -1
-	for i, p := range n.pages {
-		if id < 0 {
-			break
-		}
-		id = t.oracle.Child(id, p)
-		if i == 0 {
-			n.oFirst = id
+	first := true
+	for _, x := range n.key {
+		for k := range x.N {
+			if id < 0 {
+				break
+			}
+			id = t.oracle.Child(id, x.First+PageID(k))
+			if first {
+				n.oFirst, first = id, false
+			}
 		}
 	}
 	n.oLast = id
