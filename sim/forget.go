@@ -26,8 +26,12 @@ func (s *Sim) markHeld(m tree.Marks) {
 	for len(stack) > 0 {
 		n := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		for _, x := range n.Runs() {
-			m.Run(x.First, x.N)
+		if rs := n.Runs(); rs != nil {
+			for _, x := range rs {
+				m.Run(x.First, x.N)
+			}
+		} else {
+			m.Pages(n.Pages())
 		}
 		n.Children(func(c *tree.Node) bool {
 			stack = append(stack, c)

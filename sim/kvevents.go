@@ -42,7 +42,7 @@ func (ev KVEvent) AppendPath(dst []tree.PageID) []tree.PageID {
 		nodes = append(nodes, a)
 	}
 	for i := len(nodes) - 1; i >= 0; i-- {
-		dst = tree.AppendRunPages(dst, nodes[i].Runs())
+		dst = append(dst, nodes[i].Pages()...)
 	}
 	return dst
 }

@@ -3,6 +3,7 @@ package tree
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/kvsim/kvsim/internal/invariants"
 )
@@ -90,11 +91,11 @@ func (c *checker) checkEdge(n, k *Node) bool {
 	if k.parent != n {
 		c.bad("node %d: child %d has parent %v", n.id, k.id, k.parent)
 	}
-	if k.npages == 0 || len(k.key) == 0 {
+	if k.npages == 0 || k.key == nil && k.pages == nil {
 		c.bad("node %d: empty key", k.id)
 		return false
 	}
-	if n.child(k.key[0].First) != k {
+	if n.child(k.first()) != k {
 		c.bad("node %d: child %d not indexed by its first page", n.id, k.id)
 	}
 	if want := n.depth + n.npages; k.depth != want {
@@ -124,8 +125,14 @@ func (c *checker) checkNode(n *Node) {
 			c.bad("node %d: a run of %d pages in its key", n.id, x.N)
 		}
 	}
-	if np := runsLen(n.key); np != n.npages {
+	if np := runsLen(n.key); n.key != nil && np != n.npages {
 		c.bad("node %d: %d pages in its key's runs, %d counted", n.id, np, n.npages)
+	}
+	if n.pages != nil && int64(len(n.pages)) != n.npages {
+		c.bad("node %d: %d pages in its key, %d counted", n.id, len(n.pages), n.npages)
+	}
+	if n.key != nil && n.pages != nil && !slices.Equal(AppendRunPages(nil, n.key), n.pages) {
+		c.bad("node %d: its key's runs and pages differ", n.id)
 	}
 	if n.tokens != n.npages*int64(t.cfg.PageSize) {
 		c.bad("node %d: %d tokens for %d pages", n.id, n.tokens, n.npages)

@@ -78,7 +78,8 @@ func (t *Tree) InsertFromRuns(from *Node, key []PageRun, now int64, opt InsertOp
 	}
 	if invariants.Enabled {
 		for x := from; x.parent != nil; x = x.parent {
-			if commonRuns(x.key, AppendRunRange(nil, key, x.depth, x.depth+x.npages)) != x.npages {
+			k := keyCursor{runs: AppendRunRange(nil, key, x.depth, x.depth+x.npages)}
+			if k.matchNode(x) != x.npages {
 				panic(fmt.Sprintf("tree: InsertFrom node %d is not on the key's path", from.id))
 			}
 		}
@@ -112,7 +113,8 @@ func (t *Tree) insert(from *Node, key []PageRun, now int64, opt InsertOptions) I
 		}
 	})
 	if total := runsLen(key); matched < total {
-		leaf := t.newNode(last, AppendRunRange(nil, key, matched, total), last.depth+last.npages)
+		lk, lp := t.leafKey(key, matched, total)
+		leaf := t.newNode(last, lk, lp, last.depth+last.npages)
 		leaf.priority = opt.Priority
 		t.adopt(leaf.lanes, res.Adopted)
 		leaf.device = true

@@ -52,14 +52,21 @@ func (t *Tree) oracleIDs(n *Node) {
 	id := n.parent.oLast
 	n.oFirst = -1
 	first := true
-	for _, x := range n.key {
-		for k := range x.N {
-			if id < 0 {
-				break
-			}
-			id = t.oracle.Child(id, x.First+PageID(k))
+	step := func(p PageID) {
+		if id >= 0 {
+			id = t.oracle.Child(id, p)
 			if first {
 				n.oFirst, first = id, false
+			}
+		}
+	}
+	for _, p := range n.pages {
+		step(p)
+	}
+	if n.pages == nil {
+		for _, x := range n.key {
+			for k := range x.N {
+				step(x.First + PageID(k))
 			}
 		}
 	}

@@ -97,8 +97,8 @@ func (t *Tree) InsertHost(key []PageID, from int, now int64) HostInsertResult {
 	case last.parent != nil && !last.host:
 		res.Blocked = true
 	default:
-		rest := AppendRunRange(nil, runs, matched, int64(len(key)))
-		leaf := t.newNode(last, rest, last.depth+last.npages)
+		lk, lp := t.leafKey(runs, matched, int64(len(key)))
+		leaf := t.newNode(last, lk, lp, last.depth+last.npages)
 		for o, v := range leaf.lanes {
 			if t.hostRes[o] < v {
 				panic(fmt.Sprintf("tree: InsertHost takes %d host tokens on lane %d but only %d are reserved", v, o, t.hostRes[o]))

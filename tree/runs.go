@@ -124,3 +124,37 @@ func (k *keyCursor) match(nk []PageRun) int64 {
 	}
 	return n
 }
+
+// matchPages returns the number of leading pages of pages that the
+// cursor's next pages share, without consuming them.
+func (k *keyCursor) matchPages(pages []PageID) int64 {
+	var n int64
+	i, off := k.i, k.off
+	for n < int64(len(pages)) && i < len(k.runs) && k.runs[i].First+PageID(off) == pages[n] {
+		n++
+		if off++; off == k.runs[i].N {
+			i, off = i+1, 0
+		}
+	}
+	return n
+}
+
+// matchNode returns the number of leading pages of c's key that the
+// cursor's next pages share, without consuming them.
+func (k *keyCursor) matchNode(c *Node) int64 {
+	if c.key != nil {
+		return k.match(c.key)
+	}
+	return k.matchPages(c.pages)
+}
+
+// compactKey returns the key runs spell in the form that costs less memory:
+// the runs (a clone), or one id a page when the runs average under two
+// pages (16 bytes a run, 8 a page).
+func compactKey(runs []PageRun) ([]PageRun, []PageID) {
+	np := runsLen(runs)
+	if int64(len(runs))*2 > np {
+		return nil, AppendRunPages(make([]PageID, 0, np), runs)
+	}
+	return append([]PageRun(nil), runs...), nil
+}

@@ -72,5 +72,25 @@ func TestPropRunHelpers(t *testing.T) {
 		if got, want := k.match(rb), commonPages(a[lo:], b); got != want {
 			rt.Fatalf("match of %v from page %d with %v = %d, want %d", ra, lo, rb, got, want)
 		}
+		if got, want := k.matchPages(b), commonPages(a[lo:], b); got != want {
+			rt.Fatalf("matchPages of %v from page %d with %v = %d, want %d", ra, lo, b, got, want)
+		}
+		// A node's key, in whichever form compactKey picks, spells a.
+		key, pages := compactKey(ra)
+		if (key == nil) == (pages == nil) && len(a) > 0 {
+			rt.Fatalf("compactKey(%v) = %v, %v: want exactly one form", ra, key, pages)
+		}
+		if got := append(AppendRunPages(nil, key), pages...); !slices.Equal(got, a) {
+			rt.Fatalf("compactKey(%v) spells %v, want %v", ra, got, a)
+		}
 	})
+}
+
+// keyPages returns n's key one id a page without keeping it in the node
+// (as Pages would), so that tests leave the run-only form alone.
+func keyPages(n *Node) []PageID {
+	if n.key != nil {
+		return AppendRunPages(nil, n.key)
+	}
+	return n.pages
 }

@@ -149,7 +149,7 @@ func (m *machine) snapshot() map[string]pageState {
 	out := map[string]pageState{}
 	var visit func(n *Node, prefix []PageID)
 	visit = func(n *Node, prefix []PageID) {
-		pages := n.Pages()
+		pages := keyPages(n)
 		for i := range pages {
 			path := append(prefix[:len(prefix):len(prefix)], pages[:i+1]...)
 			out[pathKey(path)] = pageState{n.device, n.host}
@@ -170,7 +170,7 @@ func (m *machine) lockedPaths() map[string]bool {
 	add := func(n *Node) {
 		var pages []PageID
 		for x := n; x.parent != nil; x = x.parent {
-			pages = append(append([]PageID(nil), x.Pages()...), pages...)
+			pages = append(append([]PageID(nil), keyPages(x)...), pages...)
 		}
 		for i := range pages {
 			out[pathKey(pages[:i+1])] = true

@@ -50,6 +50,7 @@ type Tree struct {
 	scratch []int64
 	pathBuf []*Node   // walkFrom's path, reused
 	keyBuf  []PageRun // pageKey's runs, reused
+	leafBuf []PageRun // a new leaf's runs, reused
 	hitBuf  []*Node   // Insert's nodes to count hits on, reused
 }
 
@@ -268,10 +269,13 @@ func (t *Tree) refresh(n *Node) {
 	t.hostHeap.Set(n, !n.device && n.host && n.lockRef == 0 && n.hostRef == 0 && len(n.kids) == 0)
 }
 
-func (t *Tree) newNode(parent *Node, key []PageRun, depth int64) *Node {
-	np := runsLen(key)
+func (t *Tree) newNode(parent *Node, key []PageRun, pages []PageID, depth int64) *Node {
+	np := int64(len(pages))
+	if key != nil {
+		np = runsLen(key)
+	}
 	n := &Node{
-		id: t.nextID, parent: parent, key: key, npages: np, depth: depth,
+		id: t.nextID, parent: parent, key: key, pages: pages, npages: np, depth: depth,
 		tokens: np * int64(t.cfg.PageSize),
 		lanes:  make([]int64, t.cp),
 		devIdx: -1, hostIdx: -1, protIdx: -1,
@@ -427,7 +431,7 @@ func (t *Tree) walkFrom(from *Node, key []PageRun, visit func(*Node)) *Node {
 			break
 		}
 		t.stamp(c)
-		m := k.match(c.key)
+		m := k.matchNode(c)
 		if m < c.npages {
 			c = t.split(c, m)
 			visit(c)
@@ -445,6 +449,13 @@ func (t *Tree) walkFrom(from *Node, key []PageRun, visit func(*Node)) *Node {
 func (t *Tree) pageKey(key []PageID) []PageRun {
 	t.keyBuf = AppendRuns(t.keyBuf[:0], key)
 	return t.keyBuf
+}
+
+// leafKey returns pages [lo, hi) of key for a new node, in the form that
+// costs less memory (see compactKey).
+func (t *Tree) leafKey(key []PageRun, lo, hi int64) ([]PageRun, []PageID) {
+	t.leafBuf = AppendRunRange(t.leafBuf[:0], key, lo, hi)
+	return compactKey(t.leafBuf)
 }
 
 // checkRuns panics on a run of fewer than one page: a caller bug.
@@ -500,7 +511,15 @@ func pageBytes(p []PageID) []byte {
 func (t *Tree) split(c *Node, m int64) *Node {
 	t.stats.Splits++
 	parent := c.parent
-	up := t.newNode(parent, AppendRunRange(nil, c.key, 0, m), c.depth)
+	var upKey []PageRun
+	var upPages []PageID
+	if c.key != nil {
+		upKey = AppendRunRange(nil, c.key, 0, m)
+	}
+	if c.pages != nil {
+		upPages = c.pages[:m:m]
+	}
+	up := t.newNode(parent, upKey, upPages, c.depth)
 	up.device, up.host = c.device, c.host
 	up.lockRef = c.lockRef
 	up.hitCount, up.priority = c.hitCount, c.priority
@@ -508,7 +527,12 @@ func (t *Tree) split(c *Node, m int64) *Node {
 
 	// c keeps the rest. Per-lane counts move from c to up; tier totals do not
 	// change, because split only repartitions tokens.
-	c.key = AppendRunRange(nil, c.key, m, c.npages)
+	if c.key != nil {
+		c.key = AppendRunRange(nil, c.key, m, c.npages)
+	}
+	if c.pages != nil {
+		c.pages = c.pages[m:]
+	}
 	c.npages -= m
 	c.depth += m
 	c.tokens -= up.tokens
@@ -519,7 +543,7 @@ func (t *Tree) split(c *Node, m int64) *Node {
 	if t.oracle != nil {
 		c.oFirst = -1
 		if up.oLast >= 0 {
-			c.oFirst = t.oracle.Child(up.oLast, c.key[0].First)
+			c.oFirst = t.oracle.Child(up.oLast, c.first())
 		}
 	}
 	up.addChild(c)
