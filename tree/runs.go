@@ -15,12 +15,6 @@ func runsLen(runs []PageRun) int64 {
 	return n
 }
 
-// commonRuns returns the number of leading pages a and b share.
-func commonRuns(a, b []PageRun) int64 {
-	k := keyCursor{runs: a}
-	return k.match(b)
-}
-
 // AppendRunRange appends the pages [lo, hi) of runs to dst as runs (the
 // last run of dst extended when the first page continues it).
 func AppendRunRange(dst, runs []PageRun, lo, hi int64) []PageRun {

@@ -21,6 +21,12 @@ func drawRunPages(rt *rapid.T, label string) []PageID {
 	return pages
 }
 
+// commonRuns returns the number of leading pages a and b share.
+func commonRuns(a, b []PageRun) int64 {
+	k := keyCursor{runs: a}
+	return k.match(b)
+}
+
 // commonPages is the page-level model of commonRuns.
 func commonPages(a, b []PageID) int64 {
 	n := 0
