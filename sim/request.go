@@ -131,16 +131,8 @@ func (r *request) keepRuns(runs []tree.PageRun, n, capacity int) {
 // expandPages turns r's runs back into a page slice.
 func (r *request) expandPages() {
 	n := r.runPages()
-	pages := make([]tree.PageID, n, max(int64(r.runsCap), n))
-	i := 0
-	for _, x := range r.runs {
-		run := pages[i : i+int(x.N)]
-		for k := range run {
-			run[k] = x.First + tree.PageID(k)
-		}
-		i += int(x.N)
-	}
-	r.pages, r.runs = pages, nil
+	r.pages = tree.AppendRunPages(make([]tree.PageID, 0, max(int64(r.runsCap), n)), r.runs)
+	r.runs = nil
 }
 
 // pagesFor returns the page keys of the first n tokens of the sequence (n is

@@ -1,5 +1,7 @@
 package tree
 
+import "slices"
+
 // Keys inside the tree are runs of consecutive page ids ([PageRun]): a
 // block-hash prompt is a handful of runs however many pages it has, so
 // matching, inserting and splitting cost per run, not per page. Two run
@@ -58,10 +60,14 @@ func AppendRuns(dst []PageRun, pages []PageID) []PageRun {
 
 // AppendRunPages appends the pages of runs to dst, one id a page.
 func AppendRunPages(dst []PageID, runs []PageRun) []PageID {
+	i, n := len(dst), int(runsLen(runs))
+	dst = slices.Grow(dst, n)[:i+n]
 	for _, x := range runs {
-		for k := range x.N {
-			dst = append(dst, x.First+PageID(k))
+		run := dst[i : i+int(x.N)]
+		for k := range run {
+			run[k] = x.First + PageID(k)
 		}
+		i += int(x.N)
 	}
 	return dst
 }
