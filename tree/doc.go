@@ -25,8 +25,10 @@
 // few runs however long it is (its blocks' pages, and the blocks first seen
 // together), so matching, inserting and splitting cost per run, not per
 // page, and nothing is copied page by page. Any cut of the same pages into
-// runs is the same key. Token pages rarely come in runs, and cost a run
-// (16 bytes) a page in the tree's keys.
+// runs is the same key. A node whose key averages under two pages a run
+// (token pages, interned by content, rarely come in runs) keeps it one id a
+// page instead, which costs less; [Node.Pages] gives either form one id a
+// page.
 //
 // # Node state
 //
