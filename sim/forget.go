@@ -26,7 +26,13 @@ func (s *Sim) markHeld(m tree.Marks) {
 	for len(stack) > 0 {
 		n := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		m.Pages(n.Pages())
+		if rs := n.Runs(); rs != nil {
+			for _, x := range rs {
+				m.Run(x.First, x.N)
+			}
+		} else {
+			m.Pages(n.Pages())
+		}
 		n.Children(func(c *tree.Node) bool {
 			stack = append(stack, c)
 			return true

@@ -35,7 +35,7 @@ type KVEvent struct {
 }
 
 // AppendPath appends the event's full prefix to dst, root first (its own
-// pages last: the final len(ev.Node.Pages())), and returns it.
+// pages last: the final ev.Node.NumPages()), and returns it.
 func (ev KVEvent) AppendPath(dst []tree.PageID) []tree.PageID {
 	var nodes []*tree.Node
 	for a := ev.Node; !a.IsRoot(); a = a.Parent() {
@@ -109,7 +109,7 @@ func (o *Online) Resident(pages []tree.PageID) (device, host int) {
 	for d < len(pages) {
 		var next *tree.Node
 		n.Children(func(c *tree.Node) bool {
-			if c.Pages()[0] == pages[d] {
+			if c.FirstPage() == pages[d] {
 				next = c
 				return false
 			}
@@ -118,6 +118,7 @@ func (o *Online) Resident(pages []tree.PageID) (device, host int) {
 		if next == nil {
 			break
 		}
+		np := next.NumPages()
 		m := tree.CommonPrefix(next.Pages(), pages[d:])
 		switch {
 		case next.OnDevice() && host == 0:
@@ -128,7 +129,7 @@ func (o *Online) Resident(pages []tree.PageID) (device, host int) {
 			return device, host
 		}
 		d += m
-		if m < len(next.Pages()) {
+		if m < np {
 			break
 		}
 		n = next

@@ -96,12 +96,7 @@ func (s *Sim) computePromptPages(r *request, rec *traces.Record) error {
 				n += int(x.N)
 			}
 			for ; n < want; n++ {
-				id := s.pager.Fresh()
-				if m := len(runs); m > 0 && runs[m-1].First+tree.PageID(runs[m-1].N) == id {
-					runs[m-1].N++
-				} else {
-					runs = append(runs, tree.PageRun{First: id, N: 1})
-				}
+				runs = tree.AppendRun(runs, s.pager.Fresh(), 1)
 			}
 			s.runBuf = runs
 			r.keepRuns(runs, n, capacity)
@@ -135,20 +130,9 @@ func (r *request) keepRuns(runs []tree.PageRun, n, capacity int) {
 
 // expandPages turns r's runs back into a page slice.
 func (r *request) expandPages() {
-	var n int64
-	for _, x := range r.runs {
-		n += x.N
-	}
-	pages := make([]tree.PageID, n, max(int64(r.runsCap), n))
-	i := 0
-	for _, x := range r.runs {
-		run := pages[i : i+int(x.N)]
-		for k := range run {
-			run[k] = x.First + tree.PageID(k)
-		}
-		i += int(x.N)
-	}
-	r.pages, r.runs = pages, nil
+	n := r.runPages()
+	r.pages = tree.AppendRunPages(make([]tree.PageID, 0, max(int64(r.runsCap), n)), r.runs)
+	r.runs = nil
 }
 
 // pagesFor returns the page keys of the first n tokens of the sequence (n is
@@ -168,6 +152,33 @@ func (s *Sim) pagesFor(r *request, n int64) []tree.PageID {
 		r.pages = append(r.pages, s.pager.Fresh())
 	}
 	return r.pages[:want]
+}
+
+// keyFor is pagesFor as runs of consecutive page ids, for the tree's run
+// keys: the same pages, with the same fresh ids handed out in the same
+// order. A request that keeps its prompt as runs (a block trace's) is
+// never expanded to one id a page; any other is cut into runs. The result
+// is in a buffer that the next call reuses.
+func (s *Sim) keyFor(r *request, n int64) []tree.PageRun {
+	if r.runs == nil {
+		s.keyBuf = tree.AppendRuns(s.keyBuf[:0], s.pagesFor(r, n))
+		return s.keyBuf
+	}
+	want := n / int64(s.cfg.Cache.PageSize)
+	for have := r.runPages(); have < want; have++ {
+		r.runs = tree.AppendRun(r.runs, s.pager.Fresh(), 1)
+	}
+	s.keyBuf = tree.AppendRunRange(s.keyBuf[:0], r.runs, 0, want)
+	return s.keyBuf
+}
+
+// runPages returns the number of pages in r.runs.
+func (r *request) runPages() int64 {
+	var n int64
+	for _, x := range r.runs {
+		n += x.N
+	}
+	return n
 }
 
 // admissionError is why a request fails on arrival, or "" if it may

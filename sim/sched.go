@@ -70,7 +70,7 @@ func (s *Sim) match(r *request) tree.MatchResult {
 		root := s.tree.Root()
 		return tree.MatchResult{Last: root, LastDevice: root, LastHost: root}
 	}
-	return s.tree.Match(s.pagesFor(r, r.fill()-1), int64(s.now))
+	return s.tree.MatchRuns(s.keyFor(r, r.fill()-1), int64(s.now))
 }
 
 // newPrefillBatch is SGLang's get_new_batch_prefill: it admits requests in
@@ -506,9 +506,9 @@ func (s *Sim) insert(r *request, aligned int64, chunked bool) {
 	// extends: the tree need not compare them again.
 	var res tree.InsertResult
 	if r.last != nil {
-		res = s.tree.InsertFrom(r.last, s.pagesFor(r, aligned), int64(s.now), tree.InsertOptions{Chunked: chunked})
+		res = s.tree.InsertFromRuns(r.last, s.keyFor(r, aligned), int64(s.now), tree.InsertOptions{Chunked: chunked})
 	} else {
-		res = s.tree.Insert(s.pagesFor(r, aligned), int64(s.now), tree.InsertOptions{Chunked: chunked})
+		res = s.tree.InsertRuns(s.keyFor(r, aligned), int64(s.now), tree.InsertOptions{Chunked: chunked})
 	}
 	dup := s.lanesOf(r.protected, aligned, s.lanesB)
 	for o := range dup {

@@ -86,6 +86,7 @@ type Sim struct {
 
 	// scratch
 	runBuf         []tree.PageRun
+	keyBuf         []tree.PageRun // keyFor's result
 	lanesA, lanesB []int64
 	extends        []hw.Extend
 	plannerNodes   []planner.Node

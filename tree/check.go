@@ -3,6 +3,7 @@ package tree
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/kvsim/kvsim/internal/invariants"
 )
@@ -90,14 +91,14 @@ func (c *checker) checkEdge(n, k *Node) bool {
 	if k.parent != n {
 		c.bad("node %d: child %d has parent %v", n.id, k.id, k.parent)
 	}
-	if len(k.pages) == 0 {
+	if k.npages == 0 || k.key == nil && k.pages == nil {
 		c.bad("node %d: empty key", k.id)
 		return false
 	}
-	if n.child(k.pages[0]) != k {
+	if n.child(k.first()) != k {
 		c.bad("node %d: child %d not indexed by its first page", n.id, k.id)
 	}
-	if want := n.depth + int64(len(n.pages)); k.depth != want {
+	if want := n.depth + n.npages; k.depth != want {
 		c.bad("node %d: depth %d, want %d", k.id, k.depth, want)
 	}
 	if k.device && !n.device {
@@ -119,12 +120,26 @@ func (c *checker) checkNode(n *Node) {
 	if !n.device && !n.host {
 		c.bad("node %d is on neither tier", n.id)
 	}
-	if n.tokens != int64(len(n.pages))*int64(t.cfg.PageSize) {
-		c.bad("node %d: %d tokens for %d pages", n.id, n.tokens, len(n.pages))
+	for _, x := range n.key {
+		if x.N < 1 {
+			c.bad("node %d: a run of %d pages in its key", n.id, x.N)
+		}
+	}
+	if np := runsLen(n.key); n.key != nil && np != n.npages {
+		c.bad("node %d: %d pages in its key's runs, %d counted", n.id, np, n.npages)
+	}
+	if n.pages != nil && int64(len(n.pages)) != n.npages {
+		c.bad("node %d: %d pages in its key, %d counted", n.id, len(n.pages), n.npages)
+	}
+	if n.key != nil && n.pages != nil && !slices.Equal(AppendRunPages(nil, n.key), n.pages) {
+		c.bad("node %d: its key's runs and pages differ", n.id)
+	}
+	if n.tokens != n.npages*int64(t.cfg.PageSize) {
+		c.bad("node %d: %d tokens for %d pages", n.id, n.tokens, n.npages)
 	}
 	clear(c.lanes)
 	ps := int64(t.cfg.PageSize)
-	addLaneTokens(t.cfg.Lanes, ps, int64(t.cp), n.depth*ps, (n.depth+int64(len(n.pages)))*ps, c.lanes)
+	addLaneTokens(t.cfg.Lanes, ps, int64(t.cp), n.depth*ps, (n.depth+n.npages)*ps, c.lanes)
 	for o := range c.lanes {
 		if c.lanes[o] != n.lanes[o] {
 			c.bad("node %d: lane %d holds %d tokens, want %d", n.id, o, n.lanes[o], c.lanes[o])

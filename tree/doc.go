@@ -19,6 +19,17 @@
 // split, and the new upper node copies the lower one's locks, hit count,
 // priority and residency (SGLang's _split_node).
 //
+// Inside the tree a key is held as runs of consecutive page ids
+// ([PageRun]), and [Tree.MatchRuns], [Tree.InsertRuns] and
+// [Tree.InsertFromRuns] take keys in that form: a block-hash prompt is a
+// few runs however long it is (its blocks' pages, and the blocks first seen
+// together), so matching, inserting and splitting cost per run, not per
+// page, and nothing is copied page by page. Any cut of the same pages into
+// runs is the same key. A node whose key averages under two pages a run
+// (token pages, interned by content, rarely come in runs) keeps it one id a
+// page instead, which costs less; [Node.Pages] gives either form one id a
+// page.
+//
 // # Node state
 //
 // Every node is on the device, on the host, or both (SGLang's value and

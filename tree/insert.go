@@ -43,6 +43,13 @@ type InsertResult struct {
 // The caller must hold (Reserve) at least the adopted tokens on each lane;
 // a shortfall is a simulator bug and panics.
 func (t *Tree) Insert(key []PageID, now int64, opt InsertOptions) InsertResult {
+	return t.InsertRuns(t.pageKey(key), now, opt)
+}
+
+// InsertRuns is Insert for a key given as runs of consecutive page ids
+// (each run at least one page). The tree keeps no reference to key.
+func (t *Tree) InsertRuns(key []PageRun, now int64, opt InsertOptions) InsertResult {
+	checkRuns(key)
 	return t.insert(t.root, key, now, opt)
 }
 
@@ -59,12 +66,20 @@ func (t *Tree) Insert(key []PageID, now int64, opt InsertOptions) InsertResult {
 // where it was. A from that is not on key's path is a caller bug: the
 // -tags invariants build compares the path with key and panics.
 func (t *Tree) InsertFrom(from *Node, key []PageID, now int64, opt InsertOptions) InsertResult {
-	if end := from.depth + int64(len(from.pages)); end > int64(len(key)) {
-		panic(fmt.Sprintf("tree: InsertFrom node %d ends at page %d, past the key's %d pages", from.id, end, len(key)))
+	return t.InsertFromRuns(from, t.pageKey(key), now, opt)
+}
+
+// InsertFromRuns is InsertFrom for a key given as runs of consecutive page
+// ids (each run at least one page).
+func (t *Tree) InsertFromRuns(from *Node, key []PageRun, now int64, opt InsertOptions) InsertResult {
+	checkRuns(key)
+	if end, n := from.depth+from.npages, runsLen(key); end > n {
+		panic(fmt.Sprintf("tree: InsertFrom node %d ends at page %d, past the key's %d pages", from.id, end, n))
 	}
 	if invariants.Enabled {
 		for x := from; x.parent != nil; x = x.parent {
-			if matchLen(x.pages, key[x.depth:]) != len(x.pages) {
+			k := keyCursor{runs: AppendRunRange(nil, key, x.depth, x.depth+x.npages)}
+			if k.matchNode(x) != x.npages {
 				panic(fmt.Sprintf("tree: InsertFrom node %d is not on the key's path", from.id))
 			}
 		}
@@ -72,7 +87,7 @@ func (t *Tree) InsertFrom(from *Node, key []PageID, now int64, opt InsertOptions
 	return t.insert(from, key, now, opt)
 }
 
-func (t *Tree) insert(from *Node, key []PageID, now int64, opt InsertOptions) InsertResult {
+func (t *Tree) insert(from *Node, key []PageRun, now int64, opt InsertOptions) InsertResult {
 	t.advance(now)
 	res := InsertResult{Adopted: t.scratch}
 	clear(res.Adopted)
@@ -84,7 +99,7 @@ func (t *Tree) insert(from *Node, key []PageID, now int64, opt InsertOptions) In
 			n.priority = opt.Priority
 			t.refresh(n)
 		}
-		matched += int64(len(n.pages))
+		matched += n.npages
 		if n.device {
 			res.PrefixTokens += n.tokens
 		} else {
@@ -97,10 +112,9 @@ func (t *Tree) insert(from *Node, key []PageID, now int64, opt InsertOptions) In
 			path = append(path, n)
 		}
 	})
-	if rest := key[matched:]; len(rest) > 0 {
-		owned := make([]PageID, len(rest))
-		copy(owned, rest)
-		leaf := t.newNode(last, owned, last.depth+int64(len(last.pages)))
+	if total := runsLen(key); matched < total {
+		lk, lp := t.leafKey(key, matched, total)
+		leaf := t.newNode(last, lk, lp, last.depth+last.npages)
 		leaf.priority = opt.Priority
 		t.adopt(leaf.lanes, res.Adopted)
 		leaf.device = true

@@ -16,7 +16,7 @@ func dumpTree(t *Tree) string {
 	var visit func(n *Node, indent string)
 	visit = func(n *Node, indent string) {
 		fmt.Fprintf(&b, "%sid=%d pages=%v depth=%d lanes=%v dev=%v host=%v lock=%d hostRef=%d seq=%d/%d at=%d/%d hits=%d prio=%d prot=%v devKids=%d idx=%d/%d/%d\n",
-			indent, n.id, n.pages, n.depth, n.lanes, n.device, n.host, n.lockRef, n.hostRef,
+			indent, n.id, keyPages(n), n.depth, n.lanes, n.device, n.host, n.lockRef, n.hostRef,
 			n.accessSeq, n.createdSeq, n.lastAccess, n.created, n.hitCount, n.priority, n.protected, n.devKids,
 			n.devIdx, n.hostIdx, n.protIdx)
 		for _, c := range n.kids {

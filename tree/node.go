@@ -17,9 +17,11 @@ type Node struct {
 	parent *Node
 	kids   []*Node          // children in insertion order (deterministic iteration)
 	index  map[PageID]*Node // first page -> child, built once kids grows past smallFanout
-	pages  []PageID         // the node's key, whole pages
+	key    []PageRun        // the node's key as runs of consecutive ids (nil: only pages)
+	pages  []PageID         // the key one id a page: when its runs are short, or made by Pages
+	npages int64            // pages in the key
 	depth  int64            // pages between the root and this node's first page
-	tokens int64            // len(pages) * page size
+	tokens int64            // npages * page size
 	lanes  []int64          // tokens owned by each lane
 
 	device  bool // KV on the device (SGLang: value is not None)
@@ -52,7 +54,7 @@ func (n *Node) child(p PageID) *Node {
 		return n.index[p]
 	}
 	for _, c := range n.kids {
-		if c.pages[0] == p {
+		if c.first() == p {
 			return c
 		}
 	}
@@ -62,11 +64,11 @@ func (n *Node) child(p PageID) *Node {
 func (n *Node) addChild(c *Node) {
 	n.kids = append(n.kids, c)
 	if n.index != nil {
-		n.index[c.pages[0]] = c
+		n.index[c.first()] = c
 	} else if len(n.kids) > smallFanout {
 		n.index = make(map[PageID]*Node, len(n.kids)*2)
 		for _, k := range n.kids {
-			n.index[k.pages[0]] = k
+			n.index[k.first()] = k
 		}
 	}
 	if c.device {
@@ -81,7 +83,7 @@ func (n *Node) removeChild(c *Node) {
 			n.kids[len(n.kids)-1] = nil
 			n.kids = n.kids[:len(n.kids)-1]
 			if n.index != nil {
-				delete(n.index, c.pages[0])
+				delete(n.index, c.first())
 			}
 			if c.device {
 				n.devKids--
@@ -98,7 +100,7 @@ func (n *Node) replaceChild(old, nw *Node) {
 		if k == old {
 			n.kids[i] = nw
 			if n.index != nil {
-				n.index[nw.pages[0]] = nw
+				n.index[nw.first()] = nw
 			}
 			if old.device != nw.device {
 				panic("tree: replaceChild changes residency")
@@ -118,11 +120,42 @@ func (n *Node) Parent() *Node { return n.parent }
 // IsRoot reports whether n is the root.
 func (n *Node) IsRoot() bool { return n.parent == nil }
 
-// Pages returns the node's key. The slice is owned by the tree: do not
-// modify it. A split shortens the node's key by reslicing it, but the tree
-// never writes into a key's backing array, so a slice kept across mutations
-// still reads the pages the node held when it was taken.
-func (n *Node) Pages() []PageID { return n.pages }
+// Pages returns the node's key, one id a page. The slice is owned by the
+// tree: do not modify it. A node whose key is held as runs builds it at the
+// first call and keeps it. A split shortens the node's key by reslicing
+// it, and the tree never writes into a key's backing array, so a slice kept
+// across mutations still reads the pages the node held when it was taken.
+func (n *Node) Pages() []PageID {
+	if n.pages == nil && n.npages > 0 {
+		n.pages = AppendRunPages(make([]PageID, 0, n.npages), n.key)
+	}
+	return n.pages
+}
+
+// Runs returns the node's key as runs of consecutive page ids, or nil if
+// the node keeps it only one id a page (a key of short runs, such as token
+// pages, costs less that way: see Pages). The slice is owned by the tree:
+// do not modify it; the tree never writes into it.
+func (n *Node) Runs() []PageRun { return n.key }
+
+// NumPages returns the number of pages in the node's key.
+func (n *Node) NumPages() int { return int(n.npages) }
+
+// FirstPage returns the first page of the node's key (0 for the root).
+func (n *Node) FirstPage() PageID {
+	if n.npages == 0 {
+		return 0
+	}
+	return n.first()
+}
+
+// first returns the first page of a non-root node's key.
+func (n *Node) first() PageID {
+	if n.key != nil {
+		return n.key[0].First
+	}
+	return n.pages[0]
+}
 
 // Tokens returns the number of tokens the node holds.
 func (n *Node) Tokens() int64 { return n.tokens }

@@ -51,13 +51,23 @@ func (t *Tree) oracleIDs(n *Node) {
 	}
 	id := n.parent.oLast
 	n.oFirst = -1
-	for i, p := range n.pages {
-		if id < 0 {
-			break
+	first := true
+	step := func(p PageID) {
+		if id >= 0 {
+			id = t.oracle.Child(id, p)
+			if first {
+				n.oFirst, first = id, false
+			}
 		}
-		id = t.oracle.Child(id, p)
-		if i == 0 {
-			n.oFirst = id
+	}
+	for _, p := range n.pages {
+		step(p)
+	}
+	if n.pages == nil {
+		for _, x := range n.key {
+			for k := range x.N {
+				step(x.First + PageID(k))
+			}
 		}
 	}
 	n.oLast = id

@@ -173,12 +173,7 @@ func (p *Pager) BlockRuns(blocks []uint64, blockSize, inputLen int, dst []PageRu
 	p.maybeSweep()
 	for j := 0; j*per < n; j++ {
 		base := p.firstPage(blocks[j], per)
-		k := int64(min(per, n-j*per))
-		if m := len(dst); m > 0 && dst[m-1].First+PageID(dst[m-1].N) == base {
-			dst[m-1].N += k
-			continue
-		}
-		dst = append(dst, PageRun{First: base, N: k})
+		dst = AppendRun(dst, base, int64(min(per, n-j*per)))
 	}
 	return dst, true, nil
 }

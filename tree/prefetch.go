@@ -85,20 +85,20 @@ func (t *Tree) InsertHost(key []PageID, from int, now int64) HostInsertResult {
 	t.advance(now)
 	res := HostInsertResult{Lanes: t.scratch}
 	clear(res.Lanes)
-	matched := 0
-	last := t.walk(key, func(n *Node) { matched += len(n.pages) })
-	res.Matched = int64(matched) * int64(t.cfg.PageSize)
+	runs := t.pageKey(key)
+	matched := int64(0)
+	last := t.walk(runs, func(n *Node) { matched += n.npages })
+	res.Matched = matched * int64(t.cfg.PageSize)
 	res.Last = last
 	switch {
-	case matched < from:
+	case matched < int64(from):
 		res.Missing = true
-	case matched == len(key):
+	case matched == int64(len(key)):
 	case last.parent != nil && !last.host:
 		res.Blocked = true
 	default:
-		rest := make([]PageID, len(key)-matched)
-		copy(rest, key[matched:])
-		leaf := t.newNode(last, rest, last.depth+int64(len(last.pages)))
+		lk, lp := t.leafKey(runs, matched, int64(len(key)))
+		leaf := t.newNode(last, lk, lp, last.depth+last.npages)
 		for o, v := range leaf.lanes {
 			if t.hostRes[o] < v {
 				panic(fmt.Sprintf("tree: InsertHost takes %d host tokens on lane %d but only %d are reserved", v, o, t.hostRes[o]))

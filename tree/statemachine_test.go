@@ -22,6 +22,7 @@ type machine struct {
 	ps    int
 	cfg   Config
 	alpha int32 // tokens are drawn from [0, alpha): small alphabets share more
+	runs  bool  // prompts extended by ascending token runs, so keys hold long page runs
 
 	model    map[string]pageState
 	prompts  [][]Token // prompts inserted so far, to draw matches from
@@ -63,6 +64,7 @@ func newMachine(rt *rapid.T) *machine {
 	}
 	alpha := int32(rapid.SampledFrom([]int{2, 3, 12}).Draw(rt, "alphabet"))
 	m := &machine{t: tr, pager: NewPager(ps), ps: ps, cfg: tr.Config(), alpha: alpha, model: map[string]pageState{}}
+	m.runs = rapid.Bool().Draw(rt, "run_prompts")
 	if cfg.Eviction == Belady {
 		// An oracle whose answers change with the clock: the heaps must
 		// stay ordered whatever it says between refreshes.
@@ -84,11 +86,37 @@ func (m *machine) drawPrompt(rt *rapid.T) []Token {
 		cut := rapid.IntRange(0, len(base)).Draw(rt, "cut")
 		p = append(p, base[:cut]...)
 	}
+	if m.runs {
+		// Ascending runs of tokens page to runs of consecutive ids where
+		// they were first seen in that order, and restarting inside one
+		// makes keys that enter and leave nodes' runs midway.
+		for range rapid.IntRange(0, 3).Draw(rt, "pieces") {
+			start := rapid.Int32Range(0, 4*m.alpha).Draw(rt, "start")
+			for k := range rapid.Int32Range(1, 8).Draw(rt, "run") {
+				p = append(p, Token(start+k))
+			}
+		}
+		return p
+	}
 	ext := rapid.SliceOfN(rapid.Int32Range(0, m.alpha-1), 0, 12).Draw(rt, "ext")
 	for _, x := range ext {
 		p = append(p, Token(x))
 	}
 	return p
+}
+
+// cutRuns draws a cut of pages into runs of consecutive ids: not always
+// the longest runs, since a key's runs may be cut anywhere.
+func cutRuns(rt *rapid.T, pages []PageID) []PageRun {
+	var runs []PageRun
+	for i, p := range pages {
+		if i > 0 && p == pages[i-1]+1 && rapid.IntRange(0, 3).Draw(rt, "join") > 0 {
+			runs[len(runs)-1].N++
+			continue
+		}
+		runs = append(runs, PageRun{First: p, N: 1})
+	}
+	return runs
 }
 
 func (m *machine) tick(rt *rapid.T) int64 {
@@ -121,11 +149,12 @@ func (m *machine) snapshot() map[string]pageState {
 	out := map[string]pageState{}
 	var visit func(n *Node, prefix []PageID)
 	visit = func(n *Node, prefix []PageID) {
-		for i := range n.pages {
-			path := append(prefix[:len(prefix):len(prefix)], n.pages[:i+1]...)
+		pages := keyPages(n)
+		for i := range pages {
+			path := append(prefix[:len(prefix):len(prefix)], pages[:i+1]...)
 			out[pathKey(path)] = pageState{n.device, n.host}
 		}
-		full := append(prefix[:len(prefix):len(prefix)], n.pages...)
+		full := append(prefix[:len(prefix):len(prefix)], pages...)
 		for _, c := range n.kids {
 			visit(c, full)
 		}
@@ -141,7 +170,7 @@ func (m *machine) lockedPaths() map[string]bool {
 	add := func(n *Node) {
 		var pages []PageID
 		for x := n; x.parent != nil; x = x.parent {
-			pages = append(append([]PageID(nil), x.pages...), pages...)
+			pages = append(append([]PageID(nil), keyPages(x)...), pages...)
 		}
 		for i := range pages {
 			out[pathKey(pages[:i+1])] = true
@@ -272,7 +301,12 @@ func (m *machine) insert(rt *rapid.T) {
 	// Predict: every page of the key ends on the device; the device prefix
 	// already there is reported as the prefix.
 	devBefore, _ := m.predictMatch(pages)
-	res := m.t.Insert(pages, now, opt)
+	var res InsertResult
+	if rapid.Bool().Draw(rt, "as_runs") {
+		res = m.t.InsertRuns(cutRuns(rt, pages), now, opt)
+	} else {
+		res = m.t.Insert(pages, now, opt)
+	}
 	if res.PrefixTokens != devBefore {
 		rt.Fatalf("Insert prefix %d, model says %d", res.PrefixTokens, devBefore)
 	}
@@ -339,7 +373,12 @@ func (m *machine) match(rt *rapid.T) {
 	tokens := m.drawPrompt(rt)
 	pages := m.pager.TokenPages(tokens, nil)
 	dev, host := m.predictMatch(pages)
-	r := m.t.Match(pages, m.tick(rt))
+	var r MatchResult
+	if rapid.Bool().Draw(rt, "as_runs") {
+		r = m.t.MatchRuns(cutRuns(rt, pages), m.tick(rt))
+	} else {
+		r = m.t.Match(pages, m.tick(rt))
+	}
 	if r.DeviceTokens != dev || r.HostTokens != host {
 		rt.Fatalf("Match = device %d host %d, model %d/%d", r.DeviceTokens, r.HostTokens, dev, host)
 	}

@@ -48,8 +48,10 @@ type Tree struct {
 	residency ResidencyFunc // ObserveResidency's observer; nil: none
 
 	scratch []int64
-	pathBuf []*Node // walkFrom's path, reused
-	hitBuf  []*Node // Insert's nodes to count hits on, reused
+	pathBuf []*Node   // walkFrom's path, reused
+	keyBuf  []PageRun // pageKey's runs, reused
+	leafBuf []PageRun // a new leaf's runs, reused
+	hitBuf  []*Node   // Insert's nodes to count hits on, reused
 }
 
 // Transfer is one queued copy between tiers: the node it concerns and its
@@ -267,17 +269,21 @@ func (t *Tree) refresh(n *Node) {
 	t.hostHeap.Set(n, !n.device && n.host && n.lockRef == 0 && n.hostRef == 0 && len(n.kids) == 0)
 }
 
-func (t *Tree) newNode(parent *Node, pages []PageID, depth int64) *Node {
+func (t *Tree) newNode(parent *Node, key []PageRun, pages []PageID, depth int64) *Node {
+	np := int64(len(pages))
+	if key != nil {
+		np = runsLen(key)
+	}
 	n := &Node{
-		id: t.nextID, parent: parent, pages: pages, depth: depth,
-		tokens: int64(len(pages)) * int64(t.cfg.PageSize),
+		id: t.nextID, parent: parent, key: key, pages: pages, npages: np, depth: depth,
+		tokens: np * int64(t.cfg.PageSize),
 		lanes:  make([]int64, t.cp),
 		devIdx: -1, hostIdx: -1, protIdx: -1,
 	}
 	t.nextID++
 	t.oracleIDs(n)
 	ps := int64(t.cfg.PageSize)
-	addLaneTokens(t.cfg.Lanes, ps, int64(t.cp), depth*ps, (depth+int64(len(pages)))*ps, n.lanes)
+	addLaneTokens(t.cfg.Lanes, ps, int64(t.cp), depth*ps, (depth+np)*ps, n.lanes)
 	t.seq++
 	n.createdSeq = t.seq
 	n.accessSeq = t.seq
@@ -363,6 +369,13 @@ type MatchResult struct {
 // refreshing the access time of every node on the path (SGLang's
 // match_prefix). It does not lock anything or count hits.
 func (t *Tree) Match(key []PageID, now int64) MatchResult {
+	return t.MatchRuns(t.pageKey(key), now)
+}
+
+// MatchRuns is Match for a key given as runs of consecutive page ids (each
+// run at least one page; any cut of the pages into runs matches alike).
+func (t *Tree) MatchRuns(key []PageRun, now int64) MatchResult {
+	checkRuns(key)
 	t.advance(now)
 	last := t.walk(key, func(*Node) {})
 	r := MatchResult{Last: last}
@@ -387,7 +400,7 @@ func (t *Tree) Match(key []PageID, now int64) MatchResult {
 // walk descends along key from the root, stamping each node it passes and
 // splitting the last one if it matches only in part; visit is called on
 // each matched node, top-down. It returns the deepest matched node.
-func (t *Tree) walk(key []PageID, visit func(*Node)) *Node {
+func (t *Tree) walk(key []PageRun, visit func(*Node)) *Node {
 	return t.walkFrom(t.root, key, visit)
 }
 
@@ -395,9 +408,10 @@ func (t *Tree) walk(key []PageID, visit func(*Node)) *Node {
 // through from (see [Tree.InsertFrom]): the nodes of that path are stamped
 // and visited top-down, exactly as walk would after matching them in full,
 // without comparing their pages; the descent then goes on below from.
-func (t *Tree) walkFrom(from *Node, key []PageID, visit func(*Node)) *Node {
+func (t *Tree) walkFrom(from *Node, key []PageRun, visit func(*Node)) *Node {
 	t.stamp(t.root)
 	n := from
+	k := keyCursor{runs: key}
 	if from != t.root {
 		path := t.pathBuf[:0]
 		for x := from; x.parent != nil; x = x.parent {
@@ -409,16 +423,16 @@ func (t *Tree) walkFrom(from *Node, key []PageID, visit func(*Node)) *Node {
 		}
 		clear(path)
 		t.pathBuf = path[:0]
-		key = key[from.depth+int64(len(from.pages)):]
+		k.skip(from.depth + from.npages)
 	}
-	for len(key) > 0 {
-		c := n.child(key[0])
+	for !k.done() {
+		c := n.child(k.first())
 		if c == nil {
 			break
 		}
 		t.stamp(c)
-		m := matchLen(c.pages, key)
-		if m < len(c.pages) {
+		m := k.matchNode(c)
+		if m < c.npages {
 			c = t.split(c, m)
 			visit(c)
 			n = c
@@ -426,9 +440,31 @@ func (t *Tree) walkFrom(from *Node, key []PageID, visit func(*Node)) *Node {
 		}
 		visit(c)
 		n = c
-		key = key[m:]
+		k.skip(m)
 	}
 	return n
+}
+
+// pageKey returns key as runs, in a buffer reused by the next call.
+func (t *Tree) pageKey(key []PageID) []PageRun {
+	t.keyBuf = AppendRuns(t.keyBuf[:0], key)
+	return t.keyBuf
+}
+
+// leafKey returns pages [lo, hi) of key for a new node, in the form that
+// costs less memory (see compactKey).
+func (t *Tree) leafKey(key []PageRun, lo, hi int64) ([]PageRun, []PageID) {
+	t.leafBuf = AppendRunRange(t.leafBuf[:0], key, lo, hi)
+	return compactKey(t.leafBuf)
+}
+
+// checkRuns panics on a run of fewer than one page: a caller bug.
+func checkRuns(key []PageRun) {
+	for _, x := range key {
+		if x.N < 1 {
+			panic(fmt.Sprintf("tree: a key's run of %d pages from %d", x.N, x.First))
+		}
+	}
 }
 
 // CommonPrefix returns the number of leading pages a and b share, comparing
@@ -464,7 +500,7 @@ func pageBytes(p []PageID) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&p[0])), len(p)*int(unsafe.Sizeof(p[0])))
 }
 
-// split cuts c after its first m pages (0 < m < len(c.pages)) and returns the
+// split cuts c after its first m pages (0 < m < c.npages) and returns the
 // new upper node, which takes c's place under c's parent. As in SGLang's
 // _split_node, the upper node copies the lock count, hit count, priority and
 // residency (so every holder of c also holds the prefix), and it is a fresh
@@ -472,10 +508,18 @@ func pageBytes(p []PageID) []byte {
 // (ProtectHost) stays with c alone: c keeps the upper node from being a
 // leaf, so the upper node's host copy is safe from host eviction while c is
 // protected, and ReleaseHost(c) then leaves no stray count behind.
-func (t *Tree) split(c *Node, m int) *Node {
+func (t *Tree) split(c *Node, m int64) *Node {
 	t.stats.Splits++
 	parent := c.parent
-	up := t.newNode(parent, c.pages[:m:m], c.depth)
+	var upKey []PageRun
+	var upPages []PageID
+	if c.key != nil {
+		upKey = AppendRunRange(nil, c.key, 0, m)
+	}
+	if c.pages != nil {
+		upPages = c.pages[:m:m]
+	}
+	up := t.newNode(parent, upKey, upPages, c.depth)
 	up.device, up.host = c.device, c.host
 	up.lockRef = c.lockRef
 	up.hitCount, up.priority = c.hitCount, c.priority
@@ -483,8 +527,14 @@ func (t *Tree) split(c *Node, m int) *Node {
 
 	// c keeps the rest. Per-lane counts move from c to up; tier totals do not
 	// change, because split only repartitions tokens.
-	c.pages = c.pages[m:]
-	c.depth += int64(m)
+	if c.key != nil {
+		c.key = AppendRunRange(nil, c.key, m, c.npages)
+	}
+	if c.pages != nil {
+		c.pages = c.pages[m:]
+	}
+	c.npages -= m
+	c.depth += m
 	c.tokens -= up.tokens
 	for o := range c.lanes {
 		c.lanes[o] -= up.lanes[o]
@@ -493,7 +543,7 @@ func (t *Tree) split(c *Node, m int) *Node {
 	if t.oracle != nil {
 		c.oFirst = -1
 		if up.oLast >= 0 {
-			c.oFirst = t.oracle.Child(up.oLast, c.pages[0])
+			c.oFirst = t.oracle.Child(up.oLast, c.first())
 		}
 	}
 	up.addChild(c)
