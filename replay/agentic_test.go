@@ -16,10 +16,7 @@ import (
 // service(i) and returns every request's send time.
 func pacerStarts(t *testing.T, cfg Config, recs []traces.Record, service func(i int) int64) []int64 {
 	t.Helper()
-	p, err := newPacer(cfg, recs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newPacer(cfg, engine.NewSliceSource(recs))
 	starts := make([]int64, len(recs))
 	var done minHeap[wait]
 	var seq uint64

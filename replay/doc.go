@@ -7,7 +7,12 @@
 //
 // # Model
 //
-// A [Replayer] drives a [Target] from a slice of [traces.Record]s. The
+// A [Replayer] drives a [Target] from a slice of [traces.Record]s
+// ([Replayer.Run]) or from a record source read as the schedule reaches
+// each record ([Replayer.RunStream]: the pacer forgets a record when it
+// finishes, results are handed out in per-request-trace order as soon as
+// nothing can come before them, and the summary is built from 64 bytes a
+// record, exactly). The
 // Target is declared here, where it is used: [HTTPTarget] speaks SGLang's
 // native POST /generate (input_ids) or the OpenAI-compatible
 // /v1/completions (token-id prompt) and /v1/chat/completions (text) with

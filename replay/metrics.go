@@ -164,65 +164,93 @@ func (r Rate) String() string {
 // linearly (numpy's default) and std is the population deviation, as in
 // the benchmarks.
 func Summarize(results []RequestResult) Summary {
-	var rs []engine.RequestResult
-	var itls, late, wait []float64
-	s := Summary{FailedReasons: map[string]int64{}}
+	b := newSummaryBuilder()
 	for i := range results {
-		r := &results[i]
-		if r.Warmup {
-			continue
-		}
-		if !r.Sent {
-			s.NotSent++
-			continue
-		}
-		s.NumPrompts++
-		if r.Retries > 0 {
-			s.Retried++
-		}
-		late = append(late, float64(r.Start-r.Slot)/1e6)
-		wait = append(wait, float64(r.Slot-r.Due)/1e6)
-		rr := engine.RequestResult{
-			ID: r.ID, Arrival: engine.Time(r.Start), FirstToken: engine.Time(r.FirstToken), Finish: engine.Time(r.End),
-			PromptTokens: int64(r.PromptTokens), OutputTokens: int64(r.OutputTokens),
-			Failed: r.Failed,
-		}
-		if r.Failed != "" {
-			s.Failed++
-			s.FailedReasons[r.Failed]++
-			rs = append(rs, rr)
-			continue
-		}
-		if r.CachedTokens >= 0 && r.ServerPromptTokens > 0 {
-			rr.CachedTokens = int64(r.CachedTokens)
-			s.CachedTokens += int64(r.CachedTokens)
-			s.CacheReported++
-		}
-		rs = append(rs, rr)
+		b.addITL(&results[i])
+	}
+	for i := range results {
+		b.add(&results[i])
+	}
+	return b.summary()
+}
+
+// summaryBuilder computes Summarize request by request: add takes every
+// record's result in record order (their ITL is not read), addITL a
+// request's inter-token latencies in any order (engine.Stats' percentiles
+// and sums of them do not depend on it).
+type summaryBuilder struct {
+	s       Summary
+	st      engine.Stats
+	late    []float64
+	waitSum float64 // sum of the slot waits in record order, as mean adds them
+	prompt  int64
+}
+
+func newSummaryBuilder() *summaryBuilder {
+	return &summaryBuilder{s: Summary{FailedReasons: map[string]int64{}}}
+}
+
+// measured reports whether r counts in the metrics (sent, not a warm-up).
+func measured(r *RequestResult) bool { return !r.Warmup && r.Sent }
+
+func (b *summaryBuilder) addITL(r *RequestResult) {
+	if measured(r) && r.Failed == "" {
 		for _, x := range r.ITL {
-			itls = append(itls, float64(x)/1e6)
+			b.st.AddITL(float64(x) / 1e6)
 		}
 	}
-	s.Serving = engine.Summarize(rs, itls).Serving
-	// The hit rate uses the server's prompt counts, over the requests
-	// that reported a cached count.
-	var prompt int64
-	for i := range results {
-		r := &results[i]
-		if !r.Warmup && r.Sent && r.Failed == "" && r.CachedTokens >= 0 && r.ServerPromptTokens > 0 {
-			prompt += int64(r.ServerPromptTokens)
-		}
+}
+
+func (b *summaryBuilder) add(r *RequestResult) {
+	s := &b.s
+	if r.Warmup {
+		return
 	}
-	if prompt > 0 {
-		h := float64(s.CachedTokens) / float64(prompt)
+	if !r.Sent {
+		s.NotSent++
+		return
+	}
+	s.NumPrompts++
+	if r.Retries > 0 {
+		s.Retried++
+	}
+	b.late = append(b.late, float64(r.Start-r.Slot)/1e6)
+	b.waitSum += float64(r.Slot-r.Due) / 1e6
+	rr := engine.RequestResult{
+		ID: r.ID, Arrival: engine.Time(r.Start), FirstToken: engine.Time(r.FirstToken), Finish: engine.Time(r.End),
+		PromptTokens: int64(r.PromptTokens), OutputTokens: int64(r.OutputTokens),
+		Failed: r.Failed,
+	}
+	if r.Failed != "" {
+		s.Failed++
+		s.FailedReasons[r.Failed]++
+		b.st.Add(rr)
+		return
+	}
+	if r.CachedTokens >= 0 && r.ServerPromptTokens > 0 {
+		rr.CachedTokens = int64(r.CachedTokens)
+		s.CachedTokens += int64(r.CachedTokens)
+		s.CacheReported++
+		// The hit rate uses the server's prompt counts, over the
+		// requests that reported a cached count.
+		b.prompt += int64(r.ServerPromptTokens)
+	}
+	b.st.Add(rr)
+}
+
+func (b *summaryBuilder) summary() Summary {
+	s := b.s
+	s.Serving = b.st.Summary().Serving
+	if b.prompt > 0 {
+		h := float64(s.CachedTokens) / float64(b.prompt)
 		s.CacheHitRate = &h
 	}
-	if len(late) > 0 {
+	if late := b.late; len(late) > 0 {
 		sort.Float64s(late)
 		s.MeanLateness = mean(late)
 		s.P99Lateness = engine.Percentile(late, 99)
 		s.MaxLateness = late[len(late)-1]
-		s.MeanQueueWait = mean(wait)
+		s.MeanQueueWait = b.waitSum / float64(len(late))
 	}
 	return s
 }

@@ -92,20 +92,26 @@ func WritePerRequest(w *traces.Writer, recs []traces.Record, res *Result) error 
 	sort.SliceStable(order, func(a, b int) bool { return res.Requests[order[a]].Start < res.Requests[order[b]].Start })
 	for _, i := range order {
 		rr := &res.Requests[i]
-		rec := recs[rr.Index]
-		rec.Arrival = max(rr.Start, 0)
-		obs := &traces.Observed{CachedTokens: rr.CachedTokens, E2E: rr.E2E(), Status: "ok", Retries: rr.Retries}
-		if rr.Failed != "" {
-			obs.Status = rr.Failed
-			obs.CachedTokens = -1
-		} else {
-			obs.TTFT = rr.TTFT()
-			obs.ITL = rr.ITL
-		}
-		rec.Observed = obs
-		if err := w.Write(rec); err != nil {
+		if err := w.Write(PerRequestRecord(recs[rr.Index], rr)); err != nil {
 			return err
 		}
 	}
 	return w.Flush()
+}
+
+// PerRequestRecord is the line WritePerRequest writes for a sent request:
+// its record rec as replayed, with Arrival set to the send time and
+// Observed holding rr's measurements.
+func PerRequestRecord(rec traces.Record, rr *RequestResult) traces.Record {
+	rec.Arrival = max(rr.Start, 0)
+	obs := &traces.Observed{CachedTokens: rr.CachedTokens, E2E: rr.E2E(), Status: "ok", Retries: rr.Retries}
+	if rr.Failed != "" {
+		obs.Status = rr.Failed
+		obs.CachedTokens = -1
+	} else {
+		obs.TTFT = rr.TTFT()
+		obs.ITL = rr.ITL
+	}
+	rec.Observed = obs
+	return rec
 }

@@ -3,8 +3,11 @@ package replay
 import (
 	"container/heap"
 	"fmt"
+	"io"
 	"math"
+	"slices"
 
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 )
 
@@ -31,21 +34,28 @@ import (
 //   - With a SendGap, a granted record is sent no sooner than SendGap after
 //     the previous send, in grant order: its slot time is max(grant time,
 //     previous send + SendGap). Its concurrency slot is held meanwhile.
+//
+// The pacer reads its records from a source as the schedule reaches them
+// (the next record to release is read when the previous one is released),
+// and forgets each record when it finishes. What it holds is its window:
+// the records read and not finished (released and waiting, queued, in
+// flight, and the next one to release), plus, for every record read, its
+// index and finish time under its ID, since a later record may name any
+// earlier one.
 type pacer struct {
 	pacing  Pacing
 	speedup float64
 	cap     int
 	gap     int64 // SendGap in ns
 
-	recs       []traces.Record
-	sched      []int64
-	dependents [][]int
-	ndeps      []int   // dependencies
-	left       []int   // dependencies not yet finished
-	depEnd     []int64 // max(release, the finished dependencies' finishes)
-	parent     []int   // index of the Parent record, or -1
-	parentEnd  []int64 // the Parent's finish, once finished
-	released   []bool
+	src     engine.Source
+	srcDone bool
+	err     error // a read error or a repeated ID: the run stops
+	sch     scheduler
+	read    int              // records read
+	live    map[int]*paced   // the window: records read and not finished, by index
+	ids     map[string]named // every record read, by ID
+	maxLive int              // the largest window so far
 
 	next   int   // next record to release
 	relAt  int64 // release time of the previous record
@@ -60,6 +70,27 @@ type pacer struct {
 	out      []grant
 }
 
+// paced is a record in the pacer's window.
+type paced struct {
+	rec        traces.Record
+	rr         RequestResult // the runner's measurements
+	sched      int64
+	dependents []int // records waiting for this one to finish
+	left       int   // dependencies not yet finished
+	depEnd     int64 // max(release, the finished dependencies' finishes)
+	parent     int   // index of the Parent record, or -1
+	parentEnd  int64 // the Parent's finish, once finished
+	released   bool
+}
+
+// named is a record's index and its finish (notFinished until it finishes).
+type named struct {
+	idx int
+	end int64
+}
+
+const notFinished = math.MinInt64
+
 // grant is a record allowed to be sent now.
 type grant struct {
 	idx       int
@@ -71,52 +102,88 @@ type queued struct {
 	due int64
 }
 
-// newPacer checks that record IDs are unique and builds the pacer.
-func newPacer(cfg Config, recs []traces.Record) (*pacer, error) {
-	idx := make(map[string]int, len(recs))
-	for i := range recs {
-		if _, dup := idx[recs[i].ID]; dup {
-			return nil, fmt.Errorf("record %d: id %q: expected unique ids, found a repeat", i, recs[i].ID)
-		}
-		idx[recs[i].ID] = i
-	}
-	p := &pacer{
+// newPacer returns a pacer of src's records.
+func newPacer(cfg Config, src engine.Source) *pacer {
+	return &pacer{
 		pacing: cfg.Pacing, speedup: cfg.Speedup, cap: cfg.MaxConcurrency, gap: int64(cfg.SendGap),
-		recs: recs, sched: schedule(cfg, recs),
-		dependents: make([][]int, len(recs)),
-		ndeps:      make([]int, len(recs)),
-		left:       make([]int, len(recs)),
-		parent:     make([]int, len(recs)),
-		parentEnd:  make([]int64, len(recs)),
-		depEnd:     make([]int64, len(recs)),
-		released:   make([]bool, len(recs)),
+		src: src, sch: scheduler{cfg: cfg}, live: map[int]*paced{}, ids: map[string]named{},
 	}
-	for i := range recs {
-		p.parent[i] = -1
-		if j, ok := idx[recs[i].Parent]; ok && j < i {
-			p.parent[i] = j
-		}
-		seen := map[int]bool{}
-		for _, id := range append([]string{recs[i].Parent}, recs[i].WaitFor...) {
-			if j, ok := idx[id]; ok && j < i && !seen[j] {
-				seen[j] = true
-				p.dependents[j] = append(p.dependents[j], i)
-				p.left[i]++
-				p.ndeps[i]++
-			}
-		}
-	}
-	return p, nil
 }
 
-// releaseTime is when record p.next is released by the schedule.
-func (p *pacer) releaseTime() int64 { return max(p.sched[p.next], p.relAt) }
+// fill reads the next record to release if it is not read yet: its
+// schedule, its dependencies on earlier records, and its ID. A read error
+// or a repeated ID ends the source and is kept in p.err.
+func (p *pacer) fill() {
+	if p.next < p.read || p.srcDone {
+		return
+	}
+	p.readOne()
+}
+
+// readAll reads the whole source at once, as a pacer over a slice did
+// before it streamed (tests compare the two).
+func (p *pacer) readAll() {
+	for !p.srcDone {
+		p.readOne()
+	}
+}
+
+// readOne reads the next record of the source.
+func (p *pacer) readOne() {
+	rec, err := p.src.Next()
+	if err != nil {
+		p.srcDone = true
+		if err != io.EOF {
+			p.err = err
+		}
+		return
+	}
+	i := p.read
+	if _, dup := p.ids[rec.ID]; dup {
+		p.srcDone = true
+		p.err = fmt.Errorf("record %d: id %q: expected unique ids, found a repeat", i, rec.ID)
+		return
+	}
+	e := &paced{rec: rec, sched: p.sch.at(i, &rec), parent: -1}
+	e.rr = RequestResult{Index: i, ID: rec.ID, Warmup: rec.Kind == "warmup", CachedTokens: -1}
+	if n, ok := p.ids[rec.Parent]; ok {
+		e.parent = n.idx
+	}
+	deps := append([]string{rec.Parent}, rec.WaitFor...)
+	for k, id := range deps {
+		n, ok := p.ids[id]
+		if !ok || slices.Contains(deps[:k], id) {
+			continue
+		}
+		if n.end == notFinished {
+			d := p.live[n.idx]
+			d.dependents = append(d.dependents, i)
+			e.left++
+			continue
+		}
+		e.depEnd = max(e.depEnd, n.end)
+		if n.idx == e.parent {
+			e.parentEnd = n.end
+		}
+	}
+	p.ids[rec.ID] = named{idx: i, end: notFinished}
+	p.live[i] = e
+	p.read++
+	p.maxLive = max(p.maxLive, len(p.live))
+}
+
+// entry returns record i of the window (read and not finished).
+func (p *pacer) entry(i int) *paced { return p.live[i] }
+
+// releaseTime is when record p.next (read) is released by the schedule.
+func (p *pacer) releaseTime() int64 { return max(p.live[p.next].sched, p.relAt) }
 
 // nextWake returns the next time at which poll has something to do by
 // itself (a release or the end of a think time).
 func (p *pacer) nextWake() (int64, bool) {
+	p.fill()
 	t, ok := int64(math.MaxInt64), false
-	if p.next < len(p.recs) {
+	if p.next < p.read {
 		t, ok = p.releaseTime(), true
 	}
 	if len(p.timers) > 0 && p.timers[0].at < t {
@@ -144,16 +211,18 @@ func (p *pacer) sendAt() int64 {
 // call.
 func (p *pacer) poll(now int64) []grant {
 	for {
-		rel := p.next < len(p.recs) && p.releaseTime() <= now
+		p.fill()
+		rel := p.next < p.read && p.releaseTime() <= now
 		tm := len(p.timers) > 0 && p.timers[0].at <= now
 		switch {
 		case rel && (!tm || p.releaseTime() <= p.timers[0].at):
 			i, at := p.next, p.releaseTime()
 			p.next++
 			p.relAt = at
-			p.released[i] = true
-			p.depEnd[i] = max(p.depEnd[i], at)
-			if p.left[i] == 0 {
+			e := p.live[i]
+			e.released = true
+			e.depEnd = max(e.depEnd, at)
+			if e.left == 0 {
 				p.ready(i, at)
 			}
 		case tm:
@@ -180,11 +249,11 @@ func (p *pacer) poll(now int64) []grant {
 // ready handles a released record whose dependencies have all finished;
 // depEnd holds max(release, their finishes).
 func (p *pacer) ready(i int, at int64) {
-	due := p.depEnd[i]
-	rec := &p.recs[i]
-	if p.pacing == PaceTimestamps && rec.ThinkTime > 0 && p.parent[i] >= 0 {
+	e := p.live[i]
+	due := e.depEnd
+	if p.pacing == PaceTimestamps && e.rec.ThinkTime > 0 && e.parent >= 0 {
 		// The delay counts from the parent's completion.
-		due = max(due, p.parentEnd[i]+int64(float64(rec.ThinkTime)/p.speedup))
+		due = max(due, e.parentEnd+int64(float64(e.rec.ThinkTime)/p.speedup))
 	}
 	if due > at {
 		p.seq++
@@ -212,27 +281,37 @@ func (p *pacer) grantFree(at int64) {
 }
 
 // finish reports that granted record i finished (succeeded or failed) at
-// at: its slot is handed on, then its dependents are readied.
-func (p *pacer) finish(i int, at int64) {
+// at: its slot is handed on, then its dependents are readied. The record
+// leaves the window; finish returns it.
+func (p *pacer) finish(i int, at int64) *paced {
 	p.inUse--
 	if p.inUse < 0 {
 		panic("replay: pacer: finish without a grant")
 	}
 	p.grantFree(at)
-	for _, d := range p.dependents[i] {
-		p.left[d]--
-		p.depEnd[d] = max(p.depEnd[d], at)
-		if p.parent[d] == i {
-			p.parentEnd[d] = at
+	e := p.live[i]
+	delete(p.live, i)
+	p.ids[e.rec.ID] = named{idx: i, end: at}
+	for _, d := range e.dependents {
+		de := p.live[d]
+		de.left--
+		de.depEnd = max(de.depEnd, at)
+		if de.parent == i {
+			de.parentEnd = at
 		}
-		if p.left[d] == 0 && p.released[d] {
+		if de.left == 0 && de.released {
 			p.ready(d, at)
 		}
 	}
+	return e
 }
 
-// allGranted reports whether every record has been returned by poll.
-func (p *pacer) allGranted() bool { return p.sent == len(p.recs) }
+// allGranted reports whether every record has been returned by poll (or
+// the source failed: see p.err).
+func (p *pacer) allGranted() bool {
+	p.fill()
+	return p.err != nil || (p.srcDone && p.sent == p.read)
+}
 
 // wait is a record in its think time.
 type wait struct {

@@ -7,10 +7,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/kvsim/kvsim/internal/enum"
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 )
 
@@ -125,6 +125,7 @@ type Replayer struct {
 	cfg    Config
 	target Target
 	clock  Clock
+	eager  bool // the pacer reads every record first (tests)
 }
 
 // New returns a Replayer. clock is the time source of pacing and
@@ -160,37 +161,52 @@ type Result struct {
 }
 
 // schedule returns each record's scheduled send time in ns from the run's
-// start under cfg's pacing: 0 for PaceASAP; (Arrival - first Arrival) /
-// Speedup for PaceTimestamps; for PaceRate the seeded arrival process in
-// record order (the first at 0). Dependencies can only delay a request
-// beyond its scheduled time.
+// start under cfg's pacing (see scheduler).
 func schedule(cfg Config, recs []traces.Record) []int64 {
 	out := make([]int64, len(recs))
-	switch cfg.Pacing {
-	case PaceTimestamps:
-		if len(recs) == 0 {
-			return out
-		}
-		t0 := recs[0].Arrival
-		for i := range recs {
-			out[i] = int64(math.Round(float64(recs[i].Arrival-t0) / cfg.Speedup))
-		}
-	case PaceRate:
-		if math.IsInf(cfg.Rate, 1) {
-			return out
-		}
-		rng := rand.New(rand.NewPCG(cfg.Seed, streamArrivals))
-		t := 0.0
-		for i := range out {
-			out[i] = int64(math.Round(t * 1e9))
-			if cfg.Distribution == DistUniform {
-				t += rng.Float64() * 2 / cfg.Rate
-			} else {
-				t += rng.ExpFloat64() / cfg.Rate
-			}
-		}
+	s := scheduler{cfg: cfg}
+	for i := range recs {
+		out[i] = s.at(i, &recs[i])
 	}
 	return out
+}
+
+// scheduler gives the records' scheduled send times one by one, in record
+// order: 0 for PaceASAP; (Arrival - first Arrival) / Speedup for
+// PaceTimestamps; for PaceRate the seeded arrival process in record order
+// (the first at 0). Dependencies can only delay a request beyond its
+// scheduled time.
+type scheduler struct {
+	cfg Config
+	t0  int64      // the first record's Arrival (PaceTimestamps)
+	rng *rand.Rand // PaceRate's arrival process, from the first record on
+	t   float64    // PaceRate: the next arrival, in s
+}
+
+// at returns the scheduled time of record i, the next in record order.
+func (s *scheduler) at(i int, rec *traces.Record) int64 {
+	switch s.cfg.Pacing {
+	case PaceTimestamps:
+		if i == 0 {
+			s.t0 = rec.Arrival
+		}
+		return int64(math.Round(float64(rec.Arrival-s.t0) / s.cfg.Speedup))
+	case PaceRate:
+		if math.IsInf(s.cfg.Rate, 1) {
+			return 0
+		}
+		if s.rng == nil {
+			s.rng = rand.New(rand.NewPCG(s.cfg.Seed, streamArrivals))
+		}
+		out := int64(math.Round(s.t * 1e9))
+		if s.cfg.Distribution == DistUniform {
+			s.t += s.rng.Float64() * 2 / s.cfg.Rate
+		} else {
+			s.t += s.rng.ExpFloat64() / s.cfg.Rate
+		}
+		return out
+	}
+	return 0
 }
 
 // streamArrivals is the PCG stream of the arrival process.
@@ -213,16 +229,41 @@ const streamArrivals = 0x6b76_7369_6d5f_6172 // "kvsim_ar"
 // go on for Config.Drain, then cancels them; it returns the partial
 // Result with Interrupted set, and a nil error. A record whose prompt
 // cannot be built fails alone with reason "bad record"; the returned error
-// is non-nil only for repeated record IDs.
+// is non-nil only for repeated record IDs, found before anything is sent.
+//
+// Run is RunStream over recs, keeping every result.
 func (r *Replayer) Run(ctx context.Context, recs []traces.Record) (*Result, error) {
-	if st, ok := r.target.(*SimTarget); ok {
-		return st.replay(ctx, r.cfg, recs)
+	if err := uniqueIDs(recs); err != nil {
+		return nil, err
 	}
-	p, err := newPacer(r.cfg, recs)
+	res := newResult(recs)
+	sr, err := r.RunStream(ctx, engine.NewSliceSource(recs), func(_ *traces.Record, rr *RequestResult) error {
+		res.Requests[rr.Index] = *rr
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
+	res.Start, res.Interrupted = sr.Start, sr.Interrupted
+	return res, nil
+}
 
+// uniqueIDs checks that record IDs are unique.
+func uniqueIDs(recs []traces.Record) error {
+	seen := make(map[string]bool, len(recs))
+	for i := range recs {
+		if seen[recs[i].ID] {
+			return fmt.Errorf("record %d: id %q: expected unique ids, found a repeat", i, recs[i].ID)
+		}
+		seen[recs[i].ID] = true
+	}
+	return nil
+}
+
+// runWall is RunStream against a target on the wall clock: one dispatcher
+// (this goroutine) owns the pacer and the run's state, starts a goroutine
+// per granted request and learns of completions over done.
+func (r *Replayer) runWall(ctx context.Context, p *pacer, st *runState) {
 	// hard is cancelled Drain after ctx, and cancels requests in flight.
 	hard, cancelHard := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHard()
@@ -232,29 +273,32 @@ func (r *Replayer) Run(ctx context.Context, recs []traces.Record) (*Result, erro
 	})
 	defer stop()
 
-	res := newResult(recs)
 	start := r.clock.Now()
-	res.Start = start
-	// One dispatcher (this goroutine) owns the pacer: it starts a goroutine
-	// per granted request and learns of completions over done, which never
-	// blocks a sender.
-	done := make(chan int, len(recs))
-	var wg sync.WaitGroup
+	st.start = start
+	done := make(chan int, 64)
+	flying := 0
 	sl := sleeper{clock: r.clock}
 	defer sl.stop()
-	var woke int64
+	land := func(i int) {
+		flying--
+		e := p.entry(i)
+		p.finish(i, e.rr.End)
+		st.finished(e)
+	}
+	var woke, now int64
 	for {
-		now := max(int64(r.clock.Now().Sub(start)), woke)
+		now = max(int64(r.clock.Now().Sub(start)), woke, now)
 		for _, g := range p.poll(now) {
-			rr := &res.Requests[g.idx]
-			rr.Due, rr.Slot = g.due, g.slot
-			wg.Add(1)
+			e := p.entry(g.idx)
+			e.rr.Due, e.rr.Slot = g.due, g.slot
+			st.granted(g.idx, now)
+			flying++
 			go func() {
-				defer wg.Done()
-				r.send(hard, &recs[g.idx], rr, start)
+				r.send(hard, &e.rec, &e.rr, start)
 				done <- g.idx
 			}()
 		}
+		st.emit(now, false)
 		if p.allGranted() {
 			break
 		}
@@ -265,11 +309,11 @@ func (r *Replayer) Run(ctx context.Context, recs []traces.Record) (*Result, erro
 		}
 		select {
 		case i := <-done:
-			p.finish(i, res.Requests[i].End)
+			land(i)
 			for more := true; more; {
 				select {
 				case i := <-done:
-					p.finish(i, res.Requests[i].End)
+					land(i)
 				default:
 					more = false
 				}
@@ -282,9 +326,10 @@ func (r *Replayer) Run(ctx context.Context, recs []traces.Record) (*Result, erro
 			break
 		}
 	}
-	wg.Wait()
-	res.Interrupted = ctx.Err() != nil
-	return res, nil
+	for flying > 0 {
+		land(<-done)
+	}
+	st.interrupted = ctx.Err() != nil
 }
 
 // newResult returns a Result with one unsent entry per record.

@@ -358,20 +358,16 @@ func (r *simRun) advance(next int64, done func(f *flight, resp Response, err err
 	return nil
 }
 
-// replay is Replayer.Run for the simulator: the pacer's decisions in
-// virtual time. Simulator events and pacer wakes are processed in time
+// replay is Replayer.RunStream for the simulator: the pacer's decisions
+// in virtual time. Simulator events and pacer wakes are processed in time
 // order; at equal times the simulator's events (completions) come first,
-// then the pacer's releases, then requests are submitted.
-func (t *SimTarget) replay(ctx context.Context, cfg Config, recs []traces.Record) (*Result, error) {
+// then the pacer's releases, then requests are submitted. It returns an
+// error of the simulator (the pacer's own are in p.err).
+func (t *SimTarget) replay(ctx context.Context, cfg Config, p *pacer, st *runState) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	p, err := newPacer(cfg, recs)
-	if err != nil {
-		return nil, err
-	}
-	res := newResult(recs)
 	run := t.newRun()
-	res.Start = run.start
+	st.start = run.start
 	now := int64(0) // ns since the run's start
 	stopped := false
 	for {
@@ -379,24 +375,14 @@ func (t *SimTarget) replay(ctx context.Context, cfg Config, recs []traces.Record
 			stopped = true // send nothing more; requests in flight finish
 		}
 		if !stopped {
-			for _, g := range p.poll(now) {
-				rr := &res.Requests[g.idx]
-				rr.Due, rr.Slot, rr.Start, rr.Sent = g.due, g.slot, now, true
-				req, err := requestFor(&recs[g.idx], cfg.Vocab, cfg.DisableIgnoreEOS)
-				if err != nil {
-					rr.End = now
-					rr.Failed, rr.Detail = "bad record", truncate(err.Error(), 300)
-					p.finish(g.idx, now)
-					continue
-				}
-				rr.PromptTokens = len(req.Tokens)
-				f, err := run.submit(&recs[g.idx], &req, now, cfg.Timeout)
-				if err != nil {
-					return nil, fmt.Errorf("record %q: %w", recs[g.idx].ID, err)
-				}
-				f.idx = g.idx
+			if err := t.submitGranted(p, st, run, cfg, now); err != nil {
+				return err
+			}
+			if p.err != nil {
+				return nil
 			}
 		}
+		st.emit(now, false)
 		// The next instant: a simulator event, a pacer wake or a deadline.
 		w, wok := p.nextWake()
 		next, ok := run.next(w, wok && !stopped)
@@ -408,16 +394,43 @@ func (t *SimTarget) replay(ctx context.Context, cfg Config, recs []traces.Record
 		}
 		now = next
 		err := run.advance(next, func(f *flight, resp Response, err error) {
-			rr := &res.Requests[f.idx]
-			fill(context.Background(), rr, &f.rc, resp, err, run.start, f.start)
-			p.finish(f.idx, rr.End)
+			e := p.entry(f.idx)
+			fill(context.Background(), &e.rr, &f.rc, resp, err, run.start, f.start)
+			p.finish(f.idx, e.rr.End)
+			st.finished(e)
 		})
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
-	res.Interrupted = stopped
-	return res, nil
+	st.interrupted = stopped
+	return nil
+}
+
+// submitGranted submits to the simulator the records the pacer grants at
+// now; a record whose prompt cannot be built fails at once.
+func (t *SimTarget) submitGranted(p *pacer, st *runState, run *simRun, cfg Config, now int64) error {
+	for _, g := range p.poll(now) {
+		e := p.entry(g.idx)
+		rr := &e.rr
+		rr.Due, rr.Slot, rr.Start, rr.Sent = g.due, g.slot, now, true
+		st.granted(g.idx, now)
+		req, err := requestFor(&e.rec, cfg.Vocab, cfg.DisableIgnoreEOS)
+		if err != nil {
+			rr.End = now
+			rr.Failed, rr.Detail = "bad record", truncate(err.Error(), 300)
+			p.finish(g.idx, now)
+			st.finished(e)
+			continue
+		}
+		rr.PromptTokens = len(req.Tokens)
+		f, err := run.submit(&e.rec, &req, now, cfg.Timeout)
+		if err != nil {
+			return fmt.Errorf("record %q: %w", e.rec.ID, err)
+		}
+		f.idx = g.idx
+	}
+	return nil
 }
 
 type deadline struct {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvsim/kvsim/internal/testutil"
 	"github.com/kvsim/kvsim/sim"
 	"github.com/kvsim/kvsim/sim/hw"
 	"github.com/kvsim/kvsim/traces"
@@ -26,7 +27,7 @@ func testSimConfig(deviceTokens int64) sim.Config {
 	return cfg
 }
 
-func newSimTarget(t testing.TB, deviceTokens int64) *SimTarget {
+func newSimTarget(t testutil.TB, deviceTokens int64) *SimTarget {
 	t.Helper()
 	cfg := testSimConfig(deviceTokens)
 	cost := testFitted

@@ -129,17 +129,30 @@ func (f *replayFlags) fitVocab(v traces.Vocab, info replay.Info, stderr io.Write
 
 // tokensInVocab checks the trace's own prompt ids against the server's
 // vocabulary of n ids (0: unknown), so that a trace made for another model
-// fails before anything is sent, with the way out.
-func tokensInVocab(path string, recs []traces.Record, n int) error {
+// fails before anything is sent, with the way out. A streamed trace is
+// read again for it.
+func (j *replayJob) tokensInVocab(n int) error {
 	if n <= 0 {
 		return nil
 	}
-	for i := range recs {
-		for _, id := range recs[i].Tokens {
-			if int(id) >= n || id < 0 {
-				return fmt.Errorf("%s: request %q: token id %d is outside the server's vocabulary of %d ids (0 to %d); a trace made by kvsim trace gen takes its ids from its --vocab (default %s): make it again with --vocab %d:%d",
-					path, recs[i].ID, id, n, n-1, traces.DefaultVocab, min(traces.DefaultVocab.Lo, int32(n/4)), n)
-			}
+	if j.streamed {
+		return j.scan(func(rec *traces.Record) error { return recordInVocab(j.tracePath, rec, n) })
+	}
+	for i := range j.recs {
+		if err := recordInVocab(j.tracePath, &j.recs[i], n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recordInVocab checks one record's prompt ids against a vocabulary of n
+// ids.
+func recordInVocab(path string, rec *traces.Record, n int) error {
+	for _, id := range rec.Tokens {
+		if int(id) >= n || id < 0 {
+			return fmt.Errorf("%s: request %q: token id %d is outside the server's vocabulary of %d ids (0 to %d); a trace made by kvsim trace gen takes its ids from its --vocab (default %s): make it again with --vocab %d:%d",
+				path, rec.ID, id, n, n-1, traces.DefaultVocab, min(traces.DefaultVocab.Lo, int32(n/4)), n)
 		}
 	}
 	return nil
@@ -267,7 +280,17 @@ type replayJob struct {
 	rateSet           bool
 	cfg               replay.Config
 	vocab             traces.Vocab
-	recs              []traces.Record
+	tf                traces.Format
+	recs              []traces.Record // the trace, unless it is streamed
+	first             traces.Record   // its first record
+	synth             bool            // some record's prompt ids are synthesised
+	// streamable lets check stream the trace (kvsim replay): the file is
+	// read once ahead for the checks, then again as the run goes, and
+	// the measured run writes perReq as requests finish (replaystream.go).
+	streamable bool
+	streamed   bool
+	perReq     string
+	dupErr     error // a repeated record ID, found by the read ahead
 }
 
 // register adds the flags of a replay run (target flags included).
@@ -333,6 +356,10 @@ func (j *replayJob) check(fs *flag.FlagSet, needTarget bool) (usage error, fail 
 			return fmt.Errorf("--format: %v", err), nil
 		}
 	}
+	j.tf = tf
+	if j.streamable && j.gapCap == 0 && rereadable(j.tracePath) {
+		return nil, j.prescan()
+	}
 	recs, err := readRecords(j.tracePath, tf, j.numPrompts)
 	if err != nil {
 		return nil, err
@@ -351,6 +378,7 @@ func (j *replayJob) check(fs *flag.FlagSet, needTarget bool) (usage error, fail 
 		j.gapCut = &cut
 	}
 	j.recs = recs
+	j.first, j.synth = recs[0], synthesised(recs)
 	return nil, nil
 }
 
@@ -374,9 +402,15 @@ func (j *replayJob) target(name string) (replayTarget, func(), error) {
 
 // replayRun is what one run produced.
 type replayRun struct {
-	res  *replay.Result
-	out  replayOutput
-	info replay.Info
+	res         *replay.Result // nil when the trace was streamed
+	sum         replay.Summary
+	interrupted bool
+	out         replayOutput
+	info        replay.Info
+	// perReqDone: --per-request was written as the run went (perReqErr
+	// says whether it failed).
+	perReqDone bool
+	perReqErr  error
 }
 
 // run does the warm-up, the flush and the measured run against tg, and
@@ -393,9 +427,9 @@ func (j *replayJob) run(ctx context.Context, tg replayTarget, name string, stder
 	vocabKnown, vocab := true, j.cfg.Vocab
 	if name != "sim" {
 		cfg := j.cfg
-		cfg.Vocab, vocabKnown = j.rf.fitVocab(cfg.Vocab, info, stderr, prog, synthesised(j.recs))
+		cfg.Vocab, vocabKnown = j.rf.fitVocab(cfg.Vocab, info, stderr, prog, j.synth)
 		vocab = cfg.Vocab
-		if err := tokensInVocab(j.tracePath, j.recs, info.VocabSize); err != nil {
+		if err := j.tokensInVocab(info.VocabSize); err != nil {
 			return nil, err
 		}
 		if cfg.Vocab != j.cfg.Vocab {
@@ -404,9 +438,8 @@ func (j *replayJob) run(ctx context.Context, tg replayTarget, name string, stder
 			}
 		}
 	}
-	recs := j.recs
 	if j.warmup {
-		w := recs[0]
+		w := j.first
 		w.ID, w.Kind, w.Parent, w.WaitFor, w.OutputLen = "warmup", "warmup", "", nil, min(max(w.OutputLen, 1), 32)
 		res, err := r.Run(ctx, []traces.Record{w})
 		if err != nil {
@@ -429,13 +462,23 @@ func (j *replayJob) run(ctx context.Context, tg replayTarget, name string, stder
 			return nil, err
 		}
 	}
-	res, err := r.Run(ctx, recs)
+	run := &replayRun{info: info}
+	var refused int
+	if j.streamed {
+		err = j.runStreamed(ctx, r, name, run, &refused)
+	} else {
+		run.res, err = r.Run(ctx, j.recs)
+		if err == nil {
+			run.sum, run.interrupted = replay.Summarize(run.res.Requests), run.res.Interrupted
+			refused = tokenRefusals(run.res.Requests)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
-	sum := replay.Summarize(res.Requests)
-	if n := tokenRefusals(res.Requests); n > 0 && !vocabKnown && synthesised(recs) {
-		fmt.Fprintf(stderr, "%s: warning: the server refused %d requests' token ids (http 400)%s\n", prog, n, vocabHint(vocab))
+	sum := run.sum
+	if refused > 0 && !vocabKnown && j.synth {
+		fmt.Fprintf(stderr, "%s: warning: the server refused %d requests' token ids (http 400)%s\n", prog, refused, vocabHint(vocab))
 	}
 	sum.Backend = j.rf.api
 	if name == "sim" {
@@ -450,7 +493,7 @@ func (j *replayJob) run(ctx context.Context, tg replayTarget, name string, stder
 		mc := j.maxConc
 		sum.MaxConcurrency = &mc
 	}
-	sum.Interrupted = res.Interrupted
+	sum.Interrupted = run.interrupted
 	model := info.Model
 	if h, ok := tg.(*replay.HTTPTarget); ok {
 		model = cmp.Or(h.Model(), info.Model)
@@ -459,7 +502,8 @@ func (j *replayJob) run(ctx context.Context, tg replayTarget, name string, stder
 	if j.cfg.Pacing == replay.PaceTimestamps {
 		out.Speedup = j.speedup
 	}
-	return &replayRun{res: res, out: out, info: info}, nil
+	run.out = out
+	return run, nil
 }
 
 // writePerRequest writes a run's per-request trace.
@@ -475,7 +519,7 @@ func (j *replayJob) writePerRequest(path, name string, run *replayRun) error {
 
 func runReplay(args []string, stdout, stderr io.Writer) int {
 	fs := newCommand("kvsim replay", replayUsage, stderr)
-	var j replayJob
+	j := replayJob{streamable: true}
 	j.register(fs.FlagSet)
 	durationVar(fs.FlagSet, &j.gapCap, "idle-gap-cap", 0, "cut every gap between consecutive request starts of a session family longer than this to it, shifting later times left (0: none)")
 	outFile := fs.String("output-file", "", "append the run's JSON object to this JSONL file")
@@ -490,6 +534,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 			uerr = fmt.Errorf("--per-request: %w", err)
 		}
 	}
+	j.perReq = *perReq
 	if uerr != nil {
 		fmt.Fprintf(stderr, "kvsim replay: %v\n", uerr)
 		return exitUsage
@@ -507,7 +552,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	if j.gapCut != nil {
 		fmt.Fprintf(stderr, "kvsim replay: %s\n", gapCutNote(*j.gapCut))
 	}
-	if !j.recs[0].HasPrefixInfo() {
+	if !j.first.HasPrefixInfo() {
 		fmt.Fprintln(stderr, "kvsim replay: note: the trace has no prefix information; every prompt is made of tokens unique to its request")
 	}
 
@@ -521,7 +566,11 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	sum, out := &run.out.Summary, run.out
 	code := exitOK
 	if *perReq != "" {
-		if err := j.writePerRequest(*perReq, j.rf.target, run); err != nil {
+		err := run.perReqErr
+		if !run.perReqDone {
+			err = j.writePerRequest(*perReq, j.rf.target, run)
+		}
+		if err != nil {
 			fmt.Fprintf(stderr, "kvsim replay: %v\n", err)
 			code = exitFail
 		}
@@ -541,7 +590,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		replay.PrintTable(stdout, replay.TableHeader{Backend: sum.Backend, RequestRate: sum.RequestRate, MaxConcurrency: j.maxConc}, sum)
 	}
 	switch {
-	case run.res.Interrupted:
+	case run.interrupted:
 		fmt.Fprintf(stderr, "kvsim replay: interrupted: %d requests not sent; partial results written\n", sum.NotSent)
 		return exitFail
 	case sum.Completed == 0:

@@ -16,6 +16,7 @@ import (
 	"github.com/kvsim/kvsim/internal/atomicfile"
 	"github.com/kvsim/kvsim/sim"
 	"github.com/kvsim/kvsim/sim/engine"
+	"github.com/kvsim/kvsim/sim/llamacpp"
 	"github.com/kvsim/kvsim/traces"
 )
 
@@ -351,18 +352,27 @@ func writeAtomic(path string, fill func(io.Writer) error) error {
 	return atomicfile.Write(path, fill)
 }
 
-// streamSimOutputs sets the SGLang model up to stream --per-request and
+// streamSimOutputs sets the server model up to stream --per-request and
 // --timeline to their files as it produces them (and to keep no record it
 // is not asked for), so memory follows the requests in flight, not the
-// trace's length. It returns the open streams: none for another model,
-// which writeSimOutputs writes after the run.
+// trace's length. It returns the open streams: none for a model that
+// cannot stream, which writeSimOutputs writes after the run. The
+// llama-server model has no timeline: its file gets the header only, as
+// writeSimOutputs writes it.
 func streamSimOutputs(f engine.Factory, perReq, timeline string) ([]*lineStream, error) {
-	sf, ok := f.(*sim.Factory)
-	if !ok {
+	var setResult func(func(engine.RequestResult) error)
+	setSample := func(func(engine.Sample) error) {}
+	switch sf := f.(type) {
+	case *sim.Factory:
+		setResult = func(fn func(engine.RequestResult) error) { sf.Sink.Result = fn }
+		setSample = func(fn func(engine.Sample) error) { sf.Sink.Sample = fn }
+	case *llamacpp.Factory:
+		setResult = func(fn func(engine.RequestResult) error) { sf.Sink = fn }
+	default:
 		return nil, nil
 	}
 	var streams []*lineStream
-	sf.Sink.Result = func(engine.RequestResult) error { return nil }
+	setResult(func(engine.RequestResult) error { return nil })
 	if perReq != "" {
 		ls, err := createLineStream(perReq)
 		if err != nil {
@@ -370,12 +380,12 @@ func streamSimOutputs(f engine.Factory, perReq, timeline string) ([]*lineStream,
 		}
 		streams = append(streams, ls)
 		enc := json.NewEncoder(ls.w)
-		sf.Sink.Result = func(r engine.RequestResult) error {
+		setResult(func(r engine.RequestResult) error {
 			if err := enc.Encode(r); err != nil {
 				return &outputError{"per-request", perReq, err}
 			}
 			return nil
-		}
+		})
 	}
 	if timeline != "" {
 		ls, err := createLineStream(timeline)
@@ -387,12 +397,12 @@ func streamSimOutputs(f engine.Factory, perReq, timeline string) ([]*lineStream,
 		}
 		streams = append(streams, ls)
 		writeTimelineHeader(ls.w)
-		sf.Sink.Sample = func(x engine.Sample) error {
+		setSample(func(x engine.Sample) error {
 			if err := writeTimelineRow(ls.w, x); err != nil {
 				return &outputError{"timeline", timeline, err}
 			}
 			return nil
-		}
+		})
 	}
 	return streams, nil
 }

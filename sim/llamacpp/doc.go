@@ -95,7 +95,11 @@
 //
 // # API
 //
-// [New] and [Sim.Run] simulate a whole [engine.Source]; [NewOnline] gives an
+// [New] and [Sim.Run] simulate a whole [engine.Source], pulling its records
+// one at a time; with [Sim.Stream] (Factory.Sink) each result goes to a
+// sink as its request finishes instead of being kept, and the summary is
+// built as they finish ([engine.Stats]), so a run's memory follows the
+// requests in flight, not the trace's length. [NewOnline] gives an
 // [engine.Engine] (Submit, Next, RunUntil, Finish) so replay can drive
 // either server model. Results are [engine.Result]s (per request
 // [engine.RequestResult], [engine.Summarize]'s metrics); [Stats] counts

@@ -11,6 +11,10 @@ import (
 type Factory struct {
 	Config Config
 	Cost   CostModel
+	// Sink, if set, receives Run's per-request results as they are
+	// produced instead of the Result (see [Sim.Stream]): memory then
+	// follows the requests in flight, not the trace's length.
+	Sink func(engine.RequestResult) error
 }
 
 var _ engine.Factory = (*Factory)(nil)
@@ -29,6 +33,9 @@ func (f *Factory) Run(src engine.Source) (*engine.Result, error) {
 	s, err := New(f.Config, f.Cost)
 	if err != nil {
 		return nil, err
+	}
+	if f.Sink != nil {
+		s.Stream(f.Sink)
 	}
 	return s.Run(src)
 }

@@ -75,14 +75,16 @@ type Sim struct {
 	lastArr engine.Time
 	observe func(engine.Event)
 
-	results  []engine.RequestResult
-	itls     []float64
+	results  []engine.RequestResult // nil when streamed to sink
+	sum      engine.Stats           // the summary's numbers, request by request
+	sink     func(engine.RequestResult) error
+	sinkErr  error // the first error sink returned
 	counters engine.Counters
 	stats    Stats
 	active   int
 	nextOut  int32             // next synthetic output id: negative, so it never matches a prompt
-	slotOf   map[string]int    // the slot each request got, by ID (inspection)
-	copyOf   map[string]Copies // state bytes copied when each request started, by ID (inspection)
+	slotOf   map[string]int    // the slot each request got, by ID (inspection; nil when streamed)
+	copyOf   map[string]Copies // state bytes copied when each request started, by ID (inspection; nil when streamed)
 }
 
 // Copies counts slot state bytes copied to and from the RAM cache.
@@ -170,6 +172,18 @@ func (s *Sim) CopyBytesOf(id string) (Copies, bool) {
 	return c, ok
 }
 
+// Stream sends every finished request's result to sink, in completion
+// order (the order of Result.Requests), instead of keeping it: Run's
+// Result.Requests is then nil, and SlotOf and CopyBytesOf know nothing, so
+// that memory follows the requests in flight, not the trace's length. The
+// summary is the same either way (the simulator keeps a few numbers per
+// request for it, see [engine.Stats]). The first error sink returns stops
+// the run, and Run returns it. Call it before Run.
+func (s *Sim) Stream(sink func(engine.RequestResult) error) {
+	s.sink = sink
+	s.slotOf, s.copyOf = nil, nil
+}
+
 // Run simulates the whole trace and returns the results.
 func (s *Sim) Run(src engine.Source) (*engine.Result, error) {
 	s.src = src
@@ -180,6 +194,9 @@ func (s *Sim) Run(src engine.Source) (*engine.Result, error) {
 		ok, err := s.step(engine.Never)
 		if err != nil {
 			return nil, err
+		}
+		if s.sinkErr != nil {
+			return nil, s.sinkErr
 		}
 		if !ok {
 			break
@@ -290,7 +307,9 @@ func (s *Sim) iterate() {
 			break
 		}
 		s.launch(s.queue[0], sl)
-		s.copyOf[s.queue[0].id] = s.copied.minus(before)
+		if s.copyOf != nil {
+			s.copyOf[s.queue[0].id] = s.copied.minus(before)
+		}
 		s.queue = s.queue[1:]
 	}
 	s.parts = s.parts[:0]
@@ -432,7 +451,9 @@ func (s *Sim) saveState(toks []int32) {
 func (s *Sim) launch(r *request, sl *slot) {
 	sl.req = r
 	r.slot = sl
-	s.slotOf[r.id] = sl.id
+	if s.slotOf != nil {
+		s.slotOf[r.id] = sl.id
+	}
 	r.res.Admitted = s.now
 	if s.ram != nil && !s.cfg.NoCacheIdleSlots {
 		for _, o := range s.slots {
@@ -469,7 +490,7 @@ func (s *Sim) endCall() {
 		if p.n == 0 {
 			sl.tokens = append(sl.tokens, s.outputID(r, r.nOut-1))
 			r.nOut++
-			s.itls = append(s.itls, float64(s.now-r.lastTok)/1e6)
+			s.sum.AddITL(float64(s.now-r.lastTok) / 1e6)
 		} else {
 			sl.tokens = append(sl.tokens, r.prompt[r.processed:r.processed+p.n]...)
 			r.processed += p.n
@@ -535,14 +556,20 @@ func (s *Sim) done(r *request) {
 	if r.res.Failed != "" {
 		s.counters.Failed++
 	}
-	s.results = append(s.results, r.res)
+	s.sum.Add(r.res)
+	switch {
+	case s.sink == nil:
+		s.results = append(s.results, r.res)
+	case s.sinkErr == nil:
+		s.sinkErr = s.sink(r.res)
+	}
 	if s.observe != nil {
 		s.observe(engine.Event{ID: r.id, Time: s.now, Tokens: int64(r.nOut), Done: true, Result: r.res})
 	}
 }
 
 func (s *Sim) result() *engine.Result {
-	return &engine.Result{Requests: s.results, Summary: engine.Summarize(s.results, s.itls), Counters: s.counters}
+	return &engine.Result{Requests: s.results, Summary: s.sum.Summary(), Counters: s.counters}
 }
 
 // checkInvariants panics when the state is impossible.

@@ -804,3 +804,46 @@ func TestAfterPromptAt(t *testing.T) {
 		t.Errorf("empty curve: %g, %g", ns, decay)
 	}
 }
+
+// TestPropStreamSameResults: a run that streams its results (Sim.Stream)
+// hands the sink exactly the results, in the order, that a run keeping
+// them returns, with the same summary and counters, keeps none itself, and
+// a sink's error stops the run with that error.
+func TestPropStreamSameResults(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		cfg := genConfig(t, rapid.Bool().Draw(t, "ram"))
+		recs := genTrace(t, false)
+		want, _ := simulate(t, cfg, testCost, recs)
+		s, err := New(cfg, testCost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []engine.RequestResult
+		s.Stream(func(r engine.RequestResult) error { got = append(got, r); return nil })
+		res, err := s.Run(engine.NewSliceSource(recs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Requests != nil {
+			t.Fatalf("a streamed run kept %d results", len(res.Requests))
+		}
+		if !reflect.DeepEqual(got, want.Requests) || res.Summary != want.Summary || res.Counters != want.Counters {
+			t.Fatalf("streamed run differs:\n got %+v\n%+v\nwant %+v\n%+v", got, res.Summary, want.Requests, want.Summary)
+		}
+		if _, ok := s.SlotOf(recs[0].ID); ok {
+			t.Fatal("a streamed run kept the slots by request ID")
+		}
+		stop := rapid.IntRange(1, len(recs)).Draw(t, "stop")
+		s, _ = New(cfg, testCost)
+		n := 0
+		s.Stream(func(engine.RequestResult) error {
+			if n++; n == stop {
+				return fmt.Errorf("sink full at %d", n)
+			}
+			return nil
+		})
+		if _, err := s.Run(engine.NewSliceSource(recs)); err == nil || err.Error() != fmt.Sprintf("sink full at %d", stop) || n != stop {
+			t.Fatalf("sink error at result %d: Run returned %v after %d results", stop, err, n)
+		}
+	})
+}
