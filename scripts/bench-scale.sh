@@ -16,6 +16,9 @@
 #   COPIES         the lengths, in copies (default "1 4 24")
 #   MAX_RSS_RATIO  if set, exit 1 when a row's peak RSS at the last length
 #                  exceeds this many times its RSS at the first (for CI)
+#   MAX_RSS_PER_REQ if set, exit 1 when a row's peak RSS grows by more than
+#                  this many bytes per request from the first length to the
+#                  last: memory that follows the trace, not the cache (for CI)
 #   ONLY           if set, run only the rows whose name matches this
 #                  extended regular expression (for example "^sim$")
 #
@@ -61,13 +64,14 @@ for row in "${ROWS[@]}"; do
 	if [ -n "${ONLY:-}" ] && ! grep -Eq -- "$ONLY" <<<"$name"; then
 		continue
 	fi
-	base_wall= base_rss= last_ratio=
+	base_wall= base_rss= last_ratio= last_rss= last_n=
 	for k in $COPIES; do
 		read -r -a argv <<<"${args//\{\}/$tmp/x$k.jsonl}"
 		read -r wall rss < <(measure "${argv[@]}")
 		: "${base_wall:=$wall}" "${base_rss:=$rss}"
 		first=${COPIES%% *}
 		n=$((requests * k / first))
+		last_rss=$rss last_n=$n
 		last_ratio=$(awk -v a="$rss" -v b="$base_rss" 'BEGIN{printf "%.2f", a/b}')
 		printf '%-26s %6s %10s %8.2f %10.0f %10.1f %8.2f %8s\n' "$name" "$k" "$n" "$wall" \
 			"$(awk -v n="$n" -v w="$wall" 'BEGIN{print (w > 0 ? n/w : 0)}')" "$(awk -v r="$rss" 'BEGIN{print r/1024}')" \
@@ -76,6 +80,15 @@ for row in "${ROWS[@]}"; do
 	if [ -n "${MAX_RSS_RATIO:-}" ] && awk -v r="$last_ratio" -v m="$MAX_RSS_RATIO" 'BEGIN{exit !(r > m)}'; then
 		echo "bench-scale: $name: peak RSS grew $last_ratio times from the first length to the last (limit $MAX_RSS_RATIO)" >&2
 		fail=1
+	fi
+	if [ -n "${MAX_RSS_PER_REQ:-}" ]; then
+		per=$(awk -v a="$last_rss" -v b="$base_rss" -v n="$last_n" -v m="$requests" \
+			'BEGIN{printf "%.0f", (n > m ? (a - b) * 1024 / (n - m) : 0)}')
+		echo "bench-scale: $name: peak RSS grew $per bytes per request from the first length to the last (limit $MAX_RSS_PER_REQ)"
+		if [ "$per" -gt "$MAX_RSS_PER_REQ" ]; then
+			echo "bench-scale: $name: over the limit: memory follows the trace's length" >&2
+			fail=1
+		fi
 	fi
 done
 exit $fail
