@@ -152,6 +152,7 @@ var simKeys = []struct {
 	{fielderr.Dotted("storage.write_latency_ns"), fielderr.Dotted("storage.write_latency_us"), func(f *File) any { return f.Storage.WriteLatencyUs }},
 	{fielderr.Dotted("storage.eviction"), fielderr.Dotted("storage.eviction"), func(f *File) any { return fmt.Sprintf("%q", f.Storage.Eviction) }},
 	{fielderr.Dotted("storage.lease_ttl_ns"), fielderr.Dotted("storage.lease_ttl"), func(f *File) any { return f.Storage.LeaseTTL }},
+	{fielderr.Dotted("storage.aggregate_bandwidth"), fielderr.Dotted("storage.aggregate_gbps"), func(f *File) any { return f.Storage.AggregateGBps }},
 }
 
 // simErrors returns the simulator's validation error err with each range
@@ -364,6 +365,9 @@ type StorageSection struct {
 	HighWatermark float64 `toml:"high_watermark"`
 	EvictionRatio float64 `toml:"eviction_ratio"`
 	LeaseTTL      float64 `toml:"lease_ttl"`
+	// AggregateGBps caps a shared store's total transfer rate over every
+	// replica's reads and writes, 10^9 bytes/s (0: no cap; needs Shared).
+	AggregateGBps float64 `toml:"aggregate_gbps"`
 }
 
 // WorkloadSection names the trace.
@@ -583,6 +587,9 @@ func (f *File) Validate() error {
 	}
 	if f.Storage.Shared && !f.Storage.Enabled {
 		errs = append(errs, fielderr.New(fielderr.Dotted("storage.shared"), "true needs storage.enabled = true: there is no store to share"))
+	}
+	if f.Storage.AggregateGBps != 0 && !f.Storage.Shared {
+		errs = append(errs, fielderr.New(fielderr.Dotted("storage.aggregate_gbps"), "needs storage.shared = true: the cap is a shared store's"))
 	}
 	// The simulator's own checks of the cache, scheduler and storage
 	// sections (the storage ranges are checked there only), with the sizes
@@ -1016,6 +1023,7 @@ func (st StorageSection) simConfig(prefetch sim.PrefetchPolicy, eviction sim.Sto
 		EvictionRatio:             st.EvictionRatio,
 		LeaseTTL:                  ns(st.LeaseTTL, 1e9),
 		DecodeOffload:             st.DecodeOffload,
+		AggregateBandwidth:        scale(st.AggregateGBps, 1e9),
 	}
 }
 

@@ -40,6 +40,7 @@ var sharedL3Keys = []struct {
 	{"high_watermark", func(f *File) any { return f.Storage.HighWatermark }},
 	{"eviction_ratio", func(f *File) any { return f.Storage.EvictionRatio }},
 	{"lease_ttl", func(f *File) any { return f.Storage.LeaseTTL }},
+	{"aggregate_gbps", func(f *File) any { return f.Storage.AggregateGBps }},
 }
 
 // evictionName is storage.eviction with the default spelled out.
@@ -87,7 +88,7 @@ func (f *File) validateSharedL3(name string, ps Positions) []error {
 			}
 			p, _ := ps.Find(where)
 			errs = append(errs, &fielderr.At{File: name, Line: p.Line, Col: p.Col, Err: fielderr.New(key.Key("storage", k.key),
-				"%v differs from group %d's %v: the replicas of a shared L3 store (storage.shared) share one capacity and eviction", v, first, want)})
+				"%v differs from group %d's %v: the replicas of a shared L3 store (storage.shared) share one capacity, eviction and bandwidth cap", v, first, want)})
 			break
 		}
 	}

@@ -31,6 +31,8 @@ eviction = "mooncake"
 high_watermark = 0.9
 eviction_ratio = 0.1
 lease_ttl = 2.5
+shared = true
+aggregate_gbps = 40
 `), "storage.toml")
 	b := must(t, f.Build)
 	want := sim.StorageConfig{
@@ -39,6 +41,7 @@ lease_ttl = 2.5
 		PrefetchCapacityRatio: 0.25, ReadBandwidth: 12.5e9, WriteBandwidth: 6e9,
 		ReadLatency: 80_000, WriteLatency: 150_000,
 		Eviction: sim.StorageMooncake, HighWatermark: 0.9, EvictionRatio: 0.1, LeaseTTL: 2.5e9,
+		AggregateBandwidth: 40e9,
 	}
 	if b.Sim.Storage != want {
 		t.Fatalf("storage config\n got %+v\nwant %+v", b.Sim.Storage, want)

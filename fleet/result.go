@@ -3,6 +3,7 @@ package fleet
 import (
 	"reflect"
 
+	"github.com/kvsim/kvsim/sim"
 	"github.com/kvsim/kvsim/sim/engine"
 )
 
@@ -115,6 +116,10 @@ type L3Result struct {
 	// PagesRefused are the pages of the replica's backups a full Mooncake
 	// store refused, every page being under lease.
 	PagesRefused int64 `json:"l3_pages_refused,omitempty"`
+	// L3BandwidthStats are the replica's storage calls a shared store's
+	// aggregate bandwidth cap (storage.aggregate_gbps) slowed, and their
+	// added time.
+	sim.L3BandwidthStats
 }
 
 // SharedL3Result is one shared L3 store of a fleet.

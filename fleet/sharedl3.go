@@ -84,6 +84,7 @@ func (s *sharedL3s) l3Results(reps []ReplicaResult, replicas []Replica, hits []i
 		}
 		if k := s.of[i]; k >= 0 {
 			l3.CrossReplicaPagesRead = s.l3[k].Stats(s.slot[i]).CrossRead
+			l3.L3BandwidthStats = s.l3[k].Bandwidth(s.slot[i])
 		}
 		out[i] = l3
 	}
@@ -100,6 +101,8 @@ func (s *sharedL3s) l3Results(reps []ReplicaResult, replicas []Replica, hits []i
 		all.PagesEvicted += out[i].PagesEvicted
 		all.EvictionRounds += out[i].EvictionRounds
 		all.PagesRefused += out[i].PagesRefused
+		all.Slowed += out[i].Slowed
+		all.DelayNs += out[i].DelayNs
 	}
 	for k := range s.stores {
 		s.stores[k].StoredTokens = s.l3[k].StoredTokens()

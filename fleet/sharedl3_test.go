@@ -2,6 +2,7 @@ package fleet_test
 
 import (
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/kvsim/kvsim/fleet"
@@ -95,13 +96,20 @@ func l3Replicas(n int, fac engine.Factory, ns string) []fleet.Replica {
 }
 
 // A fleet of one replica whose storage is shared is the single server,
-// byte for byte: requests, summary and counters.
+// byte for byte: requests, summary and counters. With an aggregate
+// bandwidth cap, it is the single server with the same cap on its own
+// store, and, with the cap at or above its links, the single server
+// without a cap.
 func TestSharedL3OfOneIsTheServer(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		fac := drawStorage(t, rapid.SampledFrom([]int64{0, 300, 3000}).Draw(t, "capacity"))
+		fac, f := drawCap(t, drawStorage(t, rapid.SampledFrom([]int64{0, 300, 3000}).Draw(t, "capacity")), 1, 0)
 		recs := drawTrace(t)
 		_, res := runFleet(t, l3Replicas(1, fac, "m"), drawRouter(t), 1, recs)
-		single, err := fac.Run(engine.NewSliceSource(recs))
+		server := *fac
+		if f >= 1 {
+			server.Config.Storage.AggregateBandwidth = 0
+		}
+		single, err := server.Run(engine.NewSliceSource(recs))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,6 +120,9 @@ func TestSharedL3OfOneIsTheServer(t *testing.T) {
 		}
 		if x := res.Replicas[0].L3.CrossReplicaPagesRead; x != 0 {
 			t.Fatalf("one replica read %d pages another wrote", x)
+		}
+		if f >= 1 && res.L3.Slowed != 0 {
+			t.Fatalf("a cap above the links slowed %d transfers", res.L3.Slowed)
 		}
 	})
 }
@@ -336,7 +347,7 @@ func BenchmarkFleetSharedL3(b *testing.B) {
 	cfg := router.Default()
 	cfg.Policy = router.RoundRobin
 	sc := sim.Default(2048)
-	sc.Cache.HostTokens = 4096
+	sc.Cache.HostTokens = 1024
 	sc.Cache.WritePolicy = tree.WriteThrough
 	sc.Links.KVBytesPerToken = 1000
 	sc.Storage.Enabled = true
@@ -405,4 +416,84 @@ func TestSharedL3PD(t *testing.T) {
 			t.Fatalf("two runs differ:\n%s\n%s", a, b)
 		}
 	})
+}
+
+// drawCap draws a store's aggregate bandwidth cap for fac's servers (n
+// of them) as a share of the sum of every replica's read and write links,
+// which it returns: tight, between, at or above the links, or one of
+// more (0: no cap).
+func drawCap(t *rapid.T, fac *sim.Factory, n int, more ...float64) (*sim.Factory, float64) {
+	c := fac.Config.WithDefaults()
+	links := float64(n*c.Cache.CP) * (c.Storage.ReadBandwidth + c.Storage.WriteBandwidth)
+	f := rapid.SampledFrom(append([]float64{0.01, 0.3, 1, 2.5}, more...)).Draw(t, "cap share of the links")
+	capped := *fac
+	capped.Config.Storage.AggregateBandwidth = math.Ceil(f * links)
+	return &capped, f
+}
+
+// With the aggregate cap at or above the sum of every replica's links,
+// the fleet's results are byte-identical to no cap: no transfer is
+// slowed. Below, every request completes and a second run is
+// byte-identical (the store's own checks panic if a reservation exceeds
+// the cap or starts before the pruned part of its profile).
+func TestSharedL3Cap(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		fac := drawStorage(t, rapid.SampledFrom([]int64{0, 3000}).Draw(t, "capacity"))
+		n := rapid.IntRange(1, 4).Draw(t, "replicas")
+		capped, f := drawCap(t, fac, n)
+		recs := drawTrace(t)
+		cfg := drawRouter(t)
+		_, got := runFleet(t, l3Replicas(n, capped, "m"), cfg, 3, recs)
+		if f < 1 {
+			if len(got.Requests) != len(recs) {
+				t.Fatalf("%d of %d requests completed", len(got.Requests), len(recs))
+			}
+			_, again := runFleet(t, l3Replicas(n, capped, "m"), cfg, 3, recs)
+			if a, b := jsonOf(t, got), jsonOf(t, again); a != b {
+				t.Fatalf("a second run differs:\n%s\n%s", b, a)
+			}
+			return
+		}
+		_, want := runFleet(t, l3Replicas(n, fac, "m"), cfg, 3, recs)
+		if a, b := jsonOf(t, want), jsonOf(t, got); a != b {
+			t.Fatalf("a cap of %v bytes/s above the links changed the results:\n%s\n%s", capped.Config.Storage.AggregateBandwidth, b, a)
+		}
+	})
+}
+
+// A cap a hundredth of the links, with prompts that reach L3, slows
+// transfers and counts them; the run completes every request.
+func TestSharedL3TightCapSlows(t *testing.T) {
+	fac := &sim.Factory{Config: sim.Default(2048), Cost: &fitted, OpenLoop: true}
+	sc := &fac.Config
+	sc.Cache.HostTokens = 4096
+	sc.Cache.WritePolicy = tree.WriteThrough
+	sc.Storage.Enabled = true
+	sc.Links.KVBytesPerToken = 1e5
+	sc.Storage.AggregateBandwidth = 1e8 // 5e9 + 3e9 per replica
+	var recs []traces.Record
+	for i := range 40 {
+		toks := make([]int32, 600)
+		for k := range toks {
+			toks[k] = int32(k + 1000*(i%5))
+		}
+		recs = append(recs, traces.Record{ID: fmt.Sprint(i), Arrival: int64(i) * 5e7, InputLen: len(toks), Tokens: toks, OutputLen: 4})
+	}
+	f, err := fleet.New(l3Replicas(2, fac, "m"), router.Default(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.Run(engine.NewSliceSource(recs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Requests) != len(recs) {
+		t.Fatalf("%d of %d requests completed", len(res.Requests), len(recs))
+	}
+	if res.L3.Slowed == 0 || res.L3.DelayNs <= 0 {
+		t.Fatalf("a cap of 1e8 bytes/s slowed nothing: %+v", res.L3)
+	}
+	if res.L3.Slowed != res.Replicas[0].L3.Slowed+res.Replicas[1].L3.Slowed {
+		t.Fatalf("fleet %+v, replicas %+v %+v", res.L3, res.Replicas[0].L3, res.Replicas[1].L3)
+	}
 }

@@ -183,6 +183,11 @@ type StorageConfig struct {
 	// --disaggregation-decode-enable-offload-kvcache; [Online.SetDecodeMode]).
 	// Not a configuration key: the fleet sets it.
 	DecodeOffload bool `toml:"-"`
+	// AggregateBandwidth caps the store's total transfer rate, bytes/s,
+	// over every read and write of every replica that uses it (and every
+	// CP rank), first come first served (see l3Bandwidth). 0 (default):
+	// no cap (a cap under 1 byte/s is 1 byte/s).
+	AggregateBandwidth float64 `toml:"aggregate_bandwidth"`
 }
 
 // Default returns a configuration with every default filled in and a device
@@ -420,6 +425,9 @@ func validateStorage(raw, st StorageConfig, hostTokens int64, bad badField) {
 	}
 	if !(st.PrefetchCapacityRatio > 0 && st.PrefetchCapacityRatio <= 1) {
 		bad("storage.prefetch_capacity_ratio", "in (0, 1]", st.PrefetchCapacityRatio)
+	}
+	if a := st.AggregateBandwidth; !(a >= 0) || math.IsInf(a, 0) {
+		bad("storage.aggregate_bandwidth", ">= 0 (0: no cap)", a)
 	}
 	if st.Eviction < StorageLRU || st.Eviction > StorageMooncake {
 		bad("storage.eviction", "one of lru, mooncake", st.Eviction)

@@ -59,6 +59,7 @@ type SharedL3 struct {
 	stats     []L3Stats // per attached replica, in attach order
 	observe   func(L3Event)
 	landing   []*l3Landing // scratch
+	bw        *l3Bandwidth // the aggregate bandwidth cap (nil: none)
 }
 
 // l3Landing is one queued backup's write to the shared store.
@@ -124,13 +125,17 @@ func newSharedL3(pageSize int, st StorageConfig) *SharedL3 {
 	return &SharedL3{
 		l3: newL3StoreFor(st, pageSize), pager: tree.NewPager(pageSize),
 		pageSize: pageSize, capTokens: st.CapacityTokens, eviction: evictionOf(st), minDone: engine.Never,
+		bw: newL3Bandwidth(st),
 	}
 }
 
 // evictionOf is st's eviction settings (st with defaults), to compare a
 // replica's with its shared store's.
 func evictionOf(st StorageConfig) StorageConfig {
-	return StorageConfig{Eviction: st.Eviction, HighWatermark: st.HighWatermark, EvictionRatio: st.EvictionRatio, LeaseTTL: st.LeaseTTL}
+	return StorageConfig{
+		Eviction: st.Eviction, HighWatermark: st.HighWatermark, EvictionRatio: st.EvictionRatio, LeaseTTL: st.LeaseTTL,
+		AggregateBandwidth: st.AggregateBandwidth,
+	}
 }
 
 // Observe makes the store report every landing, lookup hit and eviction
@@ -147,6 +152,15 @@ func (l *SharedL3) Observe(f func(L3Event)) {
 
 // Stats returns replica i's use of the store (i in attach order).
 func (l *SharedL3) Stats(i int) L3Stats { return l.stats[i] }
+
+// Bandwidth returns replica i's transfers slowed by the store's aggregate
+// bandwidth cap (zero without a cap).
+func (l *SharedL3) Bandwidth(i int) L3BandwidthStats {
+	if l.bw == nil {
+		return L3BandwidthStats{}
+	}
+	return l.bw.stats[i]
+}
 
 // Replicas returns the number of replicas attached.
 func (l *SharedL3) Replicas() int { return len(l.stats) }
@@ -200,6 +214,10 @@ func (s *Sim) attachL3(l3 *SharedL3) error {
 	s.st.shared = l3
 	s.st.replica = len(l3.stats)
 	l3.stats = append(l3.stats, L3Stats{})
+	s.st.bw = l3.bw
+	if l3.bw != nil {
+		s.st.bwSlot = l3.bw.attach()
+	}
 	return nil
 }
 

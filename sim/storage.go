@@ -29,6 +29,7 @@ type prefetchOp struct {
 	batches  int
 	done     int // batches read
 	queued   bool
+	capEnd   engine.Time // with an aggregate cap: batch done's reserved end (0: not reserved yet)
 }
 
 // backupOp is one L2 -> L3 backup (SGLang's write_backup_storage): the
@@ -51,10 +52,12 @@ type storageState struct {
 	reads     []*prefetchOp // FIFO on the read link
 	readFree  engine.Time   // the read link is idle from here until the head's next batch
 	writeFree engine.Time
-	backups   []*backupOp // FIFO; done times never decrease
-	landed    int         // backups[:landed] are written to storage
-	shared    *SharedL3   // non-nil: l3 is this fleet-wide store's
-	replica   int         // the simulator's index among shared's replicas
+	backups   []*backupOp  // FIFO; done times never decrease
+	landed    int          // backups[:landed] are written to storage
+	shared    *SharedL3    // non-nil: l3 is this fleet-wide store's
+	replica   int          // the simulator's index among shared's replicas
+	bw        *l3Bandwidth // the store's aggregate bandwidth cap (nil: none)
+	bwSlot    int          // the simulator's slot in bw
 
 	// Batches read one after another by the same prefetch are stamped in
 	// storage's LRU order as one read: the same order, one walk.
@@ -64,11 +67,16 @@ type storageState struct {
 
 func newStorageState(cfg Config) *storageState {
 	st := cfg.Storage
-	return &storageState{
+	s := &storageState{
 		l3:        newL3StoreFor(st, cfg.Cache.PageSize),
 		threshold: max(st.PrefetchThreshold, int64(cfg.Cache.PageSize)),
 		limit:     int64(st.PrefetchCapacityRatio * float64(cfg.Cache.HostTokens*int64(cfg.Cache.CP))),
+		bw:        newL3Bandwidth(st),
 	}
+	if s.bw != nil {
+		s.bwSlot = s.bw.attach()
+	}
+	return s
 }
 
 // pathOf returns the path from the root to the end of n. Its runs are the
@@ -111,8 +119,23 @@ func (st *storageState) flushReads() {
 // storageTime is the time to move tokens over a storage link at bw bytes/s:
 // the CP ranks each move their share in parallel.
 func (s *Sim) storageTime(tokens int64, bw float64) engine.Time {
+	return engine.Time(math.Ceil(s.storageBytes(tokens) / bw * 1e9))
+}
+
+// storageBytes is the bytes each CP rank moves for tokens.
+func (s *Sim) storageBytes(tokens int64) float64 {
 	per := (tokens + int64(s.lanes) - 1) / int64(s.lanes)
-	return engine.Time(math.Ceil(float64(per) * s.cfg.Links.KVBytesPerToken / bw * 1e9))
+	return float64(per) * s.cfg.Links.KVBytesPerToken
+}
+
+// storageEnd is when a move of tokens over a storage link of bw bytes/s
+// per rank, starting at start, ends: start + storageTime, unless the
+// store's aggregate cap slows it (the move is then reserved on the cap).
+func (s *Sim) storageEnd(start engine.Time, tokens int64, bw float64) engine.Time {
+	if s.st.bw == nil {
+		return start + s.storageTime(tokens, bw)
+	}
+	return s.st.bw.reserveFor(s.st.bwSlot, start, s.storageBytes(tokens), bw, s.lanes)
 }
 
 // ---- Backup (L2 -> L3) ----
@@ -151,7 +174,7 @@ func (s *Sim) writeStorage(n *tree.Node, path pathKey, lo, hi int) {
 	}
 	for k := 0; k < pages; k += storageBatchPages {
 		tok := int64(min(storageBatchPages, pages-k)) * ps
-		op.done = max(s.now, st.writeFree) + engine.Time(s.cfg.Storage.WriteLatency) + s.storageTime(tok, s.cfg.Storage.WriteBandwidth)
+		op.done = s.storageEnd(max(s.now, st.writeFree)+engine.Time(s.cfg.Storage.WriteLatency), tok, s.cfg.Storage.WriteBandwidth)
 		st.writeFree = op.done
 		s.counters.StorageWriteTokens += tok
 		s.counters.StorageWriteBytes += s.bytes(tok)
@@ -319,6 +342,27 @@ func (s *Sim) readBatchTime(op *prefetchOp, k int) engine.Time {
 	return engine.Time(s.cfg.Storage.ReadLatency) + s.storageTime(s.batchTokens(op, k), s.cfg.Storage.ReadBandwidth)
 }
 
+// batchEnd is when batch k of op, started at start, ends: with an
+// aggregate cap, the reserved end of the batch being read, else (and as
+// an estimate for a batch not reserved yet) start + readBatchTime.
+func (s *Sim) batchEnd(op *prefetchOp, k int, start engine.Time) engine.Time {
+	if k == op.done && op.capEnd != 0 {
+		return op.capEnd
+	}
+	return start + s.readBatchTime(op, k)
+}
+
+// reserveBatch reserves op's next batch, started at start, on the store's
+// aggregate cap once it has started before now (a started batch is read
+// to its end: endPrefetch), and returns its end (batchEnd).
+func (s *Sim) reserveBatch(op *prefetchOp, start, now engine.Time) engine.Time {
+	if s.st.bw != nil && op.capEnd == 0 && start < now {
+		lat := engine.Time(s.cfg.Storage.ReadLatency)
+		op.capEnd = s.storageEnd(start+lat, s.batchTokens(op, op.done), s.cfg.Storage.ReadBandwidth)
+	}
+	return s.batchEnd(op, op.done, start)
+}
+
 // readBatch accounts for batch k of op having been read.
 func (s *Sim) readBatch(op *prefetchOp, k int) {
 	tok := s.batchTokens(op, k)
@@ -339,6 +383,24 @@ func (s *Sim) advanceReads(now engine.Time) {
 	s.landBackups(now)
 	s.playReads(now)
 	s.st.flushReads()
+	s.setBandwidthFloor(now)
+}
+
+// setBandwidthFloor tells the aggregate cap (if any) the earliest start of
+// any later reservation of this simulator at now: now (backups start at
+// now or later; so do the reads of later prefetches) or the first batch
+// of a queued prefetch, which starts at the read link's free time or
+// after its hit query.
+func (s *Sim) setBandwidthFloor(now engine.Time) {
+	st := s.st
+	if st.bw == nil {
+		return
+	}
+	floor := now
+	for _, op := range st.reads {
+		floor = min(floor, max(st.readFree, op.ready))
+	}
+	st.bw.setFloor(st.bwSlot, floor)
 }
 
 func (s *Sim) playReads(now engine.Time) {
@@ -346,12 +408,13 @@ func (s *Sim) playReads(now engine.Time) {
 	for len(st.reads) > 0 {
 		op := st.reads[0]
 		for op.done < op.batches {
-			end := max(st.readFree, op.ready) + s.readBatchTime(op, op.done)
+			end := s.reserveBatch(op, max(st.readFree, op.ready), now)
 			if end > now {
 				return
 			}
 			s.readBatch(op, op.done)
 			op.done++
+			op.capEnd = 0
 			st.readFree = end
 		}
 		op.queued = false
@@ -366,7 +429,7 @@ func (s *Sim) projectedDone(op *prefetchOp) engine.Time {
 	t := s.st.readFree
 	for _, o := range s.st.reads {
 		for k := o.done; k < o.batches; k++ {
-			t = max(t, o.ready) + s.readBatchTime(o, k)
+			t = s.batchEnd(o, k, max(t, o.ready))
 		}
 		if o == op {
 			return t
@@ -440,7 +503,7 @@ func (s *Sim) endPrefetch(op *prefetchOp, insert bool) {
 	if op.queued {
 		if st.reads[0] == op && op.done < op.batches {
 			if start := max(st.readFree, op.ready); start < s.now {
-				st.readFree = start + s.readBatchTime(op, op.done)
+				st.readFree = s.batchEnd(op, op.done, start)
 				tok := s.batchTokens(op, op.done)
 				s.counters.StorageReadTokens += tok
 				s.counters.StorageReadBytes += s.bytes(tok)
@@ -455,6 +518,7 @@ func (s *Sim) endPrefetch(op *prefetchOp, insert bool) {
 			}
 		}
 		op.queued = false
+		s.setBandwidthFloor(s.now)
 	}
 	r := op.r
 	release := op.lanes

@@ -55,8 +55,9 @@ func TestSimFleetSharedL3VersusPrivate(t *testing.T) {
 }
 
 // storage.shared is refused without a store to share, and a fleet whose
-// shared groups differ in store capacity or eviction is refused at the
-// group's key.
+// shared groups differ in store capacity, eviction or aggregate bandwidth
+// cap is refused at the group's key; so is a cap without a shared store,
+// or a negative one.
 func TestSimFleetSharedL3Refuses(t *testing.T) {
 	for _, c := range []struct{ doc, want string }{
 		{"[storage]\nshared = true\n", "f.toml:2:1: storage.shared: true needs storage.enabled = true"},
@@ -64,6 +65,12 @@ func TestSimFleetSharedL3Refuses(t *testing.T) {
 			`f.toml:15:9: fleet.groups[1].set.storage.capacity_tokens: 2000 differs from group 0's 1000`},
 		{"[model]\npreset = \"qwen2.5-14b\"\n[gpu]\npreset = \"h200\"\n[cache]\nhost_tokens = 4000\n[storage]\nenabled = true\nshared = true\ncapacity_tokens = 1000\n[[fleet.groups]]\ncount = 1\n[[fleet.groups]]\ncount = 1\nset = { \"storage.eviction\" = \"mooncake\" }\n",
 			`f.toml:15:9: fleet.groups[1].set.storage.eviction: mooncake differs from group 0's lru`},
+		{"[model]\npreset = \"qwen2.5-14b\"\n[gpu]\npreset = \"h200\"\n[cache]\nhost_tokens = 4000\n[storage]\nenabled = true\naggregate_gbps = 20\n",
+			"f.toml:9:1: storage.aggregate_gbps: needs storage.shared = true"},
+		{"[model]\npreset = \"qwen2.5-14b\"\n[gpu]\npreset = \"h200\"\n[cache]\nhost_tokens = 4000\n[storage]\nenabled = true\nshared = true\naggregate_gbps = 20\n[[fleet.groups]]\ncount = 1\n[[fleet.groups]]\ncount = 1\nset = { \"storage.aggregate_gbps\" = 5.0 }\n",
+			`f.toml:15:9: fleet.groups[1].set.storage.aggregate_gbps: 5 differs from group 0's 20`},
+		{"[model]\npreset = \"qwen2.5-14b\"\n[gpu]\npreset = \"h200\"\n[cache]\nhost_tokens = 4000\n[storage]\nenabled = true\nshared = true\naggregate_gbps = -1\n",
+			"f.toml:10:1: storage.aggregate_gbps: must be >= 0 (0: no cap) (got -1)"},
 	} {
 		checkFleetFileRefused(t, c.doc, c.want)
 	}
