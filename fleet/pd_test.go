@@ -232,8 +232,10 @@ func TestPropPDTimeoutsBeyondRun(t *testing.T) {
 		cfg.BootstrapTimeout, cfg.WaitingTimeout = 0, 0
 		res, _ := pdRun(t, reps, cfg, recs)
 		var span engine.Time
-		for _, r := range res.Requests {
-			span = max(span, r.Finish-r.Arrival)
+		for i, r := range res.Requests {
+			// A failed request has no finish time: its life ends when it
+			// failed (a prefill admission failure ends it late too).
+			span = max(span, r.Finish-r.Arrival, res.PDRequests[i].FailedAt-r.Arrival)
 		}
 		cfg.BootstrapTimeout = time.Duration(span + 1)
 		cfg.WaitingTimeout = time.Duration(span + 1)
