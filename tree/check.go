@@ -3,7 +3,6 @@ package tree
 import (
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/kvsim/kvsim/internal/invariants"
 )
@@ -131,7 +130,7 @@ func (c *checker) checkNode(n *Node) {
 	if n.pages != nil && int64(len(n.pages)) != n.npages {
 		c.bad("node %d: %d pages in its key, %d counted", n.id, len(n.pages), n.npages)
 	}
-	if n.key != nil && n.pages != nil && !slices.Equal(AppendRunPages(nil, n.key), n.pages) {
+	if n.key != nil && n.pages != nil && !runsSpell(n.key, n.pages) {
 		c.bad("node %d: its key's runs and pages differ", n.id)
 	}
 	if n.tokens != n.npages*int64(t.cfg.PageSize) {

@@ -58,6 +58,26 @@ func AppendRuns(dst []PageRun, pages []PageID) []PageRun {
 	return dst
 }
 
+// runsSpell reports whether runs spell exactly pages, without building
+// their page slice.
+func runsSpell(runs []PageRun, pages []PageID) bool {
+	i := 0
+	for _, x := range runs {
+		if int64(len(pages)-i) < x.N {
+			return false
+		}
+		// A run spells consecutive ids: its pages must start at x.First
+		// and end at x.First+N-1 with none out of step between.
+		for k := range x.N {
+			if pages[i] != x.First+PageID(k) {
+				return false
+			}
+			i++
+		}
+	}
+	return i == len(pages)
+}
+
 // AppendRunPages appends the pages of runs to dst, one id a page.
 func AppendRunPages(dst []PageID, runs []PageRun) []PageID {
 	i, n := len(dst), int(runsLen(runs))

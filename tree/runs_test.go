@@ -52,6 +52,9 @@ func TestPropRunHelpers(t *testing.T) {
 		if got := AppendRuns(nil, a); !slices.Equal(AppendRunPages(nil, got), a) || len(got) > len(ra) {
 			rt.Fatalf("AppendRuns(%v) = %v: not the longest runs", a, got)
 		}
+		if got, want := runsSpell(ra, b), slices.Equal(a, b); got != want || !runsSpell(ra, a) {
+			rt.Fatalf("runsSpell(%v, %v) = %v, want %v (and true for %v)", ra, b, got, want, a)
+		}
 		if got, want := runsLen(ra), int64(len(a)); got != want {
 			rt.Fatalf("runsLen(%v) = %d, want %d", ra, got, want)
 		}
