@@ -62,7 +62,7 @@ func TestOneReplicaIsTheServerClosedLoop(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sameResult(t, "replica 0", res.Replicas[0].Result.Requests, res.Replicas[0].Result.Summary, single)
+		sameReplica(t, "replica 0", res.Replicas[0].Result, single)
 		sameResult(t, "fleet", res.Requests, res.Summary, single)
 		if res.IgnoredDeps != single.IgnoredDeps || res.EngineResult().IgnoredDeps != single.IgnoredDeps {
 			t.Fatalf("ignored dependencies: fleet %d, single server %d", res.IgnoredDeps, single.IgnoredDeps)

@@ -74,6 +74,9 @@ func New(replicas []Replica, cfg router.Config, seed uint64) (*Fleet, error) {
 	}
 	for i, r := range replicas {
 		e, err := f.l3.newEngine(i, r)
+		if err == nil {
+			omitITL(e)
+		}
 		if err == nil && kv != nil {
 			err = kv.attach(i, e)
 		}
@@ -83,6 +86,20 @@ func New(replicas []Replica, cfg router.Config, seed uint64) (*Fleet, error) {
 		f.engines = append(f.engines, e)
 	}
 	return f, nil
+}
+
+// itlOmitter is a replica engine whose summary can leave out inter-token
+// latencies (both server models).
+type itlOmitter interface{ OmitInterTokenStats() }
+
+// omitITL makes replica engine e keep no inter-token latencies when it
+// can: the fleet records each one itself from the token events
+// ([Result].Summary) and reports no replica's, so the replica's copy (and
+// its sort for percentiles) was a second record of every token.
+func omitITL(e engine.Engine) {
+	if o, ok := e.(itlOmitter); ok {
+		o.OmitInterTokenStats()
+	}
 }
 
 // Router returns the fleet's router, for its counts after a run (nil for

@@ -167,6 +167,7 @@ func NewPD(replicas []PDReplica, cfg PDConfig, seed uint64) (*Fleet, error) {
 	for i, r := range replicas {
 		e, err := f.l3.newEngine(i, r.Replica)
 		if err == nil {
+			omitITL(e)
 			err = pd.setMode(i, e)
 		}
 		if err != nil {

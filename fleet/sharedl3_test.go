@@ -114,7 +114,7 @@ func TestSharedL3OfOneIsTheServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := res.Replicas[0].Result
-		sameResult(t, "replica 0", r.Requests, r.Summary, single)
+		sameReplica(t, "replica 0", r, single)
 		if g, w := jsonOf(t, r.Counters), jsonOf(t, single.Counters); g != w {
 			t.Fatalf("counters differ from the single-server run:\n%s\n%s", g, w)
 		}

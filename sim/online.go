@@ -104,6 +104,13 @@ func (o *Online) Evictions() (deviceDeleted, demoted, hostEvicted int64) {
 	return st.DeviceEvicted - st.Demoted, st.Demoted, st.HostEvicted
 }
 
+// OmitInterTokenStats makes the run's summary keep no inter-token
+// latencies: its ITL figures are 0. A fleet, which summarises its requests'
+// inter-token latencies itself from their token events and reports no
+// replica's, sets it on every replica so that each latency is recorded and
+// sorted once, not twice. Call it before the first Submit.
+func (o *Online) OmitInterTokenStats() { o.s.noITL = true }
+
 // Active returns the number of requests submitted and arrived but not yet
 // finished.
 func (o *Online) Active() int { return o.s.active }

@@ -474,7 +474,7 @@ func (s *Sim) emitToken(r *request) {
 	if !r.gotFirst {
 		r.gotFirst = true
 		r.res.FirstToken = s.now
-	} else {
+	} else if !s.noITL {
 		s.stats.AddITL(float64(s.now-r.lastToken) / 1e6)
 	}
 	r.lastToken = s.now

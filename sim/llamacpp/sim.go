@@ -69,6 +69,7 @@ type Sim struct {
 	lastPrompt int64
 	ap         AfterPrompter
 
+	noITL   bool // the summary keeps no inter-token latencies (OmitInterTokenStats)
 	src     engine.Source
 	pending *traces.Record // the next record, not yet arrived
 	srcDone bool
@@ -490,7 +491,9 @@ func (s *Sim) endCall() {
 		if p.n == 0 {
 			sl.tokens = append(sl.tokens, s.outputID(r, r.nOut-1))
 			r.nOut++
-			s.sum.AddITL(float64(s.now-r.lastTok) / 1e6)
+			if !s.noITL {
+				s.sum.AddITL(float64(s.now-r.lastTok) / 1e6)
+			}
 		} else {
 			sl.tokens = append(sl.tokens, r.prompt[r.processed:r.processed+p.n]...)
 			r.processed += p.n
