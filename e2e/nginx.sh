@@ -274,14 +274,14 @@ closed_loop() {
   return 1
 }
 
-# one BALANCER C ATTEMPT: the real run and the prediction; fleetcmp's exit status.
+# one BALANCER C: the real run and the prediction; fleetcmp's exit status.
 one() {
-  local balancer=$1 c=$2 a=$3 policy name run url1 url2 ups url gate trace=$OUT/chain.jsonl
+  local balancer=$1 c=$2 policy name run url1 url2 ups url gate trace=$OUT/chain.jsonl
   [ "$c" = 1 ] && trace=$OUT/shared.jsonl
   policy=nginx_round_robin
   [ "$balancer" = hash ] && policy=nginx_hash
   name="$policy-c$c"
-  run="$OUT/$name-$a"
+  run="$OUT/$name"
   mkdir -p "$run"
   SERVERS+=("$run/server1" "$run/server2")
   url1=$(bash e2e/llama/start.sh -d "$run/server1" 2>"$run/start1.log")
@@ -289,7 +289,7 @@ one() {
   ups="${url1#http://},${url2#http://}"
   NGINX_DIRS+=("$run/nginx")
   url=$(start_nginx "$run/nginx" "$balancer" "$ups")
-  say "$name (attempt $a): nginx $url -> $ups"
+  say "$name: nginx $url -> $ups"
   # No warm-up request: it would take a turn of the round robin and cache the first prompt on one
   # server, which the fleet simulator (no warm-up) would not see.
   "$KV" replay --trace "$trace" --target "$url" --api openai --max-concurrency "$c" --warmup=false \
@@ -317,9 +317,9 @@ one() {
 
 status=0
 for balancer in rr hash; do
-  one "$balancer" 1 1 || status=1
+  one "$balancer" 1 || status=1
   rc=0
-  one "$balancer" "$SLOTS" 1 || rc=$?
+  one "$balancer" "$SLOTS" || rc=$?
   if [ "$rc" != 0 ]; then
     if [ "$SLOT_GATE" = 0 ]; then
       say "REPORTED, NOT GATED (SLOT_GATE=0): the slot-count hit rate of $balancer (exit $rc above)"

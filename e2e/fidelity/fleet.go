@@ -32,10 +32,7 @@ package main
 // simulator's (kvsim sim --per-request): how many requests' cached_tokens
 // the simulator predicted exactly, and both hit rates (cached over prompt
 // tokens). With -exact it fails unless every request is exact; with
-// -max-hit-pp unless the hit rates are that close, and with -max-slowdown
-// it exits 3 instead when the real requests ran that much slower (or
-// faster) than the simulated ones (median E2E ratio): the slot-count hit
-// rate depends on the servers' timing, which is then not the calibrated. With -access (nginx's
+// -max-hit-pp unless the hit rates are that close. With -access (nginx's
 // access log, one "$upstream_addr" line per request, in the order the
 // requests ended, which at concurrency 1 is the order they were sent) it
 // also counts the requests routed to the replica the simulator chose.
@@ -407,7 +404,6 @@ func fleetcmp(args []string, w io.Writer) error {
 	maxPP := fs.Float64("max-hit-pp", -1, "fail when the hit rates differ by more than this many points (-1: no gate)")
 	accessPath := fs.String("access", "", "nginx's access log: one $upstream_addr line per request (concurrency 1)")
 	ups := fs.String("upstreams", "", "with -access: the replicas' upstream names, comma-separated")
-	maxSlow := fs.Float64("max-slowdown", 0, "with -max-hit-pp: a missed hit rate exits 3, not 1, when the median real E2E over the simulated one is above this or below its inverse (0: off)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -447,13 +443,12 @@ func fleetcmp(args []string, w io.Writer) error {
 	for _, d := range c.firstDiff {
 		fmt.Fprintln(w, "  ", d)
 	}
-	return gateFleet(c, *name, *exact, *maxPP, *maxSlow)
+	return gateFleet(c, *name, *exact, *maxPP)
 }
 
 // gateFleet applies fleetcmp's gates to c: a gateError when a target is
-// missed, a slowError when only the hit rate is, on a machine off the
-// calibration's pace.
-func gateFleet(c fleetCmp, name string, exact bool, maxPP, maxSlow float64) error {
+// missed.
+func gateFleet(c fleetCmp, name string, exact bool, maxPP float64) error {
 	var miss []string
 	if c.failed > 0 || c.n == 0 {
 		miss = append(miss, fmt.Sprintf("%d requests failed, %d compared", c.failed, c.n))
@@ -461,11 +456,7 @@ func gateFleet(c fleetCmp, name string, exact bool, maxPP, maxSlow float64) erro
 	if exact && (c.exact != c.n || c.routedSame != c.routed) {
 		miss = append(miss, "not every request exact")
 	}
-	offPace := maxSlow > 0 && (c.slowdown > maxSlow || c.slowdown < 1/maxSlow)
 	if maxPP >= 0 && 100*abs(c.simHit-c.realHit) > maxPP {
-		if offPace && len(miss) == 0 {
-			return slowError{fmt.Sprintf("%s: hit rates more than %g pp apart, but the real requests took %.2fx the simulated time (median E2E), beyond -max-slowdown %g: the machine did not run at the calibration's speed, so the timing the hit rate depends on was not the one predicted", name, maxPP, c.slowdown, maxSlow)}
-		}
 		miss = append(miss, fmt.Sprintf("hit rates more than %g pp apart", maxPP))
 	}
 	if len(miss) > 0 {
@@ -473,14 +464,6 @@ func gateFleet(c fleetCmp, name string, exact bool, maxPP, maxSlow float64) erro
 	}
 	return nil
 }
-
-// slowError is fleetcmp's answer when the hit-rate bound was missed on a
-// machine that ran off the calibration's pace (exit status 3): the
-// prediction's premise did not hold, which the caller reports loudly
-// rather than as a model error.
-type slowError struct{ msg string }
-
-func (s slowError) Error() string { return s.msg }
 
 // readSim reads kvsim sim's --per-request lines of a fleet.
 func readSim(path string) ([]simRequest, error) {

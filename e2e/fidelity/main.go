@@ -107,10 +107,6 @@ func main() {
 		if errors.As(err, &g) {
 			os.Exit(1)
 		}
-		var slow slowError
-		if errors.As(err, &slow) {
-			os.Exit(3)
-		}
 		os.Exit(2)
 	}
 }
