@@ -73,10 +73,7 @@ func New(replicas []Replica, cfg router.Config, seed uint64) (*Fleet, error) {
 		f.poll = cfg.PowerOfTwo.LoadPollInterval
 	}
 	for i, r := range replicas {
-		e, err := f.l3.newEngine(i, r)
-		if err == nil {
-			omitITL(e)
-		}
+		e, err := f.newReplica(i, r)
 		if err == nil && kv != nil {
 			err = kv.attach(i, e)
 		}
@@ -92,14 +89,20 @@ func New(replicas []Replica, cfg router.Config, seed uint64) (*Fleet, error) {
 // latencies (both server models).
 type itlOmitter interface{ OmitInterTokenStats() }
 
-// omitITL makes replica engine e keep no inter-token latencies when it
-// can: the fleet records each one itself from the token events
-// ([Result].Summary) and reports no replica's, so the replica's copy (and
-// its sort for percentiles) was a second record of every token.
-func omitITL(e engine.Engine) {
+// newReplica builds replica i's engine (attached to its shared L3 store
+// when it has one) keeping no inter-token latencies when it can: the fleet
+// records each one itself from the token events ([Result].Summary) and
+// reports no replica's, so the replica's copy (and its sort for
+// percentiles) would be a second record of every token.
+func (f *Fleet) newReplica(i int, r Replica) (engine.Engine, error) {
+	e, err := f.l3.newEngine(i, r)
+	if err != nil {
+		return nil, err
+	}
 	if o, ok := e.(itlOmitter); ok {
 		o.OmitInterTokenStats()
 	}
+	return e, nil
 }
 
 // Router returns the fleet's router, for its counts after a run (nil for

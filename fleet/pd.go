@@ -165,9 +165,8 @@ func NewPD(replicas []PDReplica, cfg PDConfig, seed uint64) (*Fleet, error) {
 	}
 	pd.router = rt
 	for i, r := range replicas {
-		e, err := f.l3.newEngine(i, r.Replica)
+		e, err := f.newReplica(i, r.Replica)
 		if err == nil {
-			omitITL(e)
 			err = pd.setMode(i, e)
 		}
 		if err != nil {
