@@ -42,6 +42,17 @@ import (
 // flight, and the next one to release), plus, for every record read, its
 // index and finish time under its ID, since a later record may name any
 // earlier one.
+//
+// As fast as possible with a concurrency cap (PaceASAP, or PaceRate at an
+// infinite rate, and MaxConcurrency > 0) every record is released at 0,
+// so by the rules the queue is every record without a dependency in
+// record order, then the others in the order their last dependency
+// finished (record order among those one finish readies). The pacer
+// then reads lazily (see lazyGrant): a record only when a slot is free and
+// the queue holds no earlier one, so that its window is the requests in
+// flight plus the records read past that wait for a dependency, not the
+// whole trace. The order it grants in is the same (the eager pacer, which
+// releases everything at the first poll, is the tests' model).
 type pacer struct {
 	pacing  Pacing
 	speedup float64
@@ -57,12 +68,17 @@ type pacer struct {
 	ids     map[string]named // every record read, by ID
 	maxLive int              // the largest window so far
 
+	lazy   bool   // read when a slot is free (see lazyGrant), not when released
+	kicked bool   // lazy: the first poll has granted the first slots
+	finSeq uint64 // finishes so far: the order of the queue under lazy
+	enqSeq uint64 // enqueues so far: the order of the queue otherwise
+
 	next   int   // next record to release
 	relAt  int64 // release time of the previous record
 	timers minHeap[wait]
 	seq    uint64
 
-	queue    []queued
+	queue    minHeap[queued] // ready records waiting for a slot
 	inUse    int
 	outbox   []grant // granted a slot, waiting for the send gap; slot is the grant time
 	lastSend int64   // when poll returned the previous send
@@ -81,12 +97,16 @@ type paced struct {
 	parent     int   // index of the Parent record, or -1
 	parentEnd  int64 // the Parent's finish, once finished
 	released   bool
+	deps       int    // distinct earlier records named as Parent or in WaitFor
+	lastFin    uint64 // the latest finSeq of those finished when it was read
 }
 
-// named is a record's index and its finish (notFinished until it finishes).
+// named is a record's index and its finish (notFinished until it
+// finishes), with the finish's sequence number.
 type named struct {
 	idx int
 	end int64
+	fin uint64
 }
 
 const notFinished = math.MinInt64
@@ -97,16 +117,24 @@ type grant struct {
 	due, slot int64
 }
 
+// queued is a ready record waiting for a slot, in the order (k1, k2): the
+// enqueue order, or under lazy (finishing that readied it, record index),
+// with (0, index) for a record without dependencies.
 type queued struct {
-	idx int
-	due int64
+	idx    int
+	due    int64
+	k1, k2 uint64
 }
+
+func (q queued) before(o queued) bool { return q.k1 < o.k1 || (q.k1 == o.k1 && q.k2 < o.k2) }
 
 // newPacer returns a pacer of src's records.
 func newPacer(cfg Config, src engine.Source) *pacer {
+	asap := cfg.Pacing == PaceASAP || (cfg.Pacing == PaceRate && math.IsInf(cfg.Rate, 1))
 	return &pacer{
 		pacing: cfg.Pacing, speedup: cfg.Speedup, cap: cfg.MaxConcurrency, gap: int64(cfg.SendGap),
 		src: src, sch: scheduler{cfg: cfg}, live: map[int]*paced{}, ids: map[string]named{},
+		lazy: asap && cfg.MaxConcurrency > 0,
 	}
 }
 
@@ -114,15 +142,17 @@ func newPacer(cfg Config, src engine.Source) *pacer {
 // schedule, its dependencies on earlier records, and its ID. A read error
 // or a repeated ID ends the source and is kept in p.err.
 func (p *pacer) fill() {
-	if p.next < p.read || p.srcDone {
+	if p.lazy || p.next < p.read || p.srcDone {
 		return
 	}
 	p.readOne()
 }
 
 // readAll reads the whole source at once, as a pacer over a slice did
-// before it streamed (tests compare the two).
+// before it streamed (tests compare the two); it releases at the first
+// poll, not lazily.
 func (p *pacer) readAll() {
+	p.lazy = false
 	for !p.srcDone {
 		p.readOne()
 	}
@@ -155,12 +185,14 @@ func (p *pacer) readOne() {
 		if !ok || slices.Contains(deps[:k], id) {
 			continue
 		}
+		e.deps++
 		if n.end == notFinished {
 			d := p.live[n.idx]
 			d.dependents = append(d.dependents, i)
 			e.left++
 			continue
 		}
+		e.lastFin = max(e.lastFin, n.fin)
 		e.depEnd = max(e.depEnd, n.end)
 		if n.idx == e.parent {
 			e.parentEnd = n.end
@@ -181,6 +213,9 @@ func (p *pacer) releaseTime() int64 { return max(p.live[p.next].sched, p.relAt) 
 // nextWake returns the next time at which poll has something to do by
 // itself (a release or the end of a think time).
 func (p *pacer) nextWake() (int64, bool) {
+	if p.lazy && !p.kicked {
+		return 0, true
+	}
 	p.fill()
 	t, ok := int64(math.MaxInt64), false
 	if p.next < p.read {
@@ -210,6 +245,10 @@ func (p *pacer) sendAt() int64 {
 // with its slot time set to its send time. The slice is reused by the next
 // call.
 func (p *pacer) poll(now int64) []grant {
+	if p.lazy && !p.kicked {
+		p.kicked = true
+		p.grantFree(0)
+	}
 	for {
 		p.fill()
 		rel := p.next < p.read && p.releaseTime() <= now
@@ -265,19 +304,61 @@ func (p *pacer) ready(i int, at int64) {
 
 // enqueue puts a ready record in the slot queue and grants what it can.
 func (p *pacer) enqueue(i int, due int64) {
-	p.queue = append(p.queue, queued{i, due})
+	q := queued{idx: i, due: due, k1: p.enqSeq}
+	p.enqSeq++
+	if p.lazy {
+		q.k1, q.k2 = p.finSeq, uint64(i)
+	}
+	heap.Push(&p.queue, q)
 	p.grantFree(due)
 }
 
 // grantFree grants slots to the head of the queue while some are free; at
 // is when the slots became free.
 func (p *pacer) grantFree(at int64) {
-	for len(p.queue) > 0 && (p.cap == 0 || p.inUse < p.cap) {
-		q := p.queue[0]
-		p.queue = p.queue[1:]
-		p.inUse++
-		p.outbox = append(p.outbox, grant{idx: q.idx, due: q.due, slot: max(q.due, at)})
+	for p.cap == 0 || p.inUse < p.cap {
+		if p.lazy && p.lazyGrant(at) {
+			continue
+		}
+		if len(p.queue) == 0 {
+			return
+		}
+		q := heap.Pop(&p.queue).(queued)
+		p.grant(q.idx, q.due, at)
 	}
+}
+
+// grant gives record i a slot freed at at.
+func (p *pacer) grant(i int, due, at int64) {
+	p.inUse++
+	p.outbox = append(p.outbox, grant{idx: i, due: due, slot: max(due, at)})
+}
+
+// lazyGrant reads on (under lazy) until it finds a record without
+// dependencies, grants it a slot freed at at and returns true; it returns
+// false at the end of the source. Each record it reads is released (at 0,
+// as all are); one with dependencies waits for them as it would have from
+// the start, and one whose dependencies have all finished already joins
+// the queue where their last finish would have put it.
+func (p *pacer) lazyGrant(at int64) bool {
+	for !p.srcDone {
+		p.readOne()
+		if p.next == p.read {
+			continue // nothing read: the source ended or failed
+		}
+		i := p.next
+		p.next++
+		e := p.live[i]
+		e.released = true
+		switch {
+		case e.deps == 0:
+			p.grant(i, 0, at)
+			return true
+		case e.left == 0:
+			heap.Push(&p.queue, queued{idx: i, due: e.depEnd, k1: e.lastFin, k2: uint64(i)})
+		}
+	}
+	return false
 }
 
 // finish reports that granted record i finished (succeeded or failed) at
@@ -291,7 +372,8 @@ func (p *pacer) finish(i int, at int64) *paced {
 	p.grantFree(at)
 	e := p.live[i]
 	delete(p.live, i)
-	p.ids[e.rec.ID] = named{idx: i, end: at}
+	p.finSeq++
+	p.ids[e.rec.ID] = named{idx: i, end: at, fin: p.finSeq}
 	for _, d := range e.dependents {
 		de := p.live[d]
 		de.left--

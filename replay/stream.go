@@ -38,8 +38,8 @@ type StreamResult struct {
 // writes them (send time, then record order), as soon as no request sent
 // or to be sent can come before it. Memory follows the pacer's window (the
 // records read and not finished: with a schedule that releases records
-// over time, those in flight and those waiting for a dependency or a
-// slot), a few numbers a record for the exact summary (64 bytes), and the
+// over time, or as fast as possible under a concurrency cap, those in
+// flight and those waiting for a dependency or a slot), a few numbers a record for the exact summary (64 bytes), and the
 // index and finish time of every record under its ID (a later record may
 // name any earlier one). The summary is Summarize's over every record, the
 // unsent ones (an interrupted run, whose source is then read to its end)

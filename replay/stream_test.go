@@ -149,9 +149,10 @@ func (c *countingSource) Next() (traces.Record, error) {
 }
 
 // TestStreamWindowIsBounded: on a long trace without dependencies paced
-// over time, the pacer never holds more records than were in flight at
-// once, plus the next one to release, however long the trace; and results
-// are handed out while the trace is still being read.
+// over time, or as fast as possible under a concurrency cap, the pacer
+// never holds more records than were in flight at once, plus the next one
+// to release, however long the trace; and results are handed out while
+// the trace is still being read.
 func TestStreamWindowIsBounded(t *testing.T) {
 	const n = 3000
 	var recs []traces.Record
@@ -159,9 +160,12 @@ func TestStreamWindowIsBounded(t *testing.T) {
 		p := OutputTokens([]int32{int32(i)}, 32, traces.DefaultVocab)
 		recs = append(recs, traces.Record{ID: fmt.Sprint(i), Arrival: int64(i) * 20e6, InputLen: len(p), Tokens: p, OutputLen: 4})
 	}
-	for _, pacing := range []Pacing{PaceTimestamps, PaceRate} {
+	for _, pacing := range []Pacing{PaceTimestamps, PaceRate, PaceASAP} {
 		cfg := Default()
 		cfg.Pacing, cfg.Rate = pacing, 40
+		if pacing == PaceASAP {
+			cfg.MaxConcurrency = 8
+		}
 		r, err := New(cfg, newSimTarget(t, 4000), WallClock{})
 		if err != nil {
 			t.Fatal(err)
