@@ -189,7 +189,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 
 // loop owns the simulator.
 func (s *Server) loop(ctx context.Context) error {
-	o, err := s.cfg.Sim.Engine.New()
+	o, err := newEngine(s.cfg.Sim.Engine)
 	if err != nil {
 		return err
 	}
@@ -336,7 +336,7 @@ func (l *serveLoop) flush() error {
 	if len(l.jobs) > 0 {
 		return fmt.Errorf("%d requests running or waiting", len(l.jobs))
 	}
-	fresh, err := l.s.cfg.Sim.Engine.New()
+	fresh, err := newEngine(l.s.cfg.Sim.Engine)
 	if err != nil {
 		return err
 	}

@@ -94,7 +94,28 @@ func (t *SimTarget) newOnline() (engine.Engine, error) {
 	if t.cfg.Engine == nil {
 		return nil, errors.New("replay: simulator target without an engine")
 	}
-	return t.cfg.Engine.New()
+	return newEngine(t.cfg.Engine)
+}
+
+// newEngine starts a fresh engine of f for a driver that reads every
+// request's outcome from the engine's events and never calls Finish (a
+// replay, kvsim serve): an engine that can keep no per-request results,
+// timeline or inter-token latencies of its own does not (see
+// sim.Online.DropResults and OmitInterTokenStats), so that memory follows
+// the requests in flight, not the requests served. The driver measures
+// every request itself.
+func newEngine(f engine.Factory) (engine.Engine, error) {
+	e, err := f.New()
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := e.(interface{ DropResults() }); ok {
+		d.DropResults()
+	}
+	if d, ok := e.(interface{ OmitInterTokenStats() }); ok {
+		d.OmitInterTokenStats()
+	}
+	return e, nil
 }
 
 // vtime maps a virtual time (ns) to the time.Time the measurements use.

@@ -229,3 +229,25 @@ func TestSimTargetSendGap(t *testing.T) {
 		}
 	}
 }
+
+// TestSimTargetKeepsNoResults: the simulated server behind a replay keeps
+// no per-request results, timeline or inter-token latencies of its own
+// (the replay measures every request from its events), whichever model it
+// is, so that its memory follows the requests in flight.
+func TestSimTargetKeepsNoResults(t *testing.T) {
+	recs := chatTrace(t, 3, 4)
+	for name, target := range map[string]*SimTarget{"sglang": newSimTarget(t, 4000), "llamacpp": newLlamaTarget(t, 2, false)} {
+		res := runReplay(t, target, Default(), recs)
+		if sum := Summarize(res.Requests); sum.Completed != int64(len(recs)) {
+			t.Fatalf("%s: %d of %d requests completed", name, sum.Completed, len(recs))
+		}
+		kept, err := target.o.Finish()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kept.Requests != nil || kept.Timeline != nil || kept.Summary.MeanITL != 0 || kept.Counters.Requests != int64(len(recs)) {
+			t.Errorf("%s: the engine kept %d results, %d samples, ITL p50 %v over %d requests", name,
+				len(kept.Requests), len(kept.Timeline), kept.Summary.MeanITL, kept.Counters.Requests)
+		}
+	}
+}

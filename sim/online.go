@@ -111,6 +111,18 @@ func (o *Online) Evictions() (deviceDeleted, demoted, hostEvicted int64) {
 // sorted once, not twice. Call it before the first Submit.
 func (o *Online) OmitInterTokenStats() { o.s.noITL = true }
 
+// DropResults makes the run keep no per-request results and no timeline:
+// Finish's Result has neither (its summary and counters are whole). A
+// driver that reads each request's outcome from its events (a replay's
+// in-process target, kvsim serve) calls it before the first Submit so that
+// memory follows the requests in flight, not the requests served.
+func (o *Online) DropResults() {
+	o.s.Stream(Sink{
+		Result: func(engine.RequestResult) error { return nil },
+		Sample: func(engine.Sample) error { return nil },
+	})
+}
+
 // Active returns the number of requests submitted and arrived but not yet
 // finished.
 func (o *Online) Active() int { return o.s.active }

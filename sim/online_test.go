@@ -14,7 +14,8 @@ import (
 
 // Submitting a trace request by request, advancing time in arbitrary steps,
 // gives exactly the results of a batch run, and the events stream every
-// token of every request in time order.
+// token of every request in time order. With DropResults the run keeps no
+// per-request results nor timeline, and its summary is the same.
 func TestPropOnlineMatchesBatch(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		cfg := drawConfig(t)
@@ -30,6 +31,10 @@ func TestPropOnlineMatchesBatch(t *testing.T) {
 		}
 		if err != nil {
 			t.Fatal(err)
+		}
+		drop := rapid.Bool().Draw(t, "drop_results")
+		if drop {
+			o.DropResults()
 		}
 		tokens := map[string]int64{}
 		last := engine.Time(0)
@@ -64,6 +69,12 @@ func TestPropOnlineMatchesBatch(t *testing.T) {
 		got, err := o.Finish()
 		if err != nil {
 			t.Fatal(err)
+		}
+		if drop {
+			if got.Requests != nil || got.Timeline != nil || got.Summary != want.Summary || got.Counters != want.Counters {
+				t.Fatalf("with DropResults: %d results, %d samples kept; summary or counters differ", len(got.Requests), len(got.Timeline))
+			}
+			return
 		}
 		if !reflect.DeepEqual(got.Requests, want.Requests) || got.Summary != want.Summary {
 			t.Fatalf("online results differ from the batch run")

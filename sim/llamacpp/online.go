@@ -85,6 +85,11 @@ func (o *Online) RunUntil(t engine.Time) ([]engine.Event, error) {
 // sim.Online.OmitInterTokenStats). Call it before the first Submit.
 func (o *Online) OmitInterTokenStats() { o.s.noITL = true }
 
+// DropResults makes the run keep no per-request results: Finish's Result
+// has none (its summary and counters are whole). See
+// sim.Online.DropResults. Call it before the first Submit.
+func (o *Online) DropResults() { o.s.Stream(func(engine.RequestResult) error { return nil }) }
+
 // Active returns the number of requests arrived and not yet finished.
 func (o *Online) Active() int { return o.s.active }
 
