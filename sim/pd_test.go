@@ -10,22 +10,33 @@ import (
 	"github.com/kvsim/kvsim/tree"
 )
 
-// A prefill server reports every prefill forward of a request with the
-// prompt tokens computed so far (the cached prefix included), the last
-// one flagged, and generates one token whatever max_new_tokens says.
-func TestPrefillModeChunks(t *testing.T) {
+// chunkedPrefill returns an online prefill server of 10,000 tokens that
+// prefills in chunks of 64 and appends each prefill forward it reports, as
+// note writes it, to chunks.
+func chunkedPrefill(t *testing.T, chunks *[]string, note func(id string, at engine.Time, computed int64, last bool) string) *Online {
+	t.Helper()
 	cfg := Default(10000)
 	cfg.Scheduler.ChunkedPrefillSize = 64
 	o, err := NewOnline(cfg, linearCost{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []string
 	if err := o.SetPrefillMode(func(id string, at engine.Time, computed int64, last bool) {
-		got = append(got, fmt.Sprintf("%s:%d:%v", id, computed, last))
+		*chunks = append(*chunks, note(id, at, computed, last))
 	}); err != nil {
 		t.Fatal(err)
 	}
+	return o
+}
+
+// A prefill server reports every prefill forward of a request with the
+// prompt tokens computed so far (the cached prefix included), the last
+// one flagged, and generates one token whatever max_new_tokens says.
+func TestPrefillModeChunks(t *testing.T) {
+	var got []string
+	o := chunkedPrefill(t, &got, func(id string, _ engine.Time, computed int64, last bool) string {
+		return fmt.Sprintf("%s:%d:%v", id, computed, last)
+	})
 	if err := o.SetPrefillMode(func(string, engine.Time, int64, bool) {}); err == nil {
 		t.Fatal("a second SetPrefillMode = nil")
 	}
@@ -120,18 +131,10 @@ func TestPrefillModeHold(t *testing.T) {
 // at its end and reports no chunk, a waiting one fails at once, and both
 // leave nothing held or locked; a finished request cannot be aborted.
 func TestPrefillModeAbort(t *testing.T) {
-	cfg := Default(10000)
-	cfg.Scheduler.ChunkedPrefillSize = 64
-	o, err := NewOnline(cfg, linearCost{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var chunks []string
-	if err := o.SetPrefillMode(func(id string, at engine.Time, computed int64, last bool) {
-		chunks = append(chunks, fmt.Sprintf("%s:%d@%d", id, computed, at))
-	}); err != nil {
-		t.Fatal(err)
-	}
+	o := chunkedPrefill(t, &chunks, func(id string, at engine.Time, computed int64, _ bool) string {
+		return fmt.Sprintf("%s:%d@%d", id, computed, at)
+	})
 	for _, r := range []struct {
 		id   string
 		base int32
