@@ -1,7 +1,9 @@
 package testutil
 
 import (
+	"encoding"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -142,4 +144,27 @@ func RelabelFar(reqs [][]uint64, unused uint64) (near, far [][]uint64) {
 		far = append(far, s)
 	}
 	return near, far
+}
+
+// TextRoundTrip checks that each of values marshals to text and unmarshals
+// from it back to itself, failing the test at the first that does not
+// (enum types with MarshalText and UnmarshalText).
+func TextRoundTrip[T interface {
+	comparable
+	encoding.TextMarshaler
+}, P interface {
+	*T
+	encoding.TextUnmarshaler
+}](tb TB, values ...T) {
+	tb.Helper()
+	for _, v := range values {
+		b, err := v.MarshalText()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		var back T
+		if err := P(&back).UnmarshalText(b); err != nil || back != v {
+			tb.Fatal(fmt.Sprintf("UnmarshalText(%q) = %v, %v; want %v", b, back, err, v))
+		}
+	}
 }

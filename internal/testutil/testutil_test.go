@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -103,4 +104,58 @@ func TestRunBool(t *testing.T) {
 	if want := []run{{"TestRunBool/off", false}, {"TestRunBool/on", true}}; !slices.Equal(got, want) {
 		t.Errorf("RunBool ran %v, want %v", got, want)
 	}
+}
+
+// word is a text enum for TestTextRoundTrip: 1 is "one", 2 is "two"; with
+// lossy set, every name unmarshals to 1.
+type word int
+
+var lossy bool
+
+func (w word) MarshalText() ([]byte, error) {
+	if w < 1 || w > 2 {
+		return nil, fmt.Errorf("word(%d) has no name", int(w))
+	}
+	return []byte([]string{"one", "two"}[w-1]), nil
+}
+
+func (w *word) UnmarshalText(b []byte) error {
+	switch {
+	case lossy || string(b) == "one":
+		*w = 1
+	case string(b) == "two":
+		*w = 2
+	default:
+		return fmt.Errorf("no word %q", b)
+	}
+	return nil
+}
+
+// TextRoundTrip passes values that come back and fails, naming the text,
+// on one that does not or that has no text.
+func TestTextRoundTrip(t *testing.T) {
+	TextRoundTrip(t, word(1), word(2))
+	for _, c := range []struct {
+		lossy bool
+		v     word
+		want  string
+	}{
+		{true, 2, `UnmarshalText("two") = 1, <nil>; want 2`},
+		{false, 3, "word(3) has no name"},
+	} {
+		lossy = c.lossy
+		r := &fatalRecorder{}
+		func() {
+			defer func() {
+				if p := recover(); p != r {
+					t.Fatalf("recovered %v, want the recorder's Fatal", p)
+				}
+			}()
+			TextRoundTrip(r, word(1), c.v)
+		}()
+		if got := fmt.Sprint(r.msg...); got != c.want {
+			t.Errorf("Fatal(%s), want Fatal(%s)", got, c.want)
+		}
+	}
+	lossy = false
 }
