@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvsim/kvsim/internal/testutil"
 	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/tree"
 )
@@ -157,21 +158,14 @@ func TestPrefillModeAbort(t *testing.T) {
 		t.Fatal("Abort of an unknown request = nil")
 	}
 	var done []string
-	for {
-		at, ok := o.Next()
-		if !ok {
-			break
-		}
-		evs, err := o.RunUntil(at)
-		if err != nil {
-			t.Fatal(err)
-		}
+	testutil.Steps(t, o.Next, o.RunUntil, func(_ engine.Time, evs []engine.Event) bool {
 		for _, ev := range evs {
 			if ev.Done {
 				done = append(done, fmt.Sprintf("%s@%d:%s", ev.ID, ev.Time, ev.Result.Failed))
 			}
 		}
-	}
+		return true
+	})
 	// c starts when a's aborted forward ends: 4 chunks of 64, 64, 64, 8.
 	want := "c:64@2128000 c:128@3192000 c:192@4256000 c:200@5264000"
 	if strings.Join(chunks, " ") != want {
@@ -236,20 +230,10 @@ func TestDecodeModePrealloc(t *testing.T) {
 		t.Fatal(err)
 	}
 	var evs []engine.Event
-	for {
-		at, ok := o.Next()
-		if !ok {
-			break
-		}
-		e, err := o.RunUntil(at)
-		if err != nil {
-			t.Fatal(err)
-		}
+	testutil.Steps(t, o.Next, o.RunUntil, func(_ engine.Time, e []engine.Event) bool {
 		evs = append(evs, e...)
-		if slices.ContainsFunc(e, func(ev engine.Event) bool { return ev.ID == "a" && ev.Done }) {
-			break
-		}
-	}
+		return !slices.ContainsFunc(e, func(ev engine.Event) bool { return ev.ID == "a" && ev.Done })
+	})
 	// b fails at 10; a's first token at 11, two decode steps after.
 	if evs[0].ID != "b" || !evs[0].Done || evs[0].Result.Failed != "prefill failed" || evs[1].ID != "a" || evs[1].Time != 11 {
 		t.Fatalf("events %+v", evs)

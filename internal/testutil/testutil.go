@@ -36,6 +36,30 @@ func ReadAll[T any](tb TB, next func() (T, error)) []T {
 	}
 }
 
+// Steps drives an event-driven engine one event time at a time: while
+// next reports a pending event, it runs runUntil to that event's time and
+// gives each (when not nil) the time and what runUntil returned, stopping
+// when next reports none or each returns false. It fails the test on
+// runUntil's error. next and runUntil are typically an engine's Next and
+// RunUntil methods: testutil.Steps(t, o.Next, o.RunUntil, nil) runs o
+// until it is idle.
+func Steps[T, E any](tb TB, next func() (T, bool), runUntil func(T) ([]E, error), each func(T, []E) bool) {
+	tb.Helper()
+	for {
+		at, ok := next()
+		if !ok {
+			return
+		}
+		evs, err := runUntil(at)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if each != nil && !each(at, evs) {
+			return
+		}
+	}
+}
+
 // RunBool runs f as two subtests or sub-benchmarks of tb: off, given
 // false, then on, given true.
 func RunBool[T interface{ Run(string, func(T)) bool }](tb T, off, on string, f func(T, bool)) {

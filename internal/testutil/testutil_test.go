@@ -64,6 +64,69 @@ func TestReadAllFailsOnError(t *testing.T) {
 	}
 }
 
+// stepper is a fake engine for TestSteps: its events are at the times
+// left in due; RunUntil(at) takes those at or before at.
+type stepper struct {
+	due  []int
+	fail error
+}
+
+func (s *stepper) Next() (int, bool) {
+	if len(s.due) == 0 {
+		return 0, false
+	}
+	return s.due[0], true
+}
+
+func (s *stepper) RunUntil(at int) ([]int, error) {
+	if s.fail != nil {
+		return nil, s.fail
+	}
+	var evs []int
+	for len(s.due) > 0 && s.due[0] <= at {
+		evs, s.due = append(evs, s.due[0]), s.due[1:]
+	}
+	return evs, nil
+}
+
+// Steps runs to each pending time in turn until none is left or each
+// says stop, and fails on RunUntil's error.
+func TestSteps(t *testing.T) {
+	s := &stepper{due: []int{1, 1, 4, 9}}
+	var got [][]int
+	Steps(t, s.Next, s.RunUntil, func(at int, evs []int) bool {
+		got = append(got, append([]int{at}, evs...))
+		return true
+	})
+	if want := [][]int{{1, 1, 1}, {4, 4}, {9, 9}}; !slices.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("steps %v, want %v", got, want)
+	}
+	s = &stepper{due: []int{2, 3, 5}}
+	n := 0
+	Steps(t, s.Next, s.RunUntil, func(int, []int) bool { n++; return n < 2 })
+	if n != 2 || !slices.Equal(s.due, []int{5}) {
+		t.Errorf("stopped after %d steps with %v left, want 2 and [5]", n, s.due)
+	}
+	Steps(t, s.Next, s.RunUntil, nil)
+	if len(s.due) != 0 {
+		t.Errorf("%v left after running with no callback", s.due)
+	}
+	boom := errors.New("boom")
+	r := &fatalRecorder{}
+	func() {
+		defer func() {
+			if p := recover(); p != r {
+				t.Fatalf("recovered %v, want the recorder's Fatal", p)
+			}
+		}()
+		s = &stepper{due: []int{7}, fail: boom}
+		Steps(r, s.Next, s.RunUntil, nil)
+	}()
+	if len(r.msg) != 1 || r.msg[0] != boom {
+		t.Errorf("Fatal(%v), want Fatal(boom)", r.msg)
+	}
+}
+
 func TestReadFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "f")
 	if err := os.WriteFile(path, []byte("abc"), 0o644); err != nil {
