@@ -2,14 +2,22 @@ package sim
 
 import (
 	"fmt"
+	"os"
 	"reflect"
 	"testing"
 
+	"github.com/kvsim/kvsim/internal/testutil"
 	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 	"github.com/kvsim/kvsim/tree"
 	"pgregory.net/rapid"
 )
+
+// TestMain raises rapid's default to 200 cases for plain `go test` unless
+// -rapid.checks was given (make prop passes 2000).
+func TestMain(m *testing.M) {
+	os.Exit(testutil.MainWithDefaults(m, map[string]string{"rapid.checks": "200"}))
+}
 
 // drawConfig draws a small, often memory-starved server so that eviction,
 // load-back, chunking and retraction all happen.
