@@ -5,7 +5,8 @@
 // rapid's defaults for a plain `go test`
 // in a TestMain ([MainWithDefaults]), running a test or benchmark both
 // ways of a switch ([RunBool]), and the block-key rewrites that
-// properties over page-keyed traces share ([ChainKeys], [RelabelFar]), and
+// properties over page-keyed traces share ([DrawPrefixTrace], [ChainKeys],
+// [RelabelFar]), and
 // an enum's text round trip ([TextRoundTrip]).
 //
 // Only tests import it (internal/lint checks). It imports nothing of kvsim, so that any

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"pgregory.net/rapid"
 )
 
 // TB is what the helpers need of a test: *testing.T, *testing.B and
@@ -121,6 +123,29 @@ func MainWithDefaults(m *testing.M, defaults map[string]string) int {
 		}
 	}
 	return m.Run()
+}
+
+// DrawPrefixTrace draws a trace of page keys with heavy prefix sharing:
+// up to most requests, each either extending a prefix of an earlier
+// request or starting afresh, with up to add keys more drawn from an
+// alphabet of 1 to alphabet keys, offset+1 upwards (so keys also repeat at
+// different depths).
+func DrawPrefixTrace(t *rapid.T, most, add int, alphabet, offset uint64) [][]uint64 {
+	n := rapid.IntRange(0, most).Draw(t, "requests")
+	alpha := rapid.Uint64Range(1, alphabet).Draw(t, "alphabet")
+	var reqs [][]uint64
+	for range n {
+		var r []uint64
+		if len(reqs) > 0 && rapid.Bool().Draw(t, "extend") {
+			prev := reqs[rapid.IntRange(0, len(reqs)-1).Draw(t, "prev")]
+			r = append(r, prev[:rapid.IntRange(0, len(prev)).Draw(t, "keep")]...)
+		}
+		for k := rapid.IntRange(0, add).Draw(t, "add"); k > 0; k-- {
+			r = append(r, rapid.Uint64Range(1, alpha).Draw(t, "page")+offset)
+		}
+		reqs = append(reqs, r)
+	}
+	return reqs
 }
 
 // ChainKeys rewrites requests' block keys as chained hashes, as in

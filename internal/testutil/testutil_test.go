@@ -2,12 +2,13 @@ package testutil
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"pgregory.net/rapid"
 )
 
 // ReadAll returns every value before io.EOF, in order, and nothing for an
@@ -137,6 +138,45 @@ func TestReadFile(t *testing.T) {
 	}
 }
 
+// A drawn trace has at most most requests, each a prefix of an earlier
+// request, or nothing, followed by at most add keys of the alphabet, and
+// its keys repeat.
+func TestDrawPrefixTrace(t *testing.T) {
+	repeats := 0
+	rapid.Check(t, func(t *rapid.T) {
+		reqs := DrawPrefixTrace(t, 12, 3, 4, 10)
+		if len(reqs) > 12 {
+			t.Fatalf("%d requests", len(reqs))
+		}
+		seen := map[uint64]bool{}
+		for i, r := range reqs {
+			keep := 0 // the longest prefix r shares with an earlier request
+			for _, p := range reqs[:i] {
+				k := 0
+				for k < len(p) && k < len(r) && p[k] == r[k] {
+					k++
+				}
+				keep = max(keep, k)
+			}
+			if len(r)-keep > 3 {
+				t.Fatalf("request %d %v: %d keys past the longest earlier prefix", i, r, len(r)-keep)
+			}
+			for _, k := range r {
+				if k < 11 || k > 14 {
+					t.Fatalf("request %d %v: key %d outside 11..14", i, r, k)
+				}
+				if seen[k] {
+					repeats++
+				}
+				seen[k] = true
+			}
+		}
+	})
+	if repeats == 0 {
+		t.Error("no key repeated in any drawn trace")
+	}
+}
+
 func TestChainKeys(t *testing.T) {
 	got := ChainKeys([][]uint64{{1, 2}, {1, 3}, {2}, {1, 2, 2}})
 	want := [][]uint64{{1, 2}, {1, 3}, {4}, {1, 2, 5}}
@@ -175,9 +215,11 @@ type word int
 
 var lossy bool
 
+var errNoName = errors.New("the word has no name")
+
 func (w word) MarshalText() ([]byte, error) {
 	if w < 1 || w > 2 {
-		return nil, fmt.Errorf("word(%d) has no name", int(w))
+		return nil, errNoName
 	}
 	return []byte([]string{"one", "two"}[w-1]), nil
 }
@@ -189,7 +231,7 @@ func (w *word) UnmarshalText(b []byte) error {
 	case string(b) == "two":
 		*w = 2
 	default:
-		return fmt.Errorf("no word %q", b)
+		return errors.New("no such word")
 	}
 	return nil
 }
@@ -201,10 +243,10 @@ func TestTextRoundTrip(t *testing.T) {
 	for _, c := range []struct {
 		lossy bool
 		v     word
-		want  string
+		want  any
 	}{
 		{true, 2, `UnmarshalText("two") = 1, <nil>; want 2`},
-		{false, 3, "word(3) has no name"},
+		{false, 3, errNoName},
 	} {
 		lossy = c.lossy
 		r := &fatalRecorder{}
@@ -216,8 +258,8 @@ func TestTextRoundTrip(t *testing.T) {
 			}()
 			TextRoundTrip(r, word(1), c.v)
 		}()
-		if got := fmt.Sprint(r.msg...); got != c.want {
-			t.Errorf("Fatal(%s), want Fatal(%s)", got, c.want)
+		if len(r.msg) != 1 || r.msg[0] != c.want {
+			t.Errorf("Fatal(%v), want Fatal(%v)", r.msg, c.want)
 		}
 	}
 	lossy = false

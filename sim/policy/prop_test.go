@@ -9,27 +9,10 @@ import (
 	"github.com/kvsim/kvsim/internal/testutil"
 )
 
-// genTrace draws a trace with heavy prefix sharing: each request either
-// extends a prefix of an earlier request or starts afresh, over a small
-// alphabet of page keys (so keys also repeat at different depths, and
-// decimal-string order differs from numeric order: 10 < 9).
-func genTrace(t *rapid.T) [][]uint64 {
-	n := rapid.IntRange(0, 40).Draw(t, "requests")
-	alpha := rapid.Uint64Range(1, 12).Draw(t, "alphabet")
-	var reqs [][]uint64
-	for i := 0; i < n; i++ {
-		var r []uint64
-		if len(reqs) > 0 && rapid.Bool().Draw(t, "extend") {
-			prev := reqs[rapid.IntRange(0, len(reqs)-1).Draw(t, "prev")]
-			r = append(r, prev[:rapid.IntRange(0, len(prev)).Draw(t, "keep")]...)
-		}
-		for k := rapid.IntRange(0, 6).Draw(t, "add"); k > 0; k-- {
-			r = append(r, rapid.Uint64Range(1, alpha).Draw(t, "page")+5)
-		}
-		reqs = append(reqs, r)
-	}
-	return reqs
-}
+// genTrace draws a trace with heavy prefix sharing (up to 40 requests)
+// over a small alphabet of page keys from 6 upwards, so that decimal-string
+// order differs from numeric order: 10 < 9.
+func genTrace(t *rapid.T) [][]uint64 { return testutil.DrawPrefixTrace(t, 40, 6, 12, 5) }
 
 func genConfig(t *rapid.T) Config {
 	return Config{
