@@ -11,29 +11,19 @@ import (
 
 	"github.com/kvsim/kvsim/fleet"
 	"github.com/kvsim/kvsim/fleet/router"
-	"github.com/kvsim/kvsim/sim"
+	"github.com/kvsim/kvsim/internal/enginetest"
 	"github.com/kvsim/kvsim/sim/engine"
-	"github.com/kvsim/kvsim/sim/hw"
-	"github.com/kvsim/kvsim/sim/llamacpp"
 	"github.com/kvsim/kvsim/traces"
 	"pgregory.net/rapid"
 )
 
-var fitted = hw.Fitted{Prefill: [4]float64{1e6, 1e4, 1, 0}, Decode: [3]float64{2e6, 0, 1}}
-
-// sglang is a small SGLang server: requests queue, evict and reuse prefixes.
-func sglang() engine.Factory {
-	sc := sim.Default(2048)
-	sc.Cache.HostTokens = 4096
-	return &sim.Factory{Config: sc, Cost: &fitted, OpenLoop: true}
-}
-
-// llama is a small two-slot llama-server.
-func llama() engine.Factory {
-	lc := llamacpp.DefaultConfig()
-	lc.Slots, lc.Context, lc.CacheRAMMiB = 2, 4096, 16
-	return &llamacpp.Factory{Config: lc, Cost: &llamacpp.CPUCost{Fitted: fitted, StateCopy: 0.01}}
-}
+// fitted is the cost model of the replicas, sglang a small SGLang server
+// (requests queue, evict and reuse prefixes) and llama a small two-slot
+// llama-server: the servers the engine tests run on.
+var (
+	fitted        = enginetest.Fitted
+	sglang, llama = enginetest.SGLang, enginetest.Llama
+)
 
 // drawTrace draws requests of a few sessions sharing prompt prefixes,
 // sorted by arrival, some arriving at the same instant.
