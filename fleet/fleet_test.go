@@ -36,13 +36,7 @@ func drawTrace(t *rapid.T) []traces.Record {
 		prefix := rapid.IntRange(0, 3).Draw(t, "prefix")
 		plen := rapid.IntRange(0, 600).Draw(t, "shared")
 		own := rapid.IntRange(1, 400).Draw(t, "own")
-		toks := make([]int32, 0, plen+own)
-		for j := range plen {
-			toks = append(toks, int32(1000*prefix+j%1000))
-		}
-		for j := range own {
-			toks = append(toks, int32(100000+1000*i+j))
-		}
+		toks := enginetest.Prompt(prefix, plen, i, own)
 		recs = append(recs, traces.Record{
 			ID: fmt.Sprintf("r%d", i), Arrival: at, InputLen: len(toks), Tokens: toks,
 			Session:   rapid.SampledFrom([]string{"", "a", "b", "c"}).Draw(t, "session"),

@@ -27,3 +27,18 @@ func Llama() engine.Factory {
 	lc.Slots, lc.Context, lc.CacheRAMMiB = 2, 4096, 16
 	return &llamacpp.Factory{Config: lc, Cost: &llamacpp.CPUCost{Fitted: Fitted, StateCopy: 0.01}}
 }
+
+// Prompt returns request i's prompt: the first shared tokens of system
+// prompt prefix (below 100: the tokens 1000*prefix, 1000*prefix+1, ...,
+// wrapping after 1000), then own tokens (at most 1000) that no other
+// request's prompt has.
+func Prompt(prefix, shared, i, own int) []int32 {
+	toks := make([]int32, 0, shared+own)
+	for j := range shared {
+		toks = append(toks, int32(1000*prefix+j%1000))
+	}
+	for j := range own {
+		toks = append(toks, int32(100000+1000*i+j))
+	}
+	return toks
+}
