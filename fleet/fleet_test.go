@@ -11,29 +11,19 @@ import (
 
 	"github.com/kvsim/kvsim/fleet"
 	"github.com/kvsim/kvsim/fleet/router"
-	"github.com/kvsim/kvsim/sim"
+	"github.com/kvsim/kvsim/internal/enginetest"
 	"github.com/kvsim/kvsim/sim/engine"
-	"github.com/kvsim/kvsim/sim/hw"
-	"github.com/kvsim/kvsim/sim/llamacpp"
 	"github.com/kvsim/kvsim/traces"
 	"pgregory.net/rapid"
 )
 
-var fitted = hw.Fitted{Prefill: [4]float64{1e6, 1e4, 1, 0}, Decode: [3]float64{2e6, 0, 1}}
-
-// sglang is a small SGLang server: requests queue, evict and reuse prefixes.
-func sglang() engine.Factory {
-	sc := sim.Default(2048)
-	sc.Cache.HostTokens = 4096
-	return &sim.Factory{Config: sc, Cost: &fitted, OpenLoop: true}
-}
-
-// llama is a small two-slot llama-server.
-func llama() engine.Factory {
-	lc := llamacpp.DefaultConfig()
-	lc.Slots, lc.Context, lc.CacheRAMMiB = 2, 4096, 16
-	return &llamacpp.Factory{Config: lc, Cost: &llamacpp.CPUCost{Fitted: fitted, StateCopy: 0.01}}
-}
+// fitted is the cost model of the replicas, sglang a small SGLang server
+// (requests queue, evict and reuse prefixes) and llama a small two-slot
+// llama-server: the servers the engine tests run on.
+var (
+	fitted        = enginetest.Fitted
+	sglang, llama = enginetest.SGLang, enginetest.Llama
+)
 
 // drawTrace draws requests of a few sessions sharing prompt prefixes,
 // sorted by arrival, some arriving at the same instant.
@@ -46,13 +36,7 @@ func drawTrace(t *rapid.T) []traces.Record {
 		prefix := rapid.IntRange(0, 3).Draw(t, "prefix")
 		plen := rapid.IntRange(0, 600).Draw(t, "shared")
 		own := rapid.IntRange(1, 400).Draw(t, "own")
-		toks := make([]int32, 0, plen+own)
-		for j := range plen {
-			toks = append(toks, int32(1000*prefix+j%1000))
-		}
-		for j := range own {
-			toks = append(toks, int32(100000+1000*i+j))
-		}
+		toks := enginetest.Prompt(prefix, plen, i, own)
 		recs = append(recs, traces.Record{
 			ID: fmt.Sprintf("r%d", i), Arrival: at, InputLen: len(toks), Tokens: toks,
 			Session:   rapid.SampledFrom([]string{"", "a", "b", "c"}).Draw(t, "session"),
@@ -80,6 +64,12 @@ func drawRouter(t *rapid.T) router.Config {
 
 func runFleet(t *rapid.T, reps []fleet.Replica, cfg router.Config, seed uint64, recs []traces.Record) (*fleet.Fleet, *fleet.Result) {
 	f, err := fleet.New(reps, cfg, seed)
+	return f, runBuilt(t, f, err, recs)
+}
+
+// runBuilt runs recs on f, failing the test if building f (err) or the
+// run failed.
+func runBuilt(t fataler, f *fleet.Fleet, err error, recs []traces.Record) *fleet.Result {
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +77,7 @@ func runFleet(t *rapid.T, reps []fleet.Replica, cfg router.Config, seed uint64, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return f, res
+	return res
 }
 
 func jsonOf(t *rapid.T, v any) string {
@@ -138,6 +128,97 @@ func TestOneReplicaIsTheServer(t *testing.T) {
 		}
 		sameReplica(t, "replica 0", res.Replicas[0].Result, single)
 		sameResult(t, "fleet", res.Requests, res.Summary, single)
+	})
+}
+
+// The fleet as an engine keeps the Engine contract: submitting each
+// request as late as allowed, then advancing in steps of drawn lengths
+// (RunUntil limits that fall anywhere, with or without events), gives
+// byte-identical results to Fleet.Run; the events RunUntil reports are in
+// non-decreasing time and never past its limit, a request's token events
+// count its tokens one by one up to its output length, and Active counts
+// the requests submitted and not finished.
+func TestOnlineStepsAreRun(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.IntRange(1, 4).Draw(t, "replicas")
+		var reps []fleet.Replica
+		for range n {
+			reps = append(reps, fleet.Replica{Group: "g", Factory: rapid.SampledFrom([]func() engine.Factory{sglang, llama}).Draw(t, "model")()})
+		}
+		cfg := drawRouter(t)
+		recs := drawTrace(t)
+		_, want := runFleet(t, reps, cfg, 7, recs)
+
+		e, err := fleet.Factory{Replicas: reps, Router: cfg, Seed: 7}.New()
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := e.(*fleet.Online)
+		done := 0
+		tokens := map[string]int64{}
+		step := func(to engine.Time) {
+			evs, err := o.RunUntil(to)
+			if err != nil {
+				t.Fatal(err)
+			}
+			last := engine.Time(-1)
+			for _, ev := range evs {
+				if ev.Time < last || ev.Time > to {
+					t.Fatalf("event at %d after one at %d, limit %d", ev.Time, last, to)
+				}
+				last = ev.Time
+				if ev.Done {
+					done++
+					continue
+				}
+				tokens[ev.ID]++
+				if ev.Tokens != tokens[ev.ID] {
+					t.Fatalf("request %q: token event %d says %d tokens", ev.ID, tokens[ev.ID], ev.Tokens)
+				}
+			}
+			if o.Now() != to {
+				t.Fatalf("Now() = %d after RunUntil(%d)", o.Now(), to)
+			}
+		}
+		submitted := 0
+		for _, rec := range recs {
+			// Walk towards the arrival in drawn steps, then submit.
+			for engine.Time(rec.Arrival) > o.Now()+1 {
+				gap := int64(engine.Time(rec.Arrival) - o.Now() - 1)
+				step(o.Now() + engine.Time(rapid.Int64Range(1, gap).Draw(t, "step")))
+			}
+			if err := o.Submit(rec); err != nil {
+				t.Fatal(err)
+			}
+			submitted++
+			if got := o.Active(); got != submitted-done {
+				t.Fatalf("Active() = %d, want %d submitted - %d done", got, submitted, done)
+			}
+		}
+		// Either FinishFleet runs what is left, or the steps see every event.
+		seeAll := rapid.Bool().Draw(t, "step to the end")
+		for at, ok := o.Next(); seeAll && ok; at, ok = o.Next() {
+			step(at)
+		}
+		got, err := o.FinishFleet()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g, w := jsonOf(t, got), jsonOf(t, want); g != w {
+			t.Fatalf("stepped online:\n%s\nFleet.Run:\n%s", g, w)
+		}
+		if g, w := jsonOf(t, got.Requests), jsonOf(t, want.Requests); g != w {
+			t.Fatalf("requests differ:\n%s\n%s", g, w)
+		}
+		for _, r := range got.Requests {
+			if seeAll && r.Failed == "" && tokens[r.ID] != r.OutputTokens {
+				t.Fatalf("request %q: %d token events, %d output tokens", r.ID, tokens[r.ID], r.OutputTokens)
+			}
+		}
+		// The engine cannot be used after Finish.
+		if err := o.Submit(traces.Record{ID: "late", InputLen: 1, OutputLen: 1}); err == nil {
+			t.Fatal("submit after Finish accepted")
+		}
 	})
 }
 

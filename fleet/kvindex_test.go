@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvsim/kvsim/fleet"
 	"github.com/kvsim/kvsim/fleet/router"
+	"github.com/kvsim/kvsim/internal/testutil"
 	"github.com/kvsim/kvsim/sim"
 	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
@@ -110,14 +111,7 @@ func TestKVIndexIsTheTreesDelayed(t *testing.T) {
 			res [][][2]int
 		}
 		var snaps []snap
-		for {
-			at, ok := o.Next()
-			if !ok {
-				break
-			}
-			if _, err := o.RunUntil(at); err != nil {
-				t.Fatal(err)
-			}
+		testutil.Steps(t, o.Next, o.RunUntil, func(at engine.Time, _ []engine.Event) bool {
 			snaps = append(snaps, snap{at, resident(o, ps, pages)})
 			var want [][][2]int // the last snapshot at least delay old
 			for _, s := range snaps {
@@ -141,7 +135,8 @@ func TestKVIndexIsTheTreesDelayed(t *testing.T) {
 					}
 				}
 			}
-		}
+			return true
+		})
 	})
 }
 

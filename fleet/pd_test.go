@@ -47,14 +47,7 @@ type fataler interface{ Fatal(args ...any) }
 // pdRun runs a disaggregated fleet and returns its result.
 func pdRun(t fataler, reps []fleet.PDReplica, cfg fleet.PDConfig, recs []traces.Record) (*fleet.Result, *fleet.Fleet) {
 	f, err := fleet.NewPD(reps, cfg, 7)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := f.Run(engine.NewSliceSource(recs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res, f
+	return runBuilt(t, f, err, recs), f
 }
 
 // drawPD draws a disaggregated fleet: one to three replicas per role,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kvsim/kvsim/fleet"
 	"github.com/kvsim/kvsim/fleet/router"
+	"github.com/kvsim/kvsim/internal/enginetest"
 	"github.com/kvsim/kvsim/sim"
 	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
@@ -293,13 +294,7 @@ func TestSharedL3CanLowerHitRateWithEviction(t *testing.T) {
 	var at int64
 	for i, r := range rows {
 		at += r[0]
-		var toks []int32
-		for j := range r[2] {
-			toks = append(toks, int32(1000*r[1]+j%1000))
-		}
-		for j := range r[3] {
-			toks = append(toks, int32(100000+1000*int64(i)+j))
-		}
+		toks := enginetest.Prompt(int(r[1]), int(r[2]), i, int(r[3]))
 		recs = append(recs, traces.Record{ID: fmt.Sprintf("r%d", i), Arrival: at, InputLen: len(toks), Tokens: toks, OutputLen: int(r[4])})
 	}
 	sc := sim.Default(2048)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvsim/kvsim/internal/enginetest"
 	"github.com/kvsim/kvsim/internal/testutil"
 	"github.com/kvsim/kvsim/sim"
 	"github.com/kvsim/kvsim/sim/hw"
@@ -17,7 +18,7 @@ import (
 // testFitted is a cost model with round coefficients: 1 ms + 10 µs per new
 // token (+ 1 ns per attention pair) for prefill, 2 ms + 1 ns per context
 // token for a decode step.
-var testFitted = hw.Fitted{Prefill: [4]float64{1e6, 1e4, 1, 0}, Decode: [3]float64{2e6, 0, 1}}
+var testFitted = enginetest.Fitted
 
 // testSimConfig is a server with a device pool of deviceTokens and a host
 // tier twice as large.

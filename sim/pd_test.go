@@ -6,26 +6,38 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvsim/kvsim/internal/testutil"
 	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/tree"
 )
 
-// A prefill server reports every prefill forward of a request with the
-// prompt tokens computed so far (the cached prefix included), the last
-// one flagged, and generates one token whatever max_new_tokens says.
-func TestPrefillModeChunks(t *testing.T) {
+// chunkedPrefill returns an online prefill server of 10,000 tokens that
+// prefills in chunks of 64 and appends each prefill forward it reports, as
+// note writes it, to chunks.
+func chunkedPrefill(t *testing.T, chunks *[]string, note func(id string, at engine.Time, computed int64, last bool) string) *Online {
+	t.Helper()
 	cfg := Default(10000)
 	cfg.Scheduler.ChunkedPrefillSize = 64
 	o, err := NewOnline(cfg, linearCost{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []string
 	if err := o.SetPrefillMode(func(id string, at engine.Time, computed int64, last bool) {
-		got = append(got, fmt.Sprintf("%s:%d:%v", id, computed, last))
+		*chunks = append(*chunks, note(id, at, computed, last))
 	}); err != nil {
 		t.Fatal(err)
 	}
+	return o
+}
+
+// A prefill server reports every prefill forward of a request with the
+// prompt tokens computed so far (the cached prefix included), the last
+// one flagged, and generates one token whatever max_new_tokens says.
+func TestPrefillModeChunks(t *testing.T) {
+	var got []string
+	o := chunkedPrefill(t, &got, func(id string, _ engine.Time, computed int64, last bool) string {
+		return fmt.Sprintf("%s:%d:%v", id, computed, last)
+	})
 	if err := o.SetPrefillMode(func(string, engine.Time, int64, bool) {}); err == nil {
 		t.Fatal("a second SetPrefillMode = nil")
 	}
@@ -120,18 +132,10 @@ func TestPrefillModeHold(t *testing.T) {
 // at its end and reports no chunk, a waiting one fails at once, and both
 // leave nothing held or locked; a finished request cannot be aborted.
 func TestPrefillModeAbort(t *testing.T) {
-	cfg := Default(10000)
-	cfg.Scheduler.ChunkedPrefillSize = 64
-	o, err := NewOnline(cfg, linearCost{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var chunks []string
-	if err := o.SetPrefillMode(func(id string, at engine.Time, computed int64, last bool) {
-		chunks = append(chunks, fmt.Sprintf("%s:%d@%d", id, computed, at))
-	}); err != nil {
-		t.Fatal(err)
-	}
+	o := chunkedPrefill(t, &chunks, func(id string, at engine.Time, computed int64, _ bool) string {
+		return fmt.Sprintf("%s:%d@%d", id, computed, at)
+	})
 	for _, r := range []struct {
 		id   string
 		base int32
@@ -154,21 +158,14 @@ func TestPrefillModeAbort(t *testing.T) {
 		t.Fatal("Abort of an unknown request = nil")
 	}
 	var done []string
-	for {
-		at, ok := o.Next()
-		if !ok {
-			break
-		}
-		evs, err := o.RunUntil(at)
-		if err != nil {
-			t.Fatal(err)
-		}
+	testutil.Steps(t, o.Next, o.RunUntil, func(_ engine.Time, evs []engine.Event) bool {
 		for _, ev := range evs {
 			if ev.Done {
 				done = append(done, fmt.Sprintf("%s@%d:%s", ev.ID, ev.Time, ev.Result.Failed))
 			}
 		}
-	}
+		return true
+	})
 	// c starts when a's aborted forward ends: 4 chunks of 64, 64, 64, 8.
 	want := "c:64@2128000 c:128@3192000 c:192@4256000 c:200@5264000"
 	if strings.Join(chunks, " ") != want {
@@ -233,20 +230,10 @@ func TestDecodeModePrealloc(t *testing.T) {
 		t.Fatal(err)
 	}
 	var evs []engine.Event
-	for {
-		at, ok := o.Next()
-		if !ok {
-			break
-		}
-		e, err := o.RunUntil(at)
-		if err != nil {
-			t.Fatal(err)
-		}
+	testutil.Steps(t, o.Next, o.RunUntil, func(_ engine.Time, e []engine.Event) bool {
 		evs = append(evs, e...)
-		if slices.ContainsFunc(e, func(ev engine.Event) bool { return ev.ID == "a" && ev.Done }) {
-			break
-		}
-	}
+		return !slices.ContainsFunc(e, func(ev engine.Event) bool { return ev.ID == "a" && ev.Done })
+	})
 	// b fails at 10; a's first token at 11, two decode steps after.
 	if evs[0].ID != "b" || !evs[0].Done || evs[0].Result.Failed != "prefill failed" || evs[1].ID != "a" || evs[1].Time != 11 {
 		t.Fatalf("events %+v", evs)

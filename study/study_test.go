@@ -7,15 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
-	"pgregory.net/rapid"
-
 	"github.com/kvsim/kvsim/internal/golden"
 	"github.com/kvsim/kvsim/internal/testutil"
-	"github.com/kvsim/kvsim/traces"
 )
 
 const tiny = "testdata/tiny.toml"
@@ -312,115 +308,6 @@ func TestSchemaKeys(t *testing.T) {
 		}
 	}
 }
-
-// The miss-ratio curve agrees with traces.Stats' LRU hit rates (the same
-// cache model, computed by simulating each LRU) on a Mooncake sample and
-// the tiny token trace.
-func TestMRCMatchesTraceStats(t *testing.T) {
-	for _, path := range []string{"../cmd/kvsim/testdata/trace/mooncake.jsonl", "testdata/tiny_chat.jsonl"} {
-		rd, err := traces.Open(path, traces.FormatAuto)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := computeMRC(rd)
-		rd.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, err := traces.ComputeStats(func() (*traces.Reader, error) { return traces.Open(path, traces.FormatAuto) }, traces.StatsOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if int64(st.UniqueBlocks) != c.unique {
-			t.Errorf("%s: unique blocks %d, stats %d", path, c.unique, st.UniqueBlocks)
-		}
-		for _, f := range traces.DefaultLRUFractions {
-			capacity := max(1, int64(math.Floor(float64(st.UniqueBlocks)*f)))
-			_, blocks := c.hitRate(capacity)
-			want, found := st.LRUHitRate[strconv.FormatFloat(f, 'f', -1, 64)]
-			if !found {
-				t.Fatalf("%s: stats have no LRU rate for %v: %v", path, f, st.LRUHitRate)
-			}
-			if math.Abs(blocks-want) > 1e-9 {
-				t.Errorf("%s: LRU hit rate at %v of unique blocks (%d) = %v, stats say %v", path, f, capacity, blocks, want)
-			}
-		}
-	}
-}
-
-// A brute-force LRU per capacity gives the curve's hit rates on random
-// block streams (prefix semantics, duplicate blocks within a request).
-func TestPropMRCMatchesBruteForceLRU(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		reqs, inputs := drawBlocks(t, 12, "blocks")
-		c := blocksMRC(t, reqs, inputs)
-		capacity := rapid.Int64Range(1, 14).Draw(t, "capacity")
-		// Brute force: a slice, most recent first.
-		var lru []uint64
-		var hits, total float64
-		for _, bl := range reqs {
-			k := 0
-			for k < len(bl) && slices.Contains(lru, bl[k]) {
-				k++
-			}
-			hits += float64(k)
-			total += float64(len(bl))
-			for _, x := range bl {
-				if i := slices.Index(lru, x); i >= 0 {
-					lru = slices.Delete(lru, i, i+1)
-				}
-				lru = slices.Insert(lru, 0, x)
-				if int64(len(lru)) > capacity {
-					lru = lru[:capacity]
-				}
-			}
-		}
-		if _, got := c.hitRate(capacity); math.Abs(got-hits/total) > 1e-12 {
-			t.Fatalf("capacity %d: curve hit rate %v, brute force %v", capacity, got, hits/total)
-		}
-	})
-}
-
-// drawBlocks draws 1 to 25 requests of 1 to 8 blocks of keys 1 to maxKey
-// (named label), each with a prompt of 1 to 4 tokens in its last block of
-// 4.
-func drawBlocks(t *rapid.T, maxKey uint64, label string) (reqs [][]uint64, inputs []int) {
-	for range rapid.IntRange(1, 25).Draw(t, "requests") {
-		bl := rapid.SliceOfN(rapid.Uint64Range(1, maxKey), 1, 8).Draw(t, label)
-		reqs = append(reqs, bl)
-		inputs = append(inputs, 4*len(bl)-rapid.IntRange(0, 3).Draw(t, "short"))
-	}
-	return reqs, inputs
-}
-
-// blocksMRC computes the miss-ratio curve of a kvsim trace (block size 4)
-// whose request i, arriving at i ns, has the blocks reqs[i] and
-// inputs[i] prompt tokens.
-func blocksMRC(t *rapid.T, reqs [][]uint64, inputs []int) *mrcCurve {
-	var b bytes.Buffer
-	b.WriteString(`{"kvsim_trace":1,"block_size":4}` + "\n")
-	for i, bl := range reqs {
-		b.WriteString(`{"id":"r` + itoa(i) + `","arrival_ns":` + itoa(i) + `,"input_len":` + itoa(inputs[i]) + `,"output_len":1,"block_size":4,"blocks":[`)
-		for j, x := range bl {
-			if j > 0 {
-				b.WriteString(",")
-			}
-			b.WriteString(itoa(int(x)))
-		}
-		b.WriteString("]}\n")
-	}
-	rd, err := traces.NewReader(&b, "prop.jsonl", traces.FormatAuto)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := computeMRC(rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-func itoa(i int) string { return formatValue(int64(i)) }
 
 // A cancelled run keeps what finished and resumes.
 func TestCancelledRunResumes(t *testing.T) {

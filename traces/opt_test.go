@@ -11,26 +11,9 @@ import (
 	"github.com/kvsim/kvsim/internal/testutil"
 )
 
-// genOPTTrace draws a small trace with heavy prefix sharing: each request
-// extends a prefix of an earlier one or starts afresh, over a small
-// alphabet of keys (so keys repeat at different depths).
-func genOPTTrace(t *rapid.T) [][]uint64 {
-	n := rapid.IntRange(0, 30).Draw(t, "requests")
-	alpha := rapid.Uint64Range(1, 8).Draw(t, "alphabet")
-	var reqs [][]uint64
-	for range n {
-		var r []uint64
-		if len(reqs) > 0 && rapid.Bool().Draw(t, "extend") {
-			prev := reqs[rapid.IntRange(0, len(reqs)-1).Draw(t, "prev")]
-			r = append(r, prev[:rapid.IntRange(0, len(prev)).Draw(t, "keep")]...)
-		}
-		for k := rapid.IntRange(0, 5).Draw(t, "add"); k > 0; k-- {
-			r = append(r, rapid.Uint64Range(1, alpha).Draw(t, "page"))
-		}
-		reqs = append(reqs, r)
-	}
-	return reqs
-}
+// genOPTTrace draws a small trace with heavy prefix sharing (up to 30
+// requests) over a small alphabet of keys from 1 upwards.
+func genOPTTrace(t *rapid.T) [][]uint64 { return testutil.DrawPrefixTrace(t, 30, 5, 8, 0) }
 
 func buildOPT(tb interface{ Fatal(...any) }, reqs [][]uint64) *OPT {
 	b := NewOPTBuilder()

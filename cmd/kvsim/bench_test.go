@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -139,23 +138,11 @@ func BenchmarkReplayCLI(b *testing.B) {
 	dir := b.TempDir()
 	trace := filepath.Join(dir, "t.jsonl")
 	const n = 4000
-	f, err := os.Create(trace)
-	if err != nil {
-		b.Fatal(err)
+	recs := make([]traces.Record, n)
+	for i := range recs {
+		recs[i] = traces.Record{ID: fmt.Sprint(i), InputLen: 16, OutputLen: 4}
 	}
-	w, err := traces.NewWriter(f, traces.Header{Source: "BenchmarkReplayCLI"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	for i := range n {
-		if err := w.Write(traces.Record{ID: fmt.Sprint(i), InputLen: 16, OutputLen: 4}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if err := w.Flush(); err != nil {
-		b.Fatal(err)
-	}
-	f.Close()
+	writeTrace(b, trace, traces.Header{Source: "BenchmarkReplayCLI"}, recs)
 	for _, bc := range []struct {
 		name  string
 		flags []string
@@ -203,19 +190,14 @@ func TestBenchWarmCacheSim(t *testing.T) {
 	if code != exitOK || !strings.Contains(stdout, "Mean TTFT by shared prefix") {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	b := testutil.ReadFile(t, out)
 	var prevTTFT float64
-	for i, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		var row struct {
-			Backend   string  `json:"backend"`
-			Pct       int     `json:"shared_prefix_pct"`
-			Completed int     `json:"completed"`
-			HitRate   float64 `json:"cache_hit_rate"`
-			TTFT      float64 `json:"mean_ttft_ms"`
-		}
-		if err := json.Unmarshal([]byte(line), &row); err != nil {
-			t.Fatal(err)
-		}
+	for i, row := range readJSONLines[struct {
+		Backend   string  `json:"backend"`
+		Pct       int     `json:"shared_prefix_pct"`
+		Completed int     `json:"completed"`
+		HitRate   float64 `json:"cache_hit_rate"`
+		TTFT      float64 `json:"mean_ttft_ms"`
+	}](t, out) {
 		want := []float64{0, 0.5, 0.9}[i]
 		if row.Backend != "sim" || row.Completed != 8 || row.HitRate != want {
 			t.Errorf("row %d: %+v, want backend sim, 8 completed, hit rate %v", i, row, want)

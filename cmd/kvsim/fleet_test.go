@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -79,14 +78,12 @@ func TestSimFleetJSON(t *testing.T) {
 	// Every request's line names its replica, and each replica has the
 	// requests the router sent it.
 	per := make([]int64, len(got.Replicas))
-	lines := strings.Split(strings.TrimSpace(string(testutil.ReadFile(t, perReq))), "\n")
-	for _, l := range lines {
-		var r struct {
-			ID      string `json:"id"`
-			Replica int    `json:"replica"`
-		}
-		if err := json.Unmarshal([]byte(l), &r); err != nil || r.ID == "" || r.Replica < 0 || r.Replica >= len(per) {
-			t.Fatalf("line %q: %+v, %v", l, r, err)
+	for _, r := range readJSONLines[struct {
+		ID      string `json:"id"`
+		Replica int    `json:"replica"`
+	}](t, perReq) {
+		if r.ID == "" || r.Replica < 0 || r.Replica >= len(per) {
+			t.Fatalf("request line %+v", r)
 		}
 		per[r.Replica]++
 	}
@@ -175,17 +172,12 @@ func TestSimFleetNginxHash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data := testutil.ReadFile(t, perReq)
 	used := map[int]bool{}
-	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		var r struct {
-			ID      string `json:"id"`
-			Replica int    `json:"replica"`
-			Cached  int    `json:"cached_tokens"`
-		}
-		if err := json.Unmarshal([]byte(l), &r); err != nil {
-			t.Fatal(err)
-		}
+	for _, r := range readJSONLines[struct {
+		ID      string `json:"id"`
+		Replica int    `json:"replica"`
+		Cached  int    `json:"cached_tokens"`
+	}](t, perReq) {
 		doc, q, _ := strings.Cut(r.ID, "+")
 		d, err := rt.Route(&router.Request{Session: doc})
 		if err != nil {

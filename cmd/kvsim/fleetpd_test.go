@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -30,13 +29,9 @@ func TestSimFleetPDPerRequest(t *testing.T) {
 	if got.PD == nil || got.PD.TransferPages == 0 || strings.Join(roles, ",") != "prefill,prefill,decode,decode" {
 		t.Fatalf("pd %+v, roles %v", got.PD, roles)
 	}
-	lines := strings.Split(strings.TrimSpace(string(testutil.ReadFile(t, perReq))), "\n")
+	lines := readJSONLines[map[string]any](t, perReq)
 	var pages int64
-	for _, l := range lines {
-		var m map[string]any
-		if err := json.Unmarshal([]byte(l), &m); err != nil {
-			t.Fatal(err)
-		}
+	for _, m := range lines {
 		n := func(k string) int64 { return int64(m[k].(float64)) }
 		sum := n("bootstrap_ns") + n("prefill_queue_ns") + n("prefill_compute_ns") + n("transfer_tail_ns") + n("first_step_ns")
 		if ttft := n("first_token_ns") - n("arrival_ns"); sum != ttft {
@@ -71,15 +66,11 @@ func TestSimFleetPDTimeout(t *testing.T) {
 	if got.PD.Waiting != 300 || got.PD.Bootstrap != 0 || got.Summary.Failed != 300 {
 		t.Fatalf("%d waiting and %d bootstrap timeouts, %d failed", got.PD.Waiting, got.PD.Bootstrap, got.Summary.Failed)
 	}
-	for _, l := range strings.Split(strings.TrimSpace(string(testutil.ReadFile(t, perReq))), "\n") {
-		var m struct {
-			ID       string `json:"id"`
-			Failed   string `json:"failed"`
-			FailedAt int64  `json:"failed_ns"`
-		}
-		if err := json.Unmarshal([]byte(l), &m); err != nil {
-			t.Fatal(err)
-		}
+	for _, m := range readJSONLines[struct {
+		ID       string `json:"id"`
+		Failed   string `json:"failed"`
+		FailedAt int64  `json:"failed_ns"`
+	}](t, perReq) {
 		if !strings.HasPrefix(m.Failed, "disaggregation: waiting timeout") || m.FailedAt == 0 {
 			t.Fatalf("request %s: failed %q at %d", m.ID, m.Failed, m.FailedAt)
 		}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -26,22 +25,7 @@ func TestReplayCLIStreamedEqualsInMemory(t *testing.T) {
 	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "chat.jsonl")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tw, err := traces.NewWriter(f, traces.Header{Format: "kvsim"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range recs {
-		if err := tw.Write(r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Flush(); err != nil || f.Close() != nil {
-		t.Fatal(err)
-	}
+	writeTrace(t, path, traces.Header{Format: "kvsim"}, recs)
 	if recs[len(recs)-1].Parent == "" {
 		t.Fatalf("the chat trace has no dependencies to wait for")
 	}

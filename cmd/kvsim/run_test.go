@@ -7,6 +7,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/kvsim/kvsim/internal/testutil"
+	"github.com/kvsim/kvsim/traces"
 )
 
 func runCLI(t testing.TB, args ...string) (code int, stdout, stderr string) {
@@ -53,12 +56,36 @@ func runQuietJSON(t testing.TB, v any, args ...string) {
 	decodeJSON(t, runQuiet(t, args...), v)
 }
 
+// readJSONLines decodes each line of the JSON-lines file at path, which
+// must be JSON, into a T.
+func readJSONLines[T any](t testing.TB, path string) []T {
+	t.Helper()
+	var out []T
+	for _, l := range strings.Split(strings.TrimSpace(string(testutil.ReadFile(t, path))), "\n") {
+		var v T
+		decodeJSON(t, l, &v)
+		out = append(out, v)
+	}
+	return out
+}
+
 // decodeJSON decodes doc, which must be JSON, into v.
 func decodeJSON(t testing.TB, doc string, v any) {
 	t.Helper()
 	if err := json.Unmarshal([]byte(doc), v); err != nil {
 		t.Fatalf("%v: %s", err, doc)
 	}
+}
+
+// writeTrace writes recs to path as a kvsim trace with header hdr, or
+// fails the test.
+func writeTrace(t testing.TB, path string, hdr traces.Header, recs []traces.Record) {
+	t.Helper()
+	var b bytes.Buffer
+	if err := writeRecords(&b, hdr, recs); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, path, b.String())
 }
 
 // writeFile writes data to path or fails the test.

@@ -5,11 +5,12 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/kvsim/kvsim/internal/testutil"
 )
 
 const simConfig = "testdata/replay/sim_small.toml"
@@ -167,15 +168,8 @@ func TestServeCLIUsageErrors(t *testing.T) {
 // arguments and the fleet's; /metrics has the router's decisions and
 // per-replica series.
 func TestServeCLIFleet(t *testing.T) {
-	base, err := os.ReadFile(simConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := filepath.Join(t.TempDir(), "fleet.toml")
-	doc := string(base) + "\n[[fleet.groups]]\nname = \"pair\"\ncount = 2\n\n[router]\npolicy = \"round_robin\"\n"
-	if err := os.WriteFile(cfg, []byte(doc), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, cfg, string(testutil.ReadFile(t, simConfig))+"\n[[fleet.groups]]\nname = \"pair\"\ncount = 2\n\n[router]\npolicy = \"round_robin\"\n")
 	url := startServe(t, "--config", cfg, "--time-scale", "0")
 	post := func(path, body string) string {
 		t.Helper()

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvsim/kvsim/internal/testutil"
 )
 
 func TestDefaultValidates(t *testing.T) {
@@ -83,14 +85,7 @@ func TestInfiniteRelThresholdIsValid(t *testing.T) {
 
 func TestPolicyText(t *testing.T) {
 	for p := CacheAware; p <= CacheAwareOracle; p++ {
-		b, err := p.MarshalText()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var q Policy
-		if err := q.UnmarshalText(b); err != nil || q != p {
-			t.Fatalf("UnmarshalText(%q) = %v, %v; want %v", b, q, err, p)
-		}
+		testutil.TextRoundTrip(t, p)
 	}
 	var p Policy
 	err := p.UnmarshalText([]byte("least_load"))

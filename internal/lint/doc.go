@@ -10,8 +10,9 @@
 //     sim/hw and sim/policy below the server models sim and sim/llamacpp,
 //     which do not import each other); internal/*
 //     is usable by all, except that only tests may import the test helpers
-//     ([TestOnly]: internal/golden, internal/testutil), and an external
-//     test package (x_test) may import any package of its own directory;
+//     ([TestOnly]: internal/enginetest, internal/golden, internal/testutil),
+//     and an external test package (x_test) may import any package of its
+//     own directory;
 //   - [Determinism]: the non-test code of the simulator core ([Core]: tree,
 //     planner, sim, traces) calls no wall clock or timer ([Banned]), no
 //     global math/rand or math/rand/v2 function, imports no crypto/rand,

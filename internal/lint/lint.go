@@ -55,9 +55,9 @@ var SubLayers = map[string]map[string]int{
 }
 
 // TestOnly lists the internal packages that only tests may import: they
-// import testing and define test flags (-update), which do not belong in
-// a binary.
-var TestOnly = map[string]bool{"internal/golden": true, "internal/testutil": true}
+// import testing and define test flags (-update), or hold test fixtures,
+// which do not belong in a binary.
+var TestOnly = map[string]bool{"internal/enginetest": true, "internal/golden": true, "internal/testutil": true}
 
 // Core lists the top-level directories whose non-test code must be
 // deterministic.

@@ -1,7 +1,9 @@
 package testutil
 
 import (
+	"encoding"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -31,6 +33,30 @@ func ReadAll[T any](tb TB, next func() (T, error)) []T {
 			tb.Fatal(err)
 		}
 		out = append(out, v)
+	}
+}
+
+// Steps drives an event-driven engine one event time at a time: while
+// next reports a pending event, it runs runUntil to that event's time and
+// gives each (when not nil) the time and what runUntil returned, stopping
+// when next reports none or each returns false. It fails the test on
+// runUntil's error. next and runUntil are typically an engine's Next and
+// RunUntil methods: testutil.Steps(t, o.Next, o.RunUntil, nil) runs o
+// until it is idle.
+func Steps[T, E any](tb TB, next func() (T, bool), runUntil func(T) ([]E, error), each func(T, []E) bool) {
+	tb.Helper()
+	for {
+		at, ok := next()
+		if !ok {
+			return
+		}
+		evs, err := runUntil(at)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if each != nil && !each(at, evs) {
+			return
+		}
 	}
 }
 
@@ -97,49 +123,25 @@ func MainWithDefaults(m *testing.M, defaults map[string]string) int {
 	return m.Run()
 }
 
-// ChainKeys rewrites requests' block keys as chained hashes, as in
-// Mooncake traces: two blocks get the same id exactly when their prefixes
-// (the keys up to and including theirs) are equal. Ids count from 1 in
-// order of first appearance.
-func ChainKeys(reqs [][]uint64) [][]uint64 {
-	type edge struct{ parent, key uint64 }
-	ids := map[edge]uint64{}
-	out := make([][]uint64, len(reqs))
-	for i, r := range reqs {
-		var cur uint64
-		for _, k := range r {
-			id, ok := ids[edge{cur, k}]
-			if !ok {
-				id = uint64(len(ids) + 1)
-				ids[edge{cur, k}] = id
-			}
-			out[i] = append(out[i], id)
-			cur = id
+// TextRoundTrip checks that each of values marshals to text and unmarshals
+// from it back to itself, failing the test at the first that does not
+// (enum types with MarshalText and UnmarshalText).
+func TextRoundTrip[T interface {
+	comparable
+	encoding.TextMarshaler
+}, P interface {
+	*T
+	encoding.TextUnmarshaler
+}](tb TB, values ...T) {
+	tb.Helper()
+	for _, v := range values {
+		b, err := v.MarshalText()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		var back T
+		if err := P(&back).UnmarshalText(b); err != nil || back != v {
+			tb.Fatal(fmt.Sprintf("UnmarshalText(%q) = %v, %v; want %v", b, back, err, v))
 		}
 	}
-	return out
-}
-
-// RelabelFar returns two traces of page keys equal up to a one-to-one
-// relabelling: every third request of reqs gets the key unused (which no
-// request of reqs may hold) in front, and far has the same requests with
-// unused as 0, even keys kept and odd keys sent far up (above 1<<63) by an
-// odd multiplier. A dense key table and an edge map both take part.
-func RelabelFar(reqs [][]uint64, unused uint64) (near, far [][]uint64) {
-	for i, r := range reqs {
-		var s []uint64
-		if i%3 == 0 {
-			s = append(s, 0)
-			r = append([]uint64{unused}, r...)
-		}
-		for _, h := range r[len(s):] {
-			if h%2 == 1 {
-				h = h*0x9e3779b97f4a7c15 | 1<<63 // odd multiplier: one to one
-			}
-			s = append(s, h)
-		}
-		near = append(near, r)
-		far = append(far, s)
-	}
-	return near, far
 }

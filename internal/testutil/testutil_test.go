@@ -63,6 +63,69 @@ func TestReadAllFailsOnError(t *testing.T) {
 	}
 }
 
+// stepper is a fake engine for TestSteps: its events are at the times
+// left in due; RunUntil(at) takes those at or before at.
+type stepper struct {
+	due  []int
+	fail error
+}
+
+func (s *stepper) Next() (int, bool) {
+	if len(s.due) == 0 {
+		return 0, false
+	}
+	return s.due[0], true
+}
+
+func (s *stepper) RunUntil(at int) ([]int, error) {
+	if s.fail != nil {
+		return nil, s.fail
+	}
+	var evs []int
+	for len(s.due) > 0 && s.due[0] <= at {
+		evs, s.due = append(evs, s.due[0]), s.due[1:]
+	}
+	return evs, nil
+}
+
+// Steps runs to each pending time in turn until none is left or each
+// says stop, and fails on RunUntil's error.
+func TestSteps(t *testing.T) {
+	s := &stepper{due: []int{1, 1, 4, 9}}
+	var got [][]int
+	Steps(t, s.Next, s.RunUntil, func(at int, evs []int) bool {
+		got = append(got, append([]int{at}, evs...))
+		return true
+	})
+	if want := [][]int{{1, 1, 1}, {4, 4}, {9, 9}}; !slices.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("steps %v, want %v", got, want)
+	}
+	s = &stepper{due: []int{2, 3, 5}}
+	n := 0
+	Steps(t, s.Next, s.RunUntil, func(int, []int) bool { n++; return n < 2 })
+	if n != 2 || !slices.Equal(s.due, []int{5}) {
+		t.Errorf("stopped after %d steps with %v left, want 2 and [5]", n, s.due)
+	}
+	Steps(t, s.Next, s.RunUntil, nil)
+	if len(s.due) != 0 {
+		t.Errorf("%v left after running with no callback", s.due)
+	}
+	boom := errors.New("boom")
+	r := &fatalRecorder{}
+	func() {
+		defer func() {
+			if p := recover(); p != r {
+				t.Fatalf("recovered %v, want the recorder's Fatal", p)
+			}
+		}()
+		s = &stepper{due: []int{7}, fail: boom}
+		Steps(r, s.Next, s.RunUntil, nil)
+	}()
+	if len(r.msg) != 1 || r.msg[0] != boom {
+		t.Errorf("Fatal(%v), want Fatal(boom)", r.msg)
+	}
+}
+
 func TestReadFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "f")
 	if err := os.WriteFile(path, []byte("abc"), 0o644); err != nil {
@@ -70,24 +133,6 @@ func TestReadFile(t *testing.T) {
 	}
 	if got := ReadFile(t, path); string(got) != "abc" {
 		t.Errorf("ReadFile = %q", got)
-	}
-}
-
-func TestChainKeys(t *testing.T) {
-	got := ChainKeys([][]uint64{{1, 2}, {1, 3}, {2}, {1, 2, 2}})
-	want := [][]uint64{{1, 2}, {1, 3}, {4}, {1, 2, 5}}
-	if !slices.EqualFunc(got, want, slices.Equal) {
-		t.Errorf("ChainKeys = %v, want %v", got, want)
-	}
-}
-
-func TestRelabelFar(t *testing.T) {
-	odd := func(h uint64) uint64 { return h*0x9e3779b97f4a7c15 | 1<<63 }
-	near, far := RelabelFar([][]uint64{{1, 2}, {2}, {3}, {4}}, 9)
-	wantNear := [][]uint64{{9, 1, 2}, {2}, {3}, {9, 4}}
-	wantFar := [][]uint64{{0, odd(1), 2}, {2}, {odd(3)}, {0, 4}}
-	if !slices.EqualFunc(near, wantNear, slices.Equal) || !slices.EqualFunc(far, wantFar, slices.Equal) {
-		t.Errorf("RelabelFar = %v, %v; want %v, %v", near, far, wantNear, wantFar)
 	}
 }
 
@@ -103,4 +148,60 @@ func TestRunBool(t *testing.T) {
 	if want := []run{{"TestRunBool/off", false}, {"TestRunBool/on", true}}; !slices.Equal(got, want) {
 		t.Errorf("RunBool ran %v, want %v", got, want)
 	}
+}
+
+// word is a text enum for TestTextRoundTrip: 1 is "one", 2 is "two"; with
+// lossy set, every name unmarshals to 1.
+type word int
+
+var lossy bool
+
+var errNoName = errors.New("the word has no name")
+
+func (w word) MarshalText() ([]byte, error) {
+	if w < 1 || w > 2 {
+		return nil, errNoName
+	}
+	return []byte([]string{"one", "two"}[w-1]), nil
+}
+
+func (w *word) UnmarshalText(b []byte) error {
+	switch {
+	case lossy || string(b) == "one":
+		*w = 1
+	case string(b) == "two":
+		*w = 2
+	default:
+		return errors.New("no such word")
+	}
+	return nil
+}
+
+// TextRoundTrip passes values that come back and fails, naming the text,
+// on one that does not or that has no text.
+func TestTextRoundTrip(t *testing.T) {
+	TextRoundTrip(t, word(1), word(2))
+	for _, c := range []struct {
+		lossy bool
+		v     word
+		want  any
+	}{
+		{true, 2, `UnmarshalText("two") = 1, <nil>; want 2`},
+		{false, 3, errNoName},
+	} {
+		lossy = c.lossy
+		r := &fatalRecorder{}
+		func() {
+			defer func() {
+				if p := recover(); p != r {
+					t.Fatalf("recovered %v, want the recorder's Fatal", p)
+				}
+			}()
+			TextRoundTrip(r, word(1), c.v)
+		}()
+		if len(r.msg) != 1 || r.msg[0] != c.want {
+			t.Errorf("Fatal(%v), want Fatal(%v)", r.msg, c.want)
+		}
+	}
+	lossy = false
 }

@@ -6,27 +6,16 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/kvsim/kvsim/sim"
+	"github.com/kvsim/kvsim/internal/enginetest"
 	"github.com/kvsim/kvsim/sim/engine"
-	"github.com/kvsim/kvsim/sim/hw"
-	"github.com/kvsim/kvsim/sim/llamacpp"
 	"github.com/kvsim/kvsim/traces"
 	"pgregory.net/rapid"
 )
 
-var fitted = hw.Fitted{Prefill: [4]float64{1e6, 1e4, 1, 0}, Decode: [3]float64{2e6, 0, 1}}
-
 // factories are the two server models, small enough that requests queue,
 // evict and reuse prefixes.
 func factories() []engine.Factory {
-	sc := sim.Default(2048)
-	sc.Cache.HostTokens = 4096
-	lc := llamacpp.DefaultConfig()
-	lc.Slots, lc.Context, lc.CacheRAMMiB = 2, 4096, 16
-	return []engine.Factory{
-		&sim.Factory{Config: sc, Cost: &fitted, OpenLoop: true},
-		&llamacpp.Factory{Config: lc, Cost: &llamacpp.CPUCost{Fitted: fitted, StateCopy: 0.01}},
-	}
+	return []engine.Factory{enginetest.SGLang(), enginetest.Llama()}
 }
 
 // drawTrace draws requests sharing a few prompt prefixes, sorted by arrival.
@@ -39,13 +28,7 @@ func drawTrace(t *rapid.T, name string) []traces.Record {
 		prefix := rapid.IntRange(0, 3).Draw(t, name+"-prefix")
 		plen := rapid.IntRange(0, 600).Draw(t, name+"-shared")
 		own := rapid.IntRange(1, 400).Draw(t, name+"-own")
-		toks := make([]int32, 0, plen+own)
-		for j := range plen {
-			toks = append(toks, int32(1000*prefix+j%1000))
-		}
-		for j := range own {
-			toks = append(toks, int32(100000+1000*i+j))
-		}
+		toks := enginetest.Prompt(prefix, plen, i, own)
 		recs = append(recs, traces.Record{
 			ID: fmt.Sprintf("%s%d", name, i), Arrival: at, InputLen: len(toks), Tokens: toks,
 			OutputLen: rapid.IntRange(1, 30).Draw(t, name+"-out"),

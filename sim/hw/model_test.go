@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/kvsim/kvsim/internal/testutil"
 )
 
 // shapeParams counts a preset's parameters from its config.json shapes,
@@ -205,16 +207,7 @@ func checkErrors(t *testing.T, err error, want []string) {
 }
 
 func TestAttentionText(t *testing.T) {
-	for _, a := range []Attention{MHA, MLA} {
-		b, err := a.MarshalText()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var back Attention
-		if err := back.UnmarshalText(b); err != nil || back != a {
-			t.Errorf("UnmarshalText(%q) = %v, %v; want %v", b, back, err, a)
-		}
-	}
+	testutil.TextRoundTrip(t, MHA, MLA)
 	var a Attention
 	if err := a.UnmarshalText([]byte("gqa")); err == nil {
 		t.Error("UnmarshalText(gqa) = nil error")

@@ -432,15 +432,7 @@ func TestPropConcurrencyOne(t *testing.T) {
 			if err := o.Submit(rec); err != nil {
 				t.Fatal(err)
 			}
-			for {
-				next, ok := o.Next()
-				if !ok {
-					break
-				}
-				if _, err := o.RunUntil(next); err != nil {
-					t.Fatal(err)
-				}
-			}
+			testutil.Steps(t, o.Next, o.RunUntil, nil)
 			if len(rec.Tokens) > cfg.SlotContext() {
 				continue
 			}
