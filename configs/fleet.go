@@ -98,7 +98,7 @@ func (f *File) IsFleet() bool { return len(f.Fleet.Groups) > 0 }
 // and serve run fleets.
 func (f *File) OneServer(who string) error {
 	if f.IsFleet() {
-		return fmt.Errorf("fleet: %s one server, and this file describes a fleet of %d groups behind a router; only kvsim sim, study and serve run a fleet so far (docs/fleet.md)", who, len(f.Fleet.Groups))
+		return fmt.Errorf("fleet: %s one server, and this file describes a fleet of %d groups behind a router; only kvsim sim, study, serve and replay --target sim run a fleet so far (docs/fleet.md)", who, len(f.Fleet.Groups))
 	}
 	return nil
 }

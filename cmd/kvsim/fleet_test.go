@@ -122,14 +122,41 @@ func TestSimFleetRefuses(t *testing.T) {
 	checkRefused(t, []string{"sim", "--config", bad}, "bad.toml:2:1: fleet.groups[0].count: must be in [1, 4096] (got 0)")
 }
 
-// The commands that simulate one server refuse a fleet file, naming it,
-// instead of running its base server alone.
+// The commands that fit one server refuse a fleet file, naming it,
+// instead of fitting its base server alone.
 func TestOneServerCommandsRefuseFleet(t *testing.T) {
-	for _, args := range [][]string{
-		{"replay", "--config", fleetExample, "--trace", fleetTrace, "--target", "sim"},
-		{"calibrate", "--config", fleetExample, "--per-request", "x.jsonl", "--out", filepath.Join(t.TempDir(), "c.toml")},
-	} {
-		checkRefused(t, args, "fleet-example.toml: fleet: ", "only kvsim sim, study and serve run a fleet")
+	args := []string{"calibrate", "--config", fleetExample, "--per-request", "x.jsonl", "--out", filepath.Join(t.TempDir(), "c.toml")}
+	checkRefused(t, args, "fleet-example.toml: fleet: ", "only kvsim sim, study, serve and replay --target sim run a fleet")
+}
+
+// replay --target sim runs a fleet file's whole fleet behind its router: a
+// fleet of one replica writes, request by request, what its server alone
+// writes, whatever the policy; a fleet of two is a different server.
+func TestReplaySimFleet(t *testing.T) {
+	server := string(testutil.ReadFile(t, simConfig))
+	dir := t.TempDir()
+	replayOne := func(cfg string) string {
+		t.Helper()
+		per := filepath.Join(dir, "per.jsonl")
+		runOK(t, "replay", "--trace", replayTrace, "--target", "sim", "--config", cfg, "--max-concurrency", "3", "--per-request", per, "--json")
+		// The requests, without the header line (its server is kvsim-fleet).
+		_, reqs, _ := strings.Cut(string(testutil.ReadFile(t, per)), "\n")
+		return reqs
+	}
+	single := filepath.Join(dir, "single.toml")
+	writeFile(t, single, server)
+	want := replayOne(single)
+	for _, policy := range []string{"cache_aware", "round_robin", "power_of_two", "consistent_hash", "nginx_hash"} {
+		path := filepath.Join(dir, policy+".toml")
+		writeFile(t, path, server+"\n[[fleet.groups]]\ncount = 1\n[router]\npolicy = \""+policy+"\"\n")
+		if got := replayOne(path); got != want {
+			t.Errorf("%s: a fleet of one replayed differently from its server alone", policy)
+		}
+	}
+	two := filepath.Join(dir, "two.toml")
+	writeFile(t, two, server+"\n[[fleet.groups]]\ncount = 2\n[router]\npolicy = \"round_robin\"\n")
+	if replayOne(two) == want {
+		t.Error("a fleet of two replayed exactly as one server")
 	}
 }
 

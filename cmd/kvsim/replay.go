@@ -246,17 +246,45 @@ type replayTarget interface {
 }
 
 // simTarget builds the in-process simulator target from a config file
-// ("" = the bundled default).
+// ("" = the bundled default): one simulated server, or, for a fleet file,
+// the whole fleet behind its router as one engine, as kvsim serve runs it.
 func simTarget(cfgPath string) (*replay.SimTarget, error) {
-	f, err := loadConfig(cfgPath, "replay --target sim and compare simulate")
-	if err != nil {
-		return nil, err
+	f := configs.Default()
+	if cfgPath != "" {
+		var err error
+		if f, err = configs.Load(cfgPath); err != nil {
+			return nil, err
+		}
+	}
+	if f.IsFleet() {
+		sc, _, err := fleetEngine(f, cfgPath)
+		if err != nil {
+			return nil, err
+		}
+		return replay.NewSimTarget(sc)
 	}
 	srv, err := f.BuildServer(configs.ServerOptions{})
 	if err != nil {
 		return nil, err
 	}
 	return replay.NewSimTarget(replay.SimConfig{Engine: srv.Factory, Model: srv.Model, TraceOutputs: srv.TraceOutputs})
+}
+
+// fleetEngine builds a fleet file's whole fleet behind its router as one
+// simulated server, for kvsim serve and the in-process target of replay,
+// compare and bench. Its requests' outputs come from the trace when every
+// replica's model echoes them (llama-server replicas; see
+// replay.SimConfig.TraceOutputs).
+func fleetEngine(f *configs.File, path string) (replay.SimConfig, *configs.FleetBuilt, error) {
+	b, err := f.BuildFleet(configs.ServerOptions{NoTimeline: true}, 0)
+	if err != nil {
+		return replay.SimConfig{}, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	echo := true
+	for _, s := range b.Servers {
+		echo = echo && s.TraceOutputs
+	}
+	return replay.SimConfig{Engine: b.Factory, Model: b.Groups[0].File.Model.Name, TraceOutputs: echo}, b, nil
 }
 
 // replayJob is one replay run: the flags of kvsim replay, parsed.

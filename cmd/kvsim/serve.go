@@ -98,11 +98,11 @@ func buildServe(path string, scale float64, shutdown time.Duration) (*replay.Ser
 	}
 	var banner string
 	if f.IsFleet() {
-		b, err := f.BuildFleet(configs.ServerOptions{NoTimeline: true}, 0)
+		sc, b, err := fleetEngine(f, path)
 		if err != nil {
-			return nil, "", fmt.Errorf("%s: %w", path, err)
+			return nil, "", err
 		}
-		cfg.Sim = replay.SimConfig{Engine: b.Factory, Model: b.Groups[0].File.Model.Name}
+		cfg.Sim = sc
 		cfg.Info = map[string]any{"kvsim_config": path, "kvsim_fleet": b.Describe, "kvsim_router_policy": b.Factory.Router.Policy.String()}
 		policy := b.Factory.Router.Policy.String()
 		if pd := b.Factory.PD; pd != nil {
