@@ -5,8 +5,9 @@
 // never names a Go type, struct or field.
 //
 // The traces package keeps its own, richer version (it places type errors
-// at the value's column by walking the line); this one serves documents
-// read whole: HTTP bodies, study results lines, plan snapshots.
+// at the value's column by walking the line) and shares only Found; this
+// one serves documents read whole: HTTP bodies, study results lines, plan
+// snapshots.
 package jsonerr
 
 import (
