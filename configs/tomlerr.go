@@ -2,7 +2,6 @@ package configs
 
 import (
 	"bytes"
-	"encoding"
 	"errors"
 	"fmt"
 	"math"
@@ -16,6 +15,7 @@ import (
 	"github.com/pelletier/go-toml/v2/unstable"
 
 	"github.com/kvsim/kvsim/internal/fielderr"
+	"github.com/kvsim/kvsim/internal/jsonerr"
 )
 
 // bom is the UTF-8 byte order mark some editors write at the start of a
@@ -216,15 +216,11 @@ func tomlField(t reflect.Type, name string) (reflect.Type, bool) {
 	return nil, false
 }
 
-var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
-
 // expects says what a value of Go type t is written as in TOML ("an
 // integer >= 0", "an array of 4 numbers"); "" for anything (any).
 func expects(t reflect.Type) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if reflect.PointerTo(t).Implements(textUnmarshaler) {
+	t, text := jsonerr.Elem(t)
+	if text {
 		return "a string"
 	}
 	switch t.Kind() {
@@ -359,10 +355,8 @@ func Check(path string, v any) error {
 
 // fits reports whether go-toml decodes v into a t.
 func fits(t reflect.Type, v any) bool {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if reflect.PointerTo(t).Implements(textUnmarshaler) {
+	t, text := jsonerr.Elem(t)
+	if text {
 		_, ok := v.(string)
 		return ok
 	}

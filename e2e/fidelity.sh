@@ -31,10 +31,8 @@
 #      "chat shared warm shared-shuffled"; shared-shuffled is never gated).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUT=${1:-$(mktemp -d "${TMPDIR:-/tmp}/kvsim-fidelity.XXXXXX")}
-mkdir -p "$OUT"
-GO=${GO:-go}
-command -v "$GO" >/dev/null || GO=/usr/local/go/bin/go
+. e2e/lib.sh
+e2e_out fidelity "${1:-}"
 export NP=${NP:-4} CTX=${CTX:-8192} THREADS=${THREADS:-1} TIMEOUT=${TIMEOUT:-60}
 REPEATS=${REPEATS:-2}
 REAL_RUNS=${REAL_RUNS:-5}
@@ -45,9 +43,7 @@ BASE=configs/llamacpp/tiny.toml
 VOCAB=1:256
 say() { echo "e2e/fidelity: $*" >&2; }
 
-"$GO" build -o "$OUT/kvsim" ./cmd/kvsim
-"$GO" build -o "$OUT/fidelity" ./e2e/fidelity
-KV="$OUT/kvsim"
+e2e_build "$OUT"
 
 STARTED=()
 stop_all() {

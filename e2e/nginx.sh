@@ -42,10 +42,8 @@
 #      KVSIM_LLAMA_ROOT (the chroot, default /opt/kvsim-llama).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUT=${1:-$(mktemp -d "${TMPDIR:-/tmp}/kvsim-nginx.XXXXXX")}
-mkdir -p "$OUT"
-GO=${GO:-go}
-command -v "$GO" >/dev/null || GO=/usr/local/go/bin/go
+. e2e/lib.sh
+e2e_out nginx "${1:-}"
 export NP=${NP:-4} CTX=${CTX:-8192} THREADS=${THREADS:-1} TIMEOUT=${TIMEOUT:-60}
 CONFIG=${CONFIG:-}
 REPEATS=${REPEATS:-2}
@@ -82,9 +80,7 @@ NGINX=${NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}
 [ -s "$ROOT/models/tiny.gguf" ] || skip "no tiny model in $ROOT/models (e2e/llama/setup.sh)"
 START=$SECONDS
 
-"$GO" build -o "$OUT/kvsim" ./cmd/kvsim
-"$GO" build -o "$OUT/fidelity" ./e2e/fidelity
-KV="$OUT/kvsim"
+e2e_build "$OUT"
 
 SERVERS=()
 NGINX_DIRS=()

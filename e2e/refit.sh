@@ -24,8 +24,7 @@ DIRS=()
 for d in "$@"; do DIRS+=("$(abs "$d")"); done
 cd "$(dirname "$0")/.."
 
-GO=${GO:-go}
-command -v "$GO" >/dev/null || GO=/usr/local/go/bin/go
+. e2e/lib.sh
 LOGS=${LOGS:-1}
 REQUEST_DELAY=${REQUEST_DELAY:-800us}
 SEND_GAP=${SEND_GAP:-5ms}
@@ -33,9 +32,7 @@ NP=${NP:-4}
 TRACES=${TRACES:-"chat shared warm shared-shuffled"}
 BASE=${BASE:-configs/llamacpp/tiny.toml}
 mkdir -p "$OUT"
-"$GO" build -o "$OUT/kvsim" ./cmd/kvsim
-"$GO" build -o "$OUT/fidelity" ./e2e/fidelity
-KV=$OUT/kvsim
+e2e_build "$OUT"
 concs=(1)
 [ "$NP" = 1 ] || concs+=("$NP")
 for d in "${DIRS[@]}"; do

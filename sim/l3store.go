@@ -86,6 +86,17 @@ func (n *l3Node) numKids() int {
 	return len(n.kids)
 }
 
+// follow returns n's child on key's path at position d and how many of
+// its pages the key matches, looking no further than position end; nil
+// and 0 where the path leaves the trie.
+func (n *l3Node) follow(key pathKey, d, end int) (*l3Node, int) {
+	c := n.child(key.at(d))
+	if c == nil {
+		return nil, 0
+	}
+	return c, key.match(c.pages, d, end)
+}
+
 func (n *l3Node) child(p tree.PageID) *l3Node {
 	if n.index != nil {
 		return n.index[p]
@@ -464,11 +475,10 @@ func (s *l3Store) tidy() {
 func (s *l3Store) hit(key pathKey, from int) int {
 	n, d := s.root, 0
 	for d < key.len() {
-		c := n.child(key.at(d))
+		c, m := n.follow(key, d, key.len())
 		if c == nil {
 			break
 		}
-		m := key.match(c.pages, d, key.len())
 		if !c.present && d+m > from {
 			return max(d, from) - from
 		}
@@ -496,11 +506,10 @@ func (s *l3Store) absent(key pathKey, lo, hi int, dst []span) []span {
 	}
 	n, d := s.root, 0
 	for d < hi {
-		c := n.child(key.at(d))
+		c, m := n.follow(key, d, hi)
 		if c == nil {
 			break
 		}
-		m := key.match(c.pages, d, hi)
 		if !c.present {
 			add(d, d+m)
 		}
@@ -583,11 +592,10 @@ func (s *l3Store) lease(key pathKey, lo, hi int, at engine.Time) {
 func (s *l3Store) eachStored(key pathKey, lo, hi int, f func(c *l3Node)) {
 	n, d := s.root, 0
 	for d < hi {
-		c := n.child(key.at(d))
+		c, m := n.follow(key, d, hi)
 		if c == nil {
 			break
 		}
-		m := key.match(c.pages, d, hi)
 		full := m == len(c.pages)
 		if c.present && d+m > lo {
 			if d < lo {

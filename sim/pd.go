@@ -121,11 +121,20 @@ func (o *Online) HoldUntilSent() error {
 // finished then, its prompt inserted, its lock released and its KV freed
 // but for what the tree keeps.
 func (o *Online) KVSent(id string, at engine.Time) error {
-	if err := o.pdAt(at, false); err != nil {
+	return o.pdMove(id, at, false, func(pd *pdState) (from, to *[]*request) { return &pd.inflight, &pd.sent },
+		"sim: KVSent: request %q is not in the prefill server's inflight queue")
+}
+
+// pdMove moves request id, at virtual time at, between two queues of a
+// prefill (decode false) or decode server (those queues selects), and
+// schedules the server's next step. missing is the error's format (with
+// id's %q) when id is not in the first queue.
+func (o *Online) pdMove(id string, at engine.Time, decode bool, queues func(pd *pdState) (from, to *[]*request), missing string) error {
+	if err := o.pdAt(at, decode); err != nil {
 		return err
 	}
-	if pd := o.s.pd; !moveReq(&pd.inflight, &pd.sent, id) {
-		return fmt.Errorf("sim: KVSent: request %q is not in the prefill server's inflight queue", id)
+	if from, to := queues(o.s.pd); !moveReq(from, to, id) {
+		return fmt.Errorf(missing, id)
 	}
 	o.s.schedule(at, evPD)
 	return nil
@@ -166,14 +175,8 @@ func (o *Online) pdModeCheck() error {
 // virtual time at (not before Now nor after its next event): the request
 // joins the next prebuilt batch.
 func (o *Online) KVReady(id string, at engine.Time) error {
-	if err := o.pdAt(at, true); err != nil {
-		return err
-	}
-	if pd := o.s.pd; !moveReq(&pd.transfer, &pd.ready, id) {
-		return fmt.Errorf("sim: KVReady: request %q is not waiting for its KV", id)
-	}
-	o.s.schedule(at, evPD)
-	return nil
+	return o.pdMove(id, at, true, func(pd *pdState) (from, to *[]*request) { return &pd.transfer, &pd.ready },
+		"sim: KVReady: request %q is not waiting for its KV")
 }
 
 // Abort fails request id at virtual time at (not before Now nor after its

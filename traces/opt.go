@@ -341,12 +341,16 @@ func (r *OPTRun) up(j int) {
 		if h[i].key >= e.key {
 			break
 		}
-		h[j] = h[i]
-		r.pos[h[j].node] = int32(j)
+		r.place(j, h[i])
 		j = i
 	}
-	h[j] = e
-	r.pos[e.node] = int32(j)
+	r.place(j, e)
+}
+
+// place puts e at heap index i and records it in pos.
+func (r *OPTRun) place(i int, e optEntry) {
+	r.heap[i] = e
+	r.pos[e.node] = int32(i)
 }
 
 // pop evicts the page with the furthest next reference.
@@ -373,10 +377,8 @@ func (r *OPTRun) pop() {
 		if h[c].key <= e.key {
 			break
 		}
-		h[i] = h[c]
-		r.pos[h[i].node] = int32(i)
+		r.place(i, h[c])
 		i = c
 	}
-	h[i] = e
-	r.pos[e.node] = int32(i)
+	r.place(i, e)
 }

@@ -17,6 +17,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/kvsim/kvsim/internal/jsonerr"
 )
 
 // KVSimVersion is the version of the kvsim trace format this package
@@ -604,24 +606,13 @@ func syntaxError(msg string) error {
 	return fmt.Errorf("invalid JSON: %s", msg)
 }
 
-// describeFound rewords an UnmarshalTypeError's Value.
+// describeFound rewords an UnmarshalTypeError's Value as jsonerr.Found
+// does, except that trace messages call a boolean "a boolean".
 func describeFound(v string) string {
-	switch v {
-	case "string":
-		return "a string"
-	case "number":
-		return "a number"
-	case "bool":
+	if v == "bool" {
 		return "a boolean"
-	case "array":
-		return "an array"
-	case "object":
-		return "an object"
 	}
-	if n, ok := strings.CutPrefix(v, "number "); ok {
-		return n
-	}
-	return v
+	return jsonerr.Found(v)
 }
 
 // locateValue finds the JSON value that ends at or just after byte offset

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
+
+	"github.com/kvsim/kvsim/internal/enum"
 )
 
 // Policy is a router policy: how a request's replica is chosen.
@@ -37,30 +40,22 @@ const (
 	CacheAwareOracle
 )
 
-var policyNames = [...]string{
-	CacheAware:     "cache_aware",
-	RoundRobin:     "round_robin",
-	Random:         "random",
-	PowerOfTwo:     "power_of_two",
-	ConsistentHash: "consistent_hash",
-	KVAware:        "kv_aware",
-
-	NginxRoundRobin: "nginx_round_robin",
-	NginxHash:       "nginx_hash",
-
-	CacheAwareOracle: "cache_aware_oracle",
-}
+var policyNames = enum.New[Policy]("Policy", "policy",
+	"cache_aware", "round_robin", "random", "power_of_two", "consistent_hash", "kv_aware",
+	"nginx_round_robin", "nginx_hash",
+	"cache_aware_oracle")
 
 // String returns the policy's configuration name, e.g. "cache_aware".
-func (p Policy) String() string { return enumName(p, policyNames[:], "Policy") }
+func (p Policy) String() string { return policyNames.String(p) }
 
 // UnmarshalText parses a policy name ("cache_aware", "round_robin", ...).
 func (p *Policy) UnmarshalText(b []byte) error {
-	if v, ok := parseEnum[Policy](b, policyNames[:]); ok {
-		*p = v
-		return nil
+	v, ok := policyNames.Lookup(string(b))
+	if !ok {
+		return fmt.Errorf("unknown policy %q (want one of %s)", b, strings.Join(policyNames.Strings(), ", "))
 	}
-	return fmt.Errorf("unknown policy %q (want one of cache_aware, round_robin, random, power_of_two, consistent_hash, kv_aware, nginx_round_robin, nginx_hash, cache_aware_oracle)", b)
+	*p = v
+	return nil
 }
 
 // MarshalText returns the policy's name.
@@ -81,41 +76,22 @@ const (
 	SmallestTree
 )
 
-var missRuleNames = [...]string{MinLoad: "min_load", SmallestTree: "smallest_tree"}
+var missRuleNames = enum.New[MissRule]("MissRule", "miss rule", "min_load", "smallest_tree")
 
 // String returns the rule's configuration name.
-func (m MissRule) String() string { return enumName(m, missRuleNames[:], "MissRule") }
+func (m MissRule) String() string { return missRuleNames.String(m) }
 
 // UnmarshalText parses "min_load" or "smallest_tree".
 func (m *MissRule) UnmarshalText(b []byte) error {
-	if v, ok := parseEnum[MissRule](b, missRuleNames[:]); ok {
+	v, err := missRuleNames.Parse(string(b))
+	if err == nil {
 		*m = v
-		return nil
 	}
-	return fmt.Errorf("unknown miss rule %q (want min_load or smallest_tree)", b)
+	return err
 }
 
 // MarshalText returns the rule's name.
 func (m MissRule) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
-
-// enumName returns names[v], or typ(v) for a value without a name. Enums
-// start at 1, so names[0] is empty.
-func enumName[T ~int](v T, names []string, typ string) string {
-	if v >= 1 && int(v) < len(names) {
-		return names[v]
-	}
-	return fmt.Sprintf("%s(%d)", typ, int(v))
-}
-
-// parseEnum returns the value whose name is b.
-func parseEnum[T ~int](b []byte, names []string) (T, bool) {
-	for v := 1; v < len(names); v++ {
-		if names[v] == string(b) {
-			return T(v), true
-		}
-	}
-	return 0, false
-}
 
 // Config is the `[router]` table. Each policy reads its own part; the
 // other parts are validated but unused. Keys are flat under `router.`, with
@@ -278,7 +254,7 @@ func (c Config) Validate() error { return c.validate("router") }
 
 func (c Config) validate(prefix string) error {
 	var errs []error
-	if c.Policy < CacheAware || int(c.Policy) >= len(policyNames) {
+	if !policyNames.Valid(c.Policy) {
 		errs = append(errs, fmt.Errorf("%s.policy: unknown policy %d", prefix, int(c.Policy)))
 	}
 	errs = append(errs,

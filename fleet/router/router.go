@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/kvsim/kvsim/internal/enum"
 )
 
 // Request is what the router sees of a request.
@@ -74,24 +76,12 @@ const (
 	numReasons
 )
 
-var reasonNames = [...]string{
-	CacheHit:         "cache_hit",
-	Imbalanced:       "imbalanced",
-	Miss:             "miss",
-	MatchUnavailable: "match_unavailable",
-	Cycled:           "round_robin",
-	Drawn:            "random",
-	PowerOfTwoChoice: "power_of_two",
-	HashRing:         "hash_ring",
-	NoKey:            "no_key",
-	KVHit:            "kv_hit",
-	KVMiss:           "kv_miss",
-	SmoothRR:         "smooth_round_robin",
-	Ketama:           "ketama",
-}
+var reasonNames = enum.New[Reason]("Reason", "reason",
+	"cache_hit", "imbalanced", "miss", "match_unavailable", "round_robin", "random",
+	"power_of_two", "hash_ring", "no_key", "kv_hit", "kv_miss", "smooth_round_robin", "ketama")
 
 // String returns the reason's name as results files print it.
-func (r Reason) String() string { return enumName(r, reasonNames[:], "Reason") }
+func (r Reason) String() string { return reasonNames.String(r) }
 
 // Reasons lists every reason in order, for tables of decision counts.
 func Reasons() []Reason {

@@ -7,6 +7,7 @@ package enum
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -53,6 +54,9 @@ func (n Names[T]) Parse(name string) (T, error) {
 	}
 	return 0, fmt.Errorf("unknown %s %q (want %s)", n.what, name, n.List())
 }
+
+// Strings returns the names in order (a copy).
+func (n Names[T]) Strings() []string { return slices.Clone(n.names) }
 
 // List returns the names in order as a phrase: "a, b or c".
 func (n Names[T]) List() string {

@@ -59,81 +59,93 @@ func Read(r io.Reader, size int64) (*File, error) {
 	return f, nil
 }
 
+// parser reads the file front to back. Its reads keep the first error
+// (err) and do nothing after it, returning zero values, so that a run of
+// reads is checked once; pos stays where the failing read started.
 type parser struct {
 	r    *bufio.Reader
 	pos  uint64
 	size uint64
 	buf  [8]byte
+	err  error
 }
 
 func (p *parser) left() uint64 { return p.size - min(p.pos, p.size) }
 
-func (p *parser) read(n int) ([]byte, error) {
+// fail records err unless an earlier error is recorded.
+func (p *parser) fail(err error) {
+	if p.err == nil {
+		p.err = err
+	}
+}
+
+func (p *parser) read(n int) []byte {
+	if p.err != nil {
+		return nil
+	}
 	if uint64(n) > p.left() {
-		return nil, fmt.Errorf("need %d bytes, %d left", n, p.left())
+		p.fail(fmt.Errorf("need %d bytes, %d left", n, p.left()))
+		return nil
 	}
 	b := p.buf[:n]
 	if _, err := io.ReadFull(p.r, b); err != nil {
-		return nil, err
+		p.fail(err)
+		return nil
 	}
 	p.pos += uint64(n)
-	return b, nil
+	return b
 }
 
-func (p *parser) u32() (uint32, error) {
-	b, err := p.read(4)
-	if err != nil {
-		return 0, err
+func (p *parser) u32() uint32 {
+	if b := p.read(4); b != nil {
+		return binary.LittleEndian.Uint32(b)
 	}
-	return binary.LittleEndian.Uint32(b), nil
+	return 0
 }
 
-func (p *parser) u64() (uint64, error) {
-	b, err := p.read(8)
-	if err != nil {
-		return 0, err
+func (p *parser) u64() uint64 {
+	if b := p.read(8); b != nil {
+		return binary.LittleEndian.Uint64(b)
 	}
-	return binary.LittleEndian.Uint64(b), nil
+	return 0
 }
 
-func (p *parser) str() (string, error) {
-	n, err := p.u64()
-	if err != nil {
-		return "", err
+func (p *parser) str() string {
+	n := p.u64()
+	if p.err != nil {
+		return ""
 	}
 	if n > p.left() {
-		return "", fmt.Errorf("string of %d bytes, %d left", n, p.left())
+		p.fail(fmt.Errorf("string of %d bytes, %d left", n, p.left()))
+		return ""
 	}
 	b := make([]byte, n)
 	if _, err := io.ReadFull(p.r, b); err != nil {
-		return "", err
+		p.fail(err)
+		return ""
 	}
 	p.pos += n
-	return string(b), nil
+	return string(b)
 }
 
 func (p *parser) file() (*File, error) {
-	m, err := p.read(4)
-	if err != nil {
-		return nil, err
+	m := p.read(4)
+	if p.err != nil {
+		return nil, p.err
 	}
 	if string(m) != Magic {
 		return nil, fmt.Errorf("magic %q, want %q", m, Magic)
 	}
-	f := &File{Alignment: Alignment}
-	if f.Version, err = p.u32(); err != nil {
-		return nil, err
+	f := &File{Alignment: Alignment, Version: p.u32()}
+	if p.err != nil {
+		return nil, p.err
 	}
 	if f.Version != Version {
 		return nil, fmt.Errorf("version %d, want %d", f.Version, Version)
 	}
-	nt, err := p.u64()
-	if err != nil {
-		return nil, err
-	}
-	nkv, err := p.u64()
-	if err != nil {
-		return nil, err
+	nt, nkv := p.u64(), p.u64()
+	if p.err != nil {
+		return nil, p.err
 	}
 	// Each entry takes at least 12 bytes (key length + type); each tensor
 	// info at least 24 (name length, dims, type, offset).
@@ -142,13 +154,9 @@ func (p *parser) file() (*File, error) {
 	}
 	for range nkv {
 		at := p.pos
-		key, err := p.str()
-		if err != nil {
-			return nil, err
-		}
-		typ, err := p.u32()
-		if err != nil {
-			return nil, err
+		key, typ := p.str(), p.u32()
+		if p.err != nil {
+			return nil, p.err
 		}
 		v, err := p.value(ValueType(typ))
 		if err != nil {
@@ -167,42 +175,9 @@ func (p *parser) file() (*File, error) {
 		f.Alignment = uint64(u)
 	}
 	for range nt {
-		var t TensorInfo
-		if t.Name, err = p.str(); err != nil {
-			return nil, err
-		}
-		nd, err := p.u32()
+		t, err := p.tensorInfo(f.Alignment)
 		if err != nil {
 			return nil, err
-		}
-		if nd == 0 || nd > maxDims {
-			return nil, fmt.Errorf("tensor %q: %d dimensions", t.Name, nd)
-		}
-		elems := uint64(1)
-		for range nd {
-			d, err := p.u64()
-			if err != nil {
-				return nil, err
-			}
-			if d == 0 || d > math.MaxUint64/elems/4 {
-				return nil, fmt.Errorf("tensor %q: dimension %d", t.Name, d)
-			}
-			elems *= d
-			t.Dims = append(t.Dims, d)
-		}
-		typ, err := p.u32()
-		if err != nil {
-			return nil, err
-		}
-		t.Type = TensorType(typ)
-		if t.Type != F32 && t.Type != F16 {
-			return nil, fmt.Errorf("tensor %q: type %d is not f32 or f16", t.Name, typ)
-		}
-		if t.Offset, err = p.u64(); err != nil {
-			return nil, err
-		}
-		if t.Offset%f.Alignment != 0 {
-			return nil, fmt.Errorf("tensor %q: offset %d not aligned to %d", t.Name, t.Offset, f.Alignment)
 		}
 		f.Tensors = append(f.Tensors, t)
 	}
@@ -220,6 +195,46 @@ func (p *parser) file() (*File, error) {
 	return f, nil
 }
 
+// tensorInfo reads one tensor's name, dimensions, type and offset (which
+// must be a multiple of alignment).
+func (p *parser) tensorInfo(alignment uint64) (TensorInfo, error) {
+	t := TensorInfo{Name: p.str()}
+	nd := p.u32()
+	if p.err != nil {
+		return t, p.err
+	}
+	if nd == 0 || nd > maxDims {
+		return t, fmt.Errorf("tensor %q: %d dimensions", t.Name, nd)
+	}
+	elems := uint64(1)
+	for range nd {
+		d := p.u64()
+		if p.err != nil {
+			return t, p.err
+		}
+		if d == 0 || d > math.MaxUint64/elems/4 {
+			return t, fmt.Errorf("tensor %q: dimension %d", t.Name, d)
+		}
+		elems *= d
+		t.Dims = append(t.Dims, d)
+	}
+	typ := p.u32()
+	if p.err != nil {
+		return t, p.err
+	}
+	t.Type = TensorType(typ)
+	if t.Type != F32 && t.Type != F16 {
+		return t, fmt.Errorf("tensor %q: type %d is not f32 or f16", t.Name, typ)
+	}
+	if t.Offset = p.u64(); p.err != nil {
+		return t, p.err
+	}
+	if t.Offset%alignment != 0 {
+		return t, fmt.Errorf("tensor %q: offset %d not aligned to %d", t.Name, t.Offset, alignment)
+	}
+	return t, nil
+}
+
 // value reads one value of type t (arrays: of scalars or strings, not
 // nested).
 func (p *parser) value(t ValueType) (any, error) {
@@ -227,7 +242,8 @@ func (p *parser) value(t ValueType) (any, error) {
 	case int(t) < len(scalars) && scalars[t] != nil:
 		return p.scalar(t)
 	case t == TypeString:
-		return p.str()
+		s := p.str()
+		return s, p.err
 	case t == TypeArray:
 		return p.array()
 	}
@@ -237,9 +253,9 @@ func (p *parser) value(t ValueType) (any, error) {
 // scalar reads a value of the scalar type t.
 func (p *parser) scalar(t ValueType) (any, error) {
 	z := scalars[t]
-	b, err := p.read(binary.Size(z))
-	if err != nil {
-		return nil, err
+	b := p.read(binary.Size(z))
+	if p.err != nil {
+		return nil, p.err
 	}
 	if t == TypeBool && b[0] > 1 {
 		return nil, fmt.Errorf("bool %d", b[0])
@@ -253,42 +269,39 @@ func (p *parser) scalar(t ValueType) (any, error) {
 
 // array reads an array's element type, length and elements.
 func (p *parser) array() (any, error) {
-	et, err := p.u32()
-	if err != nil {
-		return nil, err
-	}
-	n, err := p.u64()
-	if err != nil {
-		return nil, err
+	et, n := p.u32(), p.u64()
+	if p.err != nil {
+		return nil, p.err
 	}
 	if n > p.left() { // every element takes at least one byte
 		return nil, fmt.Errorf("array of %d elements, %d bytes left", n, p.left())
 	}
 	switch ValueType(et) {
 	case TypeString:
-		return readArray(TypeString, n, n, p.str)
+		return readArray(p, TypeString, n, n, p.str)
 	case TypeInt32:
 		if n > p.left()/4 {
 			return nil, fmt.Errorf("array of %d int32, %d bytes left", n, p.left())
 		}
-		return readArray(TypeInt32, n, n, func() (int32, error) {
-			v, err := p.u32()
-			return int32(v), err
-		})
+		return readArray(p, TypeInt32, n, n, func() int32 { return int32(p.u32()) })
 	case TypeArray:
 		return nil, errors.New("nested arrays are not supported")
 	}
-	return readArray(ValueType(et), n, min(n, 1<<16), func() (any, error) { return p.value(ValueType(et)) })
+	return readArray(p, ValueType(et), n, min(n, 1<<16), func() any {
+		v, err := p.value(ValueType(et))
+		p.fail(err)
+		return v
+	})
 }
 
 // readArray reads an array of n elements of type et with read, into a
 // slice of capacity hint at first.
-func readArray[T any](et ValueType, n, hint uint64, read func() (T, error)) (any, error) {
+func readArray[T any](p *parser, et ValueType, n, hint uint64, read func() T) (any, error) {
 	vs := make([]T, 0, hint)
 	for range n {
-		v, err := read()
-		if err != nil {
-			return nil, err
+		v := read()
+		if p.err != nil {
+			return nil, p.err
 		}
 		vs = append(vs, v)
 	}

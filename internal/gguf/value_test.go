@@ -40,9 +40,9 @@ func TestValueRoundTrip(t *testing.T) {
 			continue
 		}
 		p := &parser{r: bufio.NewReader(bytes.NewReader(b)), size: uint64(len(b))}
-		typ, err := p.u32()
-		if err != nil {
-			t.Fatal(err)
+		typ := p.u32()
+		if p.err != nil {
+			t.Fatal(p.err)
 		}
 		got, err := p.value(ValueType(typ))
 		if err != nil || !reflect.DeepEqual(got, c.v) || p.pos != uint64(len(b)) {

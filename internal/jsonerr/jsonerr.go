@@ -5,8 +5,9 @@
 // never names a Go type, struct or field.
 //
 // The traces package keeps its own, richer version (it places type errors
-// at the value's column by walking the line); this one serves documents
-// read whole: HTTP bodies, study results lines, plan snapshots.
+// at the value's column by walking the line) and shares only Found; this
+// one serves documents read whole: HTTP bodies, study results lines, plan
+// snapshots.
 package jsonerr
 
 import (
@@ -72,13 +73,21 @@ func Explain(err error) Problem {
 
 var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
 
-// Expected says what JSON value decodes into a Go value of type t: "an
-// integer", "an array of objects".
-func Expected(t reflect.Type) string {
+// Elem returns t without its pointers, and whether a value of it is
+// written as a string because it decodes itself from text
+// (encoding.TextUnmarshaler), as encoding/json and go-toml both honour.
+func Elem(t reflect.Type) (elem reflect.Type, text bool) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if reflect.PointerTo(t).Implements(textUnmarshaler) {
+	return t, reflect.PointerTo(t).Implements(textUnmarshaler)
+}
+
+// Expected says what JSON value decodes into a Go value of type t: "an
+// integer", "an array of objects".
+func Expected(t reflect.Type) string {
+	t, text := Elem(t)
+	if text {
 		return "a string"
 	}
 	switch t.Kind() {

@@ -285,16 +285,16 @@ func (s *Server) invalidTokens(w http.ResponseWriter, prompt []int) bool {
 
 // startStream answers a generation request for n tokens of prompt: it
 // refuses a prompt with invalid tokens (ok false, answered), or admits it
-// and starts an event stream, returning the output tokens and how many
-// prompt tokens were cached.
-func (s *Server) startStream(w http.ResponseWriter, prompt []int, n int) (out []int, cached int, ok bool) {
+// and starts an event stream, returning the output tokens, how many
+// prompt tokens were cached and the stream's flusher.
+func (s *Server) startStream(w http.ResponseWriter, prompt []int, n int) (out []int, cached int, fl http.Flusher, ok bool) {
 	if s.invalidTokens(w, prompt) {
-		return nil, 0, false
+		return nil, 0, nil, false
 	}
 	out = outputFor(prompt, n)
 	cached = s.admit(prompt, out)
 	w.Header().Set("Content-Type", "text/event-stream")
-	return out, cached, true
+	return out, cached, w.(http.Flusher), true
 }
 
 // waitToken sleeps until output token k is due (FirstDelay for the first,
@@ -350,9 +350,8 @@ type generateReq struct {
 
 func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 	defer s.enter()()
-	var req generateReq
-	if err := decodeBody(r, &req); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+	req, ok := decodeBody[generateReq](w, r)
+	if !ok {
 		return
 	}
 	prompt := req.InputIDs
@@ -364,11 +363,10 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":{"message":"empty prompt or max_new_tokens <= 0"}}`, http.StatusBadRequest)
 		return
 	}
-	out, cached, ok := s.startStream(w, prompt, n)
+	out, cached, fl, ok := s.startStream(w, prompt, n)
 	if !ok {
 		return
 	}
-	fl := w.(http.Flusher)
 	var text strings.Builder
 	type meta struct {
 		ID               string `json:"id"`
@@ -429,9 +427,8 @@ type completionReq struct {
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	defer s.enter()()
-	var req completionReq
-	if err := decodeBody(r, &req); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+	req, ok := decodeBody[completionReq](w, r)
+	if !ok {
 		return
 	}
 	chat := strings.HasSuffix(r.URL.Path, "/chat/completions")
@@ -451,11 +448,10 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":{"message":"unknown model"}}`, http.StatusNotFound)
 		return
 	}
-	out, cached, ok := s.startStream(w, prompt, n)
+	out, cached, fl, ok := s.startStream(w, prompt, n)
 	if !ok {
 		return
 	}
-	fl := w.(http.Flusher)
 	for k := 0; k < n; k++ {
 		if !s.waitToken(r, k) {
 			return
@@ -512,11 +508,17 @@ func sleep(r *http.Request, d time.Duration) {
 }
 
 // decodeBody reads the whole body (only then does net/http notice a client
-// that goes away) and decodes it.
-func decodeBody(r *http.Request, v any) error {
+// that goes away) and decodes it, or answers 400 Bad Request with the
+// error and reports false.
+func decodeBody[T any](w http.ResponseWriter, r *http.Request) (T, bool) {
+	var v T
 	b, err := io.ReadAll(r.Body)
-	if err != nil {
-		return err
+	if err == nil {
+		err = json.Unmarshal(b, &v)
 	}
-	return json.Unmarshal(b, v)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return v, false
+	}
+	return v, true
 }
