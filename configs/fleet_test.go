@@ -210,14 +210,14 @@ func TestPDConfig(t *testing.T) {
 		t.Fatal("fleet-pd.toml is not disaggregated")
 	}
 	pd := f.PDConfig()
-	if len(pd.Prefill) != 2 || !pd.Prefill[0] || pd.Prefill[1] {
-		t.Errorf("roles %v, want prefill, decode", pd.Prefill)
+	if len(pd.IsPrefill) != 2 || !pd.IsPrefill[0] || pd.IsPrefill[1] {
+		t.Errorf("roles %v, want prefill, decode", pd.IsPrefill)
 	}
 	if pd.TransferGbps != 200 || pd.TransferLatency != 20*time.Microsecond || pd.TransferQueues != 4 || pd.ReservedDecodeTokens != 512 {
 		t.Errorf("transfer %+v", pd)
 	}
-	if pd.PrefillRouter.Policy != router.CacheAware || pd.DecodeRouter.Policy != router.RoundRobin {
-		t.Errorf("policies %v, %v", pd.PrefillRouter.Policy, pd.DecodeRouter.Policy)
+	if pd.Prefill.Policy != router.CacheAware || pd.Decode.Policy != router.RoundRobin {
+		t.Errorf("policies %v, %v", pd.Prefill.Policy, pd.Decode.Policy)
 	}
 	// Defaults, an array of names, and a pool key over a shared one.
 	g := mustParse(t, fleetDoc("[[fleet.groups]]\nname = \"p\"\ncount = 1\n[[fleet.groups]]\nname = \"d\"\ncount = 1\n[[fleet.groups]]\nname = \"p2\"\ncount = 1\n"+
@@ -225,14 +225,14 @@ func TestPDConfig(t *testing.T) {
 	pd = g.PDConfig()
 	want := router.Default()
 	want.CacheAware.CacheThreshold = 0.5
-	if !reflect.DeepEqual(pd.DecodeRouter, want) {
-		t.Errorf("decode router %+v, want %+v", pd.DecodeRouter, want)
+	if !reflect.DeepEqual(pd.Decode, want) {
+		t.Errorf("decode router %+v, want %+v", pd.Decode, want)
 	}
 	want.CacheAware.BalanceAbsThreshold = 8
-	if !reflect.DeepEqual(pd.PrefillRouter, want) {
-		t.Errorf("prefill router %+v, want %+v", pd.PrefillRouter, want)
+	if !reflect.DeepEqual(pd.Prefill, want) {
+		t.Errorf("prefill router %+v, want %+v", pd.Prefill, want)
 	}
-	if fmt.Sprint(pd.Prefill) != "[true false true]" || pd.TransferQueues != 4 || pd.ReservedDecodeTokens != 512 || pd.TransferLatency != 0 || pd.DecodeRadix ||
+	if fmt.Sprint(pd.IsPrefill) != "[true false true]" || pd.TransferQueues != 4 || pd.ReservedDecodeTokens != 512 || pd.TransferLatency != 0 || pd.DecodeRadix ||
 		pd.BootstrapTimeout != 300*time.Second || pd.WaitingTimeout != 300*time.Second {
 		t.Errorf("defaults %+v", pd)
 	}

@@ -47,12 +47,7 @@ func (f *File) BuildFleet(opt ServerOptions, seed uint64) (*FleetBuilt, error) {
 	if f.IsPD() {
 		c := f.PDConfig()
 		pd = &c
-		out.Factory.PD = &fleet.PDFactory{Config: fleet.PDConfig{
-			Prefill: pd.PrefillRouter, Decode: pd.DecodeRouter,
-			TransferGbps: pd.TransferGbps, TransferLatency: pd.TransferLatency,
-			TransferQueues: pd.TransferQueues, ReservedDecodeTokens: pd.ReservedDecodeTokens,
-			BootstrapTimeout: pd.BootstrapTimeout, WaitingTimeout: pd.WaitingTimeout, DecodeOffload: pd.DecodeOffload,
-		}}
+		out.Factory.PD = &fleet.PDFactory{Config: pd.PDConfig}
 	}
 	for i, g := range groups {
 		if seed != 0 {
@@ -97,7 +92,7 @@ func (f *File) BuildFleet(opt ServerOptions, seed uint64) (*FleetBuilt, error) {
 // decode_cache = "radix" a radix cache without a host tier or storage
 // (--disaggregation-decode-enable-radix-cache without HiCache).
 func pdRole(pd *PD, i int, g *File) fleet.Role {
-	if pd.Prefill[i] {
+	if pd.IsPrefill[i] {
 		return fleet.Prefill
 	}
 	if pd.DecodeRadix {

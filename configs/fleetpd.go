@@ -6,7 +6,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/kvsim/kvsim/fleet/router"
+	"github.com/kvsim/kvsim/fleet"
 	"github.com/kvsim/kvsim/internal/fielderr"
 )
 
@@ -41,23 +41,15 @@ type DisaggregationSection struct {
 	DecodeCache string `toml:"decode_cache"`
 }
 
-// PD is a disaggregated fleet's settings, built from the file.
+// PD is a disaggregated fleet's settings, built from the file: the
+// fleet's (its Prefill and Decode routers are router.Config over [router]
+// and [router.prefill] or [router.decode]) and each group's role.
 type PD struct {
-	// Role of every group, in group order: true for prefill.
-	Prefill []bool
-	// Prefill and decode routers (router.Config over [router] and
-	// [router.prefill] or [router.decode]).
-	PrefillRouter, DecodeRouter router.Config
-	TransferGbps                float64
-	TransferLatency             time.Duration
-	TransferQueues              int
-	ReservedDecodeTokens        int64
-	BootstrapTimeout            time.Duration
-	WaitingTimeout              time.Duration
+	fleet.PDConfig
+	// IsPrefill is every group's role, in group order: true for prefill.
+	IsPrefill []bool
 	// DecodeRadix: decode_cache = "radix".
 	DecodeRadix bool
-	// DecodeOffload: decode_offload = true.
-	DecodeOffload bool
 }
 
 // Bounds of the [disaggregation] keys.
@@ -93,7 +85,7 @@ func (f *File) pdConfig(place func(fielderr.Path, error) error) (PD, error) {
 	table := fielderr.Key("disaggregation")
 	var errs []error
 	key := func(k string) fielderr.Path { return fielderr.Key("disaggregation", k) }
-	pd := PD{TransferGbps: d.TransferGbps, TransferQueues: 4, ReservedDecodeTokens: 512, BootstrapTimeout: 300 * time.Second, WaitingTimeout: 300 * time.Second}
+	pd := PD{PDConfig: fleet.PDConfig{TransferGbps: d.TransferGbps, TransferQueues: 4, ReservedDecodeTokens: 512, BootstrapTimeout: 300 * time.Second, WaitingTimeout: 300 * time.Second}}
 	roles := map[string]int{} // group name -> 1 prefill, 2 decode
 	for k, names := range [2]any{d.Prefill, d.Decode} {
 		role := [2]string{"prefill", "decode"}[k]
@@ -122,7 +114,7 @@ func (f *File) pdConfig(place func(fielderr.Path, error) error) (PD, error) {
 		if r == 0 && len(errs) == 0 {
 			errs = append(errs, place(table, fielderr.New(table, "group %q serves neither prefill nor decode: name it in disaggregation.prefill or disaggregation.decode", groupName(i, g))))
 		}
-		pd.Prefill = append(pd.Prefill, r == 1)
+		pd.IsPrefill = append(pd.IsPrefill, r == 1)
 	}
 	switch {
 	case d.TransferGbps == 0:
@@ -177,10 +169,10 @@ func (f *File) pdConfig(place func(fielderr.Path, error) error) (PD, error) {
 	}
 	if _, err := f.Router.config(); err == nil {
 		var err error
-		if pd.PrefillRouter, err = routerConfig("router.prefill", f.Router.RouterKeys, deref(f.Router.Prefill)); err != nil {
+		if pd.Prefill, err = routerConfig("router.prefill", f.Router.RouterKeys, deref(f.Router.Prefill)); err != nil {
 			errs = append(errs, err)
 		}
-		if pd.DecodeRouter, err = routerConfig("router.decode", f.Router.RouterKeys, deref(f.Router.Decode)); err != nil {
+		if pd.Decode, err = routerConfig("router.decode", f.Router.RouterKeys, deref(f.Router.Decode)); err != nil {
 			errs = append(errs, err)
 		}
 	}
