@@ -36,10 +36,11 @@ func (f *Fleet) online(collect, closed bool) (*Online, error) {
 	f.ran = true
 	r := &run{
 		f: f, collect: collect, lastTok: make([]map[string]engine.Time, len(f.engines)),
-		area: make([]int64, len(f.engines)), maxIn: make([]int, len(f.engines)), open: make([]int, len(f.engines)), start: engine.Never,
+		due: make([]engine.Time, len(f.engines)), area: make([]int64, len(f.engines)), maxIn: make([]int, len(f.engines)), open: make([]int, len(f.engines)), start: engine.Never,
 	}
 	for i := range r.lastTok {
 		r.lastTok[i] = map[string]engine.Time{}
+		r.refresh(i)
 	}
 	if f.pd != nil {
 		r.pd = &pdRun{run: r, pd: f.pd, reqs: map[string]*pdReq{}, orphans: map[string]*pdReq{}}

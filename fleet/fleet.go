@@ -200,7 +200,14 @@ type run struct {
 	// lastTok is, per replica, the time of each streaming request's last
 	// token, by request id (a map per replica: a string key hashes faster
 	// than a (replica, id) pair).
-	lastTok  []map[string]engine.Time
+	lastTok []map[string]engine.Time
+	// due is each replica's next event time (engine.Never when it has
+	// none) as its engine's Next gave it after the fleet's last call that
+	// could change it (a Submit, a RunUntil), so that finding the next
+	// instant reads one slice instead of asking every engine. A
+	// disaggregated fleet's replicas are driven from more places
+	// (pdrun.go): it asks them all at every instant ([run.nextInstant]).
+	due      []engine.Time
 	area     []int64 // in-flight x ns per replica
 	maxIn    []int
 	open     []int // requests submitted to each replica and not finished (checkInvariants)
@@ -220,8 +227,13 @@ func (r *run) nextInstant() (engine.Time, bool) {
 	if len(r.pending) > 0 {
 		t, ok = engine.Time(r.pending[0].Arrival), true
 	}
-	for _, e := range r.f.engines {
-		if at, has := e.Next(); has && at < t {
+	if r.pd != nil {
+		for i := range r.due {
+			r.refresh(i)
+		}
+	}
+	for _, at := range r.due {
+		if at < t {
 			t, ok = at, true
 		}
 	}
@@ -244,6 +256,16 @@ func (r *run) nextInstant() (engine.Time, bool) {
 		}
 	}
 	return t, ok
+}
+
+// refresh records replica i's next event time after a call that may have
+// changed it.
+func (r *run) refresh(i int) {
+	at, has := r.f.engines[i].Next()
+	if !has {
+		at = engine.Never
+	}
+	r.due[i] = at
 }
 
 // accrue moves the clock to t, accruing each replica's in-flight area.
@@ -334,6 +356,7 @@ func (r *run) routeArrivals() error {
 		if err := f.engines[d.Replica].Submit(rec); err != nil {
 			return fmt.Errorf("fleet: replica %d: %w", d.Replica, err)
 		}
+		r.refresh(d.Replica)
 		r.maxIn[d.Replica] = max(r.maxIn[d.Replica], f.router.InFlight(d.Replica))
 		r.open[d.Replica]++
 	}
@@ -345,14 +368,15 @@ func (r *run) routeArrivals() error {
 // their token gaps and completions, tells the router of the latter and
 // passes every event on to the caller of RunUntil.
 func (r *run) runReplicas() error {
-	for i, e := range r.f.engines {
-		if at, has := e.Next(); !has || at > r.now {
+	for i, at := range r.due {
+		if at > r.now {
 			continue
 		}
-		evs, err := e.RunUntil(r.now)
+		evs, err := r.f.engines[i].RunUntil(r.now)
 		if err != nil {
 			return fmt.Errorf("fleet: replica %d: %w", i, err)
 		}
+		r.refresh(i)
 		for _, ev := range evs {
 			if !ev.Done {
 				r.token(i, ev)
