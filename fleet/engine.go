@@ -35,11 +35,13 @@ func (f *Fleet) online(collect, closed bool) (*Online, error) {
 	}
 	f.ran = true
 	r := &run{
-		f: f, collect: collect, lastTok: make([]map[string]engine.Time, len(f.engines)),
+		f: f, collect: collect, stats: &f.stats, lastTok: make([]map[string]engine.Time, len(f.engines)),
 		due: make([]engine.Time, len(f.engines)), area: make([]int64, len(f.engines)), maxIn: make([]int, len(f.engines)), open: make([]int, len(f.engines)), start: engine.Never,
 	}
 	for i := range r.lastTok {
-		r.lastTok[i] = map[string]engine.Time{}
+		if f.gaps[i] {
+			r.lastTok[i] = map[string]engine.Time{}
+		}
 		r.refresh(i)
 	}
 	if f.pd != nil {

@@ -37,6 +37,12 @@ type Fleet struct {
 	pd       *pdFleet // prefill/decode disaggregation (pd.go); router is nil then
 	l3       sharedL3s
 	kv       *kvIndex // kv_aware's and cache_aware_oracle's view of the replicas' caches (kvindex.go); nil otherwise
+	// stats is the fleet's summary, accumulated as requests finish and
+	// tokens stream: the replicas record their inter-token latencies in
+	// it themselves (newReplica), but for those whose engine cannot, whose
+	// latencies the fleet computes from their token events (gaps[i]).
+	stats engine.Stats
+	gaps  []bool
 }
 
 // New builds a fleet of the replicas behind a router of cfg. seed seeds
@@ -73,7 +79,7 @@ func New(replicas []Replica, cfg router.Config, seed uint64) (*Fleet, error) {
 		f.poll = cfg.PowerOfTwo.LoadPollInterval
 	}
 	for i, r := range replicas {
-		e, err := f.newReplica(i, r)
+		e, err := f.newReplica(i, r, &f.stats)
 		if err == nil && kv != nil {
 			err = kv.attach(i, e)
 		}
@@ -85,23 +91,30 @@ func New(replicas []Replica, cfg router.Config, seed uint64) (*Fleet, error) {
 	return f, nil
 }
 
-// itlOmitter is a replica engine whose summary can leave out inter-token
-// latencies (both server models).
-type itlOmitter interface{ OmitInterTokenStats() }
+// itlRecorder is a replica engine that can record its inter-token
+// latencies in another summary than its own (both server models).
+type itlRecorder interface {
+	RecordInterTokenStats(st *engine.Stats)
+}
 
 // newReplica builds replica i's engine (attached to its shared L3 store
-// when it has one) keeping no inter-token latencies when it can: the fleet
-// records each one itself from the token events ([Result].Summary) and
-// reports no replica's, so the replica's copy (and its sort for
-// percentiles) would be a second record of every token.
-func (f *Fleet) newReplica(i int, r Replica) (engine.Engine, error) {
+// when it has one) recording its inter-token latencies in itl (the fleet's
+// summary; nil: nowhere) rather than its own summary, when it can: the
+// fleet reports no replica's, and a replica has each request's last token
+// at hand where the fleet would look it up. Replicas record as their
+// token events are reported, replica by replica at an instant, so the
+// fleet's summary gets the latencies in the order of those events.
+// Otherwise the fleet computes them from the replica's token events.
+func (f *Fleet) newReplica(i int, r Replica, itl *engine.Stats) (engine.Engine, error) {
 	e, err := f.l3.newEngine(i, r)
 	if err != nil {
 		return nil, err
 	}
-	if o, ok := e.(itlOmitter); ok {
-		o.OmitInterTokenStats()
+	rec, ok := e.(itlRecorder)
+	if ok {
+		rec.RecordInterTokenStats(itl)
 	}
+	f.gaps = append(f.gaps, !ok && itl != nil)
 	return e, nil
 }
 
@@ -194,12 +207,11 @@ type run struct {
 	evs      []engine.Event // the events of the current RunUntil
 	requests []engine.RequestResult
 	replica  []int
-	// stats is the fleet's summary, accumulated as requests finish and
-	// tokens stream (not every inter-token latency one by one).
-	stats engine.Stats
-	// lastTok is, per replica, the time of each streaming request's last
-	// token, by request id (a map per replica: a string key hashes faster
-	// than a (replica, id) pair).
+	stats    *engine.Stats // the fleet's summary (Fleet.stats)
+	// lastTok is, per replica whose latencies the fleet computes
+	// (Fleet.gaps), the time of each streaming request's last token, by
+	// request id (a map per replica: a string key hashes faster than a
+	// (replica, id) pair); nil for the others.
 	lastTok []map[string]engine.Time
 	// due is each replica's next event time (engine.Never when it has
 	// none) as its engine's Next gave it after the fleet's last call that
@@ -393,13 +405,15 @@ func (r *run) runReplicas() error {
 }
 
 // token records the inter-token latency of a token event of replica i
-// (after the request's first) and passes the event on if RunUntil's
-// caller reads them.
+// (after the request's first) if the replica does not record it itself,
+// and passes the event on if RunUntil's caller reads them.
 func (r *run) token(i int, ev engine.Event) {
-	if last, seen := r.lastTok[i][ev.ID]; seen {
-		r.stats.AddITL(float64(ev.Time-last) / 1e6)
+	if m := r.lastTok[i]; m != nil {
+		if last, seen := m[ev.ID]; seen {
+			r.stats.AddITL(float64(ev.Time-last) / 1e6)
+		}
+		m[ev.ID] = ev.Time
 	}
-	r.lastTok[i][ev.ID] = ev.Time
 	if r.collect {
 		r.evs = append(r.evs, ev)
 	}
@@ -433,7 +447,7 @@ func (r *run) result() (*Result, error) {
 		}
 		res.Replicas = append(res.Replicas, replicaResult(i, f.replicas[i].Group, f.router, er, r.area[i], r.maxIn[i], r.now-r.start))
 	}
-	res.Summary = summarize(&r.stats, res.Replicas)
+	res.Summary = summarize(r.stats, res.Replicas)
 	res.L3, res.SharedL3 = f.l3.l3Results(res.Replicas, f.replicas, l3Hits(r.requests, r.replica, len(f.engines)))
 	res.Imbalance = imbalance(res.Replicas)
 	res.Decisions = decisionCounts(f.router)

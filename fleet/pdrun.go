@@ -278,7 +278,7 @@ func (p *pdRun) result() (*Result, error) {
 		rr.Index, rr.Role = i, pd.roles[i].String()
 		res.Replicas = append(res.Replicas, rr)
 	}
-	res.Summary = summarize(&p.stats, res.Replicas)
+	res.Summary = summarize(p.stats, res.Replicas)
 	res.Imbalance = imbalance(res.Replicas)
 	res.L3, res.SharedL3 = p.f.l3.l3Results(res.Replicas, p.f.replicas, l3Hits(p.requests, p.replica, len(p.f.engines)))
 	res.Decisions = pdDecisions(pd.router)

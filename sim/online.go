@@ -104,12 +104,13 @@ func (o *Online) Evictions() (deviceDeleted, demoted, hostEvicted int64) {
 	return st.DeviceEvicted - st.Demoted, st.Demoted, st.HostEvicted
 }
 
-// OmitInterTokenStats makes the run's summary keep no inter-token
-// latencies: its ITL figures are 0. A fleet, which summarises its requests'
-// inter-token latencies itself from their token events and reports no
-// replica's, sets it on every replica so that each latency is recorded and
-// sorted once, not twice. Call it before the first Submit.
-func (o *Online) OmitInterTokenStats() { o.s.noITL = true }
+// RecordInterTokenStats makes the run record its inter-token latencies in
+// st (nil: nowhere) instead of its own summary, whose ITL figures are then
+// 0. A fleet, which summarises its requests' inter-token latencies over
+// all its replicas and reports no replica's, has every replica record
+// them in the fleet's summary, as they happen: each latency is computed,
+// recorded and sorted once. Call it before the first Submit.
+func (o *Online) RecordInterTokenStats(st *engine.Stats) { o.s.itl = st }
 
 // Active returns the number of requests submitted and arrived but not yet
 // finished.

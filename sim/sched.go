@@ -474,8 +474,8 @@ func (s *Sim) emitToken(r *request) {
 	if !r.gotFirst {
 		r.gotFirst = true
 		r.res.FirstToken = s.now
-	} else if !s.noITL {
-		s.stats.AddITL(float64(s.now-r.lastToken) / 1e6)
+	} else if s.itl != nil {
+		s.itl.AddITL(float64(s.now-r.lastToken) / 1e6)
 	}
 	r.lastToken = s.now
 	if s.observe != nil {
