@@ -38,9 +38,11 @@ func (f *Fleet) online(collect, closed bool) (*Online, error) {
 		f: f, collect: collect, stats: &f.stats, lastTok: make([]map[string]engine.Time, len(f.engines)),
 		due: make([]engine.Time, len(f.engines)), area: make([]int64, len(f.engines)), maxIn: make([]int, len(f.engines)), open: make([]int, len(f.engines)), start: engine.Never,
 	}
-	for i := range r.lastTok {
+	for i, e := range f.engines {
 		if f.gaps[i] {
 			r.lastTok[i] = map[string]engine.Time{}
+		} else if o, ok := e.(tokenOmitter); ok && !collect && f.pd == nil {
+			o.OmitTokenEvents() // the batch loop reads none of its tokens
 		}
 		r.refresh(i)
 	}
@@ -53,6 +55,10 @@ func (f *Fleet) online(collect, closed bool) (*Online, error) {
 	}
 	return &Online{r: r}, nil
 }
+
+// tokenOmitter is a replica engine that can report its completions only,
+// not its tokens (sim.Online).
+type tokenOmitter interface{ OmitTokenEvents() }
 
 // Now returns the fleet's virtual time: the last t given to RunUntil.
 func (o *Online) Now() engine.Time { return o.r.now }

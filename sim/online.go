@@ -112,6 +112,13 @@ func (o *Online) Evictions() (deviceDeleted, demoted, hostEvicted int64) {
 // recorded and sorted once. Call it before the first Submit.
 func (o *Online) RecordInterTokenStats(st *engine.Stats) { o.s.itl = st }
 
+// OmitTokenEvents makes RunUntil report completions only, no token events:
+// a fleet's batch loop, whose replicas record their inter-token latencies
+// themselves ([Online.RecordInterTokenStats]), reads nothing else and
+// would otherwise receive (and step over) an event for every token. Call
+// it before the first Submit.
+func (o *Online) OmitTokenEvents() { o.s.noTokens = true }
+
 // Active returns the number of requests submitted and arrived but not yet
 // finished.
 func (o *Online) Active() int { return o.s.active }

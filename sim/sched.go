@@ -478,7 +478,7 @@ func (s *Sim) emitToken(r *request) {
 		s.itl.AddITL(float64(s.now-r.lastToken) / 1e6)
 	}
 	r.lastToken = s.now
-	if s.observe != nil {
+	if s.observe != nil && !s.noTokens {
 		s.observe(engine.Event{ID: r.id, Time: s.now, Tokens: r.out, CachedTokens: r.res.CachedTokens})
 	}
 }

@@ -46,6 +46,7 @@ type Sim struct {
 	sampling bool               // a timeline sample is scheduled
 	clockErr error              // set when an event's time would pass int64 ns
 	observe  func(engine.Event) // online runs: reports tokens and completions
+	noTokens bool               // observe gets completions only (OmitTokenEvents)
 	itl      *engine.Stats      // where inter-token latencies go: &stats, or RecordInterTokenStats's
 	pending  *traces.Record     // the next record, scheduled as an arrival
 	deps     *DepTracker        // closed loop only (RunClosedLoop)
