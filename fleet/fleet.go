@@ -219,8 +219,13 @@ type run struct {
 	// instant reads one slice instead of asking every engine. A
 	// disaggregated fleet's replicas are driven from more places
 	// (pdrun.go): it asks them all at every instant ([run.nextInstant]).
-	due      []engine.Time
-	area     []int64 // in-flight x ns per replica
+	due []engine.Time
+	// area is the in-flight count x ns per replica. A regular fleet keeps
+	// it as its requests are routed and finish, each adding its finish
+	// time less its routing time (the same integral as accruing at every
+	// instant, without touching every replica at each); a disaggregated
+	// fleet accrues it at every instant ([run.accrue]).
+	area     []int64
 	maxIn    []int
 	open     []int // requests submitted to each replica and not finished (checkInvariants)
 	start    engine.Time
@@ -280,9 +285,10 @@ func (r *run) refresh(i int) {
 	r.due[i] = at
 }
 
-// accrue moves the clock to t, accruing each replica's in-flight area.
+// accrue moves the clock to t, accruing each replica's in-flight area
+// in a disaggregated fleet.
 func (r *run) accrue(t engine.Time) {
-	if r.start != engine.Never {
+	if r.pd != nil && r.start != engine.Never {
 		for i := range r.area {
 			r.area[i] += int64(r.f.inFlight(i)) * int64(t-r.now)
 		}
@@ -371,6 +377,7 @@ func (r *run) routeArrivals() error {
 		r.refresh(d.Replica)
 		r.maxIn[d.Replica] = max(r.maxIn[d.Replica], f.router.InFlight(d.Replica))
 		r.open[d.Replica]++
+		r.area[d.Replica] -= int64(r.now)
 	}
 	return nil
 }
@@ -396,6 +403,7 @@ func (r *run) runReplicas() error {
 			}
 			r.finished(i, ev)
 			r.open[i]--
+			r.area[i] += int64(r.now)
 			if err := r.f.router.Finish(i); err != nil {
 				return fmt.Errorf("fleet: request %q: %w", ev.ID, err)
 			}
@@ -445,6 +453,7 @@ func (r *run) result() (*Result, error) {
 		if err != nil {
 			return nil, fmt.Errorf("fleet: replica %d: %w", i, err)
 		}
+		r.area[i] += int64(f.inFlight(i)) * int64(r.now) // none, after a whole run
 		res.Replicas = append(res.Replicas, replicaResult(i, f.replicas[i].Group, f.router, er, r.area[i], r.maxIn[i], r.now-r.start))
 	}
 	res.Summary = summarize(r.stats, res.Replicas)
