@@ -76,10 +76,10 @@ func (o *Online) Submit(rec traces.Record) error {
 	}
 	r.last = engine.Time(rec.Arrival)
 	if r.loop != nil {
-		r.loop.arrivals = append(r.loop.arrivals, rec)
+		r.loop.arrivals.Push(rec)
 		return nil
 	}
-	r.pending = append(r.pending, rec)
+	r.pending.Push(rec)
 	return nil
 }
 
@@ -120,9 +120,9 @@ func (o *Online) RunUntil(t engine.Time) ([]engine.Event, error) {
 // queued for the router (or held for their dependencies) and those in
 // flight on a replica.
 func (o *Online) Active() int {
-	n := len(o.r.pending)
+	n := o.r.pending.Len()
 	if c := o.r.loop; c != nil {
-		n += len(c.arrivals) + c.deps.Pending()
+		n += c.arrivals.Len() + c.deps.Pending()
 	}
 	if o.r.pd != nil {
 		return n + len(o.r.pd.reqs) // a request is in flight on both its replicas

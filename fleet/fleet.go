@@ -199,8 +199,8 @@ func (f *Fleet) runSource(src engine.Source, closed bool) (*Result, error) {
 // not yet routed, the clock, and what the results are built from.
 type run struct {
 	f       *Fleet
-	pending []traces.Record // submitted, not yet routed, by arrival
-	last    engine.Time     // the latest submission's arrival
+	pending engine.Queue // submitted, not yet routed, by arrival
+	last    engine.Time  // the latest submission's arrival
 	// collect: RunUntil returns the replicas' events in evs ([Online]);
 	// false in [Fleet.Run]'s batch loop, which reads none of them.
 	collect  bool
@@ -241,8 +241,8 @@ type run struct {
 // events; false when there is neither.
 func (r *run) nextInstant() (engine.Time, bool) {
 	t, ok := engine.Never, false
-	if len(r.pending) > 0 {
-		t, ok = engine.Time(r.pending[0].Arrival), true
+	if r.pending.Len() > 0 {
+		t, ok = engine.Time(r.pending.Peek().Arrival), true
 	}
 	if r.pd != nil {
 		for i := range r.due {
@@ -348,10 +348,8 @@ func (r *run) instant() error {
 // the replicas' load first when a poll is due.
 func (r *run) routeArrivals() error {
 	f := r.f
-	for len(r.pending) > 0 && engine.Time(r.pending[0].Arrival) == r.now {
-		rec := r.pending[0]
-		r.pending[0] = traces.Record{}
-		r.pending = r.pending[1:]
+	for r.pending.Len() > 0 && engine.Time(r.pending.Peek().Arrival) == r.now {
+		rec, _ := r.pending.Next()
 		if f.poll >= 0 && (f.poll == 0 || r.now >= r.nextPoll) {
 			for i, e := range f.engines {
 				f.router.SetLoad(i, float64(e.Active()))
