@@ -39,8 +39,8 @@ type Fleet struct {
 	kv       *kvIndex // kv_aware's and cache_aware_oracle's view of the replicas' caches (kvindex.go); nil otherwise
 	// stats is the fleet's summary, accumulated as requests finish and
 	// tokens stream: the replicas record their inter-token latencies in
-	// it themselves (newReplica), but for those whose engine cannot, whose
-	// latencies the fleet computes from their token events (gaps[i]).
+	// it themselves (newReplica). gaps[i]: replica i's engine cannot, and
+	// the fleet computes its latencies from its token events.
 	stats engine.Stats
 	gaps  []bool
 }
