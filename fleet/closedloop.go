@@ -23,9 +23,9 @@ import (
 // order the server would.
 type closedLoop struct {
 	deps     *sim.DepTracker
-	arrivals []traces.Record // submitted, not yet at their trace arrival
-	key      uint64          // the last key given
-	nextKey  uint64          // the key of arrivals[0]'s arrival
+	arrivals engine.Queue // submitted, not yet at their trace arrival
+	key      uint64       // the last key given
+	nextKey  uint64       // the key of arrivals[0]'s arrival
 	// arrival is the trace arrival of every record released after it, by
 	// id (kept to the end: the replicas' own results are mended then).
 	arrival map[string]engine.Time
@@ -40,8 +40,8 @@ func newClosedLoop() *closedLoop {
 // next is the earliest of the next trace arrival and the next release.
 func (c *closedLoop) next() (engine.Time, bool) {
 	t, ok := engine.Never, false
-	if len(c.arrivals) > 0 {
-		t, ok = engine.Time(c.arrivals[0].Arrival), true
+	if c.arrivals.Len() > 0 {
+		t, ok = engine.Time(c.arrivals.Peek().Arrival), true
 	}
 	if at, _, has := c.deps.Next(); has && at < t {
 		t, ok = at, true
@@ -53,7 +53,7 @@ func (c *closedLoop) next() (engine.Time, bool) {
 // whose dependencies have finished and every held record due now.
 func (c *closedLoop) gate(r *run) error {
 	for {
-		arrives := len(c.arrivals) > 0 && engine.Time(c.arrivals[0].Arrival) == r.now
+		arrives := c.arrivals.Len() > 0 && engine.Time(c.arrivals.Peek().Arrival) == r.now
 		at, key, due := c.deps.Next()
 		due = due && at <= r.now
 		switch {
@@ -64,12 +64,10 @@ func (c *closedLoop) gate(r *run) error {
 			}
 			rel := *rec
 			rel.Arrival = int64(r.now)
-			r.pending = append(r.pending, rel)
+			r.pending.Push(rel)
 		case arrives:
 			rec := new(traces.Record)
-			*rec = c.arrivals[0]
-			c.arrivals[0] = traces.Record{}
-			c.arrivals = c.arrivals[1:]
+			*rec, _ = c.arrivals.Next()
 			now, err := c.deps.Arrive(rec, r.now) // (which may make rec due later)
 			if err != nil {
 				return fmt.Errorf("fleet: %w", err)
@@ -77,7 +75,7 @@ func (c *closedLoop) gate(r *run) error {
 			c.key++ // the next arrival's, as a server schedules it after this one
 			c.nextKey = c.key
 			if now {
-				r.pending = append(r.pending, *rec)
+				r.pending.Push(*rec)
 			}
 		default:
 			return nil
@@ -106,7 +104,7 @@ func (c *closedLoop) mend(res *engine.RequestResult) {
 
 // end checks that nothing is held and mends the replicas' own results.
 func (c *closedLoop) end(reps []ReplicaResult) {
-	if n := c.deps.Pending() + len(c.arrivals); n != 0 {
+	if n := c.deps.Pending() + c.arrivals.Len(); n != 0 {
 		panic(fmt.Sprintf("fleet: closed-loop run ended with %d records held", n))
 	}
 	for _, rep := range reps {

@@ -35,11 +35,16 @@ func (f *Fleet) online(collect, closed bool) (*Online, error) {
 	}
 	f.ran = true
 	r := &run{
-		f: f, collect: collect, lastTok: make([]map[string]engine.Time, len(f.engines)),
-		area: make([]int64, len(f.engines)), maxIn: make([]int, len(f.engines)), open: make([]int, len(f.engines)), start: engine.Never,
+		f: f, collect: collect, stats: &f.stats, lastTok: make([]map[string]engine.Time, len(f.engines)),
+		due: make([]engine.Time, len(f.engines)), area: make([]int64, len(f.engines)), maxIn: make([]int, len(f.engines)), open: make([]int, len(f.engines)), start: engine.Never,
 	}
-	for i := range r.lastTok {
-		r.lastTok[i] = map[string]engine.Time{}
+	for i, e := range f.engines {
+		if f.gaps[i] {
+			r.lastTok[i] = map[string]engine.Time{}
+		} else if o, ok := e.(tokenOmitter); ok && !collect && f.pd == nil {
+			o.OmitTokenEvents() // the batch loop reads none of its tokens
+		}
+		r.refresh(i)
 	}
 	if f.pd != nil {
 		r.pd = &pdRun{run: r, pd: f.pd, reqs: map[string]*pdReq{}, orphans: map[string]*pdReq{}}
@@ -50,6 +55,10 @@ func (f *Fleet) online(collect, closed bool) (*Online, error) {
 	}
 	return &Online{r: r}, nil
 }
+
+// tokenOmitter is a replica engine that can report its completions only,
+// not its tokens (sim.Online).
+type tokenOmitter interface{ OmitTokenEvents() }
 
 // Now returns the fleet's virtual time: the last t given to RunUntil.
 func (o *Online) Now() engine.Time { return o.r.now }
@@ -67,10 +76,10 @@ func (o *Online) Submit(rec traces.Record) error {
 	}
 	r.last = engine.Time(rec.Arrival)
 	if r.loop != nil {
-		r.loop.arrivals = append(r.loop.arrivals, rec)
+		r.loop.arrivals.Push(rec)
 		return nil
 	}
-	r.pending = append(r.pending, rec)
+	r.pending.Push(rec)
 	return nil
 }
 
@@ -111,9 +120,9 @@ func (o *Online) RunUntil(t engine.Time) ([]engine.Event, error) {
 // queued for the router (or held for their dependencies) and those in
 // flight on a replica.
 func (o *Online) Active() int {
-	n := len(o.r.pending)
+	n := o.r.pending.Len()
 	if c := o.r.loop; c != nil {
-		n += len(c.arrivals) + c.deps.Pending()
+		n += c.arrivals.Len() + c.deps.Pending()
 	}
 	if o.r.pd != nil {
 		return n + len(o.r.pd.reqs) // a request is in flight on both its replicas

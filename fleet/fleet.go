@@ -37,6 +37,12 @@ type Fleet struct {
 	pd       *pdFleet // prefill/decode disaggregation (pd.go); router is nil then
 	l3       sharedL3s
 	kv       *kvIndex // kv_aware's and cache_aware_oracle's view of the replicas' caches (kvindex.go); nil otherwise
+	// stats is the fleet's summary, accumulated as requests finish and
+	// tokens stream: the replicas record their inter-token latencies in
+	// it themselves (newReplica). gaps[i]: replica i's engine cannot, and
+	// the fleet computes its latencies from its token events.
+	stats engine.Stats
+	gaps  []bool
 }
 
 // New builds a fleet of the replicas behind a router of cfg. seed seeds
@@ -73,7 +79,7 @@ func New(replicas []Replica, cfg router.Config, seed uint64) (*Fleet, error) {
 		f.poll = cfg.PowerOfTwo.LoadPollInterval
 	}
 	for i, r := range replicas {
-		e, err := f.newReplica(i, r)
+		e, err := f.newReplica(i, r, &f.stats)
 		if err == nil && kv != nil {
 			err = kv.attach(i, e)
 		}
@@ -85,23 +91,30 @@ func New(replicas []Replica, cfg router.Config, seed uint64) (*Fleet, error) {
 	return f, nil
 }
 
-// itlOmitter is a replica engine whose summary can leave out inter-token
-// latencies (both server models).
-type itlOmitter interface{ OmitInterTokenStats() }
+// itlRecorder is a replica engine that can record its inter-token
+// latencies in another summary than its own (both server models).
+type itlRecorder interface {
+	RecordInterTokenStats(st *engine.Stats)
+}
 
 // newReplica builds replica i's engine (attached to its shared L3 store
-// when it has one) keeping no inter-token latencies when it can: the fleet
-// records each one itself from the token events ([Result].Summary) and
-// reports no replica's, so the replica's copy (and its sort for
-// percentiles) would be a second record of every token.
-func (f *Fleet) newReplica(i int, r Replica) (engine.Engine, error) {
+// when it has one) recording its inter-token latencies in itl (the fleet's
+// summary; nil: nowhere) rather than its own summary, when it can: the
+// fleet reports no replica's, and a replica has each request's last token
+// at hand where the fleet would look it up. Replicas record as their
+// token events are reported, replica by replica at an instant, so the
+// fleet's summary gets the latencies in the order of those events.
+// Otherwise the fleet computes them from the replica's token events.
+func (f *Fleet) newReplica(i int, r Replica, itl *engine.Stats) (engine.Engine, error) {
 	e, err := f.l3.newEngine(i, r)
 	if err != nil {
 		return nil, err
 	}
-	if o, ok := e.(itlOmitter); ok {
-		o.OmitInterTokenStats()
+	rec, ok := e.(itlRecorder)
+	if ok {
+		rec.RecordInterTokenStats(itl)
 	}
+	f.gaps = append(f.gaps, !ok && itl != nil)
 	return e, nil
 }
 
@@ -186,22 +199,33 @@ func (f *Fleet) runSource(src engine.Source, closed bool) (*Result, error) {
 // not yet routed, the clock, and what the results are built from.
 type run struct {
 	f       *Fleet
-	pending []traces.Record // submitted, not yet routed, by arrival
-	last    engine.Time     // the latest submission's arrival
+	pending engine.Queue // submitted, not yet routed, by arrival
+	last    engine.Time  // the latest submission's arrival
 	// collect: RunUntil returns the replicas' events in evs ([Online]);
 	// false in [Fleet.Run]'s batch loop, which reads none of them.
 	collect  bool
 	evs      []engine.Event // the events of the current RunUntil
 	requests []engine.RequestResult
 	replica  []int
-	// stats is the fleet's summary, accumulated as requests finish and
-	// tokens stream (not every inter-token latency one by one).
-	stats engine.Stats
-	// lastTok is, per replica, the time of each streaming request's last
-	// token, by request id (a map per replica: a string key hashes faster
-	// than a (replica, id) pair).
-	lastTok  []map[string]engine.Time
-	area     []int64 // in-flight x ns per replica
+	stats    *engine.Stats // the fleet's summary (Fleet.stats)
+	// lastTok is, per replica whose latencies the fleet computes
+	// (Fleet.gaps), the time of each streaming request's last token, by
+	// request id (a map per replica: a string key hashes faster than a
+	// (replica, id) pair); nil for the others.
+	lastTok []map[string]engine.Time
+	// due is each replica's next event time (engine.Never when it has
+	// none) as its engine's Next gave it after the fleet's last call that
+	// could change it (a Submit, a RunUntil), so that finding the next
+	// instant reads one slice instead of asking every engine. A
+	// disaggregated fleet's replicas are driven from more places
+	// (pdrun.go): it asks them all at every instant ([run.nextInstant]).
+	due []engine.Time
+	// area is the in-flight count x ns per replica. A regular fleet keeps
+	// it as its requests are routed and finish, each adding its finish
+	// time less its routing time (the same integral as accruing at every
+	// instant, without touching every replica at each); a disaggregated
+	// fleet accrues it at every instant ([run.accrue]).
+	area     []int64
 	maxIn    []int
 	open     []int // requests submitted to each replica and not finished (checkInvariants)
 	start    engine.Time
@@ -217,11 +241,16 @@ type run struct {
 // events; false when there is neither.
 func (r *run) nextInstant() (engine.Time, bool) {
 	t, ok := engine.Never, false
-	if len(r.pending) > 0 {
-		t, ok = engine.Time(r.pending[0].Arrival), true
+	if r.pending.Len() > 0 {
+		t, ok = engine.Time(r.pending.Peek().Arrival), true
 	}
-	for _, e := range r.f.engines {
-		if at, has := e.Next(); has && at < t {
+	if r.pd != nil {
+		for i := range r.due {
+			r.refresh(i)
+		}
+	}
+	for _, at := range r.due {
+		if at < t {
 			t, ok = at, true
 		}
 	}
@@ -246,9 +275,20 @@ func (r *run) nextInstant() (engine.Time, bool) {
 	return t, ok
 }
 
-// accrue moves the clock to t, accruing each replica's in-flight area.
+// refresh records replica i's next event time after a call that may have
+// changed it.
+func (r *run) refresh(i int) {
+	at, has := r.f.engines[i].Next()
+	if !has {
+		at = engine.Never
+	}
+	r.due[i] = at
+}
+
+// accrue moves the clock to t, accruing each replica's in-flight area
+// in a disaggregated fleet.
 func (r *run) accrue(t engine.Time) {
-	if r.start != engine.Never {
+	if r.pd != nil && r.start != engine.Never {
 		for i := range r.area {
 			r.area[i] += int64(r.f.inFlight(i)) * int64(t-r.now)
 		}
@@ -308,10 +348,8 @@ func (r *run) instant() error {
 // the replicas' load first when a poll is due.
 func (r *run) routeArrivals() error {
 	f := r.f
-	for len(r.pending) > 0 && engine.Time(r.pending[0].Arrival) == r.now {
-		rec := r.pending[0]
-		r.pending[0] = traces.Record{}
-		r.pending = r.pending[1:]
+	for r.pending.Len() > 0 && engine.Time(r.pending.Peek().Arrival) == r.now {
+		rec, _ := r.pending.Next()
 		if f.poll >= 0 && (f.poll == 0 || r.now >= r.nextPoll) {
 			for i, e := range f.engines {
 				f.router.SetLoad(i, float64(e.Active()))
@@ -334,8 +372,10 @@ func (r *run) routeArrivals() error {
 		if err := f.engines[d.Replica].Submit(rec); err != nil {
 			return fmt.Errorf("fleet: replica %d: %w", d.Replica, err)
 		}
+		r.refresh(d.Replica)
 		r.maxIn[d.Replica] = max(r.maxIn[d.Replica], f.router.InFlight(d.Replica))
 		r.open[d.Replica]++
+		r.area[d.Replica] -= int64(r.now)
 	}
 	return nil
 }
@@ -345,14 +385,15 @@ func (r *run) routeArrivals() error {
 // their token gaps and completions, tells the router of the latter and
 // passes every event on to the caller of RunUntil.
 func (r *run) runReplicas() error {
-	for i, e := range r.f.engines {
-		if at, has := e.Next(); !has || at > r.now {
+	for i, at := range r.due {
+		if at > r.now {
 			continue
 		}
-		evs, err := e.RunUntil(r.now)
+		evs, err := r.f.engines[i].RunUntil(r.now)
 		if err != nil {
 			return fmt.Errorf("fleet: replica %d: %w", i, err)
 		}
+		r.refresh(i)
 		for _, ev := range evs {
 			if !ev.Done {
 				r.token(i, ev)
@@ -360,6 +401,7 @@ func (r *run) runReplicas() error {
 			}
 			r.finished(i, ev)
 			r.open[i]--
+			r.area[i] += int64(r.now)
 			if err := r.f.router.Finish(i); err != nil {
 				return fmt.Errorf("fleet: request %q: %w", ev.ID, err)
 			}
@@ -369,13 +411,15 @@ func (r *run) runReplicas() error {
 }
 
 // token records the inter-token latency of a token event of replica i
-// (after the request's first) and passes the event on if RunUntil's
-// caller reads them.
+// (after the request's first) if the replica does not record it itself,
+// and passes the event on if RunUntil's caller reads them.
 func (r *run) token(i int, ev engine.Event) {
-	if last, seen := r.lastTok[i][ev.ID]; seen {
-		r.stats.AddITL(float64(ev.Time-last) / 1e6)
+	if m := r.lastTok[i]; m != nil {
+		if last, seen := m[ev.ID]; seen {
+			r.stats.AddITL(float64(ev.Time-last) / 1e6)
+		}
+		m[ev.ID] = ev.Time
 	}
-	r.lastTok[i][ev.ID] = ev.Time
 	if r.collect {
 		r.evs = append(r.evs, ev)
 	}
@@ -407,9 +451,10 @@ func (r *run) result() (*Result, error) {
 		if err != nil {
 			return nil, fmt.Errorf("fleet: replica %d: %w", i, err)
 		}
+		r.area[i] += int64(f.inFlight(i)) * int64(r.now) // none, after a whole run
 		res.Replicas = append(res.Replicas, replicaResult(i, f.replicas[i].Group, f.router, er, r.area[i], r.maxIn[i], r.now-r.start))
 	}
-	res.Summary = summarize(&r.stats, res.Replicas)
+	res.Summary = summarize(r.stats, res.Replicas)
 	res.L3, res.SharedL3 = f.l3.l3Results(res.Replicas, f.replicas, l3Hits(r.requests, r.replica, len(f.engines)))
 	res.Imbalance = imbalance(res.Replicas)
 	res.Decisions = decisionCounts(f.router)

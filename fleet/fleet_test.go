@@ -100,8 +100,8 @@ func sameResult(t *rapid.T, what string, gotReqs []engine.RequestResult, gotSum 
 }
 
 // sameReplica is sameResult for a replica's own result, whose summary
-// keeps no inter-token latencies (the fleet records them once, for its own
-// summary, which sameResult compares whole): its ITL figures must be 0 and
+// keeps no inter-token latencies (the replica records them once, in the
+// fleet's summary, which sameResult compares whole): its ITL figures must be 0 and
 // everything else byte-identical to the single server's.
 func sameReplica(t *rapid.T, what string, got, want *engine.Result) {
 	s := got.Summary
@@ -115,8 +115,8 @@ func sameReplica(t *rapid.T, what string, got, want *engine.Result) {
 
 // A fleet of one replica, under any policy, gives byte-identical results
 // to the single-server run of the same trace: the replica's own result and
-// the fleet's summary (which the fleet recomputes from the replicas'
-// token events) alike.
+// the fleet's summary (in which the replicas record their inter-token
+// latencies) alike.
 func TestOneReplicaIsTheServer(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		fac := rapid.SampledFrom([]func() engine.Factory{sglang, llama}).Draw(t, "model")()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/kvsim/kvsim/internal/invariants"
+	"github.com/kvsim/kvsim/sim/engine"
 )
 
 // checkInvariants panics, with -tags invariants, if the router's books and
@@ -16,7 +17,8 @@ import (
 // pool's in-flight counts add up to the requests in flight, every request
 // being counted once on each leg for its whole life, and each replica
 // holds no more than the requests submitted to it and not finished there
-// (an aborted request leaves both its replicas).
+// (an aborted request leaves both its replicas). A regular fleet's record
+// of each replica's next event time is the engine's.
 func (r *run) checkInvariants() {
 	if !invariants.Enabled {
 		return
@@ -35,6 +37,14 @@ func (r *run) checkInvariants() {
 		}
 	}
 	for i, e := range r.f.engines {
+		if at, has := e.Next(); r.pd == nil {
+			if !has {
+				at = engine.Never
+			}
+			if r.due[i] != at {
+				panic(fmt.Sprintf("fleet: at %d ns replica %d's next event is at %d ns, the fleet has it at %d ns", r.now, i, at, r.due[i]))
+			}
+		}
 		if in, open := r.f.inFlight(i), r.open[i]; r.pd == nil && in != open {
 			panic(fmt.Sprintf("fleet: at %d ns the router counts %d requests in flight to replica %d, which has %d submitted and not finished", r.now, in, i, open))
 		}

@@ -165,7 +165,11 @@ func NewPD(replicas []PDReplica, cfg PDConfig, seed uint64) (*Fleet, error) {
 	}
 	pd.router = rt
 	for i, r := range replicas {
-		e, err := f.newReplica(i, r.Replica)
+		var itl *engine.Stats // a prefill replica's tokens are not the client's
+		if r.Role == Decode {
+			itl = &f.stats
+		}
+		e, err := f.newReplica(i, r.Replica, itl)
 		if err == nil {
 			err = pd.setMode(i, e)
 		}

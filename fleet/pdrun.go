@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	"github.com/kvsim/kvsim/sim/engine"
-	"github.com/kvsim/kvsim/traces"
 )
 
 // pdRun is the state of one disaggregated [Fleet.Run] beside the common
@@ -56,10 +55,8 @@ func (p *pdRun) instant() error {
 // routeArrivals routes every request arriving now to a pair and submits
 // it to the decode replica.
 func (p *pdRun) routeArrivals() error {
-	for len(p.pending) > 0 && engine.Time(p.pending[0].Arrival) == p.now {
-		rec := p.pending[0]
-		p.pending[0] = traces.Record{}
-		p.pending = p.pending[1:]
+	for p.pending.Len() > 0 && engine.Time(p.pending.Peek().Arrival) == p.now {
+		rec, _ := p.pending.Next()
 		if _, dup := p.reqs[rec.ID]; dup {
 			return fmt.Errorf("fleet: request %q arrives while a request of the same id is in flight", rec.ID)
 		}
@@ -278,7 +275,7 @@ func (p *pdRun) result() (*Result, error) {
 		rr.Index, rr.Role = i, pd.roles[i].String()
 		res.Replicas = append(res.Replicas, rr)
 	}
-	res.Summary = summarize(&p.stats, res.Replicas)
+	res.Summary = summarize(p.stats, res.Replicas)
 	res.Imbalance = imbalance(res.Replicas)
 	res.L3, res.SharedL3 = p.f.l3.l3Results(res.Replicas, p.f.replicas, l3Hits(p.requests, p.replica, len(p.f.engines)))
 	res.Decisions = pdDecisions(pd.router)

@@ -104,12 +104,20 @@ func (o *Online) Evictions() (deviceDeleted, demoted, hostEvicted int64) {
 	return st.DeviceEvicted - st.Demoted, st.Demoted, st.HostEvicted
 }
 
-// OmitInterTokenStats makes the run's summary keep no inter-token
-// latencies: its ITL figures are 0. A fleet, which summarises its requests'
-// inter-token latencies itself from their token events and reports no
-// replica's, sets it on every replica so that each latency is recorded and
-// sorted once, not twice. Call it before the first Submit.
-func (o *Online) OmitInterTokenStats() { o.s.noITL = true }
+// RecordInterTokenStats makes the run record its inter-token latencies in
+// st (nil: nowhere) instead of its own summary, whose ITL figures are then
+// 0. A fleet, which summarises its requests' inter-token latencies over
+// all its replicas and reports no replica's, has every replica record
+// them in the fleet's summary, as they happen: each latency is computed,
+// recorded and sorted once. Call it before the first Submit.
+func (o *Online) RecordInterTokenStats(st *engine.Stats) { o.s.itl = st }
+
+// OmitTokenEvents makes RunUntil report completions only, no token events:
+// a fleet's batch loop, whose replicas record their inter-token latencies
+// themselves ([Online.RecordInterTokenStats]), reads nothing else and
+// would otherwise receive (and step over) an event for every token. Call
+// it before the first Submit.
+func (o *Online) OmitTokenEvents() { o.s.noTokens = true }
 
 // DropResults makes the run keep no per-request results and no timeline:
 // Finish's Result has neither (its summary and counters are whole). A

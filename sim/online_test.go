@@ -92,6 +92,65 @@ func TestPropOnlineMatchesBatch(t *testing.T) {
 	})
 }
 
+// With OmitTokenEvents an online run reports exactly the completion
+// events of the same run without, and the same results.
+func TestPropOmitTokenEvents(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		cfg := drawConfig(t)
+		if cfg.Cache.Eviction == tree.Belady {
+			cfg.Cache.Eviction = tree.LRU
+		}
+		recs := drawTrace(t)
+		var runs [2]*Online
+		for k := range runs {
+			o, err := NewOnline(cfg, linearCost{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			runs[k] = o
+		}
+		runs[1].OmitTokenEvents()
+		step := func(at engine.Time) {
+			all, err := runs[0].RunUntil(at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var done []engine.Event
+			for _, e := range all {
+				if e.Done {
+					done = append(done, e)
+				}
+			}
+			got, err := runs[1].RunUntil(at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(done) || (len(got) > 0 && !reflect.DeepEqual(got, done)) {
+				t.Fatalf("RunUntil(%d): events %v, want the completions %v", at, got, done)
+			}
+		}
+		for _, r := range recs {
+			if engine.Time(r.Arrival) > runs[0].Now() {
+				step(runs[0].Now() + engine.Time(rapid.Int64Range(0, r.Arrival-int64(runs[0].Now())).Draw(t, "advance")))
+			}
+			for _, o := range runs {
+				if err := o.Submit(r); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		step(engine.Never)
+		a, errA := runs[0].Finish()
+		b, errB := runs[1].Finish()
+		if errA != nil || errB != nil {
+			t.Fatal(errA, errB)
+		}
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("results differ with token events omitted")
+		}
+	})
+}
+
 func TestOnlineRejectsThePast(t *testing.T) {
 	o, err := NewOnline(Default(1000), linearCost{})
 	if err != nil {

@@ -474,11 +474,11 @@ func (s *Sim) emitToken(r *request) {
 	if !r.gotFirst {
 		r.gotFirst = true
 		r.res.FirstToken = s.now
-	} else if !s.noITL {
-		s.stats.AddITL(float64(s.now-r.lastToken) / 1e6)
+	} else if s.itl != nil {
+		s.itl.AddITL(float64(s.now-r.lastToken) / 1e6)
 	}
 	r.lastToken = s.now
-	if s.observe != nil {
+	if s.observe != nil && !s.noTokens {
 		s.observe(engine.Event{ID: r.id, Time: s.now, Tokens: r.out, CachedTokens: r.res.CachedTokens})
 	}
 }

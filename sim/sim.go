@@ -46,7 +46,8 @@ type Sim struct {
 	sampling bool               // a timeline sample is scheduled
 	clockErr error              // set when an event's time would pass int64 ns
 	observe  func(engine.Event) // online runs: reports tokens and completions
-	noITL    bool               // the summary keeps no inter-token latencies (OmitInterTokenStats)
+	noTokens bool               // observe gets completions only (OmitTokenEvents)
+	itl      *engine.Stats      // where inter-token latencies go: &stats, or RecordInterTokenStats's
 	pending  *traces.Record     // the next record, scheduled as an arrival
 	deps     *DepTracker        // closed loop only (RunClosedLoop)
 	nextIdx  int
@@ -112,6 +113,7 @@ func New(cfg Config, cost CostModel) (*Sim, error) {
 		rng:   rand.New(rand.NewPCG(cfg.Seed, 0x6b7673696d)), // stream constant: "kvsim"
 		lanes: cfg.Cache.CP,
 	}
+	s.itl = &s.stats
 	if cfg.Cache.Planner == PlannerOwnerLane || (cfg.Cache.Planner == PlannerAuto && cfg.Cache.CP > 1 && cfg.Cache.Eviction != tree.Belady) {
 		s.planner, err = planner.New(planner.Config{Lanes: cfg.Cache.CP})
 		if err != nil {

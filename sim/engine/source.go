@@ -38,7 +38,9 @@ func (s *SliceSource) Next() (traces.Record, error) {
 var ErrNoneYet = errors.New("engine: no record queued yet")
 
 // Queue is the Source of an online simulation: records submitted and not
-// yet arrived, in submission order.
+// yet arrived, in submission order. Its memory is reused from the start
+// whenever it is emptied (a slice taken from the front would be
+// reallocated on nearly every push).
 type Queue struct {
 	recs []traces.Record
 	head int
@@ -47,14 +49,25 @@ type Queue struct {
 // Push queues rec.
 func (q *Queue) Push(rec traces.Record) { q.recs = append(q.recs, rec) }
 
+// Len returns the number of records queued.
+func (q *Queue) Len() int { return len(q.recs) - q.head }
+
+// Peek returns the next record, which stays queued; the queue must not be
+// empty. The pointer is valid until the next Push.
+func (q *Queue) Peek() *traces.Record { return &q.recs[q.head] }
+
 // Next implements Source; it returns ErrNoneYet when the queue is empty.
 func (q *Queue) Next() (traces.Record, error) {
 	if q.head == len(q.recs) {
-		q.recs, q.head = q.recs[:0], 0
 		return traces.Record{}, ErrNoneYet
 	}
+	rec := q.recs[q.head]
+	q.recs[q.head] = traces.Record{} // no reference kept to its slices
 	q.head++
-	return q.recs[q.head-1], nil
+	if q.head == len(q.recs) {
+		q.recs, q.head = q.recs[:0], 0
+	}
+	return rec, nil
 }
 
 // CheckSubmit is the arrival check of an [Engine]'s Submit: rec may not

@@ -80,10 +80,11 @@ func (o *Online) RunUntil(t engine.Time) ([]engine.Event, error) {
 	return o.events, nil
 }
 
-// OmitInterTokenStats makes the run's summary keep no inter-token
-// latencies: its ITL figures are 0 (a fleet summarises them itself; see
-// sim.Online.OmitInterTokenStats). Call it before the first Submit.
-func (o *Online) OmitInterTokenStats() { o.s.noITL = true }
+// RecordInterTokenStats makes the run record its inter-token latencies in
+// st (nil: nowhere) instead of its own summary, whose ITL figures are then
+// 0 (a fleet records its replicas' in its own summary; see
+// sim.Online.RecordInterTokenStats). Call it before the first Submit.
+func (o *Online) RecordInterTokenStats(st *engine.Stats) { o.s.itl = st }
 
 // DropResults makes the run keep no per-request results: Finish's Result
 // has none (its summary and counters are whole). See

@@ -69,7 +69,7 @@ type Sim struct {
 	lastPrompt int64
 	ap         AfterPrompter
 
-	noITL   bool // the summary keeps no inter-token latencies (OmitInterTokenStats)
+	itl     *engine.Stats // where inter-token latencies go: &sum, or RecordInterTokenStats's
 	src     engine.Source
 	pending *traces.Record // the next record, not yet arrived
 	srcDone bool
@@ -142,6 +142,7 @@ func New(cfg Config, cost CostModel) (*Sim, error) {
 	for i := range cfg.Slots {
 		s.slots = append(s.slots, &slot{id: i, lastUsed: -1})
 	}
+	s.itl = &s.sum
 	s.ram = newRAMCache(cfg, &s.stats)
 	if ap, ok := cost.(AfterPrompter); ok {
 		s.ap = ap
@@ -491,8 +492,8 @@ func (s *Sim) endCall() {
 		if p.n == 0 {
 			sl.tokens = append(sl.tokens, s.outputID(r, r.nOut-1))
 			r.nOut++
-			if !s.noITL {
-				s.sum.AddITL(float64(s.now-r.lastTok) / 1e6)
+			if s.itl != nil {
+				s.itl.AddITL(float64(s.now-r.lastTok) / 1e6)
 			}
 		} else {
 			sl.tokens = append(sl.tokens, r.prompt[r.processed:r.processed+p.n]...)
