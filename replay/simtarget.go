@@ -101,7 +101,7 @@ func (t *SimTarget) newOnline() (engine.Engine, error) {
 // request's outcome from the engine's events and never calls Finish (a
 // replay, kvsim serve): an engine that can keep no per-request results,
 // timeline or inter-token latencies of its own does not (see
-// sim.Online.DropResults and OmitInterTokenStats), so that memory follows
+// sim.Online.DropResults and RecordInterTokenStats), so that memory follows
 // the requests in flight, not the requests served. The driver measures
 // every request itself.
 func newEngine(f engine.Factory) (engine.Engine, error) {
@@ -112,8 +112,8 @@ func newEngine(f engine.Factory) (engine.Engine, error) {
 	if d, ok := e.(interface{ DropResults() }); ok {
 		d.DropResults()
 	}
-	if d, ok := e.(interface{ OmitInterTokenStats() }); ok {
-		d.OmitInterTokenStats()
+	if d, ok := e.(interface{ RecordInterTokenStats(*engine.Stats) }); ok {
+		d.RecordInterTokenStats(nil)
 	}
 	return e, nil
 }
