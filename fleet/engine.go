@@ -36,7 +36,7 @@ func (f *Fleet) online(collect, closed bool) (*Online, error) {
 	f.ran = true
 	r := &run{
 		f: f, collect: collect, stats: &f.stats, lastTok: make([]map[string]engine.Time, len(f.engines)),
-		due: make([]engine.Time, len(f.engines)), area: make([]int64, len(f.engines)), maxIn: make([]int, len(f.engines)), open: make([]int, len(f.engines)), start: engine.Never,
+		due: make([]engine.Time, len(f.engines)), area: make([]int64, len(f.engines)), l3Hit: make([]int64, len(f.engines)), maxIn: make([]int, len(f.engines)), open: make([]int, len(f.engines)), start: engine.Never,
 	}
 	for i, e := range f.engines {
 		if f.gaps[i] {
@@ -59,6 +59,22 @@ func (f *Fleet) online(collect, closed bool) (*Online, error) {
 // tokenOmitter is a replica engine that can report its completions only,
 // not its tokens (sim.Online).
 type tokenOmitter interface{ OmitTokenEvents() }
+
+// DropResults makes the fleet keep no per-request results (nor a
+// disaggregated fleet's per-request TTFT parts), and every replica that can
+// drop its own do so: Finish's Result has no Requests, its replicas none
+// either; the summaries and counters are whole. A driver that reads each
+// request's outcome from the events (a replay's in-process target, kvsim
+// serve) calls it before the first Submit, so that memory follows the
+// requests in flight, not the requests served.
+func (o *Online) DropResults() {
+	o.r.drop = true
+	for _, e := range o.r.f.engines {
+		if d, ok := e.(interface{ DropResults() }); ok {
+			d.DropResults()
+		}
+	}
+}
 
 // Now returns the fleet's virtual time: the last t given to RunUntil.
 func (o *Online) Now() engine.Time { return o.r.now }

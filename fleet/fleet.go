@@ -207,6 +207,8 @@ type run struct {
 	evs      []engine.Event // the events of the current RunUntil
 	requests []engine.RequestResult
 	replica  []int
+	drop     bool    // keep no requests nor replica indexes ([Online.DropResults])
+	l3Hit    []int64 // prompt tokens each replica's requests took from storage
 	stats    *engine.Stats // the fleet's summary (Fleet.stats)
 	// lastTok is, per replica whose latencies the fleet computes
 	// (Fleet.gaps), the time of each streaming request's last token, by
@@ -434,8 +436,11 @@ func (r *run) finished(i int, ev engine.Event) {
 		r.loop.finished(&ev)
 	}
 	delete(r.lastTok[i], ev.ID)
-	r.requests = append(r.requests, ev.Result)
-	r.replica = append(r.replica, i)
+	r.l3Hit[i] += ev.Result.CachedStorage
+	if !r.drop {
+		r.requests = append(r.requests, ev.Result)
+		r.replica = append(r.replica, i)
+	}
 	r.stats.Add(ev.Result)
 	if r.collect {
 		r.evs = append(r.evs, ev)
@@ -455,7 +460,7 @@ func (r *run) result() (*Result, error) {
 		res.Replicas = append(res.Replicas, replicaResult(i, f.replicas[i].Group, f.router, er, r.area[i], r.maxIn[i], r.now-r.start))
 	}
 	res.Summary = summarize(r.stats, res.Replicas)
-	res.L3, res.SharedL3 = f.l3.l3Results(res.Replicas, f.replicas, l3Hits(r.requests, r.replica, len(f.engines)))
+	res.L3, res.SharedL3 = f.l3.l3Results(res.Replicas, f.replicas, r.l3Hit)
 	res.Imbalance = imbalance(res.Replicas)
 	res.Decisions = decisionCounts(f.router)
 	return res, nil

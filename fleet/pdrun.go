@@ -14,7 +14,7 @@ type pdRun struct {
 	*run
 	pd       *pdFleet
 	reqs     map[string]*pdReq
-	detail   []PDRequest       // per completed or failed request, as run.requests
+	detail   []PDRequest       // per completed or failed request, as run.requests (none with drop)
 	landed   []*xfer           // scratch
 	orphans  map[string]*pdReq // ended on decode, an abort pending on prefill
 	to       timeouts
@@ -24,6 +24,12 @@ type pdRun struct {
 	pages    int64
 	skipped  int64
 	transfer []float64 // ms per completed request
+	// parts sums the TTFT parts of the completed requests: transfer,
+	// bootstrap, prefill queue, prefill compute, transfer tail, first step.
+	parts struct {
+		n   float64
+		sum [6]engine.Time
+	}
 }
 
 // A disaggregated fleet runs through the same [Online] loop as a regular
@@ -193,10 +199,16 @@ func (p *pdRun) decodeEvent(i int, ev engine.Event) error {
 		d.Transfer, d.TransferBytes, d.TransferPages = q.landed-q.firstSent, q.bytes, q.pages
 		d.DecodeCached = q.skipped * int64(p.pd.pageSize[q.p])
 		p.transfer = append(p.transfer, float64(d.Transfer)/1e6)
+		p.parts.n++
+		for k, v := range []engine.Time{d.Transfer, d.Bootstrap, d.PrefillQueue, d.PrefillCompute, d.TransferTail, d.FirstStep} {
+			p.parts.sum[k] += v
+		}
 	} else {
 		d.FailedAt = ev.Time
 	}
-	p.detail = append(p.detail, d)
+	if !p.drop {
+		p.detail = append(p.detail, d)
+	}
 	ev.Result = res
 	p.finished(i, ev)
 	if err := p.pd.router.Finish(q.pair); err != nil {
@@ -277,7 +289,7 @@ func (p *pdRun) result() (*Result, error) {
 	}
 	res.Summary = summarize(p.stats, res.Replicas)
 	res.Imbalance = imbalance(res.Replicas)
-	res.L3, res.SharedL3 = p.f.l3.l3Results(res.Replicas, p.f.replicas, l3Hits(p.requests, p.replica, len(p.f.engines)))
+	res.L3, res.SharedL3 = p.f.l3.l3Results(res.Replicas, p.f.replicas, p.l3Hit)
 	res.Decisions = pdDecisions(pd.router)
 	res.PD = p.summary()
 	return res, nil
@@ -296,18 +308,7 @@ func (p *pdRun) summary() *PDResult {
 	s.TransferP50Ms = engine.Percentile(sorted, 50)
 	s.TransferP90Ms = engine.Percentile(sorted, 90)
 	s.TransferP99Ms = engine.Percentile(sorted, 99)
-	var n float64
-	var sum [6]engine.Time
-	for i, d := range p.detail {
-		if p.requests[i].Failed != "" {
-			continue
-		}
-		n++
-		for k, v := range []engine.Time{d.Transfer, d.Bootstrap, d.PrefillQueue, d.PrefillCompute, d.TransferTail, d.FirstStep} {
-			sum[k] += v
-		}
-	}
-	if n > 0 {
+	if n, sum := p.parts.n, p.parts.sum; n > 0 {
 		ms := func(k int) float64 { return float64(sum[k]) / n / 1e6 }
 		s.TransferMeanMs, s.BootstrapMs, s.PrefillQueueMs = ms(0), ms(1), ms(2)
 		s.PrefillComputeMs, s.TransferTailMs, s.FirstStepMs = ms(3), ms(4), ms(5)

@@ -110,12 +110,3 @@ func (s *sharedL3s) l3Results(reps []ReplicaResult, replicas []Replica, hits []i
 	return &all, s.stores
 }
 
-// l3Hits returns the prompt tokens each of n replicas' requests took from
-// L3: reqs[i] ran on replica replica[i].
-func l3Hits(reqs []engine.RequestResult, replica []int, n int) []int64 {
-	hits := make([]int64, n)
-	for i, q := range reqs {
-		hits[replica[i]] += q.CachedStorage
-	}
-	return hits
-}
