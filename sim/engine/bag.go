@@ -1,0 +1,274 @@
+package engine
+
+import (
+	"cmp"
+	"encoding/binary"
+	"math"
+	"slices"
+)
+
+// bag is a multiset of uint64 keys, each with a count, kept compactly for
+// [Stats]: keys are added to a buffer of up to bagBuf entries (16 bytes
+// each); a full buffer is sorted, its equal keys combined, and encoded as a
+// block of varints (the gap to the previous key, then the count less one),
+// and blocks are merged pairwise as a binary counter merges its digits, so
+// that there are about log2(entries / bagBuf) of them, each larger than
+// twice the next. A merged block's gaps are smaller than its parts', so the
+// longer a run, the fewer bytes an entry: sorted, nanosecond latencies a
+// few milliseconds apart take two to four bytes a key. Every block is a
+// []byte, which the garbage collector does not scan.
+//
+// The zero bag is empty and ready to use.
+type bag struct {
+	buf    []bagEntry
+	blocks []bagBlock
+	n      int64 // the sum of the counts
+}
+
+// bagBuf is the most entries a bag buffers before encoding them (64 KiB).
+const bagBuf = 4096
+
+type bagEntry struct {
+	k uint64
+	n int64
+}
+
+// bagBlock is entries in increasing key order, each two uvarints: the key
+// less the previous entry's (the first entry's: less 0), and its count less 1.
+type bagBlock struct {
+	data    []byte
+	entries int
+}
+
+// add adds n (> 0) copies of the key k.
+func (b *bag) add(k uint64, n int64) {
+	if len(b.buf) == bagBuf {
+		b.flush()
+	}
+	b.buf = append(b.buf, bagEntry{k, n})
+	b.n += n
+}
+
+// flush encodes the buffered entries as a block and merges the blocks
+// while the one before the last is at most twice the last.
+func (b *bag) flush() {
+	if len(b.buf) == 0 {
+		return
+	}
+	slices.SortFunc(b.buf, func(x, y bagEntry) int { return cmp.Compare(x.k, y.k) })
+	w := blockWriter{data: make([]byte, 0, 4*len(b.buf))}
+	for _, e := range b.buf {
+		w.put(e.k, e.n)
+	}
+	b.buf = b.buf[:0]
+	b.blocks = append(b.blocks, w.block())
+	for len(b.blocks) >= 2 {
+		i := len(b.blocks) - 2
+		if b.blocks[i].entries > 2*b.blocks[i+1].entries {
+			break
+		}
+		b.blocks[i] = mergeBlocks(b.blocks[i], b.blocks[i+1])
+		b.blocks[i+1] = bagBlock{}
+		b.blocks = b.blocks[:i+1]
+	}
+}
+
+// mergeBlocks returns one block holding the entries of a and b.
+func mergeBlocks(a, b bagBlock) bagBlock {
+	// The merged gaps are no larger than each part's own, and combined
+	// entries are shorter than the two: the parts' length is enough.
+	w := blockWriter{data: make([]byte, 0, len(a.data)+len(b.data))}
+	ca, cb := bagCursor{data: a.data}, bagCursor{data: b.data}
+	okA, okB := ca.next(), cb.next()
+	for okA || okB {
+		if okA && (!okB || ca.k <= cb.k) {
+			w.put(ca.k, ca.n)
+			okA = ca.next()
+		} else {
+			w.put(cb.k, cb.n)
+			okB = cb.next()
+		}
+	}
+	blk := w.block()
+	if cap(blk.data)-len(blk.data) > len(blk.data)/8 {
+		blk.data = slices.Clone(blk.data)
+	}
+	return blk
+}
+
+// blockWriter encodes entries given in increasing key order, combining
+// equal keys.
+type blockWriter struct {
+	data    []byte
+	entries int
+	prev    uint64 // the last key written
+	k       uint64 // the pending entry, if n > 0
+	n       int64
+}
+
+func (w *blockWriter) put(k uint64, n int64) {
+	if w.n > 0 && k == w.k {
+		w.n += n
+		return
+	}
+	w.emit()
+	w.k, w.n = k, n
+}
+
+func (w *blockWriter) emit() {
+	if w.n == 0 {
+		return
+	}
+	w.data = binary.AppendUvarint(w.data, w.k-w.prev)
+	w.data = binary.AppendUvarint(w.data, uint64(w.n-1))
+	w.prev = w.k
+	w.entries++
+	w.n = 0
+}
+
+func (w *blockWriter) block() bagBlock {
+	w.emit()
+	return bagBlock{data: w.data, entries: w.entries}
+}
+
+// bagCursor reads a block's entries in order: k and n are the current one.
+type bagCursor struct {
+	data []byte
+	off  int
+	k    uint64
+	n    int64
+}
+
+// next moves to the next entry and reports whether there was one.
+func (c *bagCursor) next() bool {
+	if c.off >= len(c.data) {
+		return false
+	}
+	d, m := binary.Uvarint(c.data[c.off:])
+	n, m2 := binary.Uvarint(c.data[c.off+m:])
+	if m <= 0 || m2 <= 0 {
+		panic("engine: corrupt bag block")
+	}
+	c.off += m + m2
+	c.k += d
+	c.n = int64(n) + 1
+	return true
+}
+
+// nsKey is the bag key of a time in ns, in the times' order.
+func nsKey(t Time) uint64 { return uint64(t) ^ 1<<63 }
+
+// nsMs is the value in ms of a key made by nsKey: Time.Milliseconds.
+func nsMs(k uint64) float64 { return Time(k ^ 1<<63).Milliseconds() }
+
+// floatKey is the bag key of x, in the order of sort.Float64s (NaN first,
+// -0 before +0, which it does not distinguish); every NaN is key 0.
+func floatKey(x float64) uint64 {
+	if math.IsNaN(x) {
+		return 0
+	}
+	b := math.Float64bits(x)
+	if b>>63 != 0 {
+		return ^b // never 0: that is a NaN's bits
+	}
+	return b | 1<<63
+}
+
+// keyFloat is the value of a key made by floatKey (a NaN is math.NaN()).
+func keyFloat(k uint64) float64 {
+	switch {
+	case k == 0:
+		return math.NaN()
+	case k>>63 != 0:
+		return math.Float64frombits(k &^ (1 << 63))
+	default:
+		return math.Float64frombits(^k)
+	}
+}
+
+// msKey is the nsKey of the ns count whose Milliseconds is exactly ms (the
+// same bits), if there is one: the latencies simulators and replays compute
+// are such counts, and their sorted gaps are far smaller as integers.
+func msKey(ms float64) (uint64, bool) {
+	ns := math.Round(ms * 1e6)
+	if !(math.Abs(ns) < 1<<62) {
+		return 0, false
+	}
+	t := Time(ns)
+	if math.Float64bits(t.Milliseconds()) != math.Float64bits(ms) {
+		return 0, false
+	}
+	return nsKey(t), true
+}
+
+// bagPart is a bag and how its keys map to values, in the keys' order.
+type bagPart struct {
+	b     *bag
+	value func(uint64) float64
+}
+
+// valueStream yields the values of several flushed bags in the order of
+// sort.Float64s, as (value, count) entries, merging their blocks.
+type valueStream struct {
+	cur []streamCursor
+}
+
+type streamCursor struct {
+	c     bagCursor
+	value func(uint64) float64
+	v     float64
+	ok    bool
+}
+
+// newStream returns a stream over the parts' bags, which must have been
+// flushed and must not change while it is used.
+func newStream(parts ...bagPart) *valueStream {
+	s := &valueStream{}
+	for _, p := range parts {
+		if len(p.b.buf) != 0 {
+			panic("engine: stream over an unflushed bag")
+		}
+		for _, blk := range p.b.blocks {
+			s.cur = append(s.cur, streamCursor{c: bagCursor{data: blk.data}, value: p.value})
+		}
+	}
+	s.reset()
+	return s
+}
+
+// reset moves the stream back to its first value.
+func (s *valueStream) reset() {
+	for i := range s.cur {
+		c := &s.cur[i]
+		c.c.off, c.c.k = 0, 0
+		c.advance()
+	}
+}
+
+func (c *streamCursor) advance() {
+	c.ok = c.c.next()
+	if c.ok {
+		c.v = c.value(c.c.k)
+	}
+}
+
+// next returns the next value and its count, or ok false at the end.
+func (s *valueStream) next() (v float64, n int64, ok bool) {
+	best := -1
+	for i := range s.cur {
+		c := &s.cur[i]
+		if c.ok && (best < 0 || floatLess(c.v, s.cur[best].v)) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return 0, 0, false
+	}
+	c := &s.cur[best]
+	v, n = c.v, c.c.n
+	c.advance()
+	return v, n, true
+}
+
+// floatLess is sort.Float64s' order.
+func floatLess(a, b float64) bool { return a < b || (math.IsNaN(a) && !math.IsNaN(b)) }
