@@ -33,8 +33,11 @@ type bagEntry struct {
 	n int64
 }
 
-// bagBlock is entries in increasing key order, each two uvarints: the key
-// less the previous entry's (the first entry's: less 0), and its count less 1.
+// bagBlock is entries in increasing key order. An entry's gap d is its key
+// less the previous entry's (the first entry's: less 0). An entry of count
+// n is the uvarint d<<1 when n is 1, d<<1 | 1 then n-2 when it is more,
+// or, when d is 0 or over 2^63 (where that would not fit), 0 then d then
+// n-1: a value's count costs nothing when it is alone.
 type bagBlock struct {
 	data    []byte
 	entries int
@@ -119,8 +122,17 @@ func (w *blockWriter) emit() {
 	if w.n == 0 {
 		return
 	}
-	w.data = binary.AppendUvarint(w.data, w.k-w.prev)
-	w.data = binary.AppendUvarint(w.data, uint64(w.n-1))
+	switch d := w.k - w.prev; {
+	case d == 0 || d >= 1<<63:
+		w.data = binary.AppendUvarint(w.data, 0)
+		w.data = binary.AppendUvarint(w.data, d)
+		w.data = binary.AppendUvarint(w.data, uint64(w.n-1))
+	case w.n == 1:
+		w.data = binary.AppendUvarint(w.data, d<<1)
+	default:
+		w.data = binary.AppendUvarint(w.data, d<<1|1)
+		w.data = binary.AppendUvarint(w.data, uint64(w.n-2))
+	}
 	w.prev = w.k
 	w.entries++
 	w.n = 0
@@ -144,15 +156,28 @@ func (c *bagCursor) next() bool {
 	if c.off >= len(c.data) {
 		return false
 	}
-	d, m := binary.Uvarint(c.data[c.off:])
-	n, m2 := binary.Uvarint(c.data[c.off+m:])
-	if m <= 0 || m2 <= 0 {
+	t := c.uvarint()
+	switch {
+	case t == 0:
+		c.k += c.uvarint()
+		c.n = int64(c.uvarint()) + 1
+	case t&1 == 0:
+		c.k += t >> 1
+		c.n = 1
+	default:
+		c.k += t >> 1
+		c.n = int64(c.uvarint()) + 2
+	}
+	return true
+}
+
+func (c *bagCursor) uvarint() uint64 {
+	x, m := binary.Uvarint(c.data[c.off:])
+	if m <= 0 {
 		panic("engine: corrupt bag block")
 	}
-	c.off += m + m2
-	c.k += d
-	c.n = int64(n) + 1
-	return true
+	c.off += m
+	return x
 }
 
 // nsKey is the bag key of a time in ns, in the times' order.
