@@ -1,8 +1,10 @@
 package sim
 
 import (
+	"encoding/binary"
 	"fmt"
 
+	"github.com/kvsim/kvsim/internal/offheap"
 	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 )
@@ -211,19 +213,20 @@ func (d *DepTracker) Pending() int { return len(d.held) - len(d.free) + len(d.re
 // n only if that keeps it at most four times the IDs seen (plus
 // denseChunk), so scattered integers fall back to named, as every other ID
 // does: the k-th of those is record -2-k, its time in namedEnd[k]. An ID
-// is in exactly one of the two. dense is chunks of denseChunk times (8 KiB),
-// allocated as they are first written and never copied. A time is stored
-// as 0 for an ID not seen, 1 for a record not finished, and ^t (negative)
-// for one finished at t >= 0.
+// is in exactly one of the two. dense is chunks of denseChunk times (64
+// KiB, little-endian int64s), allocated outside the garbage-collected heap
+// (internal/offheap) as they are first written, never copied. A time is
+// stored as 0 for an ID not seen, 1 for a record not finished, and ^t
+// (negative) for one finished at t >= 0.
 type recordEnds struct {
-	dense    [][]engine.Time
+	dense    []*offheap.Bytes
 	named    map[string]int32
 	namedEnd []engine.Time
 	n        int // IDs added
 }
 
 // denseChunk is the number of finish times in a chunk of recordEnds.dense.
-const denseChunk = 1024
+const denseChunk = offheap.MinSize / 8
 
 // noRecord is no record's number (a heldRecord without a Parent).
 const noRecord int32 = -1
@@ -244,21 +247,31 @@ func decimalID(id string) (int, bool) {
 	return n, n < 1<<31
 }
 
-// slot is where record j's time is stored, or nil if j is past dense.
-func (r *recordEnds) slot(j int32) *engine.Time {
+// get returns record j's stored time, and false if j is past dense.
+func (r *recordEnds) get(j int32) (engine.Time, bool) {
 	if j < 0 {
-		return &r.namedEnd[-2-j]
+		return r.namedEnd[-2-j], true
 	}
-	if c := int(j) / denseChunk; c < len(r.dense) && r.dense[c] != nil {
-		return &r.dense[c][int(j)%denseChunk]
+	c := int(j) / denseChunk
+	if c >= len(r.dense) || r.dense[c] == nil {
+		return 0, false
 	}
-	return nil
+	return engine.Time(binary.LittleEndian.Uint64(r.dense[c].B[8*(int(j)%denseChunk):])), true
+}
+
+// set stores record j's time v; j's chunk must exist.
+func (r *recordEnds) set(j int32, v engine.Time) {
+	if j < 0 {
+		r.namedEnd[-2-j] = v
+		return
+	}
+	binary.LittleEndian.PutUint64(r.dense[int(j)/denseChunk].B[8*(int(j)%denseChunk):], uint64(v))
 }
 
 // find returns the record of id, if it was added.
 func (r *recordEnds) find(id string) (int32, bool) {
 	if n, ok := decimalID(id); ok {
-		if p := r.slot(int32(n)); p != nil && *p != 0 {
+		if v, ok := r.get(int32(n)); ok && v != 0 {
 			return int32(n), true
 		}
 	}
@@ -272,12 +285,12 @@ func (r *recordEnds) add(id string) {
 	if n, ok := decimalID(id); ok && n < 4*r.n+denseChunk {
 		c := n / denseChunk
 		if c >= len(r.dense) {
-			r.dense = append(r.dense, make([][]engine.Time, c+1-len(r.dense))...)
+			r.dense = append(r.dense, make([]*offheap.Bytes, c+1-len(r.dense))...)
 		}
 		if r.dense[c] == nil {
-			r.dense[c] = make([]engine.Time, denseChunk)
+			r.dense[c] = offheap.New(8 * denseChunk)
 		}
-		r.dense[c][n%denseChunk] = 1
+		r.set(int32(n), 1)
 		return
 	}
 	if len(r.namedEnd) >= 1<<31-2 {
@@ -289,9 +302,9 @@ func (r *recordEnds) add(id string) {
 
 // end returns the finish time of record j and whether it has finished.
 func (r *recordEnds) end(j int32) (engine.Time, bool) {
-	v := *r.slot(j)
+	v, _ := r.get(j)
 	return ^v, v < 0
 }
 
 // finish sets record j's finish time to t >= 0.
-func (r *recordEnds) finish(j int32, t engine.Time) { *r.slot(j) = ^t }
+func (r *recordEnds) finish(j int32, t engine.Time) { r.set(j, ^t) }

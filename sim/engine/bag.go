@@ -4,7 +4,10 @@ import (
 	"cmp"
 	"encoding/binary"
 	"math"
+	"runtime"
 	"slices"
+
+	"github.com/kvsim/kvsim/internal/offheap"
 )
 
 // bag is a multiset of uint64 keys, each with a count, kept compactly for
@@ -13,10 +16,12 @@ import (
 // block of varints (the gap to the previous key, then the count less one),
 // and blocks are merged pairwise as a binary counter merges its digits, so
 // that there are about log2(entries / bagBuf) of them, each larger than
-// twice the next. A merged block's gaps are smaller than its parts', so the
+// twice the next. A block of offheap.MinSize or more is outside the
+// garbage-collected heap (internal/offheap), so that a long run's bags
+// cost what they hold in resident memory, not the twice that the
+// collector's headroom makes of heap memory. A merged block's gaps are smaller than its parts', so the
 // longer a run, the fewer bytes an entry: sorted, nanosecond latencies a
-// few milliseconds apart take two to four bytes a key. Every block is a
-// []byte, which the garbage collector does not scan.
+// few milliseconds apart take two to four bytes a key.
 //
 // The zero bag is empty and ready to use.
 type bag struct {
@@ -41,6 +46,7 @@ type bagEntry struct {
 type bagBlock struct {
 	data    []byte
 	entries int
+	own     *offheap.Bytes // data's memory when it is outside the heap: keep it reachable while data is read
 }
 
 // add adds n (> 0) copies of the key k.
@@ -80,7 +86,14 @@ func (b *bag) flush() {
 func mergeBlocks(a, b bagBlock) bagBlock {
 	// The merged gaps are no larger than each part's own, and combined
 	// entries are shorter than the two: the parts' length is enough.
-	w := blockWriter{data: make([]byte, 0, len(a.data)+len(b.data))}
+	var own *offheap.Bytes
+	w := blockWriter{}
+	if n := len(a.data) + len(b.data); n >= offheap.MinSize {
+		own = offheap.New(n)
+		w.data = own.B[:0]
+	} else {
+		w.data = make([]byte, 0, n)
+	}
 	ca, cb := bagCursor{data: a.data}, bagCursor{data: b.data}
 	okA, okB := ca.next(), cb.next()
 	for okA || okB {
@@ -92,8 +105,13 @@ func mergeBlocks(a, b bagBlock) bagBlock {
 			okB = cb.next()
 		}
 	}
+	runtime.KeepAlive(a.own)
+	runtime.KeepAlive(b.own)
 	blk := w.block()
-	if cap(blk.data)-len(blk.data) > len(blk.data)/8 {
+	if own != nil {
+		// The pages past its end were never written: not resident.
+		blk.own = own
+	} else if cap(blk.data)-len(blk.data) > len(blk.data)/8 {
 		blk.data = slices.Clone(blk.data)
 	}
 	return blk
@@ -145,6 +163,7 @@ func (w *blockWriter) block() bagBlock {
 
 // bagCursor reads a block's entries in order: k and n are the current one.
 type bagCursor struct {
+	own  *offheap.Bytes // keeps data mapped
 	data []byte
 	off  int
 	k    uint64
@@ -254,7 +273,7 @@ func newStream(parts ...bagPart) *valueStream {
 			panic("engine: stream over an unflushed bag")
 		}
 		for _, blk := range p.b.blocks {
-			s.cur = append(s.cur, streamCursor{c: bagCursor{data: blk.data}, value: p.value})
+			s.cur = append(s.cur, streamCursor{c: bagCursor{own: blk.own, data: blk.data}, value: p.value})
 		}
 	}
 	s.reset()
