@@ -8,8 +8,9 @@
 // per-request numbers here, so that a day-long trace's peak resident
 // memory grows by what they hold, not twice it.
 //
-// A [Bytes] owns its memory: it is returned to the system by a cleanup
-// (runtime.AddCleanup) once the Bytes is unreachable. Whoever reads or
+// A [Bytes] owns its memory: it is returned to the system by
+// [Bytes.Free], or by a cleanup (runtime.AddCleanup) once the Bytes is
+// unreachable. Whoever reads or
 // writes [Bytes.B] must keep the *Bytes itself reachable meanwhile (hold
 // it, or runtime.KeepAlive it after the last use): a slice of the memory
 // alone does not keep it mapped. Where the system has no anonymous
@@ -21,6 +22,18 @@ type Bytes struct {
 	// B is the memory: len(B) is the size asked for. Appending past
 	// cap(B) moves the slice to the heap, which stays correct.
 	B []byte
+
+	unmap func() // set when B is mapped: unmaps it and stops the cleanup
+}
+
+// Free returns the memory now (if it was mapped) and sets B to nil: no
+// slice of it may be used afterwards. Free of a freed Bytes does nothing.
+func (o *Bytes) Free() {
+	if o.unmap != nil {
+		o.unmap()
+		o.unmap = nil
+	}
+	o.B = nil
 }
 
 // New returns n (>= 0) zeroed bytes, mapped outside the heap when n is at
@@ -29,7 +42,7 @@ func New(n int) *Bytes {
 	if n >= MinSize {
 		if b, ok := mapBytes(n); ok {
 			o := &Bytes{B: b}
-			unmapWhenUnreachable(o, b)
+			o.unmap = unmapWhenUnreachable(o, b)
 			return o
 		}
 	}

@@ -4,4 +4,4 @@ package offheap
 
 func mapBytes(int) ([]byte, bool) { return nil, false }
 
-func unmapWhenUnreachable(*Bytes, []byte) {}
+func unmapWhenUnreachable(*Bytes, []byte) func() { return nil }

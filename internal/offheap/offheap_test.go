@@ -75,3 +75,25 @@ func mapped(t *testing.T, addr uint64) bool {
 	}
 	return false
 }
+
+// Free unmaps at once, and a second Free, or the cleanup once the Bytes is
+// unreachable, does nothing more (a second munmap would panic).
+func TestFreeUnmapsOnce(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc/self/maps")
+	}
+	o := New(16 << 20)
+	o.B[0] = 1
+	addr := uint64(uintptr(unsafe.Pointer(&o.B[0])))
+	o.Free()
+	if o.B != nil || mapped(t, addr) {
+		t.Fatalf("after Free: %d bytes, mapped %v", len(o.B), mapped(t, addr))
+	}
+	o.Free()
+	o = nil
+	for range 20 {
+		runtime.GC()
+		runtime.Gosched()
+	}
+	New(100).Free()
+}

@@ -12,10 +12,18 @@ func mapBytes(n int) ([]byte, bool) {
 	return b, err == nil
 }
 
-func unmapWhenUnreachable(o *Bytes, b []byte) {
-	runtime.AddCleanup(o, func(b []byte) {
-		if err := syscall.Munmap(b); err != nil {
-			panic("offheap: munmap: " + err.Error())
-		}
-	}, b)
+// unmapWhenUnreachable unmaps b once o is unreachable, and returns a
+// function that unmaps it now instead.
+func unmapWhenUnreachable(o *Bytes, b []byte) func() {
+	c := runtime.AddCleanup(o, unmap, b)
+	return func() {
+		c.Stop()
+		unmap(b)
+	}
+}
+
+func unmap(b []byte) {
+	if err := syscall.Munmap(b); err != nil {
+		panic("offheap: munmap: " + err.Error())
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"encoding/binary"
 	"math"
-	"runtime"
 	"slices"
 
 	"github.com/kvsim/kvsim/internal/offheap"
@@ -17,7 +16,8 @@ import (
 // and blocks are merged pairwise as a binary counter merges its digits, so
 // that there are about log2(entries / bagBuf) of them, each larger than
 // twice the next. A block of offheap.MinSize or more is outside the
-// garbage-collected heap (internal/offheap), so that a long run's bags
+// garbage-collected heap (internal/offheap), freed as soon as it is merged
+// into another, so that a long run's bags
 // cost what they hold in resident memory, not the twice that the
 // collector's headroom makes of heap memory. A merged block's gaps are smaller than its parts', so the
 // longer a run, the fewer bytes an entry: sorted, nanosecond latencies a
@@ -105,8 +105,12 @@ func mergeBlocks(a, b bagBlock) bagBlock {
 			okB = cb.next()
 		}
 	}
-	runtime.KeepAlive(a.own)
-	runtime.KeepAlive(b.own)
+	// The parts are read no more (Stats is never copied: see its self).
+	for _, o := range []*offheap.Bytes{a.own, b.own} {
+		if o != nil {
+			o.Free()
+		}
+	}
 	blk := w.block()
 	if own != nil {
 		// The pages past its end were never written: not resident.

@@ -22,7 +22,8 @@ import "math"
 // NaN is math.NaN(); and -0 sorts before +0, which sort.Float64s leaves in
 // input order).
 //
-// The zero Stats is empty and ready to use.
+// The zero Stats is empty and ready to use. A Stats must not be copied
+// after its first use (that panics).
 type Stats struct {
 	failed, completed    int64
 	totalIn, totalOut    int64
@@ -38,10 +39,23 @@ type Stats struct {
 	runV                 float64 // the latest run of latencies, not yet in a bag: runN of runV
 	runN                 int64
 	itlN                 int64
+	// self is the Stats at its first use: a copy of a used Stats would
+	// share its bags' blocks, which merging frees, so using one panics.
+	self *Stats
+}
+
+// use panics if st is a copy of a Stats used before (as strings.Builder does).
+func (st *Stats) use() {
+	if st.self == nil {
+		st.self = st
+	} else if st.self != st {
+		panic("engine: a Stats copied after use")
+	}
 }
 
 // Add records a finished (or failed) request.
 func (st *Stats) Add(r RequestResult) {
+	st.use()
 	if !st.started {
 		st.started = true
 		st.first, st.last = Time(math.MaxInt64), Time(math.MinInt64)
@@ -70,6 +84,7 @@ func (st *Stats) Add(r RequestResult) {
 
 // AddITL records one inter-token latency in milliseconds.
 func (st *Stats) AddITL(ms float64) {
+	st.use()
 	st.itlN++
 	if st.runN > 0 && math.Float64bits(ms) == math.Float64bits(st.runV) {
 		st.runN++
@@ -94,6 +109,7 @@ func (st *Stats) flushRun() {
 
 // Summary returns the metric set over what was added, as Summarize does.
 func (st *Stats) Summary() Summary {
+	st.use()
 	var s Summary
 	s.Failed = st.failed
 	s.Completed = st.completed

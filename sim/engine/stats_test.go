@@ -283,3 +283,20 @@ func sumF(xs []float64) float64 {
 	}
 	return t
 }
+
+// A Stats copied after use panics when used (the copy would share blocks
+// that merging frees); a copy of an unused one is a fresh Stats.
+func TestStatsCopiedAfterUsePanics(t *testing.T) {
+	var fresh Stats
+	cp := fresh
+	cp.AddITL(1)
+	var st Stats
+	st.AddITL(1)
+	moved := st
+	defer func() {
+		if recover() == nil {
+			t.Fatal("a copied Stats was used without a panic")
+		}
+	}()
+	moved.AddITL(2)
+}
