@@ -1,8 +1,10 @@
 package sim
 
 import (
+	"encoding/binary"
 	"fmt"
 
+	"github.com/kvsim/kvsim/internal/offheap"
 	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 )
@@ -22,14 +24,13 @@ import (
 //
 // A later record may name any earlier one, so the tracker keeps one entry
 // per record seen, as a replay's pacer does, but a small one: its finish
-// time (8 bytes) and its slot, 4 bytes in a table indexed by the ID when
-// the IDs are decimal integers numbered densely (Mooncake's and kvsim trace
-// gen's are), a map entry otherwise. Waiters are kept only for the records
+// time, 8 bytes in a table indexed by the ID when the IDs are decimal
+// integers numbered densely (Mooncake's and kvsim trace gen's are), a map
+// entry otherwise (see recordEnds). Waiters are kept only for the records
 // someone waits for.
 type DepTracker struct {
-	ids     recordSlots
-	end     []engine.Time     // by index: finish time once finished, else notFinished
-	waiters map[int32][]int32 // by index: held records waiting for it (indices into held)
+	ends    recordEnds
+	waiters map[int32][]int32 // by record: held records waiting for it (indices into held)
 
 	held []heldRecord // records waiting for dependencies; reused through free
 	free []int32
@@ -48,13 +49,10 @@ type DepTracker struct {
 type heldRecord struct {
 	rec       *traces.Record
 	left      int         // unfinished dependencies
-	parent    int32       // index of the Parent record, or -1
+	parent    int32       // the Parent record, or noRecord
 	depEnd    engine.Time // max(arrival, finished dependencies' finishes)
 	parentEnd engine.Time // the Parent's finish, once finished
 }
-
-// notFinished is the finish time of a record that has not finished.
-const notFinished engine.Time = -1
 
 // NewDepTracker returns an empty tracker. onDue is called for every
 // record that becomes due, with its release time, and returns the record's
@@ -62,7 +60,7 @@ const notFinished engine.Time = -1
 // unique (the sim gives its release event's sequence number, which orders
 // releases among its other events at one instant).
 func NewDepTracker(onDue func(engine.Time) uint64) *DepTracker {
-	return &DepTracker{ids: recordSlots{named: map[string]int32{}}, waiters: map[int32][]int32{},
+	return &DepTracker{ends: recordEnds{named: map[string]int32{}}, waiters: map[int32][]int32{},
 		due: map[uint64]*traces.Record{}, onDue: onDue}
 }
 
@@ -71,17 +69,17 @@ func NewDepTracker(onDue func(engine.Time) uint64) *DepTracker {
 // onDue with its release time once that is known, and returns it from
 // Release then. The tracker keeps rec until then.
 func (d *DepTracker) Arrive(rec *traces.Record, now engine.Time) (bool, error) {
-	if _, dup := d.ids.find(rec.ID); dup {
+	if _, dup := d.ends.find(rec.ID); dup {
 		return false, fmt.Errorf("request %q: expected unique request ids to run the trace's dependencies (closed loop), found a repeat", rec.ID)
 	}
-	h := heldRecord{rec: rec, parent: -1, depEnd: now}
+	h := heldRecord{rec: rec, parent: noRecord, depEnd: now}
 	var unfinished [4]int32
 	wait := unfinished[:0]
 	add := func(id string, isParent bool) {
 		if id == "" {
 			return
 		}
-		j, ok := d.ids.find(id)
+		j, ok := d.ends.find(id)
 		if !ok {
 			d.ignored++
 			return
@@ -94,22 +92,22 @@ func (d *DepTracker) Arrive(rec *traces.Record, now engine.Time) (bool, error) {
 				return
 			}
 		}
-		if d.end[j] == notFinished {
+		end, done := d.ends.end(j)
+		if !done {
 			wait = append(wait, j)
 			h.left++
 			return
 		}
-		h.depEnd = max(h.depEnd, d.end[j])
+		h.depEnd = max(h.depEnd, end)
 		if isParent {
-			h.parentEnd = d.end[j]
+			h.parentEnd = end
 		}
 	}
 	add(rec.Parent, true)
 	for _, w := range rec.WaitFor {
 		add(w, false)
 	}
-	d.ids.add(rec.ID, int32(len(d.end)))
-	d.end = append(d.end, notFinished)
+	d.ends.add(rec.ID)
 	if h.left == 0 {
 		at := h.due()
 		if at <= now {
@@ -135,7 +133,7 @@ func (d *DepTracker) Arrive(rec *traces.Record, now engine.Time) (bool, error) {
 // due is a record's release time once its dependencies have finished.
 func (h *heldRecord) due() engine.Time {
 	at := h.depEnd
-	if h.parent >= 0 && h.rec.ThinkTime > 0 {
+	if h.parent != noRecord && h.rec.ThinkTime > 0 {
 		end := h.parentEnd + engine.Time(h.rec.ThinkTime)
 		if end < h.parentEnd {
 			// Past int64 nanoseconds: the largest time, which the event
@@ -150,14 +148,14 @@ func (h *heldRecord) due() engine.Time {
 // Finish records that the request with this ID finished (or failed) at
 // now, and makes the records that waited only for it due.
 func (d *DepTracker) Finish(id string, now engine.Time) {
-	j, ok := d.ids.find(id)
+	j, ok := d.ends.find(id)
 	if !ok {
 		return
 	}
 	if now < 0 {
 		panic(fmt.Sprintf("sim: request %q finished at %d ns, before time 0", id, now))
 	}
-	d.end[j] = now
+	d.ends.finish(j, now)
 	for _, k := range d.waiters[j] {
 		h := &d.held[k]
 		h.left--
@@ -209,20 +207,29 @@ func (d *DepTracker) Ignored() int { return d.ignored }
 // Pending is the number of records held or due and not yet released.
 func (d *DepTracker) Pending() int { return len(d.held) - len(d.free) + len(d.ready) }
 
-// recordSlots maps record IDs to their indices (0, 1, 2, ... in arrival
-// order). An ID that is a decimal integer n in canonical form ("0", "17",
-// not "017" or "+17") goes in dense at n while the IDs stay dense: dense
-// grows to cover n only if that keeps it at most four times the IDs seen
-// (plus denseMinIDs), so scattered integers fall back to named, as every
-// other ID does. An ID is in exactly one of the two.
-type recordSlots struct {
-	dense []int32 // canonical ID n -> index + 1 (0: not seen)
-	named map[string]int32
-	n     int // IDs added
+// recordEnds holds each record's finish time, by its ID. An ID that is a
+// decimal integer n in canonical form ("0", "17", not "017" or "+17") is
+// record n, its time at n in dense, while the IDs stay dense: dense covers
+// n only if that keeps it at most four times the IDs seen (plus
+// denseChunk), so scattered integers fall back to named, as every other ID
+// does: the k-th of those is record -2-k, its time in namedEnd[k]. An ID
+// is in exactly one of the two. dense is chunks of denseChunk times (64
+// KiB, little-endian int64s), allocated outside the garbage-collected heap
+// (internal/offheap) as they are first written, never copied. A time is
+// stored as 0 for an ID not seen, 1 for a record not finished, and ^t
+// (negative) for one finished at t >= 0.
+type recordEnds struct {
+	dense    []*offheap.Bytes
+	named    map[string]int32
+	namedEnd []engine.Time
+	n        int // IDs added
 }
 
-// denseMinIDs is the smallest dense table of record slots (4 KiB).
-const denseMinIDs = 1024
+// denseChunk is the number of finish times in a chunk of recordEnds.dense.
+const denseChunk = offheap.MinSize / 8
+
+// noRecord is no record's number (a heldRecord without a Parent).
+const noRecord int32 = -1
 
 // decimalID returns n when id is the canonical decimal form of n < 2^31.
 func decimalID(id string) (int, bool) {
@@ -240,26 +247,64 @@ func decimalID(id string) (int, bool) {
 	return n, n < 1<<31
 }
 
-func (r *recordSlots) find(id string) (int32, bool) {
-	if n, ok := decimalID(id); ok && n < len(r.dense) && r.dense[n] != 0 {
-		return r.dense[n] - 1, true
+// get returns record j's stored time, and false if j is past dense.
+func (r *recordEnds) get(j int32) (engine.Time, bool) {
+	if j < 0 {
+		return r.namedEnd[-2-j], true
 	}
-	i, ok := r.named[id]
-	return i, ok
+	c := int(j) / denseChunk
+	if c >= len(r.dense) || r.dense[c] == nil {
+		return 0, false
+	}
+	return engine.Time(binary.LittleEndian.Uint64(r.dense[c].B[8*(int(j)%denseChunk):])), true
 }
 
-// add records id's index i; id must not have been added.
-func (r *recordSlots) add(id string, i int32) {
-	r.n++
-	n, ok := decimalID(id)
-	if ok && n >= len(r.dense) && n < 4*r.n+denseMinIDs {
-		grown := make([]int32, max(2*len(r.dense), n+1, denseMinIDs))
-		copy(grown, r.dense)
-		r.dense = grown
-	}
-	if ok && n < len(r.dense) {
-		r.dense[n] = i + 1
+// set stores record j's time v; j's chunk must exist.
+func (r *recordEnds) set(j int32, v engine.Time) {
+	if j < 0 {
+		r.namedEnd[-2-j] = v
 		return
 	}
-	r.named[id] = i
+	binary.LittleEndian.PutUint64(r.dense[int(j)/denseChunk].B[8*(int(j)%denseChunk):], uint64(v))
 }
+
+// find returns the record of id, if it was added.
+func (r *recordEnds) find(id string) (int32, bool) {
+	if n, ok := decimalID(id); ok {
+		if v, ok := r.get(int32(n)); ok && v != 0 {
+			return int32(n), true
+		}
+	}
+	k, ok := r.named[id]
+	return -2 - k, ok
+}
+
+// add adds id, not finished; id must not have been added.
+func (r *recordEnds) add(id string) {
+	r.n++
+	if n, ok := decimalID(id); ok && n < 4*r.n+denseChunk {
+		c := n / denseChunk
+		if c >= len(r.dense) {
+			r.dense = append(r.dense, make([]*offheap.Bytes, c+1-len(r.dense))...)
+		}
+		if r.dense[c] == nil {
+			r.dense[c] = offheap.New(8 * denseChunk)
+		}
+		r.set(int32(n), 1)
+		return
+	}
+	if len(r.namedEnd) >= 1<<31-2 {
+		panic("sim: over 2^31 records with IDs that are not dense integers")
+	}
+	r.named[id] = int32(len(r.namedEnd))
+	r.namedEnd = append(r.namedEnd, 1)
+}
+
+// end returns the finish time of record j and whether it has finished.
+func (r *recordEnds) end(j int32) (engine.Time, bool) {
+	v, _ := r.get(j)
+	return ^v, v < 0
+}
+
+// finish sets record j's finish time to t >= 0.
+func (r *recordEnds) finish(j int32, t engine.Time) { r.set(j, ^t) }

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -129,13 +130,19 @@ func TestIgnoredDependencies(t *testing.T) {
 	}
 }
 
-// TestRecordSlotsMatchMap checks the tracker's compact ID table against a
-// plain map: every ID added is found at its index, every other ID is not,
-// whatever mix of dense, scattered, non-canonical and other IDs arrives.
-func TestRecordSlotsMatchMap(t *testing.T) {
+// TestRecordEndsMatchMap checks the tracker's compact table of finish
+// times against a plain map: every ID added is found, with the time it
+// finished at (or none yet), every other ID is not, whatever mix of dense,
+// scattered, non-canonical and other IDs arrives.
+func TestRecordEndsMatchMap(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		r := recordSlots{named: map[string]int32{}}
-		model := map[string]int32{}
+		r := recordEnds{named: map[string]int32{}}
+		type state struct {
+			end  engine.Time
+			done bool
+		}
+		model := map[string]*state{}
+		var added []string
 		id := rapid.OneOf(
 			rapid.Map(rapid.IntRange(0, 3000), strconv.Itoa),
 			rapid.Map(rapid.IntRange(0, 1<<40), strconv.Itoa),
@@ -143,22 +150,40 @@ func TestRecordSlotsMatchMap(t *testing.T) {
 			rapid.Map(rapid.IntRange(0, 50), func(n int) string { return "+" + strconv.Itoa(n) }),
 			rapid.StringMatching(`[a-c0-9#]{0,4}`),
 		)
-		for i := range rapid.IntRange(0, 400).Draw(t, "n") {
-			x := id.Draw(t, "id")
-			got, ok := r.find(x)
-			want, wok := model[x]
-			if ok != wok || got != want {
-				t.Fatalf("find(%q) after %d adds = %d, %v; want %d, %v", x, i, got, ok, want, wok)
+		check := func(x string) {
+			j, ok := r.find(x)
+			m, wok := model[x]
+			if ok != wok {
+				t.Fatalf("find(%q) found %v, want %v", x, ok, wok)
 			}
 			if !ok {
-				r.add(x, int32(len(model)))
-				model[x] = int32(len(model))
+				return
+			}
+			if end, done := r.end(j); done != m.done || (done && end != m.end) {
+				t.Fatalf("end(%q) = %d, %v; want %d, %v", x, end, done, m.end, m.done)
 			}
 		}
-		for x, want := range model {
-			if got, ok := r.find(x); !ok || got != want {
-				t.Fatalf("find(%q) = %d, %v; want %d", x, got, ok, want)
+		for range rapid.IntRange(0, 400).Draw(t, "n") {
+			if len(added) > 0 && rapid.IntRange(0, 2).Draw(t, "finish") == 0 {
+				x := added[rapid.IntRange(0, len(added)-1).Draw(t, "which")]
+				end := engine.Time(rapid.Int64Range(0, math.MaxInt64).Draw(t, "end"))
+				j, _ := r.find(x)
+				r.finish(j, end)
+				*model[x] = state{end: end, done: true}
+				check(x)
+				continue
 			}
+			x := id.Draw(t, "id")
+			check(x)
+			if _, ok := model[x]; !ok {
+				r.add(x)
+				model[x] = &state{}
+				added = append(added, x)
+				check(x)
+			}
+		}
+		for x := range model {
+			check(x)
 		}
 	})
 }

@@ -10,7 +10,8 @@
 // counters, llama-server's text streaming) is reached through small
 // interfaces declared by the code that uses it.
 //
-// The package imports only traces (and gonum's stat for the summary); the
+// The package imports only traces, gonum's stat for the summary and
+// internal/offheap for its long-lived numbers ([Stats]); the
 // models import it, never each other.
 //
 // # Time

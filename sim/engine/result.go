@@ -216,14 +216,6 @@ func Summarize(rs []RequestResult, itls []float64) Summary {
 	return st.Summary()
 }
 
-func sumF(xs []float64) float64 {
-	var t float64
-	for _, x := range xs {
-		t += x
-	}
-	return t
-}
-
 // dist returns mean, median, population std, p90 and p99 of xs (zeros for
 // an empty sample, as the benchmarks' `or 0` does).
 func dist(xs []float64) (mean, median, std, p90, p99 float64) {

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"cmp"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -44,7 +43,7 @@ func summarizeSlices(rs []RequestResult, itls []float64) Summary {
 	}
 	// The rates and dist (sort, then gonum) are the slice implementation
 	// itself; what Stats does differently is keep runs and counts.
-	s.setRates((last - first).Seconds(), e2e)
+	s.setRates((last - first).Seconds(), sumF(e2e))
 	s.MeanTTFT, s.MedianTTFT, s.StdTTFT, s.P90TTFT, s.P99TTFT = dist(ttft)
 	s.MeanTPOT, s.MedianTPOT, s.StdTPOT, s.P90TPOT, s.P99TPOT = dist(tpot)
 	s.MeanITL, s.MedianITL, s.StdITL, s.P90ITL, s.P99ITL = dist(itls)
@@ -106,64 +105,154 @@ func TestPropStatsIsSummarize(t *testing.T) {
 // runs of equal and distinct values.
 func TestSumSortedIsFloatsSum(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		var runs []latencyRun
+		var b bag
 		var xs []float64
 		for range rapid.IntRange(1, 60).Draw(t, "runs") {
 			v := rapid.Float64Range(0, 1e4).Draw(t, "v")
 			n := rapid.Int64Range(1, 40).Draw(t, "n")
-			runs = append(runs, latencyRun{v: v, n: n})
+			b.add(floatKey(v), n)
 			for range n {
 				xs = append(xs, v)
 			}
 		}
-		slices.SortFunc(runs, func(a, b latencyRun) int { return cmp.Compare(a.v, b.v) })
-		xs = xs[:0]
-		for _, r := range runs {
-			for range r.n {
-				xs = append(xs, r.v)
-			}
-		}
-		if got, want := sumSorted(runs, int64(len(xs))), floats.Sum(xs); got != want {
+		b.flush()
+		slices.Sort(xs)
+		if got, want := sumSorted(&runCursor{s: newStream(bagPart{&b, keyFloat})}, int64(len(xs))), floats.Sum(xs); got != want {
 			t.Fatalf("sumSorted = %v, floats.Sum = %v (n %d)", got, want, len(xs))
 		}
 	})
 }
 
-// TestPropStatsChunks checks Stats across the chunks of its inter-token
-// runs: runs of one to three latencies, enough of them to fill one to three
-// chunks (the boundaries, with a run continuing or not across them), give
-// Summarize's slice result bit for bit, and no chunk is ever reallocated:
-// every one but the first is allocated at itlChunk and stays at most that
-// long.
-func TestPropStatsChunks(t *testing.T) {
+// TestPropBagIsSortedMultiset checks a bag against a sorted slice: keys
+// added in any order, enough of them to fill several buffers and merge
+// blocks (and to end with a part-full buffer), come back from a stream in
+// increasing order with their counts; and the blocks stay a binary
+// counter's, each over twice the next.
+func TestPropBagIsSortedMultiset(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		runs := rapid.IntRange(itlChunk-2, 3*itlChunk+2).Draw(t, "runs")
-		// Thousands of draws from rapid are slow: the values come from a
-		// generator seeded by it.
+		adds := rapid.IntRange(0, 9*bagBuf+3).Draw(t, "adds")
+		// Thousands of draws from rapid are slow: the keys come from a
+		// generator seeded by it, some close together and repeated, some
+		// anywhere in the 64 bits.
+		rng := rand.New(rand.NewPCG(rapid.Uint64().Draw(t, "seed"), 0))
+		wide := rapid.Bool().Draw(t, "wide")
+		var b bag
+		var want []uint64
+		for range adds {
+			k := uint64(rng.IntN(3 * bagBuf))
+			if wide && rng.IntN(2) == 0 {
+				k = rng.Uint64()
+			}
+			n := 1 + rng.Int64N(3)
+			b.add(k, n)
+			for range n {
+				want = append(want, k)
+			}
+		}
+		b.flush()
+		for i := 1; i < len(b.blocks); i++ {
+			if b.blocks[i-1].entries <= 2*b.blocks[i].entries {
+				t.Fatalf("block %d has %d entries, the next %d", i-1, b.blocks[i-1].entries, b.blocks[i].entries)
+			}
+		}
+		slices.Sort(want)
+		var got []uint64
+		s := newStream(bagPart{&b, func(k uint64) float64 { return float64(k) }})
+		for _, blk := range b.blocks {
+			c := bagCursor{data: blk.data}
+			for c.next() {
+				for range c.n {
+					got = append(got, c.k)
+				}
+			}
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) || int64(len(want)) != b.n {
+			t.Fatalf("bag holds %d keys (n %d), want %d", len(got), b.n, len(want))
+		}
+		var last float64
+		for i := 0; ; i++ {
+			v, n, ok := s.next()
+			if !ok {
+				break
+			}
+			if n <= 0 || (i > 0 && v < last) {
+				t.Fatalf("stream entry %d: %v x %d after %v", i, v, n, last)
+			}
+			last = v
+		}
+	})
+}
+
+// TestPropFloatKeysKeepOrder checks that floatKey orders values as
+// sort.Float64s does and keyFloat gives each back bit for bit (a NaN as
+// a NaN), and that msKey, where it applies, gives back the same bits.
+func TestPropFloatKeysKeepOrder(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		draw := func(label string) float64 {
+			switch rapid.IntRange(0, 3).Draw(t, label+"_kind") {
+			case 0:
+				return float64(rapid.Int64Range(-1e12, 1e12).Draw(t, label+"_ns")) / 1e6
+			case 1:
+				return math.Float64frombits(rapid.Uint64().Draw(t, label+"_bits"))
+			case 2:
+				return rapid.SampledFrom([]float64{0, math.Copysign(0, -1), math.Inf(1), math.Inf(-1), math.NaN()}).Draw(t, label)
+			default:
+				return rapid.Float64().Draw(t, label)
+			}
+		}
+		x, y := draw("x"), draw("y")
+		for _, v := range []float64{x, y} {
+			back := keyFloat(floatKey(v))
+			if math.IsNaN(v) != math.IsNaN(back) || (!math.IsNaN(v) && math.Float64bits(back) != math.Float64bits(v)) {
+				t.Fatalf("keyFloat(floatKey(%v)) = %v", v, back)
+			}
+			if k, ok := msKey(v); ok && math.Float64bits(nsMs(k)) != math.Float64bits(v) {
+				t.Fatalf("nsMs(msKey(%v)) = %v", v, nsMs(k))
+			}
+		}
+		if floatLess(x, y) && floatKey(x) >= floatKey(y) {
+			t.Fatalf("%v < %v but keys %#x >= %#x", x, y, floatKey(x), floatKey(y))
+		}
+		if kx, okx := msKey(x); okx {
+			if ky, oky := msKey(y); oky && floatLess(x, y) && kx >= ky {
+				t.Fatalf("%v < %v but ns keys %#x >= %#x", x, y, kx, ky)
+			}
+		}
+	})
+}
+
+// TestPropStatsLong checks Stats against Summarize's slice result bit for
+// bit over enough latencies and requests to fill several bag buffers and
+// merge their blocks: runs of one to three latencies in ns (in ms, as the
+// simulator makes them), some not whole ns (kept as float bits), values
+// recurring.
+func TestPropStatsLong(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		runs := rapid.IntRange(bagBuf-2, 5*bagBuf+2).Draw(t, "runs")
 		rng := rand.New(rand.NewPCG(rapid.Uint64().Draw(t, "seed"), 0))
 		var st Stats
 		var xs []float64
-		v := 0.0
 		for range runs {
-			// A new value each run, from a small set so that values recur.
-			v = float64((int(v) + 1 + rng.IntN(6)) % 7)
+			v := float64(rng.Int64N(3000)*1e5+rng.Int64N(3)) / 1e6
+			if rng.IntN(8) == 0 {
+				v = float64(rng.IntN(5)) / 3
+			}
 			for range 1 + rng.IntN(3) {
 				xs = append(xs, v)
 				st.AddITL(v)
 			}
 		}
-		for i, c := range st.itl {
-			if len(c) > itlChunk || (i > 0 && cap(c) != itlChunk) || (i < len(st.itl)-1 && len(c) != itlChunk) {
-				t.Fatalf("chunk %d of %d: len %d, cap %d (chunk size %d)", i, len(st.itl), len(c), cap(c), itlChunk)
-			}
+		var rs []RequestResult
+		for range rapid.IntRange(1, 3*bagBuf).Draw(t, "requests") {
+			arr := Time(rng.Int64N(1e12))
+			first := arr + Time(rng.Int64N(1e11))
+			r := RequestResult{ID: "r", Arrival: arr, FirstToken: first, Finish: first + Time(rng.Int64N(1e11)),
+				PromptTokens: 10, OutputTokens: 1 + rng.Int64N(600)}
+			rs = append(rs, r)
+			st.Add(r)
 		}
-		if want := (runs + itlChunk - 1) / itlChunk; len(st.itl) != want {
-			t.Fatalf("%d runs in %d chunks, want %d", runs, len(st.itl), want)
-		}
-		// One request, so that the summary is computed at all.
-		r := RequestResult{ID: "r", FirstToken: 1e6, Finish: 9e6, PromptTokens: 10, OutputTokens: 5}
-		st.Add(r)
-		got, want := st.Summary(), summarizeSlices([]RequestResult{r}, xs)
+		got, want := st.Summary(), summarizeSlices(rs, xs)
 		if got != want {
 			t.Fatalf("Stats.Summary = %+v\nslices give %+v", got, want)
 		}
@@ -185,4 +274,29 @@ func BenchmarkStatsAddITL(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/latency")
+}
+
+func sumF(xs []float64) float64 {
+	var t float64
+	for _, x := range xs {
+		t += x
+	}
+	return t
+}
+
+// A Stats copied after use panics when used (the copy would share blocks
+// that merging frees); a copy of an unused one is a fresh Stats.
+func TestStatsCopiedAfterUsePanics(t *testing.T) {
+	var fresh Stats
+	cp := fresh
+	cp.AddITL(1)
+	var st Stats
+	st.AddITL(1)
+	moved := st
+	defer func() {
+		if recover() == nil {
+			t.Fatal("a copied Stats was used without a panic")
+		}
+	}()
+	moved.AddITL(2)
 }

@@ -2,7 +2,7 @@
 
 package engine
 
-// sumSorted returns the sum of the n values the runs hold, rounded exactly
+// sumSorted returns the sum of the n values c yields, rounded exactly
 // as gonum's floats.Sum (internal/asm/f64/sum_amd64.s) rounds it for the
 // same values in a slice: eight partial sums (four SSE registers of two
 // lanes) take the values in turn, folded together in the assembly's order,
@@ -10,8 +10,7 @@ package engine
 // sorts is 16-byte aligned (Go's size classes for them are multiples of 16,
 // except 24 bytes, where both alignments give the same sum), so the
 // assembly's one-value alignment step does not apply.
-func sumSorted(runs []latencyRun, n int64) float64 {
-	c := runCursor{runs: runs}
+func sumSorted(c *runCursor, n int64) float64 {
 	var acc [8]float64
 	m := n / 8 * 8
 	for j := int64(0); j < m; j++ {

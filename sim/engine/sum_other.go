@@ -2,10 +2,9 @@
 
 package engine
 
-// sumSorted returns the sum of the n values the runs hold, in order, as
+// sumSorted returns the sum of the n values c yields, in order, as
 // gonum's floats.Sum adds a slice on this platform (one running sum).
-func sumSorted(runs []latencyRun, n int64) float64 {
-	c := runCursor{runs: runs}
+func sumSorted(c *runCursor, n int64) float64 {
 	var s float64
 	for range n {
 		s += c.next()
