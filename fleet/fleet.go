@@ -207,8 +207,8 @@ type run struct {
 	evs      []engine.Event // the events of the current RunUntil
 	requests []engine.RequestResult
 	replica  []int
-	drop     bool    // keep no requests nor replica indexes ([Online.DropResults])
-	l3Hit    []int64 // prompt tokens each replica's requests took from storage
+	drop     bool          // keep no requests nor replica indexes ([Online.DropResults])
+	l3Hit    []int64       // prompt tokens each replica's requests took from storage
 	stats    *engine.Stats // the fleet's summary (Fleet.stats)
 	// lastTok is, per replica whose latencies the fleet computes
 	// (Fleet.gaps), the time of each streaming request's last token, by

@@ -109,4 +109,3 @@ func (s *sharedL3s) l3Results(reps []ReplicaResult, replicas []Replica, hits []i
 	}
 	return &all, s.stores
 }
-
