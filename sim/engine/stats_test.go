@@ -314,3 +314,29 @@ func TestStatsCopiedAfterUsePanics(t *testing.T) {
 	}()
 	moved.AddITL(2)
 }
+
+// BenchmarkStatsSummary builds the summary of a Stats holding 200,000
+// requests and 1 M runs of inter-token latencies (random ns counts up to
+// 300 ms, as a long run's bags hold them) and reports the cost per entry
+// added: the passes over the bags' blocks.
+func BenchmarkStatsSummary(b *testing.B) {
+	const requests, runs = 200_000, 1 << 20
+	rng := rand.New(rand.NewPCG(1, 2))
+	var st Stats
+	for range runs {
+		v := float64(rng.Int64N(3e8)) / 1e6
+		for range 1 + rng.IntN(3) {
+			st.AddITL(v)
+		}
+	}
+	for range requests {
+		arr := Time(rng.Int64N(1e12))
+		first := arr + Time(rng.Int64N(1e10))
+		st.Add(RequestResult{ID: "r", Arrival: arr, FirstToken: first, Finish: first + Time(rng.Int64N(1e11)),
+			PromptTokens: 10, OutputTokens: 1 + rng.Int64N(600)})
+	}
+	for b.Loop() {
+		st.Summary()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/(runs+3*requests), "ns/entry")
+}
