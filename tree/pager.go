@@ -232,9 +232,9 @@ func (p *Pager) firstPage(h uint64, per int) PageID {
 // the user holds anywhere (its tree, its stores, its requests) that
 // BlockRuns or BlockPages handed out; the pager calls it only at the start
 // of those calls, so ids handed out earlier in the same call are safe.
-// A sweep runs when the blocks remembered reach twice those kept by the
-// last sweep, or more (at least every (>= 1) more, and one more per 128 ids
-// held reports), so its cost per new block is constant. The pager must be unused (call Forget before any other
+// A sweep runs when the blocks remembered reach one and a half times those
+// kept by the last sweep, or more (at least every (>= 1) more, and one more
+// per 128 ids held reports), so its cost per new block is constant. The pager must be unused (call Forget before any other
 // method), and no other user may share it. Pages interned by contents
 // (TokenPages, and BlockPages when the page size does not divide the block
 // size) are never forgotten.
@@ -316,11 +316,14 @@ func (p *Pager) maybeSweep() {
 	}
 	clear(f.order[len(kept):])
 	f.order = kept
-	// The next sweep comes after as many new blocks as were kept, and at
-	// least one new block per sweepWork ids the user reported, so that
-	// sweeps cost a bounded amount per new block even when the user holds
-	// many pages per block (page size 1 against 512-token blocks).
-	f.sweepAt = len(kept) + max(len(kept), f.work/sweepWork, f.every)
+	// The next sweep comes after half as many new blocks as were kept
+	// (so that the blocks remembered stay within 1.5 times those held:
+	// order is most of the pager's memory when a backlog of queued
+	// requests holds many blocks), and at least one new block per
+	// sweepWork ids the user reported, so that sweeps cost a bounded
+	// amount per new block even when the user holds many pages per block
+	// (page size 1 against 512-token blocks).
+	f.sweepAt = len(kept) + max(len(kept)/2, f.work/sweepWork, f.every)
 }
 
 // sweepWork is the most ids and runs a sweep reads, amortized, per block it

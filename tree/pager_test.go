@@ -149,3 +149,34 @@ func TestPropForgetKeepsHeldIdentities(t *testing.T) {
 		}
 	})
 }
+
+// TestForgetRemembersHalfMoreThanHeld checks how many blocks a forgetting
+// pager remembers between sweeps: with 1,000 blocks held for good and
+// 20,000 fresh ones each let go at once, never more than 1.5 times the
+// blocks held (and one call's blocks more), which is most of its memory.
+func TestForgetRemembersHalfMoreThanHeld(t *testing.T) {
+	p := NewPager(1)
+	var held []PageID
+	p.Forget(func(m Marks) { m.Pages(held) }, 1)
+	const keep = 1000
+	for h := range uint64(keep) {
+		ids, err := p.BlockPages([]uint64{h}, 1, 1, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, ids...)
+	}
+	most := 0
+	for h := range uint64(20000) {
+		if _, err := p.BlockPages([]uint64{keep + h}, 1, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+		most = max(most, len(p.forget.order))
+	}
+	if most > keep*3/2+1 {
+		t.Fatalf("the pager remembered up to %d blocks with %d held", most, keep)
+	}
+	if p.Forgotten() < 19000 {
+		t.Fatalf("forgot %d blocks of 20,000 let go", p.Forgotten())
+	}
+}

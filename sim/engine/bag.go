@@ -15,11 +15,12 @@ import (
 // block of varints (the gap to the previous key, then the count less one),
 // and blocks are merged pairwise as a binary counter merges its digits, so
 // that there are about log2(entries / bagBuf) of them, each larger than
-// twice the next. A block of offheap.MinSize or more is outside the
-// garbage-collected heap (internal/offheap), freed as soon as it is merged
-// into another, so that a long run's bags
-// cost what they hold in resident memory, not the twice that the
-// collector's headroom makes of heap memory. A merged block's gaps are smaller than its parts', so the
+// twice the next, up to bagMaxBlock bytes: past that, about one more block
+// per bagMaxBlock/2 bytes held. A block of offheap.MinSize or more is
+// outside the garbage-collected heap (internal/offheap), freed as soon as
+// it is merged into another, so that a long run's bags cost what they hold
+// in resident memory, not the twice that the collector's headroom makes of
+// heap memory. A merged block's gaps are smaller than its parts', so the
 // longer a run, the fewer bytes an entry: sorted, nanosecond latencies a
 // few milliseconds apart take two to four bytes a key.
 //
@@ -28,10 +29,22 @@ type bag struct {
 	buf    []bagEntry
 	blocks []bagBlock
 	n      int64 // the sum of the counts
+	// maxBlock is the largest block a merge makes, in bytes; 0 is
+	// bagMaxBlock (tests set less).
+	maxBlock int
 }
 
 // bagBuf is the most entries a bag buffers before encoding them (64 KiB).
 const bagBuf = 4096
+
+// bagMaxBlock is the largest block a merge makes (1 MiB): two blocks whose
+// sizes add up to more stay apart, and the summary merges them as it reads
+// them. A merge holds both parts and its output until it ends, so this
+// caps that transient at twice bagMaxBlock, where merging without a cap
+// would hold twice the largest bag (a day's inter-token latency runs take
+// about 1.8 MB) at once; it costs a few blocks more per long bag, whose
+// gaps are a little larger than one block's would be.
+const bagMaxBlock = 1 << 20
 
 type bagEntry struct {
 	k uint64
@@ -73,7 +86,8 @@ func (b *bag) flush() {
 	b.blocks = append(b.blocks, w.block())
 	for len(b.blocks) >= 2 {
 		i := len(b.blocks) - 2
-		if b.blocks[i].entries > 2*b.blocks[i+1].entries {
+		if b.blocks[i].entries > 2*b.blocks[i+1].entries ||
+			len(b.blocks[i].data)+len(b.blocks[i+1].data) > cmp.Or(b.maxBlock, bagMaxBlock) {
 			break
 		}
 		b.blocks[i] = mergeBlocks(b.blocks[i], b.blocks[i+1])

@@ -154,54 +154,70 @@ func (s *Summary) setRates(dur, e2eSum float64) {
 // expanding them: the mean is gonum's sum (see sumSorted) over the sorted
 // values divided by n, the population standard deviation gonum's corrected
 // two-pass formula in the same order, and the percentiles pick the same
-// order statistics.
+// order statistics, read in the standard deviation's pass: two passes over
+// the values in all.
 func distStream(s *valueStream, n int64) (mean, median, std, p90, p99 float64) {
 	if n == 0 {
 		return 0, 0, 0, 0, 0
 	}
 	mean = sumSorted(&runCursor{s: s}, n) / float64(n)
 	s.reset()
+	pct := [3]float64{50, 90, 99}
+	var ranks [6]int64 // the two order statistics each percentile reads
+	for j, p := range pct {
+		ranks[2*j], ranks[2*j+1] = percentileRanks(n, p)
+	}
+	var vals [6]float64
 	var ss, comp float64
+	var at int64 // the rank of the entry's first value
 	for {
 		v, k, ok := s.next()
 		if !ok {
 			break
 		}
+		for j, r := range ranks {
+			if r >= at && r < at+k {
+				vals[j] = v
+			}
+		}
+		at += k
 		for range k {
 			d := v - mean
 			ss += d * d
 			comp += d
 		}
 	}
+	if at != n {
+		panic("engine: stream length differs from its count")
+	}
 	std = math.Sqrt((ss - comp*comp/float64(n)) / float64(n))
-	return mean, percentileStream(s, n, 50), std, percentileStream(s, n, 90), percentileStream(s, n, 99)
+	var q [3]float64
+	for j, p := range pct {
+		q[j] = interpolate(n, p, vals[2*j], vals[2*j+1])
+	}
+	return mean, q[0], std, q[1], q[2]
 }
 
-// percentileStream is Percentile over the n sorted values s yields.
-func percentileStream(s *valueStream, n int64, p float64) float64 {
+// percentileRanks returns the ranks (from 0) of the two order statistics
+// that Percentile p of n sorted values interpolates between (the same one
+// twice at the top).
+func percentileRanks(n int64, p float64) (lo, hi int64) {
+	i := int64(math.Floor((float64(n) - 1) * p / 100))
+	if i >= n-1 {
+		return n - 1, n - 1
+	}
+	return i, i + 1
+}
+
+// interpolate is Percentile p of n sorted values given the values x and y
+// of the ranks percentileRanks returns.
+func interpolate(n int64, p float64, x, y float64) float64 {
 	h := (float64(n) - 1) * p / 100
 	lo := math.Floor(h)
-	i := int64(lo)
-	if i >= n-1 {
-		return valueAt(s, n-1)
+	if int64(lo) >= n-1 {
+		return x
 	}
-	x, y := valueAt(s, i), valueAt(s, i+1)
 	return x + (h-lo)*(y-x)
-}
-
-// valueAt is the value of rank k (from 0) that s yields.
-func valueAt(s *valueStream, k int64) float64 {
-	s.reset()
-	for {
-		v, n, ok := s.next()
-		if !ok {
-			panic("engine: rank past the stream")
-		}
-		if k < n {
-			return v
-		}
-		k -= n
-	}
 }
 
 // runCursor yields the values a stream holds, one at a time, in order.

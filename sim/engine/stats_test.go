@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -136,7 +137,8 @@ func TestPropBagIsSortedMultiset(t *testing.T) {
 		// anywhere in the 64 bits.
 		rng := rand.New(rand.NewPCG(rapid.Uint64().Draw(t, "seed"), 0))
 		wide := rapid.Bool().Draw(t, "wide")
-		var b bag
+		// Small caps on a merged block's bytes make blocks that stay apart.
+		b := bag{maxBlock: rapid.SampledFrom([]int{0, 4 << 10, 40 << 10}).Draw(t, "maxBlock")}
 		var want []uint64
 		for range adds {
 			k := uint64(rng.IntN(3 * bagBuf))
@@ -150,9 +152,16 @@ func TestPropBagIsSortedMultiset(t *testing.T) {
 			}
 		}
 		b.flush()
+		for i, blk := range b.blocks {
+			// Past bagBuf entries a block was merged: within the cap.
+			if blk.entries > bagBuf && len(blk.data) > cmp.Or(b.maxBlock, bagMaxBlock) {
+				t.Fatalf("merged block %d has %d bytes, over the cap %d", i, len(blk.data), b.maxBlock)
+			}
+		}
 		for i := 1; i < len(b.blocks); i++ {
-			if b.blocks[i-1].entries <= 2*b.blocks[i].entries {
-				t.Fatalf("block %d has %d entries, the next %d", i-1, b.blocks[i-1].entries, b.blocks[i].entries)
+			x, y := b.blocks[i-1], b.blocks[i]
+			if x.entries <= 2*y.entries && len(x.data)+len(y.data) <= cmp.Or(b.maxBlock, bagMaxBlock) {
+				t.Fatalf("block %d has %d entries (%d bytes), the next %d (%d bytes): not merged", i-1, x.entries, len(x.data), y.entries, len(y.data))
 			}
 		}
 		slices.Sort(want)
@@ -232,6 +241,11 @@ func TestPropStatsLong(t *testing.T) {
 		runs := rapid.IntRange(bagBuf-2, 5*bagBuf+2).Draw(t, "runs")
 		rng := rand.New(rand.NewPCG(rapid.Uint64().Draw(t, "seed"), 0))
 		var st Stats
+		// A small cap on a merged block's bytes leaves several blocks apart.
+		maxBlock := rapid.SampledFrom([]int{0, 8 << 10}).Draw(t, "maxBlock")
+		for _, b := range []*bag{&st.ttft, &st.e2e, &st.tpot, &st.itlNs, &st.itlF} {
+			b.maxBlock = maxBlock
+		}
 		var xs []float64
 		for range runs {
 			v := float64(rng.Int64N(3000)*1e5+rng.Int64N(3)) / 1e6
@@ -299,4 +313,30 @@ func TestStatsCopiedAfterUsePanics(t *testing.T) {
 		}
 	}()
 	moved.AddITL(2)
+}
+
+// BenchmarkStatsSummary builds the summary of a Stats holding 200,000
+// requests and 1 M runs of inter-token latencies (random ns counts up to
+// 300 ms, as a long run's bags hold them) and reports the cost per entry
+// added: the passes over the bags' blocks.
+func BenchmarkStatsSummary(b *testing.B) {
+	const requests, runs = 200_000, 1 << 20
+	rng := rand.New(rand.NewPCG(1, 2))
+	var st Stats
+	for range runs {
+		v := float64(rng.Int64N(3e8)) / 1e6
+		for range 1 + rng.IntN(3) {
+			st.AddITL(v)
+		}
+	}
+	for range requests {
+		arr := Time(rng.Int64N(1e12))
+		first := arr + Time(rng.Int64N(1e10))
+		st.Add(RequestResult{ID: "r", Arrival: arr, FirstToken: first, Finish: first + Time(rng.Int64N(1e11)),
+			PromptTokens: 10, OutputTokens: 1 + rng.Int64N(600)})
+	}
+	for b.Loop() {
+		st.Summary()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/(runs+3*requests), "ns/entry")
 }
