@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -268,5 +269,36 @@ func TestDetectLateKeys(t *testing.T) {
 	huge := `{"pad": "` + strings.Repeat("a", 1<<20) + `", "hash_ids": [1]}` + "\n"
 	if _, err := NewReader(strings.NewReader(huge), "huge.jsonl", FormatAuto); !errors.Is(err, ErrUnknownFormat) {
 		t.Errorf("identifying key after 1 MiB: %v, want ErrUnknownFormat", err)
+	}
+}
+
+// ReadAll returns the first n records of a file, all of them for n == 0
+// or an n past the end, as a Reader gives them; a missing file is an
+// error.
+func TestReadAllReadsTheFirstN(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.jsonl")
+	var doc strings.Builder
+	for i := range 5 {
+		fmt.Fprintf(&doc, `{"timestamp": %d, "input_length": %d, "output_length": 1, "hash_ids": [%d]}`+"\n", i, 10+i, i)
+	}
+	if err := os.WriteFile(path, []byte(doc.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ n, want int }{{0, 5}, {1, 1}, {3, 3}, {5, 5}, {9, 5}} {
+		recs, err := ReadAll(path, FormatAuto, c.n)
+		if err != nil {
+			t.Fatalf("n=%d: %v", c.n, err)
+		}
+		if len(recs) != c.want {
+			t.Fatalf("n=%d: %d records, want %d", c.n, len(recs), c.want)
+		}
+		for i, r := range recs {
+			if r.InputLen != 10+i || r.Arrival != int64(i)*1e6 {
+				t.Errorf("n=%d: record %d is %+v", c.n, i, r)
+			}
+		}
+	}
+	if _, err := ReadAll(filepath.Join(t.TempDir(), "none"), FormatAuto, 0); err == nil {
+		t.Error("ReadAll of a missing file: no error")
 	}
 }
