@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
-	"fmt"
 	"io"
 	"math"
 	"os"
@@ -277,11 +276,13 @@ func TestDetectLateKeys(t *testing.T) {
 // error.
 func TestReadAllReadsTheFirstN(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "t.jsonl")
-	var doc strings.Builder
-	for i := range 5 {
-		fmt.Fprintf(&doc, `{"timestamp": %d, "input_length": %d, "output_length": 1, "hash_ids": [%d]}`+"\n", i, 10+i, i)
-	}
-	if err := os.WriteFile(path, []byte(doc.String()), 0o644); err != nil {
+	doc := `{"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [0]}
+{"timestamp": 1, "input_length": 11, "output_length": 1, "hash_ids": [1]}
+{"timestamp": 2, "input_length": 12, "output_length": 1, "hash_ids": [2]}
+{"timestamp": 3, "input_length": 13, "output_length": 1, "hash_ids": [3]}
+{"timestamp": 4, "input_length": 14, "output_length": 1, "hash_ids": [4]}
+`
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ n, want int }{{0, 5}, {1, 1}, {3, 3}, {5, 5}, {9, 5}} {
