@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvsim/kvsim/internal/testutil"
 	"github.com/kvsim/kvsim/replay"
 	"github.com/kvsim/kvsim/sim/hw"
 	"github.com/kvsim/kvsim/sim/llamacpp"
@@ -32,15 +33,7 @@ func perRequest(t *testing.T, recs []traces.Record, res *replay.Result) []traces
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []traces.Record
-	for {
-		r, err := rd.Next()
-		if err != nil {
-			break
-		}
-		out = append(out, r)
-	}
-	return out
+	return testutil.ReadAll(t, rd.Next)
 }
 
 // Calibrating on the simulator's own replay of the calibration trace

@@ -219,13 +219,11 @@ func tomlField(t reflect.Type, name string) (reflect.Type, bool) {
 // expects says what a value of Go type t is written as in TOML ("an
 // integer >= 0", "an array of 4 numbers"); "" for anything (any).
 func expects(t reflect.Type) string {
-	t, text := jsonerr.Elem(t)
-	if text {
+	t, str := jsonerr.Elem(t)
+	if str {
 		return "a string"
 	}
 	switch t.Kind() {
-	case reflect.String:
-		return "a string"
 	case reflect.Bool:
 		return "a boolean (true or false)"
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
@@ -355,15 +353,12 @@ func Check(path string, v any) error {
 
 // fits reports whether go-toml decodes v into a t.
 func fits(t reflect.Type, v any) bool {
-	t, text := jsonerr.Elem(t)
-	if text {
+	t, str := jsonerr.Elem(t)
+	if str {
 		_, ok := v.(string)
 		return ok
 	}
 	switch t.Kind() {
-	case reflect.String:
-		_, ok := v.(string)
-		return ok
 	case reflect.Bool:
 		_, ok := v.(bool)
 		return ok

@@ -320,6 +320,21 @@ func fnum(x float64) string {
 	return fmt.Sprintf("%.4f", x)
 }
 
+// ReadResults reads the per-request trace at path (kvsim replay
+// --per-request's, a capture's) back into request results, as
+// [ResultsFromTrace] does; a trace without any observed result is an error.
+func ReadResults(path string) ([]RequestResult, error) {
+	recs, err := traces.ReadAll(path, traces.FormatAuto, 0)
+	if err != nil {
+		return nil, err
+	}
+	res := ResultsFromTrace(recs)
+	if len(res) == 0 {
+		return nil, fmt.Errorf("%s: no record with observed results", path)
+	}
+	return res, nil
+}
+
 // ResultsFromTrace turns a per-request trace (records with Observed, as
 // WritePerRequest or a capture writes them) back into request results, so
 // that comparisons can be redone offline. Times count from each record's

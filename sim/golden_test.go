@@ -49,18 +49,12 @@ func chatTrace(t *testing.T) []traces.Record {
 // mooncakeHead reads the first n records of the conversation trace.
 func mooncakeHead(t *testing.T, n int) []traces.Record {
 	t.Helper()
-	rd, err := traces.Open(conversation, traces.FormatMooncake)
+	recs, err := traces.ReadAll(conversation, traces.FormatMooncake, n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rd.Close()
-	var recs []traces.Record
-	for len(recs) < n {
-		r, err := rd.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, r)
+	if len(recs) < n {
+		t.Fatalf("%s: %d records, want %d", conversation, len(recs), n)
 	}
 	return recs
 }

@@ -1,9 +1,6 @@
 package sim
 
 import (
-	"errors"
-	"fmt"
-
 	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 	"github.com/kvsim/kvsim/tree"
@@ -16,10 +13,8 @@ import (
 // deterministic as [Sim.Run]: the same submissions at the same virtual times
 // give the same events.
 type Online struct {
-	s      *Sim
-	q      *engine.Queue
-	events []engine.Event
-	err    error
+	s    *Sim
+	base engine.OnlineState
 }
 
 var _ engine.Engine = (*Online)(nil)
@@ -33,9 +28,9 @@ func NewOnline(cfg Config, cost CostModel) (*Online, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &Online{s: s, q: &engine.Queue{}}
-	s.src = o.q
-	s.observe = func(e engine.Event) { o.events = append(o.events, e) }
+	o := &Online{s: s}
+	s.src = &o.base.Q
+	s.observe = o.base.Observe
 	return o, nil
 }
 
@@ -45,18 +40,11 @@ func (o *Online) Now() engine.Time { return o.s.now }
 // Submit queues a request that arrives at rec.Arrival, which must not be
 // before Now() nor before an earlier submission's arrival.
 func (o *Online) Submit(rec traces.Record) error {
-	if o.err != nil {
-		return o.err
-	}
-	if err := engine.CheckSubmit(&rec, o.s.now, o.s.lastArr); err != nil {
+	if err := o.base.Push(rec, o.s.now, o.s.lastArr); err != nil {
 		return err
 	}
-	o.q.Push(rec)
 	if o.s.pending == nil {
-		if err := o.s.scheduleNextArrival(); err != nil {
-			o.err = err
-			return err
-		}
+		return o.base.Fail(o.s.scheduleNextArrival())
 	}
 	return nil
 }
@@ -73,21 +61,16 @@ func (o *Online) Next() (engine.Time, bool) {
 // clock to t, and returns the events reported, in order. The slice is
 // reused by the next call.
 func (o *Online) RunUntil(t engine.Time) ([]engine.Event, error) {
-	o.events = o.events[:0]
-	if o.err != nil {
-		return nil, o.err
-	}
-	if t < o.s.now {
-		return nil, fmt.Errorf("RunUntil(%d) is before the simulation's time %d", t, o.s.now)
+	if err := o.base.StartRun(t, o.s.now); err != nil {
+		return nil, err
 	}
 	for len(o.s.events) > 0 && o.s.events[0].at <= t {
 		if err := o.s.processNext(); err != nil {
-			o.err = err
-			return nil, err
+			return nil, o.base.Fail(err)
 		}
 	}
 	o.s.now = t
-	return o.events, nil
+	return o.base.Events(), nil
 }
 
 // Counters returns the run's counters so far.
@@ -138,14 +121,14 @@ func (o *Online) Active() int { return o.s.active }
 // Finish runs every remaining event and returns the run's results. The
 // Online cannot be used afterwards.
 func (o *Online) Finish() (*engine.Result, error) {
-	if o.err != nil {
-		return nil, o.err
+	if err := o.base.Err(); err != nil {
+		return nil, err
 	}
 	for len(o.s.events) > 0 {
 		if err := o.s.processNext(); err != nil {
 			return nil, err
 		}
 	}
-	o.err = errors.New("sim: online simulation already finished")
+	o.base.Finished("sim")
 	return o.s.finish(), nil
 }

@@ -270,8 +270,8 @@ func (s *Sim) pdForwardAborted(r *request) bool {
 // server if decodeOnly) and moves the clock there.
 func (o *Online) pdAt(at engine.Time, decodeOnly bool) error {
 	switch {
-	case o.err != nil:
-		return o.err
+	case o.base.Err() != nil:
+		return o.base.Err()
 	case o.s.pd == nil:
 		return errors.New("sim: not a prefill or decode server (SetPrefillMode, SetDecodeMode)")
 	case decodeOnly && !o.s.pd.decode:

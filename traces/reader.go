@@ -95,6 +95,28 @@ func Open(path string, f Format) (*Reader, error) {
 	return r, nil
 }
 
+// ReadAll opens the trace at path as [Open] does and returns its first n
+// records (n == 0: all of them).
+func ReadAll(path string, f Format, n int) ([]Record, error) {
+	rd, err := Open(path, f)
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	var recs []Record
+	for n == 0 || len(recs) < n {
+		rec, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		recs = append(recs, rec)
+	}
+	return recs, nil
+}
+
 // StdinName is the name under which Open reports standard input ("-").
 const StdinName = "<stdin>"
 

@@ -270,3 +270,36 @@ func TestDetectLateKeys(t *testing.T) {
 		t.Errorf("identifying key after 1 MiB: %v, want ErrUnknownFormat", err)
 	}
 }
+
+// ReadAll returns the first n records of a file, all of them for n == 0
+// or an n past the end, as a Reader gives them; a missing file is an
+// error.
+func TestReadAllReadsTheFirstN(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.jsonl")
+	doc := `{"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [0]}
+{"timestamp": 1, "input_length": 11, "output_length": 1, "hash_ids": [1]}
+{"timestamp": 2, "input_length": 12, "output_length": 1, "hash_ids": [2]}
+{"timestamp": 3, "input_length": 13, "output_length": 1, "hash_ids": [3]}
+{"timestamp": 4, "input_length": 14, "output_length": 1, "hash_ids": [4]}
+`
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ n, want int }{{0, 5}, {1, 1}, {3, 3}, {5, 5}, {9, 5}} {
+		recs, err := ReadAll(path, FormatAuto, c.n)
+		if err != nil {
+			t.Fatalf("n=%d: %v", c.n, err)
+		}
+		if len(recs) != c.want {
+			t.Fatalf("n=%d: %d records, want %d", c.n, len(recs), c.want)
+		}
+		for i, r := range recs {
+			if r.InputLen != 10+i || r.Arrival != int64(i)*1e6 {
+				t.Errorf("n=%d: record %d is %+v", c.n, i, r)
+			}
+		}
+	}
+	if _, err := ReadAll(filepath.Join(t.TempDir(), "none"), FormatAuto, 0); err == nil {
+		t.Error("ReadAll of a missing file: no error")
+	}
+}

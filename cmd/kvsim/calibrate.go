@@ -161,7 +161,7 @@ func calibrateSGLang(a *calibrateArgs, f *configs.File, stdout, stderr io.Writer
 	if err != nil {
 		return usageErr("%v", err)
 	}
-	recs, err := readRecords(*perReq, traces.FormatAuto, 0)
+	recs, err := traces.ReadAll(*perReq, traces.FormatAuto, 0)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvsim calibrate: %v\n", err)
 		return exitFail
@@ -243,7 +243,7 @@ func calibrateLlama(f *configs.File, cfgPath, genTrace string, perReqs, serverLo
 	}
 	var runs [][]traces.Record
 	for _, p := range perReqs {
-		recs, err := readRecords(p, traces.FormatAuto, 0)
+		recs, err := traces.ReadAll(p, traces.FormatAuto, 0)
 		if err != nil {
 			return fail(err)
 		}

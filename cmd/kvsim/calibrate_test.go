@@ -130,7 +130,7 @@ func TestCalibrateCLILlamaCpp(t *testing.T) {
 		}
 		return ns
 	}
-	recs, err := readRecords(per, traces.FormatAuto, 0)
+	recs, err := traces.ReadAll(per, traces.FormatAuto, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

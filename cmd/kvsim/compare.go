@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/kvsim/kvsim/replay"
-	"github.com/kvsim/kvsim/traces"
 )
 
 func init() {
@@ -95,14 +94,14 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 			return usageErr("offline: give both --measured and --predicted, and no --url or --target")
 		}
 		for _, path := range measuredPaths {
-			res, err := readObserved(path)
+			res, err := replay.ReadResults(path)
 			if err != nil {
 				return fail(err)
 			}
 			measured = append(measured, res)
 		}
 		var err error
-		if predicted, err = readObserved(*predictedPath); err != nil {
+		if predicted, err = replay.ReadResults(*predictedPath); err != nil {
 			return fail(err)
 		}
 		out.MeasuredFrom, out.PredictedFrom = strings.Join(measuredPaths, ","), *predictedPath
@@ -157,19 +156,6 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	return exitOK
-}
-
-// readObserved reads the observed results of a per-request trace.
-func readObserved(path string) ([]replay.RequestResult, error) {
-	recs, err := readRecords(path, traces.FormatAuto, 0)
-	if err != nil {
-		return nil, err
-	}
-	res := replay.ResultsFromTrace(recs)
-	if len(res) == 0 {
-		return nil, fmt.Errorf("%s: no record with observed results", path)
-	}
-	return res, nil
 }
 
 // runBoth replays the job against the server at url and the simulator,

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -54,25 +53,15 @@ router's decisions and one line per replica.
 // runFleetSim is kvsim sim for a fleet file f.
 func runFleetSim(f *configs.File, args []string, stdout, stderr io.Writer) int {
 	fs := newCommand("kvsim sim", fleetUsage, stderr)
-	cfgPath := fs.String("config", "", "fleet configuration (TOML)")
-	tracePath := fs.String("trace", "", "trace file (overrides the config's workload.trace)")
-	format := fs.String("format", "", "trace format; default: the config's workload.format for the config's trace, else detected")
-	seed := fs.Uint64("seed", 0, "seed of every replica and the router (overrides the config's)")
-	asJSON := fs.Bool("json", false, "print one JSON object instead of the tables")
-	perReq := fs.String("per-request", "", "write every request's result and its replica as JSON lines to this file")
+	sf := defineSimFlags(fs) // sim.go
+	cfgPath, tracePath, format, seed, asJSON, perReq, explain := sf.cfgPath, sf.tracePath, sf.format, sf.seed, sf.asJSON, sf.perReq, sf.explain
 	refuse := func(string) error { return errors.New("not supported for a fleet yet") }
 	fs.Func("timeline", "not for a fleet", refuse)
 	fs.Func("idle-gap-cap", "not for a fleet", refuse)
-	explain := fs.Bool("explain", false, "print how each replica group's memory sizes and cost model were derived")
-	openLoop := fs.Bool("open-loop", false, "release every request at its trace arrival, ignoring its dependencies (overrides the config's workload.open_loop; default: closed loop)")
 	if code, ok := fs.parse(args); !ok {
 		return code
 	}
-	fs.Visit(func(fl *flag.Flag) {
-		if fl.Name == "open-loop" {
-			f.Workload.OpenLoop = *openLoop
-		}
-	})
+	sf.applyOpenLoop(f)
 	if err := outputDirExists(*perReq); err != nil {
 		fmt.Fprintf(stderr, "kvsim sim: --per-request: %v\n", err)
 		return exitUsage

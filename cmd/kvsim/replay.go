@@ -388,7 +388,7 @@ func (j *replayJob) check(fs *flag.FlagSet, needTarget bool) (usage error, fail 
 	if j.streamable && j.gapCap == 0 && rereadable(j.tracePath) {
 		return nil, j.prescan()
 	}
-	recs, err := readRecords(j.tracePath, tf, j.numPrompts)
+	recs, err := traces.ReadAll(j.tracePath, tf, j.numPrompts)
 	if err != nil {
 		return nil, err
 	}
@@ -626,27 +626,6 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	return code
-}
-
-// readRecords reads up to n records (0: all) of a trace.
-func readRecords(path string, f traces.Format, n int) ([]traces.Record, error) {
-	rd, err := traces.Open(path, f)
-	if err != nil {
-		return nil, err
-	}
-	defer rd.Close()
-	var recs []traces.Record
-	for n == 0 || len(recs) < n {
-		rec, err := rd.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		recs = append(recs, rec)
-	}
-	return recs, nil
 }
 
 // appendJSONL appends v as one JSON line to path. The file keeps whole

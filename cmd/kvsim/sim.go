@@ -41,15 +41,9 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		return runFleetSim(f, args, stdout, stderr) // cmd/kvsim/fleet.go
 	}
 	fs := newCommand("kvsim sim", simUsage, stderr)
-	cfgPath := fs.String("config", "", "server configuration (TOML); default: the bundled default")
-	tracePath := fs.String("trace", "", "trace file (overrides the config's workload.trace)")
-	format := fs.String("format", "", "trace format (mooncake, bailian, weka, azure, tokens, kvsim); default: the config's workload.format for the config's trace, else detected")
-	seed := fs.Uint64("seed", 0, "seed (overrides the config's)")
-	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
-	perReq := fs.String("per-request", "", "write every request's result as JSON lines to this file")
+	sf := defineSimFlags(fs)
+	cfgPath, tracePath, format, seed, asJSON, perReq, explain := sf.cfgPath, sf.tracePath, sf.format, sf.seed, sf.asJSON, sf.perReq, sf.explain
 	timeline := fs.String("timeline", "", "write the tier-occupancy timeline as CSV to this file")
-	explain := fs.Bool("explain", false, "print how the memory sizes and cost model were derived")
-	openLoop := fs.Bool("open-loop", false, "release every request at its trace arrival, ignoring its dependencies (overrides the config's workload.open_loop; default: closed loop, a request waits for its parent and sub-agents to finish in simulated time, plus its delay)")
 	gapCap := new(time.Duration)
 	durationVar(fs.FlagSet, gapCap, "idle-gap-cap", 0, "cut every gap between consecutive request starts of a session family longer than this to it, shifting later times left (overrides the config's workload.idle_gap_cap; 0: none)")
 	if code, ok := fs.parse(args); !ok {
@@ -70,12 +64,8 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	}
 	capNs := f.Workload.IdleGapCapNs()
 	gapCapSet := false
-	fs.Visit(func(fl *flag.Flag) {
-		gapCapSet = gapCapSet || fl.Name == "idle-gap-cap"
-		if fl.Name == "open-loop" {
-			f.Workload.OpenLoop = *openLoop
-		}
-	})
+	sf.applyOpenLoop(f)
+	fs.Visit(func(fl *flag.Flag) { gapCapSet = gapCapSet || fl.Name == "idle-gap-cap" })
 	if gapCapSet {
 		if *gapCap < 0 {
 			return fs.usageErr("--idle-gap-cap: must be >= 0 (got %v)", *gapCap)
@@ -148,6 +138,39 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 // openTrace opens the trace at path, or, for the config's own trace of
 // the bundled default (fromConfig), the copy embedded in the binary, so
 // that `kvsim sim` works from any directory. closeTrace closes both.
+// simFlags are the flags kvsim sim has for one server and for a fleet
+// (fleet.go): the same names, defaults and meanings.
+type simFlags struct {
+	fs                                 *cmdFlags
+	cfgPath, tracePath, format, perReq *string
+	seed                               *uint64
+	asJSON, explain, openLoop          *bool
+}
+
+// defineSimFlags defines kvsim sim's shared flags on fs.
+func defineSimFlags(fs *cmdFlags) simFlags {
+	return simFlags{
+		fs:        fs,
+		cfgPath:   fs.String("config", "", "server or fleet configuration (TOML); default: the bundled default (one server)"),
+		tracePath: fs.String("trace", "", "trace file (overrides the config's workload.trace)"),
+		format:    fs.String("format", "", "trace format (mooncake, bailian, weka, azure, tokens, kvsim); default: the config's workload.format for the config's trace, else detected"),
+		seed:      fs.Uint64("seed", 0, "seed (overrides the config's; in a fleet, every replica's and the router's)"),
+		asJSON:    fs.Bool("json", false, "print one JSON object instead of the tables"),
+		perReq:    fs.String("per-request", "", "write every request's result (and in a fleet its replica) as JSON lines to this file"),
+		explain:   fs.Bool("explain", false, "print how the memory sizes and cost model (a fleet's: each replica group's) were derived"),
+		openLoop:  fs.Bool("open-loop", false, "release every request at its trace arrival, ignoring its dependencies (overrides the config's workload.open_loop; default: closed loop, a request waits for its parent and sub-agents to finish in simulated time, on any replica of a fleet, plus its delay)"),
+	}
+}
+
+// applyOpenLoop sets f's workload.open_loop to --open-loop if it was given.
+func (sf simFlags) applyOpenLoop(f *configs.File) {
+	sf.fs.Visit(func(fl *flag.Flag) {
+		if fl.Name == "open-loop" {
+			f.Workload.OpenLoop = *sf.openLoop
+		}
+	})
+}
+
 // simJSON is what kvsim sim --json prints.
 type simJSON struct {
 	engine.Summary

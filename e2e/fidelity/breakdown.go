@@ -44,7 +44,7 @@ func breakdown(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	recs, err := readTrace(*perReq)
+	recs, err := traces.ReadAll(*perReq, traces.FormatAuto, 0)
 	if err != nil {
 		return err
 	}

@@ -181,7 +181,7 @@ func chain(args []string) error {
 	if *in == "" || *out == "" {
 		return errors.New("chain: -trace and -out are required")
 	}
-	recs, err := readTrace(*in)
+	recs, err := traces.ReadAll(*in, traces.FormatAuto, 0)
 	if err != nil {
 		return err
 	}
@@ -312,7 +312,7 @@ func simtrace(args []string) error {
 	if *in == "" || *out == "" || *gap <= 0 || *c < 0 {
 		return errors.New("simtrace: -trace, -out and -gap are required")
 	}
-	recs, err := readTrace(*in)
+	recs, err := traces.ReadAll(*in, traces.FormatAuto, 0)
 	if err != nil {
 		return err
 	}
@@ -410,7 +410,7 @@ func fleetcmp(args []string, w io.Writer) error {
 	if *realPath == "" || *simPath == "" {
 		return errors.New("fleetcmp: -real and -sim are required")
 	}
-	real, err := loadResults(*realPath)
+	real, err := replay.ReadResults(*realPath)
 	if err != nil {
 		return err
 	}

@@ -224,26 +224,13 @@ func groups(args []string, w io.Writer) error {
 	return nil
 }
 
-// loadResults reads a kvsim replay --per-request file.
-func loadResults(path string) ([]replay.RequestResult, error) {
-	recs, err := readTrace(path)
-	if err != nil {
-		return nil, err
-	}
-	res := replay.ResultsFromTrace(recs)
-	if len(res) == 0 {
-		return nil, fmt.Errorf("%s: no request with measurements (expected a kvsim replay --per-request file)", path)
-	}
-	return res, nil
-}
-
 // loadRuns reads the simulator's per-request file and the real runs'.
 func loadRuns(predPath string, realPaths []string) (pred []replay.RequestResult, reals [][]replay.RequestResult, err error) {
-	if pred, err = loadResults(predPath); err != nil {
+	if pred, err = replay.ReadResults(predPath); err != nil {
 		return nil, nil, err
 	}
 	for _, path := range realPaths {
-		run, err := loadResults(path)
+		run, err := replay.ReadResults(path)
 		if err != nil {
 			return nil, nil, err
 		}

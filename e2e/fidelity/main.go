@@ -122,7 +122,7 @@ func realize(args []string) error {
 	if *url == "" || *in == "" || *out == "" {
 		return errors.New("realize: -url, -in and -out are required")
 	}
-	recs, err := readTrace(*in)
+	recs, err := traces.ReadAll(*in, traces.FormatAuto, 0)
 	if err != nil {
 		return err
 	}
@@ -184,26 +184,6 @@ func writeTrace(path string, recs []traces.Record, source string) error {
 		return err
 	}
 	return f.Close()
-}
-
-// readTrace reads every record of a trace file.
-func readTrace(path string) ([]traces.Record, error) {
-	rd, err := traces.Open(path, traces.FormatAuto)
-	if err != nil {
-		return nil, err
-	}
-	defer rd.Close()
-	var recs []traces.Record
-	for {
-		r, err := rd.Next()
-		if errors.Is(err, io.EOF) {
-			return recs, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		recs = append(recs, r)
-	}
 }
 
 func equal(a, b []int32) bool {

@@ -64,7 +64,7 @@ func TestRefs(t *testing.T) {
 		{append([]string{"-k", "4", "-predicted", pred}, reals...), `"4" is not a number of real runs from 1 to 3`},
 		{append([]string{"-k", "1,x", "-predicted", pred}, reals...), `"x" is not a number of real runs from 1 to 3`},
 		{append([]string{"-max-e2e-mape", "-1", "-predicted", pred}, reals...), "-max-e2e-mape -1: expected a percentage >= 0"},
-		{append([]string{"-predicted", write("empty.jsonl", `{"kvsim_trace":1,"format":"kvsim"}`+"\n")}, reals...), "no request with measurements"},
+		{append([]string{"-predicted", write("empty.jsonl", `{"kvsim_trace":1,"format":"kvsim"}`+"\n")}, reals...), "empty.jsonl: no record with observed results"},
 		{append([]string{"-predicted", write("other.jsonl", `{"kvsim_trace":1,"format":"kvsim"}`+"\n"+
 			`{"id":"z","arrival_ns":0,"input_len":10,"output_len":2,"observed":{"cached_tokens":0,"ttft_ns":1000000,"e2e_ns":40000000,"status":"ok"}}`+"\n")}, reals...),
 			"no successful request in common"},

@@ -74,25 +74,24 @@ func Explain(err error) Problem {
 var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
 
 // Elem returns t without its pointers, and whether a value of it is
-// written as a string because it decodes itself from text
-// (encoding.TextUnmarshaler), as encoding/json and go-toml both honour.
-func Elem(t reflect.Type) (elem reflect.Type, text bool) {
+// written as a string: a Go string, or a value that decodes itself from
+// text (encoding.TextUnmarshaler), as encoding/json and go-toml both
+// honour.
+func Elem(t reflect.Type) (elem reflect.Type, str bool) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	return t, reflect.PointerTo(t).Implements(textUnmarshaler)
+	return t, t.Kind() == reflect.String || reflect.PointerTo(t).Implements(textUnmarshaler)
 }
 
 // Expected says what JSON value decodes into a Go value of type t: "an
 // integer", "an array of objects".
 func Expected(t reflect.Type) string {
-	t, text := Elem(t)
-	if text {
+	t, str := Elem(t)
+	if str {
 		return "a string"
 	}
 	switch t.Kind() {
-	case reflect.String:
-		return "a string"
 	case reflect.Bool:
 		return "true or false"
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:

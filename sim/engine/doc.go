@@ -1,6 +1,7 @@
 // Package engine is the seam between kvsim's server models and everything
 // that drives them: the types every model shares ([Time], [Event],
-// [RequestResult], [Result], [Summary], [Source], [Queue]), the serving
+// [RequestResult], [Result], [Summary], [Source], [Queue], and
+// [OnlineState], the plumbing of both models' online Engine), the serving
 // benchmark's metrics and table printers, and the [Engine] interface that
 // package sim (SGLang with HiCache) and package sim/llamacpp
 // (llama-server) both implement, with a [Factory] each (sim.Factory,

@@ -1,9 +1,6 @@
 package llamacpp
 
 import (
-	"errors"
-	"fmt"
-
 	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 )
@@ -12,10 +9,8 @@ import (
 // are submitted while it runs, virtual time advances only when asked, and
 // token and completion events are reported as [engine.Event]s.
 type Online struct {
-	s      *Sim
-	q      *engine.Queue
-	events []engine.Event
-	err    error
+	s    *Sim
+	base engine.OnlineState
 }
 
 // NewOnline returns an online simulation of a llama-server.
@@ -24,9 +19,9 @@ func NewOnline(cfg Config, cost CostModel) (*Online, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &Online{s: s, q: &engine.Queue{}}
-	s.src = o.q
-	s.observe = func(e engine.Event) { o.events = append(o.events, e) }
+	o := &Online{s: s}
+	s.src = &o.base.Q
+	s.observe = o.base.Observe
 	return o, nil
 }
 
@@ -38,18 +33,10 @@ var _ engine.Engine = (*Online)(nil)
 // Submit queues a request that arrives at rec.Arrival, which must not be
 // before Now() nor before an earlier submission's arrival.
 func (o *Online) Submit(rec traces.Record) error {
-	if o.err != nil {
-		return o.err
-	}
-	if err := engine.CheckSubmit(&rec, o.s.now, o.s.lastArr); err != nil {
+	if err := o.base.Push(rec, o.s.now, o.s.lastArr); err != nil {
 		return err
 	}
-	o.q.Push(rec)
-	if err := o.s.pull(); err != nil {
-		o.err = err
-		return err
-	}
-	return nil
+	return o.base.Fail(o.s.pull())
 }
 
 // Next returns the time of the next pending event, if there is one.
@@ -59,25 +46,20 @@ func (o *Online) Next() (engine.Time, bool) { return o.s.nextTime() }
 // clock to t, and returns the events reported, in order. The slice is
 // reused by the next call.
 func (o *Online) RunUntil(t engine.Time) ([]engine.Event, error) {
-	o.events = o.events[:0]
-	if o.err != nil {
-		return nil, o.err
-	}
-	if t < o.s.now {
-		return nil, fmt.Errorf("RunUntil(%d) is before the simulation's time %d", t, o.s.now)
+	if err := o.base.StartRun(t, o.s.now); err != nil {
+		return nil, err
 	}
 	for {
 		ok, err := o.s.step(t)
 		if err != nil {
-			o.err = err
-			return nil, err
+			return nil, o.base.Fail(err)
 		}
 		if !ok {
 			break
 		}
 	}
 	o.s.now = t
-	return o.events, nil
+	return o.base.Events(), nil
 }
 
 // RecordInterTokenStats makes the run record its inter-token latencies in
@@ -104,8 +86,8 @@ func (o *Online) Stats() Stats { return o.s.stats }
 // Finish runs every remaining event and returns the run's results. The
 // Online cannot be used afterwards.
 func (o *Online) Finish() (*engine.Result, error) {
-	if o.err != nil {
-		return nil, o.err
+	if err := o.base.Err(); err != nil {
+		return nil, err
 	}
 	for {
 		ok, err := o.s.step(engine.Never)
@@ -116,6 +98,6 @@ func (o *Online) Finish() (*engine.Result, error) {
 			break
 		}
 	}
-	o.err = errors.New("llamacpp: online simulation already finished")
+	o.base.Finished("llamacpp")
 	return o.s.result(), nil
 }
