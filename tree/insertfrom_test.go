@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kvsim/kvsim/internal/ints"
 	"pgregory.net/rapid"
 )
 
@@ -70,8 +69,8 @@ func TestPropInsertFromIsInsert(t *testing.T) {
 		}
 		reserve := func(need []int64) bool {
 			if !a.Reserve(need) {
-				a.Evict(ints.Sum(need))
-				b.Evict(ints.Sum(need))
+				a.Evict(sum(need))
+				b.Evict(sum(need))
 				if !a.Reserve(need) {
 					if b.Reserve(need) {
 						rt.Fatalf("Reserve differs after eviction")

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kvsim/kvsim/internal/ints"
 	"pgregory.net/rapid"
 )
 
@@ -287,9 +286,9 @@ func (m *machine) insert(rt *rapid.T) {
 	if !m.t.Reserve(need) {
 		locked := m.lockedPaths()
 		before := m.t.EvictableTotal()
-		res := m.t.Evict(ints.Sum(need))
-		if res.Tokens < min(ints.Sum(need), before) {
-			rt.Fatalf("Evict(%d) freed %d with %d evictable", ints.Sum(need), res.Tokens, before)
+		res := m.t.Evict(sum(need))
+		if res.Tokens < min(sum(need), before) {
+			rt.Fatalf("Evict(%d) freed %d with %d evictable", sum(need), res.Tokens, before)
 		}
 		m.adopt(rt, "evict", locked, m.evictAllowed)
 		if !m.t.Reserve(need) {
@@ -311,7 +310,7 @@ func (m *machine) insert(rt *rapid.T) {
 	if res.PrefixTokens != devBefore {
 		rt.Fatalf("Insert prefix %d, model says %d", res.PrefixTokens, devBefore)
 	}
-	adopted := ints.Sum(res.Adopted)
+	adopted := sum(res.Adopted)
 	if adopted != int64(len(pages)*m.ps)-devBefore {
 		rt.Fatalf("Insert adopted %d, want %d", adopted, int64(len(pages)*m.ps)-devBefore)
 	}
@@ -432,7 +431,7 @@ func (m *machine) evict(rt *rapid.T) {
 	if res.Tokens < min(n, before) {
 		rt.Fatalf("Evict(%d) freed %d with %d evictable", n, res.Tokens, before)
 	}
-	if devBefore-m.t.DeviceTotal() != res.Tokens || ints.Sum(res.Freed) != res.Tokens {
+	if devBefore-m.t.DeviceTotal() != res.Tokens || sum(res.Freed) != res.Tokens {
 		rt.Fatalf("Evict freed %d (%v) but device went %d -> %d", res.Tokens, res.Freed, devBefore, m.t.DeviceTotal())
 	}
 	m.adopt(rt, "evict", locked, m.evictAllowed)

@@ -6,7 +6,6 @@ import (
 	"unsafe"
 
 	"github.com/kvsim/kvsim/internal/heap"
-	"github.com/kvsim/kvsim/internal/ints"
 )
 
 // Tree is a paged radix tree of prompt prefixes with SGLang HiCache's device
@@ -149,7 +148,7 @@ func (t *Tree) HostFree(o int) int64 { return t.cfg.HostTokens - t.hostUsed[o] -
 func (t *Tree) HostReserved(o int) int64 { return t.hostRes[o] }
 
 // HostReservedTotal returns the reserved host tokens over all lanes.
-func (t *Tree) HostReservedTotal() int64 { return ints.Sum(t.hostRes) }
+func (t *Tree) HostReservedTotal() int64 { return sum(t.hostRes) }
 
 // Evictable returns lane o's device tokens in unlocked nodes (SGLang's
 // evictable_size()).
@@ -160,13 +159,21 @@ func (t *Tree) Evictable(o int) int64 { return t.evict[o] }
 func (t *Tree) Protected(o int) int64 { return t.prot[o] }
 
 // EvictableTotal returns the evictable device tokens over all lanes.
-func (t *Tree) EvictableTotal() int64 { return ints.Sum(t.evict) }
+func (t *Tree) EvictableTotal() int64 { return sum(t.evict) }
 
 // DeviceTotal returns the device tokens in the tree over all lanes.
-func (t *Tree) DeviceTotal() int64 { return ints.Sum(t.treeDev) }
+func (t *Tree) DeviceTotal() int64 { return sum(t.treeDev) }
 
 // HostTotal returns the host tokens in the tree over all lanes.
-func (t *Tree) HostTotal() int64 { return ints.Sum(t.hostUsed) }
+func (t *Tree) HostTotal() int64 { return sum(t.hostUsed) }
+
+func sum(xs []int64) int64 {
+	var s int64
+	for _, x := range xs {
+		s += x
+	}
+	return s
+}
 
 // advance records the simulated time of an operation. Time never goes back.
 func (t *Tree) advance(now int64) {

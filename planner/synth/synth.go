@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 
-	"github.com/kvsim/kvsim/internal/ints"
 	"github.com/kvsim/kvsim/planner"
 )
 
@@ -133,7 +132,7 @@ func (b *builder) add(parent, pages int64, owner int) int64 {
 	id := int64(len(b.nodes) + 1)
 	start := b.offset[parent]
 	if parent != 0 {
-		start += ints.Sum(b.nodes[parent-1].Counts)
+		start += sum(b.nodes[parent-1].Counts)
 	}
 	counts := make([]int64, b.lanes)
 	if owner < 0 || b.r.IntN(2) == 0 {
@@ -204,6 +203,14 @@ func (b *builder) deficits(total int64) []int64 {
 		}
 	}
 	return d
+}
+
+func sum(xs []int64) int64 {
+	var s int64
+	for _, x := range xs {
+		s += x
+	}
+	return s
 }
 
 // ceilDiv is ceil(a/b) for b > 0 and any a.
