@@ -221,7 +221,7 @@
 // longer than that, or pages without a copy that boundary_l1_l2 keeps above
 // host-only ones). A slot is a 32-byte node that every request reads and
 // writes (links, child counters, residency, the key when it is below
-// 2^32-1); boundary_l1_l2 adds 8 bytes of depth and protection, 8 of last
+// 2^32-1); boundary_l1_l2 adds 4 bytes of depth, 8 of last
 // access and 4 of duplicate-heap position; a write-through threshold above
 // 1 adds a 4-byte hit count; a key indexed in the child index's map adds
 // 8. The child index adds 4 bytes per key value below its bound (Run

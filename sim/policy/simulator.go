@@ -157,13 +157,30 @@ func (s *Simulator) pageKey(v nodeID) uint64 {
 // trie before it gets its copy, but the walk never asks.
 func (n *node) live() bool { return n.hasD || n.hasH || n.nChildren > 0 }
 
-// nodeInfo is the cold part of a node, 8 bytes, written when the node is
-// created or protected; BoundaryL1L2's victim searches and the checks read
-// it, and only they keep it (Simulator.stamp), as the last access
+// nodeInfo is the cold part of a node, 4 bytes, written when the node is
+// created; BoundaryL1L2's victim searches and the checks read it, and only
+// they keep it (Simulator.stamp), as the last access
 // (Simulator.lastAccess).
 type nodeInfo struct {
-	depth   int32  // pages from the root; the root is 0
-	protect uint32 // == Simulator.epoch: protected from L2 eviction (BoundaryL1L2)
+	depth int32 // pages from the root; the root is 0
+}
+
+// guard names the pages that a host reservation protects from the L2
+// evictions it triggers (BoundaryL1L2; see reserveHost). Only duplicate
+// leaves can be protected and be candidates at once: a reservation
+// protects device pages, and host-only pages are never on the device.
+type guard struct {
+	// path protects the current request's pages: exactly the pages whose
+	// last access is the clock, since the walk has stamped each of them
+	// and no other page.
+	path bool
+	// a and b are protected pages, noNode for none.
+	a, b nodeID
+}
+
+// guards reports whether g protects page v, whose last access is at.
+func (s *Simulator) guards(g guard, v nodeID, at int64) bool {
+	return g.path && at == s.clock || v == g.a || v == g.b
 }
 
 type edge struct {
@@ -208,13 +225,12 @@ type Simulator struct {
 	device, hostOnly recencyList
 	dup              leafHeap
 
-	epoch uint32 // bumped per host reservation; see nodeInfo.protect
+	guard guard // what the reservation under way protects (reserveHost)
 	// stamp is whether Process keeps info and lastAccess: BoundaryL1L2's
 	// victim searches read them, MainWriteThrough's only in the checks.
 	stamp   bool
 	path    []nodeID
 	missing []nodeID
-	stack   []nodeID
 	one     [2]nodeID
 }
 
@@ -380,7 +396,7 @@ func (s *Simulator) Process(pages []uint64) (l1Hits, l2Hits int, err error) {
 	s.res.MissPages += len(pages) - l1Hits - l2Hits
 
 	if boundary {
-		s.reserveHost(path, noNode)
+		s.reserveHost(path, guard{path: true, a: noNode, b: noNode})
 	}
 
 	for s.dPages > s.cfg.L1Pages {
@@ -452,38 +468,23 @@ func (s *Simulator) writeThrough(id nodeID) {
 	s.setH(id, true)
 }
 
-// reserveHost gives every node of nodes a host copy, or none of them. The
-// nodes, and also extra when it is not noNode, are protected from the L2
-// evictions this triggers. A failure (more pages than L2 holds, or nothing
-// left to evict) counts one failed host allocation; pages evicted before a
-// failure stay evicted.
-func (s *Simulator) reserveHost(nodes []nodeID, extra nodeID) bool {
-	// Protection only matters to the duplicate leaves of BoundaryL1L2:
-	// the nodes are device pages, and host-only leaves are never protected.
-	boundary := s.cfg.Policy == BoundaryL1L2
-	if boundary {
-		s.epoch++
-		if s.epoch == 0 {
-			// Wrapped: forget every old protection, so that none matches.
-			for i := range s.info {
-				s.info[i].protect = 0
-			}
-			s.epoch = 1
-		}
-		if extra != noNode {
-			s.info[extra].protect = s.epoch
-		}
-	}
+// reserveHost gives every node of nodes, device pages, a host copy, or
+// none of them (BoundaryL1L2). The pages that g names are protected from
+// the L2 evictions this triggers: the nodes, and the L1 victim whose
+// parent they are. A failure (more pages than L2 holds, or nothing left to
+// evict) counts one failed host allocation; pages evicted before a failure
+// stay evicted.
+func (s *Simulator) reserveHost(nodes []nodeID, g guard) bool {
+	s.guard = g
 	missing := s.missing[:0]
 	for _, id := range nodes {
-		if boundary {
-			s.info[id].protect = s.epoch
-		}
 		if !s.nodes[id].hasH {
 			missing = append(missing, id)
 		}
 	}
-	s.missing = missing
+	if cap(missing) != cap(s.missing) {
+		s.missing = missing // grown; otherwise the same array
+	}
 	if len(missing) == 0 {
 		return true
 	}
@@ -557,40 +558,51 @@ func (s *Simulator) minHostOnly() nodeID {
 			// leaf there would be a gap leaf.
 			break
 		}
-		in := &s.info[v]
 		if found != noNode && s.lastAccess[v] != s.lastAccess[found] {
 			break
 		}
-		if s.nodes[v].hChildren > 0 || in.protect == s.epoch {
+		if s.nodes[v].hChildren > 0 {
 			continue
 		}
-		if found == noNode || in.depth < s.info[found].depth {
+		if found == noNode || s.info[v].depth < s.info[found].depth {
 			found = v
 		}
 	}
 	return found
 }
 
-// minDup returns the first duplicate leaf in eviction order that is not
-// protected by the current reservation, or noNode.
+// minDup returns the first duplicate leaf in eviction order that the
+// current reservation does not protect, or noNode.
 func (s *Simulator) minDup() nodeID {
+	if i := s.minUnguarded(0); i >= 0 {
+		return s.dup.entries[i].id
+	}
+	return noNode
+}
+
+// minUnguarded returns the index in the duplicate heap of the first member
+// in eviction order, among entry i and those below it, that the current
+// reservation does not protect, or -1. It looks below protected entries
+// only: at most two pages apart from the request's path, and when the
+// path is protected, an entry stamped with the clock has nothing but path
+// pages below it (no member has a later access).
+func (s *Simulator) minUnguarded(i int) int {
 	h := &s.dup
-	found := noNode
-	stash := s.stack[:0]
-	for h.len() > 0 {
-		id := h.min()
-		if s.info[id].protect != s.epoch {
-			found = id
-			break
-		}
-		h.remove(id)
-		stash = append(stash, id)
+	if i >= len(h.entries) {
+		return -1
 	}
-	for _, id := range stash {
-		h.push(id)
+	e := &h.entries[i]
+	if !s.guards(s.guard, e.id, e.lastAccess) {
+		return i
 	}
-	s.stack = stash[:0]
-	return found
+	if s.guard.path && e.lastAccess == s.clock {
+		return -1
+	}
+	l, r := s.minUnguarded(2*i+1), s.minUnguarded(2*i+2)
+	if l < 0 || r >= 0 && h.less(r, l) {
+		return r
+	}
+	return l
 }
 
 func (s *Simulator) writeThroughEvictL1(v nodeID) {
@@ -613,7 +625,7 @@ func (s *Simulator) boundaryEvictL1(v nodeID) {
 		parentOK := true
 		if parentNeedsHost {
 			s.one[0] = p
-			parentOK = s.reserveHost(s.one[:1], v)
+			parentOK = s.reserveHost(s.one[:1], guard{a: p, b: v})
 		}
 		switch {
 		case parentOK:
@@ -628,12 +640,12 @@ func (s *Simulator) boundaryEvictL1(v nodeID) {
 		}
 		return
 	}
-	req := s.one[:0]
+	req, g := s.one[:0], guard{a: v, b: noNode}
 	if parentNeedsHost {
-		req = append(req, p)
+		req, g.b = append(req, p), p
 	}
 	req = append(req, v)
-	if s.reserveHost(req, noNode) {
+	if s.reserveHost(req, g) {
 		s.dropD(v)
 		s.res.DToHDemotions++
 	} else {
