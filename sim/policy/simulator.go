@@ -701,7 +701,8 @@ func (s *Simulator) touch(v, parent nodeID) {
 		at = noNode
 	}
 	n := &s.nodes[v]
-	if n.hasD {
+	wasD := n.hasD
+	if wasD {
 		s.device.moveBefore(s.nodes, at, v)
 	} else {
 		n.hasD = true
@@ -711,8 +712,14 @@ func (s *Simulator) touch(v, parent nodeID) {
 		}
 		s.device.insertBefore(s.nodes, at, v)
 	}
-	if s.cfg.Policy == BoundaryL1L2 {
-		s.placeDup(v)
+	if s.cfg.Policy == BoundaryL1L2 && n.hasH && n.hChildren == 0 {
+		// A duplicate leaf now; it was one before, at an older last
+		// access, exactly when it was on the device.
+		if wasD {
+			s.dup.fix(v)
+		} else {
+			s.dup.push(v)
+		}
 	}
 }
 
@@ -728,9 +735,9 @@ func (s *Simulator) dropD(v nodeID) {
 	s.device.remove(s.nodes, v)
 	if n.hasH {
 		s.addHostOnly(v)
-	}
-	if s.cfg.Policy == BoundaryL1L2 {
-		s.placeDup(v)
+		if s.cfg.Policy == BoundaryL1L2 && n.hChildren == 0 {
+			s.dup.remove(v) // a duplicate leaf until now
+		}
 	}
 }
 
@@ -751,16 +758,45 @@ func (s *Simulator) setH(v nodeID, on bool) {
 		}
 	}
 	if s.cfg.Policy == BoundaryL1L2 {
-		if p := n.parent; !on && p != rootID && s.dup.contains(v) && !s.dup.contains(p) && s.dupLeaf(p) {
-			// An L2 eviction of duplicate leaf v: its parent, usually the
-			// next victim, takes v's place in the heap (one sift instead
-			// of a removal and a push).
-			s.dup.replace(v, p)
-		} else {
-			s.placeDup(v)
-			s.placeDup(p)
+		s.setHDup(v, on)
+	}
+}
+
+// setHDup keeps the duplicate heap and the gap leaves exact after v's host
+// copy came (on) or went (BoundaryL1L2). The heap holds exactly the
+// duplicate leaves, so whether v and its parent were members follows from
+// their flags and counters, without a look at the heap. The root is never
+// on the device, so it never qualifies.
+func (s *Simulator) setHDup(v nodeID, on bool) {
+	n := &s.nodes[v]
+	p := n.parent
+	pn := &s.nodes[p]
+	pLeaf := pn.hasD && pn.hasH // with no host child, a duplicate leaf
+	if on {
+		if n.hasD && n.hChildren == 0 {
+			s.dup.push(v)
 		}
-		s.regap(n.parent)
+		if pLeaf && pn.hChildren == 1 {
+			s.dup.remove(p) // v is its first host child
+		}
+		if pn.gap {
+			s.regap(p)
+		}
+		return
+	}
+	switch was, now := n.hasD && n.hChildren == 0, pLeaf && pn.hChildren == 0; {
+	case was && now:
+		// An L2 eviction of duplicate leaf v: its parent, usually the
+		// next victim, takes v's place in the heap (one sift instead of
+		// a removal and a push).
+		s.dup.replace(v, p)
+	case was:
+		s.dup.remove(v)
+	case now:
+		s.dup.push(p)
+	}
+	if pn.gap || pn.hChildren == 0 && pn.hasH && !pn.hasD {
+		s.regap(p) // it may have become a gap leaf
 	}
 }
 
@@ -818,30 +854,6 @@ func (s *Simulator) regap(v nodeID) {
 		s.gaps++
 	} else {
 		s.gaps--
-	}
-}
-
-// dupLeaf reports whether v is a duplicate leaf: on device and host, no
-// child on host.
-func (s *Simulator) dupLeaf(v nodeID) bool {
-	n := &s.nodes[v]
-	return n.hasD && n.hasH && n.hChildren == 0
-}
-
-// placeDup puts v into the duplicate heap exactly when it is a duplicate
-// leaf (on device and host, no child on host), at its current key.
-func (s *Simulator) placeDup(v nodeID) {
-	if v == rootID {
-		return
-	}
-	valid := s.dupLeaf(v)
-	switch in := s.dup.contains(v); {
-	case valid && in:
-		s.dup.fix(v)
-	case valid:
-		s.dup.push(v)
-	case in:
-		s.dup.remove(v)
 	}
 }
 
@@ -923,7 +935,7 @@ func (s *Simulator) detachIfEmpty(v nodeID) {
 		if n.hasD || n.hasH || n.nChildren > 0 {
 			return
 		}
-		if s.cfg.Policy == BoundaryL1L2 && s.dup.contains(v) {
+		if invariants.Enabled && s.cfg.Policy == BoundaryL1L2 && s.dup.contains(v) {
 			panic("policy: detaching a node that is still an eviction candidate")
 		}
 		parent := n.parent
