@@ -6,16 +6,15 @@ package policy
 // of SGLang's simulator: oldest lastAccess first, then the shallower node
 // (see doc.go, "Eviction order and tie-breaking"). Each entry carries a
 // copy of its node's key so that comparisons stay inside the heap's own
-// array; a caller that changes a member's lastAccess must call fix.
+// array; a caller that changes a member's last access must call fix.
 //
-// pos[id] is node id's index in entries, -1 when absent: a dense array
-// beside the arena rather than a node field, because the sift loops write it
-// on every swap.
+// nodeInfo.pos is a node's index in entries, -1 when absent: in the cold
+// record beside the last access and depth that a push or a replace reads
+// anyway, rather than in the hot node, because the sift loops write it on
+// every swap.
 type leafHeap struct {
-	info       *[]nodeInfo // the simulator's cold arena (a pointer: it grows)
-	lastAccess *[]int64    // the simulator's last accesses (likewise)
-	pos        []int32     // indexed by nodeID; as long as the arena
-	entries    []heapEntry
+	info    *[]nodeInfo // the simulator's cold arena (a pointer: it grows)
+	entries []heapEntry
 }
 
 type heapEntry struct {
@@ -26,7 +25,7 @@ type heapEntry struct {
 
 func (h *leafHeap) len() int { return len(h.entries) }
 
-func (h *leafHeap) contains(id nodeID) bool { return h.pos[id] >= 0 }
+func (h *leafHeap) contains(id nodeID) bool { return (*h.info)[id].pos >= 0 }
 
 // min returns the first node in eviction order; the heap must not be empty.
 func (h *leafHeap) min() nodeID { return h.entries[0].id }
@@ -42,25 +41,25 @@ func (h *leafHeap) less(i, j int) bool {
 func (h *leafHeap) swap(i, j int) {
 	e := h.entries
 	e[i], e[j] = e[j], e[i]
-	h.pos[e[i].id] = int32(i)
-	h.pos[e[j].id] = int32(j)
+	(*h.info)[e[i].id].pos = int32(i)
+	(*h.info)[e[j].id].pos = int32(j)
 }
 
 func (h *leafHeap) push(id nodeID) {
-	h.pos[id] = int32(len(h.entries))
-	h.entries = append(h.entries, heapEntry{lastAccess: (*h.lastAccess)[id], depth: (*h.info)[id].depth, id: id})
+	(*h.info)[id].pos = int32(len(h.entries))
+	h.entries = append(h.entries, heapEntry{lastAccess: (*h.info)[id].at, depth: (*h.info)[id].depth, id: id})
 	h.up(len(h.entries) - 1)
 }
 
 // remove takes id out of the heap; id must be a member.
 func (h *leafHeap) remove(id nodeID) {
-	i := int(h.pos[id])
+	i := int((*h.info)[id].pos)
 	n := len(h.entries) - 1
 	if i != n {
 		h.swap(i, n)
 	}
 	h.entries = h.entries[:n]
-	h.pos[id] = -1
+	(*h.info)[id].pos = -1
 	if i != n {
 		if !h.down(i) {
 			h.up(i)
@@ -71,10 +70,10 @@ func (h *leafHeap) remove(id nodeID) {
 // replace puts id, which must not be a member, in the place of old, a
 // member, and restores the order: remove(old) and push(id) in one sift.
 func (h *leafHeap) replace(old, id nodeID) {
-	i := int(h.pos[old])
-	h.pos[old] = -1
-	h.entries[i] = heapEntry{lastAccess: (*h.lastAccess)[id], depth: (*h.info)[id].depth, id: id}
-	h.pos[id] = int32(i)
+	i := int((*h.info)[old].pos)
+	(*h.info)[old].pos = -1
+	h.entries[i] = heapEntry{lastAccess: (*h.info)[id].at, depth: (*h.info)[id].depth, id: id}
+	(*h.info)[id].pos = int32(i)
 	if !h.down(i) {
 		h.up(i)
 	}
@@ -83,8 +82,8 @@ func (h *leafHeap) replace(old, id nodeID) {
 // fix refreshes id's key from its node and restores the order; id must be
 // a member.
 func (h *leafHeap) fix(id nodeID) {
-	at, depth := (*h.lastAccess)[id], (*h.info)[id].depth
-	i := int(h.pos[id])
+	at, depth := (*h.info)[id].at, (*h.info)[id].depth
+	i := int((*h.info)[id].pos)
 	e := &h.entries[i]
 	if e.lastAccess == at && e.depth == depth {
 		return

@@ -157,12 +157,14 @@ func (s *Simulator) pageKey(v nodeID) uint64 {
 // trie before it gets its copy, but the walk never asks.
 func (n *node) live() bool { return n.hasD || n.hasH || n.nChildren > 0 }
 
-// nodeInfo is the cold part of a node, 4 bytes, written when the node is
-// created; BoundaryL1L2's victim searches and the checks read it, and only
-// they keep it (Simulator.stamp), as the last access
-// (Simulator.lastAccess).
+// nodeInfo is the cold part of a node, 16 bytes: what only BoundaryL1L2's
+// eviction order and the checks read, so only they keep it
+// (Simulator.stamp). A page's fields share a cache line, since a victim
+// search or a heap update that reads one reads the others.
 type nodeInfo struct {
+	at    int64 // last access: the request clock of the page's last touch
 	depth int32 // pages from the root; the root is 0
+	pos   int32 // index in the duplicate heap, -1 when absent (heap.go)
 }
 
 // guard names the pages that a host reservation protects from the L2
@@ -203,14 +205,12 @@ type Simulator struct {
 	// touched page always qualifies). It saturates at math.MaxInt32,
 	// which takes as many requests to the page.
 	hits []int32
-	// info and lastAccess (each node's request clock of its last touch)
-	// are slot for slot with nodes when stamp is set, else empty.
-	info       []nodeInfo
-	lastAccess []int64
-	index      childIndex
-	live       int // live nodes, the root excluded
-	clock      int64
-	err        error // the abort that stopped the simulator, or nil
+	// info is slot for slot with nodes when stamp is set, else empty.
+	info  []nodeInfo
+	index childIndex
+	live  int // live nodes, the root excluded
+	clock int64
+	err   error // the abort that stopped the simulator, or nil
 
 	dPages, hPages, dhPages int
 	gaps                    int // gap leaves (BoundaryL1L2; see regap)
@@ -226,8 +226,8 @@ type Simulator struct {
 	dup              leafHeap
 
 	guard guard // what the reservation under way protects (reserveHost)
-	// stamp is whether Process keeps info and lastAccess: BoundaryL1L2's
-	// victim searches read them, MainWriteThrough's only in the checks.
+	// stamp is whether Process keeps info: BoundaryL1L2's victim
+	// searches read it, MainWriteThrough's only in the checks.
 	stamp   bool
 	path    []nodeID
 	missing []nodeID
@@ -266,12 +266,12 @@ func newSimulator(cfg Config, hint int) *Simulator {
 	}
 	s.device = recencyList{head: noNode, tail: noNode}
 	s.hostOnly = recencyList{head: noNode, tail: noNode}
-	s.dup = leafHeap{info: &s.info, lastAccess: &s.lastAccess, pos: []int32{-1}}
+	s.dup = leafHeap{info: &s.info}
 	s.res.Policy = cfg.Policy
 	s.stamp = cfg.Policy == BoundaryL1L2 || invariants.Enabled
 	if s.stamp {
 		s.info = make([]nodeInfo, 1, hint)
-		s.lastAccess = make([]int64, 1, hint)
+		s.info[rootID].pos = -1
 	}
 	return s
 }
@@ -558,7 +558,7 @@ func (s *Simulator) minHostOnly() nodeID {
 			// leaf there would be a gap leaf.
 			break
 		}
-		if found != noNode && s.lastAccess[v] != s.lastAccess[found] {
+		if found != noNode && s.info[v].at != s.info[found].at {
 			break
 		}
 		if s.nodes[v].hChildren > 0 {
@@ -694,7 +694,7 @@ func (s *Simulator) hasHostDescendant(v nodeID) bool {
 // recency lists and the duplicate heap exact.
 func (s *Simulator) touch(v, parent nodeID) {
 	if s.stamp {
-		s.lastAccess[v] = s.clock
+		s.info[v].at = s.clock
 	}
 	at := parent
 	if parent == rootID {
@@ -845,7 +845,7 @@ func (s *Simulator) regap(v nodeID) {
 		return
 	}
 	n := &s.nodes[v]
-	g := n.hasH && !n.hasD && n.hChildren == 0 && n.prev != noNode && s.lastAccess[n.prev] == s.lastAccess[v]
+	g := n.hasH && !n.hasD && n.hChildren == 0 && n.prev != noNode && s.info[n.prev].at == s.info[v].at
 	if g == n.gap {
 		return
 	}
@@ -865,8 +865,7 @@ func (s *Simulator) newChild(parent nodeID, p uint64) nodeID {
 		s.free = s.nodes[id].next
 		s.nodes[id] = node{parent: parent, prev: noNode, next: noNode, key: key32(p)}
 		if s.stamp {
-			s.info[id] = nodeInfo{depth: s.info[parent].depth + 1}
-			s.lastAccess[id] = 0
+			s.info[id] = nodeInfo{depth: s.info[parent].depth + 1, pos: -1}
 		}
 		if s.hits != nil {
 			s.hits[id] = 0
@@ -905,7 +904,6 @@ func (s *Simulator) appendNode(parent nodeID, p uint64) nodeID {
 		}
 		if s.stamp {
 			s.info = slices.Grow(s.info, len(s.info))
-			s.lastAccess = slices.Grow(s.lastAccess, len(s.lastAccess))
 		}
 	}
 	s.nodes = append(s.nodes, node{parent: parent, prev: noNode, next: noNode, key: key32(p)})
@@ -916,11 +914,7 @@ func (s *Simulator) appendNode(parent nodeID, p uint64) nodeID {
 		s.hits = append(s.hits, 0)
 	}
 	if s.stamp {
-		s.info = append(s.info, nodeInfo{depth: s.info[parent].depth + 1})
-		s.lastAccess = append(s.lastAccess, 0)
-	}
-	if s.cfg.Policy == BoundaryL1L2 {
-		s.dup.pos = append(s.dup.pos, -1)
+		s.info = append(s.info, nodeInfo{depth: s.info[parent].depth + 1, pos: -1})
 	}
 	return id
 }
