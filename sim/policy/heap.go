@@ -8,10 +8,12 @@ package policy
 // copy of its node's key so that comparisons stay inside the heap's own
 // array; a caller that changes a member's last access must call fix.
 //
-// nodeInfo.pos is a node's index in entries, -1 when absent: in the cold
-// record beside the last access and depth that a push or a replace reads
-// anyway, rather than in the hot node, because the sift loops write it on
-// every swap.
+// nodeInfo.pos is a member's index in entries: in the cold record beside
+// the last access and depth that a push reads anyway, rather than in the
+// hot node, because the sift loops write it on every swap. A node that
+// leaves the heap keeps its stale index (contains checks the entry), so
+// that a removal does not touch the leaving node's record, which is
+// usually out of cache.
 type leafHeap struct {
 	info    *[]nodeInfo // the simulator's cold arena (a pointer: it grows)
 	entries []heapEntry
@@ -25,7 +27,21 @@ type heapEntry struct {
 
 func (h *leafHeap) len() int { return len(h.entries) }
 
-func (h *leafHeap) contains(id nodeID) bool { return (*h.info)[id].pos >= 0 }
+// index returns member id's index in entries. The first entry, the usual
+// one (an L2 victim), is checked first, without a read of the node's
+// record.
+func (h *leafHeap) index(id nodeID) int {
+	if h.entries[0].id == id {
+		return 0
+	}
+	return int((*h.info)[id].pos)
+}
+
+// contains reports whether id is a member: its recorded index holds it.
+func (h *leafHeap) contains(id nodeID) bool {
+	i := (*h.info)[id].pos
+	return i >= 0 && int(i) < len(h.entries) && h.entries[i].id == id
+}
 
 // min returns the first node in eviction order; the heap must not be empty.
 func (h *leafHeap) min() nodeID { return h.entries[0].id }
@@ -53,13 +69,13 @@ func (h *leafHeap) push(id nodeID) {
 
 // remove takes id out of the heap; id must be a member.
 func (h *leafHeap) remove(id nodeID) {
-	i := int((*h.info)[id].pos)
+	i := h.index(id)
 	n := len(h.entries) - 1
 	if i != n {
-		h.swap(i, n)
+		h.entries[i] = h.entries[n]
+		(*h.info)[h.entries[i].id].pos = int32(i)
 	}
 	h.entries = h.entries[:n]
-	(*h.info)[id].pos = -1
 	if i != n {
 		if !h.down(i) {
 			h.up(i)
@@ -70,8 +86,7 @@ func (h *leafHeap) remove(id nodeID) {
 // replace puts id, which must not be a member, in the place of old, a
 // member, and restores the order: remove(old) and push(id) in one sift.
 func (h *leafHeap) replace(old, id nodeID) {
-	i := int((*h.info)[old].pos)
-	(*h.info)[old].pos = -1
+	i := h.index(old)
 	h.entries[i] = heapEntry{lastAccess: (*h.info)[id].at, depth: (*h.info)[id].depth, id: id}
 	(*h.info)[id].pos = int32(i)
 	if !h.down(i) {
