@@ -27,8 +27,8 @@ func (s *Simulator) checkInvariants() {
 	if s.hits != nil {
 		hits = len(s.nodes)
 	}
-	if s.keys != nil && len(s.keys) != len(s.nodes) || len(s.info) != cold || len(s.lastAccess) != cold || len(s.hits) != hits {
-		fail("%d keys, %d infos, %d last accesses, %d hit counts for %d nodes", len(s.keys), len(s.info), len(s.lastAccess), len(s.hits), len(s.nodes))
+	if s.keys != nil && len(s.keys) != len(s.nodes) || len(s.info) != cold || len(s.hits) != hits {
+		fail("%d keys, %d infos, %d hit counts for %d nodes", len(s.keys), len(s.info), len(s.hits), len(s.nodes))
 	}
 	free := s.checkFree()
 	// Count every node's live children from the arena.
@@ -74,7 +74,7 @@ func (s *Simulator) checkInvariants() {
 		if id == int(rootID) {
 			continue
 		}
-		gap := boundary && n.hasH && !n.hasD && n.hChildren == 0 && n.prev != noNode && s.lastAccess[n.prev] == s.lastAccess[id]
+		gap := boundary && n.hasH && !n.hasD && n.hChildren == 0 && n.prev != noNode && s.info[n.prev].at == s.info[id].at
 		if gap != n.gap {
 			fail("node %d: gap flag %v, gap leaf %v", id, n.gap, gap)
 		}
@@ -142,16 +142,13 @@ func (s *Simulator) checkDupHeap() {
 		}
 		return
 	}
-	if len(hp.pos) != len(s.nodes) {
-		fail("%d positions for %d nodes", len(hp.pos), len(s.nodes))
-	}
 	for i, e := range hp.entries {
 		id := e.id
-		if e.lastAccess != s.lastAccess[id] || e.depth != s.info[id].depth {
+		if e.lastAccess != s.info[id].at || e.depth != s.info[id].depth {
 			fail("node %d has a stale key", id)
 		}
-		if int(hp.pos[id]) != i {
-			fail("node %d at %d records index %d", id, i, hp.pos[id])
+		if int(s.info[id].pos) != i {
+			fail("node %d at %d records index %d", id, i, s.info[id].pos)
 		}
 		if i > 0 && hp.less(i, (i-1)/2) {
 			fail("order broken at %d", i)
@@ -180,7 +177,7 @@ func (s *Simulator) checkList(name string, l *recencyList, want int, member func
 			fail("node %d links back to %d, not %d", v, n.prev, prev)
 		}
 		if prev != noNode && s.stamp {
-			pa, pd, na, nd := s.lastAccess[prev], s.info[prev].depth, s.lastAccess[v], s.info[v].depth
+			pa, pd, na, nd := s.info[prev].at, s.info[prev].depth, s.info[v].at, s.info[v].depth
 			if pa > na || pa == na && pd <= nd {
 				fail("node %d (access %d, depth %d) after node %d (access %d, depth %d)", v, na, nd, prev, pa, pd)
 			}

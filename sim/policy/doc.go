@@ -221,18 +221,20 @@
 // longer than that, or pages without a copy that boundary_l1_l2 keeps above
 // host-only ones). A slot is a 32-byte node that every request reads and
 // writes (links, child counters, residency, the key when it is below
-// 2^32-1); boundary_l1_l2 adds 8 bytes of depth and protection, 8 of last
-// access and 4 of duplicate-heap position; a write-through threshold above
-// 1 adds a 4-byte hit count; a key indexed in the child index's map adds
-// 8. The child index adds 4 bytes per key value below its bound (Run
+// 2^32-1); boundary_l1_l2 adds a 16-byte record of last access, depth and
+// duplicate-heap position; a write-through threshold above 1 adds a 4-byte
+// hit count; a key indexed in the child index's map adds 8. The child index adds 4 bytes per key value below its bound (Run
 // sizes that table from the trace's largest key). Finding a page's slot is
 // one array read when the trace's keys are small integers that always
 // follow the same parent (Mooncake's block ids are), and a hash-map lookup
 // otherwise; below a page the walk has just created there is nothing to
 // find. Each request then costs O(pages) list and counter updates, plus
 // O(log n) heap updates under boundary_l1_l2 for the pages whose
-// duplicate-leaf status or key changes. No step scans the trie, and a
-// replay allocates nothing per request. BenchmarkPolicyMooncakeConversation
-// reports pages per second, and docs/performance.md ("Policy mode") the
-// figures.
+// duplicate-leaf status or key changes; which pages those are follows from
+// the flags and counters of the page and its parent, and a reservation's
+// protection is a guard on the victim search (the request's path, or an L1
+// victim and its parent), not a mark on each page. No step scans the
+// trie, and a replay allocates nothing per request.
+// BenchmarkPolicyMooncakeConversation reports pages per second, and
+// docs/performance.md ("Policy mode") the figures.
 package policy

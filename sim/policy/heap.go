@@ -6,16 +6,17 @@ package policy
 // of SGLang's simulator: oldest lastAccess first, then the shallower node
 // (see doc.go, "Eviction order and tie-breaking"). Each entry carries a
 // copy of its node's key so that comparisons stay inside the heap's own
-// array; a caller that changes a member's lastAccess must call fix.
+// array; a caller that changes a member's last access must call fix.
 //
-// pos[id] is node id's index in entries, -1 when absent: a dense array
-// beside the arena rather than a node field, because the sift loops write it
-// on every swap.
+// nodeInfo.pos is a member's index in entries: in the cold record beside
+// the last access and depth that a push reads anyway, rather than in the
+// hot node, because the sift loops write it on every swap. A node that
+// leaves the heap keeps its stale index (contains checks the entry), so
+// that a removal does not touch the leaving node's record, which is
+// usually out of cache.
 type leafHeap struct {
-	info       *[]nodeInfo // the simulator's cold arena (a pointer: it grows)
-	lastAccess *[]int64    // the simulator's last accesses (likewise)
-	pos        []int32     // indexed by nodeID; as long as the arena
-	entries    []heapEntry
+	info    *[]nodeInfo // the simulator's cold arena (a pointer: it grows)
+	entries []heapEntry
 }
 
 type heapEntry struct {
@@ -26,7 +27,21 @@ type heapEntry struct {
 
 func (h *leafHeap) len() int { return len(h.entries) }
 
-func (h *leafHeap) contains(id nodeID) bool { return h.pos[id] >= 0 }
+// index returns member id's index in entries. The first entry, the usual
+// one (an L2 victim), is checked first, without a read of the node's
+// record.
+func (h *leafHeap) index(id nodeID) int {
+	if h.entries[0].id == id {
+		return 0
+	}
+	return int((*h.info)[id].pos)
+}
+
+// contains reports whether id is a member: its recorded index holds it.
+func (h *leafHeap) contains(id nodeID) bool {
+	i := (*h.info)[id].pos
+	return i >= 0 && int(i) < len(h.entries) && h.entries[i].id == id
+}
 
 // min returns the first node in eviction order; the heap must not be empty.
 func (h *leafHeap) min() nodeID { return h.entries[0].id }
@@ -42,25 +57,25 @@ func (h *leafHeap) less(i, j int) bool {
 func (h *leafHeap) swap(i, j int) {
 	e := h.entries
 	e[i], e[j] = e[j], e[i]
-	h.pos[e[i].id] = int32(i)
-	h.pos[e[j].id] = int32(j)
+	(*h.info)[e[i].id].pos = int32(i)
+	(*h.info)[e[j].id].pos = int32(j)
 }
 
 func (h *leafHeap) push(id nodeID) {
-	h.pos[id] = int32(len(h.entries))
-	h.entries = append(h.entries, heapEntry{lastAccess: (*h.lastAccess)[id], depth: (*h.info)[id].depth, id: id})
+	(*h.info)[id].pos = int32(len(h.entries))
+	h.entries = append(h.entries, heapEntry{lastAccess: (*h.info)[id].at, depth: (*h.info)[id].depth, id: id})
 	h.up(len(h.entries) - 1)
 }
 
 // remove takes id out of the heap; id must be a member.
 func (h *leafHeap) remove(id nodeID) {
-	i := int(h.pos[id])
+	i := h.index(id)
 	n := len(h.entries) - 1
 	if i != n {
-		h.swap(i, n)
+		h.entries[i] = h.entries[n]
+		(*h.info)[h.entries[i].id].pos = int32(i)
 	}
 	h.entries = h.entries[:n]
-	h.pos[id] = -1
 	if i != n {
 		if !h.down(i) {
 			h.up(i)
@@ -71,10 +86,9 @@ func (h *leafHeap) remove(id nodeID) {
 // replace puts id, which must not be a member, in the place of old, a
 // member, and restores the order: remove(old) and push(id) in one sift.
 func (h *leafHeap) replace(old, id nodeID) {
-	i := int(h.pos[old])
-	h.pos[old] = -1
-	h.entries[i] = heapEntry{lastAccess: (*h.lastAccess)[id], depth: (*h.info)[id].depth, id: id}
-	h.pos[id] = int32(i)
+	i := h.index(old)
+	h.entries[i] = heapEntry{lastAccess: (*h.info)[id].at, depth: (*h.info)[id].depth, id: id}
+	(*h.info)[id].pos = int32(i)
 	if !h.down(i) {
 		h.up(i)
 	}
@@ -83,8 +97,8 @@ func (h *leafHeap) replace(old, id nodeID) {
 // fix refreshes id's key from its node and restores the order; id must be
 // a member.
 func (h *leafHeap) fix(id nodeID) {
-	at, depth := (*h.lastAccess)[id], (*h.info)[id].depth
-	i := int(h.pos[id])
+	at, depth := (*h.info)[id].at, (*h.info)[id].depth
+	i := int((*h.info)[id].pos)
 	e := &h.entries[i]
 	if e.lastAccess == at && e.depth == depth {
 		return

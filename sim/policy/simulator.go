@@ -157,13 +157,32 @@ func (s *Simulator) pageKey(v nodeID) uint64 {
 // trie before it gets its copy, but the walk never asks.
 func (n *node) live() bool { return n.hasD || n.hasH || n.nChildren > 0 }
 
-// nodeInfo is the cold part of a node, 8 bytes, written when the node is
-// created or protected; BoundaryL1L2's victim searches and the checks read
-// it, and only they keep it (Simulator.stamp), as the last access
-// (Simulator.lastAccess).
+// nodeInfo is the cold part of a node, 16 bytes: what only BoundaryL1L2's
+// eviction order and the checks read, so only they keep it
+// (Simulator.stamp). A page's fields share a cache line, since a victim
+// search or a heap update that reads one reads the others.
 type nodeInfo struct {
-	depth   int32  // pages from the root; the root is 0
-	protect uint32 // == Simulator.epoch: protected from L2 eviction (BoundaryL1L2)
+	at    int64 // last access: the request clock of the page's last touch
+	depth int32 // pages from the root; the root is 0
+	pos   int32 // index in the duplicate heap, -1 when absent (heap.go)
+}
+
+// guard names the pages that a host reservation protects from the L2
+// evictions it triggers (BoundaryL1L2; see reserveHost). Only duplicate
+// leaves can be protected and be candidates at once: a reservation
+// protects device pages, and host-only pages are never on the device.
+type guard struct {
+	// path protects the current request's pages: exactly the pages whose
+	// last access is the clock, since the walk has stamped each of them
+	// and no other page.
+	path bool
+	// a and b are protected pages, noNode for none.
+	a, b nodeID
+}
+
+// guards reports whether g protects page v, whose last access is at.
+func (s *Simulator) guards(g guard, v nodeID, at int64) bool {
+	return g.path && at == s.clock || v == g.a || v == g.b
 }
 
 type edge struct {
@@ -186,14 +205,12 @@ type Simulator struct {
 	// touched page always qualifies). It saturates at math.MaxInt32,
 	// which takes as many requests to the page.
 	hits []int32
-	// info and lastAccess (each node's request clock of its last touch)
-	// are slot for slot with nodes when stamp is set, else empty.
-	info       []nodeInfo
-	lastAccess []int64
-	index      childIndex
-	live       int // live nodes, the root excluded
-	clock      int64
-	err        error // the abort that stopped the simulator, or nil
+	// info is slot for slot with nodes when stamp is set, else empty.
+	info  []nodeInfo
+	index childIndex
+	live  int // live nodes, the root excluded
+	clock int64
+	err   error // the abort that stopped the simulator, or nil
 
 	dPages, hPages, dhPages int
 	gaps                    int // gap leaves (BoundaryL1L2; see regap)
@@ -208,13 +225,12 @@ type Simulator struct {
 	device, hostOnly recencyList
 	dup              leafHeap
 
-	epoch uint32 // bumped per host reservation; see nodeInfo.protect
-	// stamp is whether Process keeps info and lastAccess: BoundaryL1L2's
-	// victim searches read them, MainWriteThrough's only in the checks.
+	guard guard // what the reservation under way protects (reserveHost)
+	// stamp is whether Process keeps info: BoundaryL1L2's victim
+	// searches read it, MainWriteThrough's only in the checks.
 	stamp   bool
 	path    []nodeID
 	missing []nodeID
-	stack   []nodeID
 	one     [2]nodeID
 }
 
@@ -250,12 +266,12 @@ func newSimulator(cfg Config, hint int) *Simulator {
 	}
 	s.device = recencyList{head: noNode, tail: noNode}
 	s.hostOnly = recencyList{head: noNode, tail: noNode}
-	s.dup = leafHeap{info: &s.info, lastAccess: &s.lastAccess, pos: []int32{-1}}
+	s.dup = leafHeap{info: &s.info}
 	s.res.Policy = cfg.Policy
 	s.stamp = cfg.Policy == BoundaryL1L2 || invariants.Enabled
 	if s.stamp {
 		s.info = make([]nodeInfo, 1, hint)
-		s.lastAccess = make([]int64, 1, hint)
+		s.info[rootID].pos = -1
 	}
 	return s
 }
@@ -380,7 +396,7 @@ func (s *Simulator) Process(pages []uint64) (l1Hits, l2Hits int, err error) {
 	s.res.MissPages += len(pages) - l1Hits - l2Hits
 
 	if boundary {
-		s.reserveHost(path, noNode)
+		s.reserveHost(path, guard{path: true, a: noNode, b: noNode})
 	}
 
 	for s.dPages > s.cfg.L1Pages {
@@ -452,38 +468,23 @@ func (s *Simulator) writeThrough(id nodeID) {
 	s.setH(id, true)
 }
 
-// reserveHost gives every node of nodes a host copy, or none of them. The
-// nodes, and also extra when it is not noNode, are protected from the L2
-// evictions this triggers. A failure (more pages than L2 holds, or nothing
-// left to evict) counts one failed host allocation; pages evicted before a
-// failure stay evicted.
-func (s *Simulator) reserveHost(nodes []nodeID, extra nodeID) bool {
-	// Protection only matters to the duplicate leaves of BoundaryL1L2:
-	// the nodes are device pages, and host-only leaves are never protected.
-	boundary := s.cfg.Policy == BoundaryL1L2
-	if boundary {
-		s.epoch++
-		if s.epoch == 0 {
-			// Wrapped: forget every old protection, so that none matches.
-			for i := range s.info {
-				s.info[i].protect = 0
-			}
-			s.epoch = 1
-		}
-		if extra != noNode {
-			s.info[extra].protect = s.epoch
-		}
-	}
+// reserveHost gives every node of nodes, device pages, a host copy, or
+// none of them (BoundaryL1L2). The pages that g names are protected from
+// the L2 evictions this triggers: the nodes, and the L1 victim whose
+// parent they are. A failure (more pages than L2 holds, or nothing left to
+// evict) counts one failed host allocation; pages evicted before a failure
+// stay evicted.
+func (s *Simulator) reserveHost(nodes []nodeID, g guard) bool {
+	s.guard = g
 	missing := s.missing[:0]
 	for _, id := range nodes {
-		if boundary {
-			s.info[id].protect = s.epoch
-		}
 		if !s.nodes[id].hasH {
 			missing = append(missing, id)
 		}
 	}
-	s.missing = missing
+	if cap(missing) != cap(s.missing) {
+		s.missing = missing // grown; otherwise the same array
+	}
 	if len(missing) == 0 {
 		return true
 	}
@@ -557,40 +558,51 @@ func (s *Simulator) minHostOnly() nodeID {
 			// leaf there would be a gap leaf.
 			break
 		}
-		in := &s.info[v]
-		if found != noNode && s.lastAccess[v] != s.lastAccess[found] {
+		if found != noNode && s.info[v].at != s.info[found].at {
 			break
 		}
-		if s.nodes[v].hChildren > 0 || in.protect == s.epoch {
+		if s.nodes[v].hChildren > 0 {
 			continue
 		}
-		if found == noNode || in.depth < s.info[found].depth {
+		if found == noNode || s.info[v].depth < s.info[found].depth {
 			found = v
 		}
 	}
 	return found
 }
 
-// minDup returns the first duplicate leaf in eviction order that is not
-// protected by the current reservation, or noNode.
+// minDup returns the first duplicate leaf in eviction order that the
+// current reservation does not protect, or noNode.
 func (s *Simulator) minDup() nodeID {
+	if i := s.minUnguarded(0); i >= 0 {
+		return s.dup.entries[i].id
+	}
+	return noNode
+}
+
+// minUnguarded returns the index in the duplicate heap of the first member
+// in eviction order, among entry i and those below it, that the current
+// reservation does not protect, or -1. It looks below protected entries
+// only: at most two pages apart from the request's path, and when the
+// path is protected, an entry stamped with the clock has nothing but path
+// pages below it (no member has a later access).
+func (s *Simulator) minUnguarded(i int) int {
 	h := &s.dup
-	found := noNode
-	stash := s.stack[:0]
-	for h.len() > 0 {
-		id := h.min()
-		if s.info[id].protect != s.epoch {
-			found = id
-			break
-		}
-		h.remove(id)
-		stash = append(stash, id)
+	if i >= len(h.entries) {
+		return -1
 	}
-	for _, id := range stash {
-		h.push(id)
+	e := &h.entries[i]
+	if !s.guards(s.guard, e.id, e.lastAccess) {
+		return i
 	}
-	s.stack = stash[:0]
-	return found
+	if s.guard.path && e.lastAccess == s.clock {
+		return -1
+	}
+	l, r := s.minUnguarded(2*i+1), s.minUnguarded(2*i+2)
+	if l < 0 || r >= 0 && h.less(r, l) {
+		return r
+	}
+	return l
 }
 
 func (s *Simulator) writeThroughEvictL1(v nodeID) {
@@ -613,7 +625,7 @@ func (s *Simulator) boundaryEvictL1(v nodeID) {
 		parentOK := true
 		if parentNeedsHost {
 			s.one[0] = p
-			parentOK = s.reserveHost(s.one[:1], v)
+			parentOK = s.reserveHost(s.one[:1], guard{a: p, b: v})
 		}
 		switch {
 		case parentOK:
@@ -628,12 +640,12 @@ func (s *Simulator) boundaryEvictL1(v nodeID) {
 		}
 		return
 	}
-	req := s.one[:0]
+	req, g := s.one[:0], guard{a: v, b: noNode}
 	if parentNeedsHost {
-		req = append(req, p)
+		req, g.b = append(req, p), p
 	}
 	req = append(req, v)
-	if s.reserveHost(req, noNode) {
+	if s.reserveHost(req, g) {
 		s.dropD(v)
 		s.res.DToHDemotions++
 	} else {
@@ -682,14 +694,15 @@ func (s *Simulator) hasHostDescendant(v nodeID) bool {
 // recency lists and the duplicate heap exact.
 func (s *Simulator) touch(v, parent nodeID) {
 	if s.stamp {
-		s.lastAccess[v] = s.clock
+		s.info[v].at = s.clock
 	}
 	at := parent
 	if parent == rootID {
 		at = noNode
 	}
 	n := &s.nodes[v]
-	if n.hasD {
+	wasD := n.hasD
+	if wasD {
 		s.device.moveBefore(s.nodes, at, v)
 	} else {
 		n.hasD = true
@@ -699,8 +712,14 @@ func (s *Simulator) touch(v, parent nodeID) {
 		}
 		s.device.insertBefore(s.nodes, at, v)
 	}
-	if s.cfg.Policy == BoundaryL1L2 {
-		s.placeDup(v)
+	if s.cfg.Policy == BoundaryL1L2 && n.hasH && n.hChildren == 0 {
+		// A duplicate leaf now; it was one before, at an older last
+		// access, exactly when it was on the device.
+		if wasD {
+			s.dup.fix(v)
+		} else {
+			s.dup.push(v)
+		}
 	}
 }
 
@@ -716,9 +735,9 @@ func (s *Simulator) dropD(v nodeID) {
 	s.device.remove(s.nodes, v)
 	if n.hasH {
 		s.addHostOnly(v)
-	}
-	if s.cfg.Policy == BoundaryL1L2 {
-		s.placeDup(v)
+		if s.cfg.Policy == BoundaryL1L2 && n.hChildren == 0 {
+			s.dup.remove(v) // a duplicate leaf until now
+		}
 	}
 }
 
@@ -739,16 +758,45 @@ func (s *Simulator) setH(v nodeID, on bool) {
 		}
 	}
 	if s.cfg.Policy == BoundaryL1L2 {
-		if p := n.parent; !on && p != rootID && s.dup.contains(v) && !s.dup.contains(p) && s.dupLeaf(p) {
-			// An L2 eviction of duplicate leaf v: its parent, usually the
-			// next victim, takes v's place in the heap (one sift instead
-			// of a removal and a push).
-			s.dup.replace(v, p)
-		} else {
-			s.placeDup(v)
-			s.placeDup(p)
+		s.setHDup(v, on)
+	}
+}
+
+// setHDup keeps the duplicate heap and the gap leaves exact after v's host
+// copy came (on) or went (BoundaryL1L2). The heap holds exactly the
+// duplicate leaves, so whether v and its parent were members follows from
+// their flags and counters, without a look at the heap. The root is never
+// on the device, so it never qualifies.
+func (s *Simulator) setHDup(v nodeID, on bool) {
+	n := &s.nodes[v]
+	p := n.parent
+	pn := &s.nodes[p]
+	pLeaf := pn.hasD && pn.hasH // with no host child, a duplicate leaf
+	if on {
+		if n.hasD && n.hChildren == 0 {
+			s.dup.push(v)
 		}
-		s.regap(n.parent)
+		if pLeaf && pn.hChildren == 1 {
+			s.dup.remove(p) // v is its first host child
+		}
+		if pn.gap {
+			s.regap(p)
+		}
+		return
+	}
+	switch was, now := n.hasD && n.hChildren == 0, pLeaf && pn.hChildren == 0; {
+	case was && now:
+		// An L2 eviction of duplicate leaf v: its parent, usually the
+		// next victim, takes v's place in the heap (one sift instead of
+		// a removal and a push).
+		s.dup.replace(v, p)
+	case was:
+		s.dup.remove(v)
+	case now:
+		s.dup.push(p)
+	}
+	if pn.gap || pn.hChildren == 0 && pn.hasH && !pn.hasD {
+		s.regap(p) // it may have become a gap leaf
 	}
 }
 
@@ -797,7 +845,7 @@ func (s *Simulator) regap(v nodeID) {
 		return
 	}
 	n := &s.nodes[v]
-	g := n.hasH && !n.hasD && n.hChildren == 0 && n.prev != noNode && s.lastAccess[n.prev] == s.lastAccess[v]
+	g := n.hasH && !n.hasD && n.hChildren == 0 && n.prev != noNode && s.info[n.prev].at == s.info[v].at
 	if g == n.gap {
 		return
 	}
@@ -809,30 +857,6 @@ func (s *Simulator) regap(v nodeID) {
 	}
 }
 
-// dupLeaf reports whether v is a duplicate leaf: on device and host, no
-// child on host.
-func (s *Simulator) dupLeaf(v nodeID) bool {
-	n := &s.nodes[v]
-	return n.hasD && n.hasH && n.hChildren == 0
-}
-
-// placeDup puts v into the duplicate heap exactly when it is a duplicate
-// leaf (on device and host, no child on host), at its current key.
-func (s *Simulator) placeDup(v nodeID) {
-	if v == rootID {
-		return
-	}
-	valid := s.dupLeaf(v)
-	switch in := s.dup.contains(v); {
-	case valid && in:
-		s.dup.fix(v)
-	case valid:
-		s.dup.push(v)
-	case in:
-		s.dup.remove(v)
-	}
-}
-
 // newChild creates the trie node for page p below parent, in the first
 // free slot or at the end of the arena.
 func (s *Simulator) newChild(parent nodeID, p uint64) nodeID {
@@ -841,8 +865,7 @@ func (s *Simulator) newChild(parent nodeID, p uint64) nodeID {
 		s.free = s.nodes[id].next
 		s.nodes[id] = node{parent: parent, prev: noNode, next: noNode, key: key32(p)}
 		if s.stamp {
-			s.info[id] = nodeInfo{depth: s.info[parent].depth + 1}
-			s.lastAccess[id] = 0
+			s.info[id] = nodeInfo{depth: s.info[parent].depth + 1, pos: -1}
 		}
 		if s.hits != nil {
 			s.hits[id] = 0
@@ -881,7 +904,6 @@ func (s *Simulator) appendNode(parent nodeID, p uint64) nodeID {
 		}
 		if s.stamp {
 			s.info = slices.Grow(s.info, len(s.info))
-			s.lastAccess = slices.Grow(s.lastAccess, len(s.lastAccess))
 		}
 	}
 	s.nodes = append(s.nodes, node{parent: parent, prev: noNode, next: noNode, key: key32(p)})
@@ -892,11 +914,7 @@ func (s *Simulator) appendNode(parent nodeID, p uint64) nodeID {
 		s.hits = append(s.hits, 0)
 	}
 	if s.stamp {
-		s.info = append(s.info, nodeInfo{depth: s.info[parent].depth + 1})
-		s.lastAccess = append(s.lastAccess, 0)
-	}
-	if s.cfg.Policy == BoundaryL1L2 {
-		s.dup.pos = append(s.dup.pos, -1)
+		s.info = append(s.info, nodeInfo{depth: s.info[parent].depth + 1, pos: -1})
 	}
 	return id
 }
@@ -911,7 +929,7 @@ func (s *Simulator) detachIfEmpty(v nodeID) {
 		if n.hasD || n.hasH || n.nChildren > 0 {
 			return
 		}
-		if s.cfg.Policy == BoundaryL1L2 && s.dup.contains(v) {
+		if invariants.Enabled && s.cfg.Policy == BoundaryL1L2 && s.dup.contains(v) {
 			panic("policy: detaching a node that is still an eviction candidate")
 		}
 		parent := n.parent
