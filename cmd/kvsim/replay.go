@@ -249,12 +249,9 @@ type replayTarget interface {
 // ("" = the bundled default): one simulated server, or, for a fleet file,
 // the whole fleet behind its router as one engine, as kvsim serve runs it.
 func simTarget(cfgPath string) (*replay.SimTarget, error) {
-	f := configs.Default()
-	if cfgPath != "" {
-		var err error
-		if f, err = configs.Load(cfgPath); err != nil {
-			return nil, err
-		}
+	f, err := loadFile(cfgPath)
+	if err != nil {
+		return nil, err
 	}
 	if f.IsFleet() {
 		sc, _, err := fleetEngine(f, cfgPath)

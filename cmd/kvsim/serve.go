@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kvsim/kvsim/configs"
 	"github.com/kvsim/kvsim/replay"
 )
 
@@ -89,11 +88,8 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 // fleet behind its router as one engine. banner describes it.
 func buildServe(path string, scale float64, shutdown time.Duration) (*replay.Server, string, error) {
 	cfg := replay.ServeConfig{TimeScale: scale, Version: version, ShutdownTimeout: shutdown}
-	var f *configs.File
-	var err error
-	if path == "" {
-		f = configs.Default()
-	} else if f, err = configs.Load(path); err != nil {
+	f, err := loadFile(path)
+	if err != nil {
 		return nil, "", err
 	}
 	var banner string

@@ -180,14 +180,20 @@ type simJSON struct {
 	Version string `json:"kvsim_version"`
 }
 
-// loadConfig loads the config at path, or the bundled default for "",
-// for a command (who, e.g. "kvsim serve simulates") that runs one server:
-// a fleet file is refused, not silently run as its base server.
-func loadConfig(path, who string) (*configs.File, error) {
+// loadFile loads the config at path, a server or a fleet, or the bundled
+// default for "".
+func loadFile(path string) (*configs.File, error) {
 	if path == "" {
 		return configs.Default(), nil
 	}
-	f, err := configs.Load(path)
+	return configs.Load(path)
+}
+
+// loadConfig is loadFile for a command (who, e.g. "kvsim calibrate fits")
+// that runs one server: a fleet file is refused, not silently run as its
+// base server.
+func loadConfig(path, who string) (*configs.File, error) {
+	f, err := loadFile(path)
 	if err != nil {
 		return nil, err
 	}
