@@ -261,7 +261,6 @@ type flight struct {
 	streamed int                 // tokens given to stream
 	sent     int                 // chunks of text sent, with a stream
 	deadline int64               // simulator time; 0: none
-	gone     bool                // timed out: later events are ignored
 }
 
 // chunk reports whether the client receives the tokens of event e (the

@@ -123,8 +123,6 @@ func metricNames() []string {
 	return out
 }
 
-func isMetric(name string) bool { return slices.Contains(metricNames(), name) }
-
 // Metric returns a metric of the record by its name (a results.csv
 // column), or a numeric swept key's value.
 func (r *Record) Metric(name string) (float64, bool) {

@@ -185,30 +185,6 @@ func parseInt(lit []byte, bits int) (v int64, err bool) {
 	return v, false
 }
 
-// uint64 scans a non-negative integer that fits in a uint64.
-func (s *scanner) uint64() uint64 {
-	if s.i < len(s.b) && s.b[s.i] == '-' {
-		s.fail()
-		return 0
-	}
-	lit := s.intLit()
-	if !s.ok {
-		return 0
-	}
-	if len(lit) > 19 {
-		v, err := strconv.ParseUint(string(lit), 10, 64)
-		if err != nil {
-			s.fail()
-		}
-		return v
-	}
-	var v uint64
-	for _, c := range lit {
-		v = v*10 + uint64(c-'0')
-	}
-	return v
-}
-
 // number scans any JSON number literal and returns it as written.
 func (s *scanner) number() json.RawMessage {
 	start := s.i

@@ -43,9 +43,6 @@ func (h *leafHeap) contains(id nodeID) bool {
 	return i >= 0 && int(i) < len(h.entries) && h.entries[i].id == id
 }
 
-// min returns the first node in eviction order; the heap must not be empty.
-func (h *leafHeap) min() nodeID { return h.entries[0].id }
-
 func (h *leafHeap) less(i, j int) bool {
 	a, b := &h.entries[i], &h.entries[j]
 	if a.lastAccess != b.lastAccess {
