@@ -720,6 +720,8 @@ func TestStateMachineTree(t *testing.T) {
 			"unlock":         m.unlock,
 			"evict":          m.evict,
 			"evictHost":      m.evictHost,
+			"evictNode":      m.evictNode,
+			"protectHost":    m.protectHost,
 			"loadBack":       m.loadBack,
 			"ackWrites":      m.ackWrites,
 			"ackLoads":       m.ackLoads,
