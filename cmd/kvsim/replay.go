@@ -260,7 +260,9 @@ func simTarget(cfgPath string) (*replay.SimTarget, error) {
 		}
 		return replay.NewSimTarget(sc)
 	}
-	srv, err := f.BuildServer(configs.ServerOptions{})
+	// The target measures every request from its events: it reads no
+	// timeline (nor results) of the engine's, so none is sampled.
+	srv, err := f.BuildServer(configs.ServerOptions{NoTimeline: true})
 	if err != nil {
 		return nil, err
 	}
