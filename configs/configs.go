@@ -298,18 +298,13 @@ type CacheSection struct {
 	Planner string `toml:"planner"`
 }
 
-// SchedulerSection configures the scheduler. Batch limits
+// SchedulerSection configures the scheduler: its policy and SGLang's
+// scheduling constants, the keys of [sim.SchedulerTuning]. Batch limits
 // (max_running_requests, max_prefill_tokens, chunked_prefill_size) are
 // server arguments and live in [server].
 type SchedulerSection struct {
-	Policy                   string  `toml:"policy"`
-	ScheduleConservativeness float64 `toml:"schedule_conservativeness"`
-	InitNewTokenRatio        float64 `toml:"init_new_token_ratio"`
-	MinNewTokenRatioFactor   float64 `toml:"min_new_token_ratio_factor"`
-	NewTokenRatioDecaySteps  int     `toml:"new_token_ratio_decay_steps"`
-	ClipMaxNewTokens         int64   `toml:"clip_max_new_tokens"`
-	RetractDecodeSteps       int64   `toml:"retract_decode_steps"`
-	LPMFallbackQueue         int     `toml:"lpm_fallback_queue"`
+	Policy              string `toml:"policy"`
+	sim.SchedulerTuning `toml:",inline"`
 }
 
 // CostSection chooses the cost model. Efficiency is omitted when zero, as
@@ -968,10 +963,8 @@ func (f *File) simConfig(z hw.Sizing) sim.Config {
 	cfg.Scheduler = sim.SchedulerConfig{
 		Policy: f.enums.policy, MaxRunningRequests: z.MaxRunningRequests,
 		MaxPrefillTokens: z.MaxPrefillTokens, ChunkedPrefillSize: z.ChunkedPrefillSize,
-		ScheduleConservativeness: s.ScheduleConservativeness, InitNewTokenRatio: s.InitNewTokenRatio,
-		MinNewTokenRatioFactor: s.MinNewTokenRatioFactor, NewTokenRatioDecaySteps: s.NewTokenRatioDecaySteps,
-		ClipMaxNewTokens: s.ClipMaxNewTokens, RetractDecodeSteps: s.RetractDecodeSteps, LPMFallbackQueue: s.LPMFallbackQueue,
-		ContextLen: f.Model.ContextLen,
+		SchedulerTuning: s.SchedulerTuning,
+		ContextLen:      f.Model.ContextLen,
 	}
 	bw := func(v float64) float64 {
 		if v > 0 {

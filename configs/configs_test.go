@@ -1,10 +1,12 @@
 package configs
 
 import (
-	"github.com/kvsim/kvsim/sim"
-	"github.com/kvsim/kvsim/traces"
 	"strings"
 	"testing"
+
+	"github.com/kvsim/kvsim/internal/testutil"
+	"github.com/kvsim/kvsim/sim"
+	"github.com/kvsim/kvsim/traces"
 )
 
 // must returns what fn returns, failing the test if fn fails: must(t,
@@ -74,4 +76,44 @@ func BenchmarkDefaultSim(b *testing.B) {
 		n = len(res.Requests)
 	}
 	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "requests/s")
+}
+
+// Every key of [scheduler] reaches the simulator's SchedulerConfig, written
+// as a table, as dotted keys or as an inline table, and a value out of its
+// range is refused with the key's position.
+func TestSchedulerKeysReachTheSimulator(t *testing.T) {
+	base := testutil.ReadFile(t, "default.toml")
+	keys := `schedule_conservativeness = 0.5
+init_new_token_ratio = 0.6
+min_new_token_ratio_factor = 0.2
+new_token_ratio_decay_steps = 300
+clip_max_new_tokens = 1024
+retract_decode_steps = 7
+lpm_fallback_queue = 9`
+	want := sim.SchedulerTuning{ScheduleConservativeness: 0.5, InitNewTokenRatio: 0.6,
+		MinNewTokenRatioFactor: 0.2, NewTokenRatioDecaySteps: 300, ClipMaxNewTokens: 1024,
+		RetractDecodeSteps: 7, LPMFallbackQueue: 9}
+	table := "[scheduler]\npolicy = \"lpm\"\n" + keys + "\n"
+	dotted := "scheduler.policy = \"lpm\"\nscheduler." + strings.ReplaceAll(keys, "\n", "\nscheduler.") + "\n"
+	inline := "scheduler = {policy = \"lpm\", " + strings.ReplaceAll(keys, "\n", ", ") + "}\n"
+	for name, section := range map[string]string{"table": table, "dotted": dotted, "inline": inline} {
+		doc := strings.Replace(string(base), "[scheduler]\npolicy = \"fcfs\"              # --schedule-policy\n", "", 1)
+		doc = strings.Replace(doc, "[model]", section+"\n[model]", 1)
+		f, err := Parse([]byte(doc), name+".toml")
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		b := must(t, f.Build)
+		if got := b.Sim.Scheduler.SchedulerTuning; got != want {
+			t.Errorf("%s: tuning %+v, want %+v", name, got, want)
+		}
+		if b.Sim.Scheduler.Policy != sim.LPM {
+			t.Errorf("%s: policy %v, want lpm", name, b.Sim.Scheduler.Policy)
+		}
+	}
+	doc := strings.Replace(string(base), "policy = \"fcfs\"", "policy = \"fcfs\"\nlpm_fallback_queue = -1", 1)
+	_, err := Parse([]byte(doc), "bad.toml")
+	if err == nil || !strings.Contains(err.Error(), "bad.toml:36:") || !strings.Contains(err.Error(), "scheduler.lpm_fallback_queue") {
+		t.Errorf("lpm_fallback_queue = -1: error %v, want one at bad.toml:36 naming scheduler.lpm_fallback_queue", err)
+	}
 }

@@ -77,6 +77,22 @@ type SchedulerConfig struct {
 	// ChunkedPrefillSize is the per-iteration chunk budget
 	// (--chunked-prefill-size); -1 disables chunking. Default 8192.
 	ChunkedPrefillSize int64 `toml:"chunked_prefill_size"`
+	// SchedulerTuning holds SGLang's scheduling constants, which a config
+	// file sets in its [scheduler] table.
+	SchedulerTuning `toml:",inline"`
+	// ContextLen is the model's context length in tokens (SGLang's
+	// context_len, hw.Model.ContextLen). SGLang's tokenizer manager
+	// rejects a request whose prompt is at least this long, or whose
+	// prompt and max_new_tokens together are; [Sim] fails such a request
+	// on arrival (see admissionError). 0 (default) sets no limit but the
+	// KV pool's; otherwise >= 2.
+	ContextLen int64 `toml:"context_len"`
+}
+
+// SchedulerTuning is SGLang's scheduling constants: its
+// --schedule-conservativeness and the SGLANG_* environment variables that
+// shape the new-token ratio, retraction and lpm's fallback.
+type SchedulerTuning struct {
 	// ScheduleConservativeness scales the initial new-token ratio
 	// (--schedule-conservativeness). Default 1.0.
 	ScheduleConservativeness float64 `toml:"schedule_conservativeness"`
@@ -95,13 +111,6 @@ type SchedulerConfig struct {
 	// LPMFallbackQueue is the queue length above which lpm falls back to
 	// fcfs. Default 128.
 	LPMFallbackQueue int `toml:"lpm_fallback_queue"`
-	// ContextLen is the model's context length in tokens (SGLang's
-	// context_len, hw.Model.ContextLen). SGLang's tokenizer manager
-	// rejects a request whose prompt is at least this long, or whose
-	// prompt and max_new_tokens together are; [Sim] fails such a request
-	// on arrival (see admissionError). 0 (default) sets no limit but the
-	// KV pool's; otherwise >= 2.
-	ContextLen int64 `toml:"context_len"`
 }
 
 // LinkConfig describes the host links used by HiCache transfers.
