@@ -217,7 +217,14 @@ func (s *Sim) processNext() error {
 		// than the interval the next sample waits for it: an idle gap or
 		// an hour-long step costs one sample, and the timeline grows with
 		// the events, never with the simulated span. The next arrival
-		// starts sampling again.
+		// starts sampling again. A sample is the state at the end of its
+		// instant: while other events share it, it waits behind them, so
+		// that when a record was submitted (a fleet's replica learns of an
+		// arrival only at its instant) changes no sample.
+		if len(s.events) > 0 && s.events[0].at == s.now {
+			s.schedule(s.now, evSample)
+			break
+		}
 		s.sample()
 		if s.active > 0 {
 			next := s.now + engine.Time(s.cfg.TimelineInterval)
