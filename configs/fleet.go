@@ -166,13 +166,12 @@ func (f *File) validateFleet(name string, ps Positions) error {
 		}
 		return errors.Join(errs...)
 	}
-	// The fleet runs without idle-gap cuts (fleet.Run): refuse the key it
-	// would ignore.
-	if k := fielderr.Dotted("workload.idle_gap_cap"); written(k) && f.Workload.IdleGapCap != 0 {
-		errs = append(errs, fielderr.New(k, "not supported for a fleet yet (a fleet replays the trace as written)"))
-	}
 	total := 0
 	keys := schemaKeys()
+	baseErrs := map[string]bool{} // Validate's errors: the file's keys outside the groups
+	for _, e := range fielderr.Flatten(f.Validate()) {
+		baseErrs[e.Error()] = true
+	}
 	names := map[string]int{}
 	for i, g := range f.Fleet.Groups {
 		switch {
@@ -219,11 +218,16 @@ func (f *File) validateFleet(name string, ps Positions) error {
 			if _, err := f.groupFile(g); err != nil {
 				for _, e := range groupErrors(err) {
 					// At the key of the set whose error it is, if any.
-					p := set
+					p, fromSet := set, false
 					for _, st := range sts {
 						if strings.HasPrefix(e.Error(), fielderr.Key(st.key...).String()+": ") {
-							p = set.Key(st.spelling...)
+							p, fromSet = set.Key(st.spelling...), true
 						}
+					}
+					// A key outside the groups that is wrong alone is
+					// reported once, by Validate, not again for each group.
+					if !fromSet && baseErrs[e.Error()] {
+						continue
 					}
 					errs = append(errs, at(p, fielderr.Wrap(set, e)))
 				}

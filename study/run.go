@@ -293,7 +293,7 @@ func simulatePoint(s *Study, pt Point, opt Options) (*Record, []byte, error) {
 		return nil, nil, err
 	}
 	tl := filepath.Join(opt.Out, timelineDir, timelineName(pt.Index))
-	if err := writeAtomic(tl, func(w io.Writer) error { return writeTimeline(w, res.Timeline) }); err != nil {
+	if err := writeAtomic(tl, func(w io.Writer) error { return engine.WriteTimeline(w, res.Timeline) }); err != nil {
 		return nil, nil, err
 	}
 	return pointRecord(s, pt, opt, b, res.Summary, nil)
@@ -388,18 +388,3 @@ func simulateFleetPoint(s *Study, pt Point, opt Options) (*Record, []byte, error
 }
 
 func timelineName(point int) string { return fmt.Sprintf("point-%04d.csv", point) }
-
-const timelineHeader = "t_s,device_tree_tokens,device_request_tokens,device_evictable_tokens,host_tokens,host_reserved_tokens,storage_tokens,waiting,running"
-
-func writeTimeline(w io.Writer, tl []engine.Sample) error {
-	if _, err := fmt.Fprintln(w, timelineHeader); err != nil {
-		return err
-	}
-	for _, x := range tl {
-		if _, err := fmt.Fprintf(w, "%.3f,%d,%d,%d,%d,%d,%d,%d,%d\n", x.Time.Seconds(), x.Device, x.Held, x.Evictable,
-			x.Host, x.HostReserved, x.Storage, x.Waiting, x.Running); err != nil {
-			return err
-		}
-	}
-	return nil
-}

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bufio"
+	"cmp"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/kvsim/kvsim/configs"
@@ -40,6 +43,7 @@ func fleetConfig(args []string) *configs.File {
 
 const fleetUsage = `usage: kvsim sim --config FLEET.toml [--trace FILE] [--format F] [--seed N]
                  [--open-loop] [--explain] [--json] [--per-request FILE]
+                 [--timeline FILE] [--idle-gap-cap D]
 
 Simulates the fleet described by FLEET.toml's [fleet] and [router] tables
 (docs/config.md, docs/fleet.md): every replica group's servers behind
@@ -47,7 +51,9 @@ SGLang's router on one virtual clock, closed loop as one server's run (a
 request reaches the router when its parent and sub-agents have finished,
 on any replica, plus its delay) unless --open-loop or workload.open_loop.
 Prints the fleet's serving-benchmark metrics, the load balance, the
-router's decisions and one line per replica.
+router's decisions and one line per replica. --timeline writes every
+replica's tier occupancy, every simulated second, as CSV (a replica column,
+then kvsim sim's timeline columns).
 `
 
 // runFleetSim is kvsim sim for a fleet file f.
@@ -55,18 +61,20 @@ func runFleetSim(f *configs.File, args []string, stdout, stderr io.Writer) int {
 	fs := newCommand("kvsim sim", fleetUsage, stderr)
 	sf := defineSimFlags(fs) // sim.go
 	cfgPath, tracePath, format, seed, asJSON, perReq, explain := sf.cfgPath, sf.tracePath, sf.format, sf.seed, sf.asJSON, sf.perReq, sf.explain
-	refuse := func(string) error { return errors.New("not supported for a fleet yet") }
-	fs.Func("timeline", "not for a fleet", refuse)
-	fs.Func("idle-gap-cap", "not for a fleet", refuse)
+	timeline, gapCap := defineTimelineFlags(fs) // sim.go
 	if code, ok := fs.parse(args); !ok {
 		return code
 	}
 	sf.applyOpenLoop(f)
-	if err := outputDirExists(*perReq); err != nil {
-		fmt.Fprintf(stderr, "kvsim sim: --per-request: %v\n", err)
-		return exitUsage
+	outs := []outputFlag{{"per-request", *perReq}, {"timeline", *timeline}}
+	if code, ok := checkOutputDirs(outs, stderr); !ok { // sim.go
+		return code
 	}
-	b, err := f.BuildFleet(configs.ServerOptions{NoTimeline: true}, *seed)
+	capNs, code, ok := idleGapCap(fs, f, *gapCap) // sim.go
+	if !ok {
+		return code
+	}
+	b, err := f.BuildFleet(configs.ServerOptions{NoTimeline: *timeline == ""}, *seed)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvsim sim: %s: %v\n", *cfgPath, err)
 		return exitUsage
@@ -85,11 +93,14 @@ func runFleetSim(f *configs.File, args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintln(stdout)
 	}
-	tp, rd, closeTrace, code := openSimTrace(fs, f, *cfgPath, *tracePath, *format, []outputFlag{{"per-request", *perReq}}, stderr)
+	tp, rd, closeTrace, code := openSimTrace(fs, f, *cfgPath, *tracePath, *format, outs, stderr)
 	if rd == nil {
 		return code
 	}
 	defer closeTrace()
+	if code, ok := capTraceGaps(rd, tp, capNs, stderr); !ok { // sim.go
+		return code
+	}
 	run := fl.RunClosedLoop
 	if b.Factory.OpenLoop {
 		run = fl.Run
@@ -124,6 +135,12 @@ func runFleetSim(f *configs.File, args []string, stdout, stderr io.Writer) int {
 			return exitFail
 		}
 	}
+	if *timeline != "" {
+		if err := writeAtomic(*timeline, func(w io.Writer) error { return writeFleetTimeline(w, res) }); err != nil {
+			fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
+			return exitFail
+		}
+	}
 	if *asJSON {
 		out := struct {
 			*fleet.Result
@@ -140,6 +157,34 @@ func runFleetSim(f *configs.File, args []string, stdout, stderr io.Writer) int {
 	}
 	writeFleetTable(stdout, tp, b.Describe, res)
 	return exitOK
+}
+
+// writeFleetTimeline writes the replicas' timelines as one CSV file: a
+// replica column, then engine.TimelineHeader's, the rows in time order
+// (ties in replica order).
+func writeFleetTimeline(w io.Writer, res *fleet.Result) error {
+	type row struct {
+		replica int
+		engine.Sample
+	}
+	var rows []row
+	for i, r := range res.Replicas {
+		if r.Result != nil {
+			for _, x := range r.Result.Timeline {
+				rows = append(rows, row{i, x})
+			}
+		}
+	}
+	slices.SortStableFunc(rows, func(a, b row) int { return cmp.Compare(a.Time, b.Time) })
+	bw := bufio.NewWriter(w)
+	bw.WriteString("replica," + engine.TimelineHeader + "\n")
+	var b []byte
+	for _, r := range rows {
+		b = strconv.AppendInt(b[:0], int64(r.replica), 10)
+		b = append(r.AppendCSV(append(b, ',')), '\n')
+		bw.Write(b)
+	}
+	return bw.Flush()
 }
 
 // writeFleetTable prints a fleet run: the fleet's serving metrics and

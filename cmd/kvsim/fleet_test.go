@@ -2,6 +2,7 @@ package main
 
 import (
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -111,15 +112,99 @@ func TestSimFleetOfOne(t *testing.T) {
 	}
 }
 
-// The single server's flags that a fleet does not support yet are
-// refused by name; a bad fleet file is reported at its line.
+// A bad fleet file is reported at its line.
 func TestSimFleetRefuses(t *testing.T) {
-	for _, flag := range [][]string{{"--timeline", "x.csv"}, {"--idle-gap-cap", "1s"}} {
-		checkRefused(t, append([]string{"sim", "--config", fleetExample, "--trace", fleetTrace}, flag...), "not supported for a fleet yet")
-	}
 	bad := filepath.Join(t.TempDir(), "bad.toml")
 	writeFile(t, bad, "[[fleet.groups]]\ncount = 0\n")
 	checkRefused(t, []string{"sim", "--config", bad}, "bad.toml:2:1: fleet.groups[0].count: must be in [1, 4096] (got 0)")
+}
+
+// --timeline on a fleet writes every replica's samples in time order,
+// under a replica column: a fleet of one replica writes its server's
+// timeline, row for row; a fleet of two, both replicas' samples.
+func TestSimFleetTimeline(t *testing.T) {
+	server := string(testutil.ReadFile(t, filepath.Join("testdata", "replay", "sim_small.toml")))
+	dir := t.TempDir()
+	timeline := func(cfg string) []string {
+		t.Helper()
+		out := filepath.Join(dir, "timeline.csv")
+		runQuiet(t, "sim", "--config", cfg, "--trace", fleetTrace, "--timeline", out)
+		return strings.Split(strings.TrimSuffix(string(testutil.ReadFile(t, out)), "\n"), "\n")
+	}
+	single := filepath.Join(dir, "single.toml")
+	writeFile(t, single, server)
+	want := timeline(single)
+	if len(want) < 10 || want[0] != engine.TimelineHeader {
+		t.Fatalf("the server's timeline: %d lines, header %q", len(want), want[0])
+	}
+	one := filepath.Join(dir, "one.toml")
+	writeFile(t, one, server+"\n[[fleet.groups]]\ncount = 1\n[router]\npolicy = \"round_robin\"\n")
+	got := timeline(one)
+	if len(got) != len(want) || got[0] != "replica,"+want[0] {
+		t.Fatalf("fleet of one: %d lines, header %q; want %d lines under replica,%s", len(got), got[0], len(want), want[0])
+	}
+	for i := 1; i < len(want); i++ {
+		if got[i] != "0,"+want[i] {
+			t.Fatalf("fleet of one, line %d: %q, want 0,%s", i+1, got[i], want[i])
+		}
+	}
+	two := filepath.Join(dir, "two.toml")
+	writeFile(t, two, server+"\n[[fleet.groups]]\ncount = 2\n[router]\npolicy = \"round_robin\"\n")
+	rows := timeline(two)
+	seen := map[string]int{}
+	last := -1.0
+	for _, r := range rows[1:] {
+		f := strings.Split(r, ",")
+		tm, err := strconv.ParseFloat(f[1], 64)
+		if len(f) != len(strings.Split(rows[0], ",")) || err != nil || tm < last {
+			t.Fatalf("fleet of two: row %q after t = %g", r, last)
+		}
+		last = tm
+		seen[f[0]]++
+	}
+	if len(seen) != 2 || seen["0"] == 0 || seen["1"] == 0 {
+		t.Fatalf("fleet of two: rows by replica %v, want replicas 0 and 1", seen)
+	}
+}
+
+// --idle-gap-cap and workload.idle_gap_cap cut a fleet's trace as they cut
+// one server's: a fleet of one replica runs what its server runs.
+func TestSimFleetIdleGapCap(t *testing.T) {
+	trace := filepath.Join("..", "..", "traces", "testdata", "wekadir")
+	server := string(testutil.ReadFile(t, filepath.Join("testdata", "replay", "sim_small.toml")))
+	dir := t.TempDir()
+	single, one := filepath.Join(dir, "single.toml"), filepath.Join(dir, "one.toml")
+	writeFile(t, single, server)
+	writeFile(t, one, server+"\n[[fleet.groups]]\ncount = 1\n")
+	run := func(args ...string) (engine.Summary, string) {
+		t.Helper()
+		stdout, stderr := runOK(t, append([]string{"sim", "--trace", trace, "--json"}, args...)...)
+		var wrap struct {
+			Summary *engine.Summary `json:"summary"`
+		}
+		decodeJSON(t, stdout, &wrap)
+		if wrap.Summary == nil {
+			var s engine.Summary
+			decodeJSON(t, stdout, &s)
+			return s, stderr
+		}
+		return *wrap.Summary, stderr
+	}
+	uncut, _ := run("--config", one)
+	want, _ := run("--config", single, "--idle-gap-cap", "1s")
+	got, stderr := run("--config", one, "--idle-gap-cap", "1s")
+	if got != want || !strings.Contains(stderr, "cut 2 gaps in 2 session families") {
+		t.Fatalf("fleet of one, --idle-gap-cap 1s: %+v (stderr %q)\nwant the server's %+v", got, stderr, want)
+	}
+	if got == uncut {
+		t.Fatalf("the cap changed nothing: %+v", got)
+	}
+	capped := filepath.Join(dir, "capped.toml")
+	writeFile(t, capped, server+"\n[workload]\nidle_gap_cap = 1.0\n[[fleet.groups]]\ncount = 1\n")
+	if got, _ := run("--config", capped); got != want {
+		t.Fatalf("workload.idle_gap_cap = 1.0: %+v\nwant %+v", got, want)
+	}
+	checkRefused(t, []string{"sim", "--config", one, "--trace", trace, "--idle-gap-cap", "-1s"}, "--idle-gap-cap: must be >= 0")
 }
 
 // The commands that fit one server refuse a fleet file, naming it,

@@ -43,17 +43,13 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	fs := newCommand("kvsim sim", simUsage, stderr)
 	sf := defineSimFlags(fs)
 	cfgPath, tracePath, format, seed, asJSON, perReq, explain := sf.cfgPath, sf.tracePath, sf.format, sf.seed, sf.asJSON, sf.perReq, sf.explain
-	timeline := fs.String("timeline", "", "write the tier-occupancy timeline as CSV to this file")
-	gapCap := new(time.Duration)
-	durationVar(fs.FlagSet, gapCap, "idle-gap-cap", 0, "cut every gap between consecutive request starts of a session family longer than this to it, shifting later times left (overrides the config's workload.idle_gap_cap; 0: none)")
+	timeline, gapCap := defineTimelineFlags(fs)
 	if code, ok := fs.parse(args); !ok {
 		return code
 	}
-	for _, o := range []struct{ flag, path string }{{"per-request", *perReq}, {"timeline", *timeline}} {
-		if err := outputDirExists(o.path); err != nil {
-			fmt.Fprintf(stderr, "kvsim sim: --%s: %v\n", o.flag, err)
-			return exitUsage
-		}
+	outs := []outputFlag{{"per-request", *perReq}, {"timeline", *timeline}}
+	if code, ok := checkOutputDirs(outs, stderr); !ok {
+		return code
 	}
 	f, err := loadConfig(*cfgPath, "kvsim sim runs")
 	if err != nil {
@@ -62,15 +58,10 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	if *seed != 0 {
 		f.Seed = *seed
 	}
-	capNs := f.Workload.IdleGapCapNs()
-	gapCapSet := false
 	sf.applyOpenLoop(f)
-	fs.Visit(func(fl *flag.Flag) { gapCapSet = gapCapSet || fl.Name == "idle-gap-cap" })
-	if gapCapSet {
-		if *gapCap < 0 {
-			return fs.usageErr("--idle-gap-cap: must be >= 0 (got %v)", *gapCap)
-		}
-		capNs = int64(*gapCap)
+	capNs, code, ok := idleGapCap(fs, f, *gapCap)
+	if !ok {
+		return code
 	}
 	// The server model, whichever the config describes (SGLang or
 	// llama.cpp's llama-server). Nobody asked for a timeline: keep none.
@@ -85,18 +76,13 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintln(stdout)
 	}
-	tp, rd, closeTrace, code := openSimTrace(fs, f, *cfgPath, *tracePath, *format, []outputFlag{{"per-request", *perReq}, {"timeline", *timeline}}, stderr)
+	tp, rd, closeTrace, code := openSimTrace(fs, f, *cfgPath, *tracePath, *format, outs, stderr)
 	if rd == nil {
 		return code
 	}
 	defer closeTrace()
-	if capNs > 0 {
-		cut, err := rd.CapIdleGaps(capNs)
-		if err != nil {
-			fmt.Fprintf(stderr, "kvsim sim: %v\n", traces.InFile(tp, err))
-			return exitFail
-		}
-		fmt.Fprintf(stderr, "kvsim sim: %s\n", gapCutNote(cut))
+	if code, ok := capTraceGaps(rd, tp, capNs, stderr); !ok {
+		return code
 	}
 	streams, err := streamSimOutputs(srv.Factory, *perReq, *timeline)
 	if err != nil {
@@ -276,6 +262,47 @@ func outputDirExists(path string) error {
 	return nil
 }
 
+// defineTimelineFlags defines kvsim sim's --timeline and --idle-gap-cap,
+// for a server and a fleet.
+func defineTimelineFlags(fs *cmdFlags) (timeline *string, gapCap *time.Duration) {
+	timeline = fs.String("timeline", "", "write the tier-occupancy timeline as CSV to this file")
+	gapCap = new(time.Duration)
+	durationVar(fs.FlagSet, gapCap, "idle-gap-cap", 0, "cut every gap between consecutive request starts of a session family longer than this to it, shifting later times left (overrides the config's workload.idle_gap_cap; 0: none)")
+	return timeline, gapCap
+}
+
+// idleGapCap returns the idle-gap cap of a run, ns: --idle-gap-cap if
+// given (flag gapCap), else f's workload.idle_gap_cap. It reports a bad
+// flag as a usage error (the exit code, false).
+func idleGapCap(fs *cmdFlags, f *configs.File, gapCap time.Duration) (int64, int, bool) {
+	capNs := f.Workload.IdleGapCapNs()
+	set := false
+	fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == "idle-gap-cap" })
+	if set {
+		if gapCap < 0 {
+			return 0, fs.usageErr("--idle-gap-cap: must be >= 0 (got %v)", gapCap), false
+		}
+		capNs = int64(gapCap)
+	}
+	return capNs, exitOK, true
+}
+
+// capTraceGaps cuts the idle gaps of rd, the trace at tp, to capNs (none
+// if 0) and says how many it cut. It reports a failure (the exit code,
+// false).
+func capTraceGaps(rd *traces.Reader, tp string, capNs int64, stderr io.Writer) (int, bool) {
+	if capNs <= 0 {
+		return exitOK, true
+	}
+	cut, err := rd.CapIdleGaps(capNs)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvsim sim: %v\n", traces.InFile(tp, err))
+		return exitFail, false
+	}
+	fmt.Fprintf(stderr, "kvsim sim: %s\n", gapCutNote(cut))
+	return exitOK, true
+}
+
 // openSimTrace resolves the trace of a sim run (the flags', else the
 // config's), checks that the outputs are apart from each other and from
 // the inputs, and opens it. On an error it returns a nil reader and the
@@ -303,6 +330,19 @@ func openSimTrace(fs *cmdFlags, f *configs.File, cfgPath, tracePath, format stri
 
 // outputFlag is an output file given by a flag.
 type outputFlag struct{ flag, path string }
+
+// checkOutputDirs checks, before a run, that the folder of every output
+// exists; it reports one that does not as a usage error (the exit code,
+// false).
+func checkOutputDirs(outs []outputFlag, stderr io.Writer) (int, bool) {
+	for _, o := range outs {
+		if err := outputDirExists(o.path); err != nil {
+			fmt.Fprintf(stderr, "kvsim sim: --%s: %v\n", o.flag, err)
+			return exitUsage, false
+		}
+	}
+	return exitOK, true
+}
 
 // checkOutputsApart checks, before a long run, that no two outputs name
 // the same file (one would overwrite the other) and that no output names
@@ -425,9 +465,11 @@ func streamSimOutputs(f engine.Factory, perReq, timeline string) ([]*lineStream,
 			return nil, err
 		}
 		streams = append(streams, ls)
-		writeTimelineHeader(ls.w)
+		ls.w.WriteString(engine.TimelineHeader + "\n")
+		var row []byte
 		setSample(func(x engine.Sample) error {
-			if err := writeTimelineRow(ls.w, x); err != nil {
+			row = append(x.AppendCSV(row[:0]), '\n')
+			if _, err := ls.w.Write(row); err != nil {
 				return &outputError{"timeline", timeline, err}
 			}
 			return nil
@@ -455,15 +497,7 @@ func writeSimOutputs(res *engine.Result, perReq, timeline string) error {
 	if timeline == "" {
 		return nil
 	}
-	return writeAtomic(timeline, func(w io.Writer) error {
-		writeTimelineHeader(w)
-		for _, x := range res.Timeline {
-			if err := writeTimelineRow(w, x); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	return writeAtomic(timeline, func(w io.Writer) error { return engine.WriteTimeline(w, res.Timeline) })
 }
 
 // lineStream is an output file written while a run goes on: buffered into
@@ -490,15 +524,6 @@ func (s *lineStream) finish(err error) error {
 		err = s.w.Flush()
 	}
 	return s.f.Finish(err)
-}
-
-func writeTimelineHeader(w io.Writer) {
-	fmt.Fprintln(w, "t_s,device_tree_tokens,device_request_tokens,device_evictable_tokens,host_tokens,waiting,running")
-}
-
-func writeTimelineRow(w io.Writer, x engine.Sample) error {
-	_, err := fmt.Fprintf(w, "%.3f,%d,%d,%d,%d,%d,%d\n", x.Time.Seconds(), x.Device, x.Held, x.Evictable, x.Host, x.Waiting, x.Running)
-	return err
 }
 
 // warnIgnoredDeps warns that n dependencies of a closed-loop run named no

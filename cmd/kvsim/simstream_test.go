@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvsim/kvsim/configs"
 	"github.com/kvsim/kvsim/internal/testutil"
+	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 )
 
@@ -39,11 +40,8 @@ func TestSimStreamsWhatTheResultHolds(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	writeTimelineHeader(&wantTL)
-	for _, x := range res.Timeline {
-		if err := writeTimelineRow(&wantTL, x); err != nil {
-			t.Fatal(err)
-		}
+	if err := engine.WriteTimeline(&wantTL, res.Timeline); err != nil {
+		t.Fatal(err)
 	}
 	if len(res.Requests) == 0 || len(res.Timeline) == 0 {
 		t.Fatalf("the kept run has %d results and %d samples", len(res.Requests), len(res.Timeline))

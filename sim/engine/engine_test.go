@@ -1,9 +1,11 @@
 package engine_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/kvsim/kvsim/internal/enginetest"
@@ -162,6 +164,39 @@ func TestTwoEnginesOneClock(t *testing.T) {
 			if string(b) != string(o) {
 				t.Fatalf("engine %d (%s): online requests differ from the batch run:\n%s\nbatch:\n%s", i, f.Info().Kind, o, b)
 			}
+		}
+	})
+}
+
+// A timeline row is the sample's fields, comma-separated, the time in
+// seconds as fmt's %.3f writes it, under a header of as many columns; a
+// file is the header then a row a sample, however many samples it holds.
+func TestPropTimelineCSV(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.IntRange(0, 3000).Draw(t, "n")
+		samples := make([]engine.Sample, n)
+		for i := range samples {
+			tok := rapid.Int64Range(0, 1<<40)
+			samples[i] = engine.Sample{Time: engine.Time(rapid.Int64Range(0, 1<<62).Draw(t, "t")), Device: tok.Draw(t, "d"),
+				Held: tok.Draw(t, "h"), Evictable: tok.Draw(t, "e"), Host: tok.Draw(t, "host"),
+				HostReserved: tok.Draw(t, "r"), Storage: tok.Draw(t, "s"),
+				Waiting: rapid.IntRange(0, 1<<20).Draw(t, "w"), Running: rapid.IntRange(0, 1<<20).Draw(t, "run")}
+		}
+		var want strings.Builder
+		want.WriteString(engine.TimelineHeader + "\n")
+		for _, x := range samples {
+			fmt.Fprintf(&want, "%.3f,%d,%d,%d,%d,%d,%d,%d,%d\n", x.Time.Seconds(), x.Device, x.Held, x.Evictable,
+				x.Host, x.HostReserved, x.Storage, x.Waiting, x.Running)
+		}
+		var got bytes.Buffer
+		if err := engine.WriteTimeline(&got, samples); err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != want.String() {
+			t.Fatalf("timeline file differs from fmt's:\n%.500s\nwant\n%.500s", got.String(), want.String())
+		}
+		if cols := strings.Count(engine.TimelineHeader, ",") + 1; n > 0 && strings.Count(string(samples[0].AppendCSV(nil)), ",")+1 != cols {
+			t.Fatalf("a row has not the header's %d columns", cols)
 		}
 	})
 }
