@@ -362,9 +362,6 @@ func routerConfig(prefix string, layers ...RouterKeys) (router.Config, error) {
 	for _, r := range layers {
 		errs = append(errs, r.apply(&c, key)...)
 	}
-	if (c.Policy == router.KVAware || c.Policy == router.CacheAwareOracle) && prefix != "router" {
-		errs = append(errs, fielderr.New(key("policy"), "%v is not supported in a disaggregated fleet's pools yet", c.Policy))
-	}
 	// The router's own checks, "router.KEY: what", as field errors.
 	for _, e := range fielderr.Flatten(c.Validate()) {
 		k, what, ok := strings.Cut(e.Error(), ": ")

@@ -284,10 +284,6 @@ func TestPDErrors(t *testing.T) {
 		{groups + "[disaggregation]\nprefill = \"p\"\ndecode = \"d\"\ntransfer_gbps = 1\n[router.prefill]\ncache_threshold = 2.0\n[router.decode]\npolicy = \"nope\"\n",
 			"t.toml:18:1: router.prefill.cache_threshold: must be in [0, 1] (got 2)\n" +
 				`t.toml:20:1: router.decode.policy: must be "cache_aware", "round_robin", "random", "power_of_two", "consistent_hash", "kv_aware", "nginx_round_robin", "nginx_hash" or "cache_aware_oracle" (got "nope")`},
-		{groups + "[disaggregation]\nprefill = \"p\"\ndecode = \"d\"\ntransfer_gbps = 1\n[router.prefill]\npolicy = \"kv_aware\"\n",
-			`t.toml:18:1: router.prefill.policy: kv_aware is not supported in a disaggregated fleet's pools yet`},
-		{groups + "[disaggregation]\nprefill = \"p\"\ndecode = \"d\"\ntransfer_gbps = 1\n[router.decode]\npolicy = \"cache_aware_oracle\"\n",
-			`t.toml:18:1: router.decode.policy: cache_aware_oracle is not supported in a disaggregated fleet's pools yet`},
 		{groups + "[disaggregation]\nprefill = \"p\"\ndecode = \"d\"\ntransfer_gbps = 1\n[[fleet.groups]]\ncount = 1\nset = { \"disaggregation.transfer_gbps\" = 2 }\n",
 			"t.toml:13:1: disaggregation: group \"group2\" serves neither prefill nor decode: name it in disaggregation.prefill or disaggregation.decode\n" +
 				`t.toml:19:9: fleet.groups[2].set.disaggregation.transfer_gbps: [disaggregation] is the fleet's, not a group's`},

@@ -117,8 +117,9 @@ type pdFleet struct {
 	global   [2][]int
 	pageSize []int
 	kvBytes  []float64
-	links    []*link // per replica; nil for decode replicas
-	run      *pdRun  // the run in progress, for the engines' callbacks
+	links    []*link     // per replica; nil for decode replicas
+	kv       [2]*kvIndex // per pool: kv_aware's or cache_aware_oracle's index of its replicas' KV events; nil otherwise
+	run      *pdRun      // the run in progress, for the engines' callbacks
 }
 
 // NewPD builds a prefill/decode disaggregated fleet: the prefill replicas
@@ -157,9 +158,14 @@ func NewPD(replicas []PDReplica, cfg PDConfig, seed uint64) (*Fleet, error) {
 	if len(pd.global[0]) == 0 || len(pd.global[1]) == 0 {
 		return nil, errors.New("fleet: disaggregation needs at least one prefill and one decode replica")
 	}
-	rt, err := router.NewPD(cfg.Prefill, cfg.Decode, len(pd.global[0]), len(pd.global[1]),
-		router.Deps{Rand: rand.New(rand.NewPCG(seed, 0x70726566696c6c))}, // "prefill"
-		router.Deps{Rand: rand.New(rand.NewPCG(seed, 0x6465636f6465))})   // "decode"
+	deps := [2]router.Deps{
+		{Rand: rand.New(rand.NewPCG(seed, 0x70726566696c6c))}, // "prefill"
+		{Rand: rand.New(rand.NewPCG(seed, 0x6465636f6465))},   // "decode"
+	}
+	if err := pd.kvIndexes(f, &deps); err != nil {
+		return nil, err
+	}
+	rt, err := router.NewPD(cfg.Prefill, cfg.Decode, len(pd.global[0]), len(pd.global[1]), deps[0], deps[1])
 	if err != nil {
 		return nil, err
 	}
@@ -172,6 +178,9 @@ func NewPD(replicas []PDReplica, cfg PDConfig, seed uint64) (*Fleet, error) {
 		e, err := f.newReplica(i, r.Replica, itl)
 		if err == nil {
 			err = pd.setMode(i, e)
+		}
+		if kv := pd.kv[r.Role-1]; err == nil && kv != nil {
+			err = kv.attach(pd.pool[i], e)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("fleet: replica %d (%s): %w", i, r.Group, err)
@@ -186,11 +195,49 @@ func NewPD(replicas []PDReplica, cfg PDConfig, seed uint64) (*Fleet, error) {
 	return f, nil
 }
 
+// kvIndexes builds the index of each pool whose policy is kv_aware or
+// cache_aware_oracle (the latter's with no delay) over the pool's
+// replicas, and makes it the pool's cache oracle in deps. Both pools'
+// indexes and the fleet's shared L3 stores page with one pager, so that a
+// page id means the same tokens everywhere: the fleet then needs one page
+// size.
+func (pd *pdFleet) kvIndexes(f *Fleet, deps *[2]router.Deps) error {
+	for k, cfg := range [2]router.Config{pd.cfg.Prefill, pd.cfg.Decode} {
+		if cfg.Policy != router.KVAware && cfg.Policy != router.CacheAwareOracle {
+			continue
+		}
+		delay := engine.Time(cfg.KVAware.SignalDelay)
+		if cfg.Policy == router.CacheAwareOracle {
+			delay = 0
+		}
+		role := Role(k + 1)
+		pool := make([]Replica, len(pd.global[k]))
+		for j, i := range pd.global[k] {
+			pool[j] = f.replicas[i]
+			if first := pd.global[k][0]; pd.pageSize[i] != pd.pageSize[first] {
+				return fmt.Errorf("fleet: router.%v.policy %v needs one page size on every %v replica: replica %d has %d, replica %d (%s) %d",
+					role, cfg.Policy, role, first, pd.pageSize[first], i, f.replicas[i].Group, pd.pageSize[i])
+			}
+		}
+		kv, err := newKVIndex(pool, delay, cfg.Policy)
+		if err != nil {
+			return err
+		}
+		if f.l3.pager != nil {
+			if p := f.l3.pager.PageSize(); kv.ps != p {
+				return fmt.Errorf("fleet: router.prefill.policy and router.decode.policy read the replicas' KV events with one page size: the prefill replicas have %d, the decode replicas %d", p, kv.ps)
+			}
+			kv.pager = f.l3.pager
+		}
+		f.l3.pager = kv.pager
+		pd.kv[k] = kv
+		deps[k].Oracle = kv
+	}
+	return nil
+}
+
 func (c *PDConfig) validate() error {
 	var errs []error
-	if c.Prefill.Policy == router.KVAware || c.Decode.Policy == router.KVAware {
-		errs = append(errs, errors.New("fleet: kv_aware is not supported in a disaggregated fleet's pools yet"))
-	}
 	if !(c.TransferGbps > 0) || math.IsInf(c.TransferGbps, 0) {
 		errs = append(errs, fmt.Errorf("fleet: disaggregation.transfer_gbps must be > 0 (got %g)", c.TransferGbps))
 	}

@@ -67,7 +67,7 @@ func drawPD(t *rapid.T) ([]fleet.PDReplica, fleet.PDConfig, int) {
 		reps[0], reps[len(reps)-1] = reps[len(reps)-1], reps[0]
 	}
 	cfg := fleet.DefaultPD()
-	cfg.Prefill, cfg.Decode = drawRouter(t), drawRouter(t)
+	cfg.Prefill, cfg.Decode = drawPoolRouter(t), drawPoolRouter(t)
 	cfg.TransferGbps = rapid.SampledFrom([]float64{1, 10, 400}).Draw(t, "gbps")
 	cfg.TransferLatency = time.Duration(rapid.SampledFrom([]int64{0, 1e5, 5e6}).Draw(t, "latency"))
 	cfg.TransferQueues = rapid.IntRange(1, 4).Draw(t, "queues")
@@ -76,6 +76,20 @@ func drawPD(t *rapid.T) ([]fleet.PDReplica, fleet.PDConfig, int) {
 	cfg.BootstrapTimeout = rapid.SampledFrom(timeouts).Draw(t, "bootstrap_timeout")
 	cfg.WaitingTimeout = rapid.SampledFrom(timeouts).Draw(t, "waiting_timeout")
 	return reps, cfg, ps
+}
+
+// drawPoolRouter draws a pool's router: drawRouter's, kv_aware with a
+// signal delay, or cache_aware_oracle (both over the pool's KV events).
+func drawPoolRouter(t *rapid.T) router.Config {
+	c := drawRouter(t)
+	switch rapid.IntRange(0, 3).Draw(t, "kv") {
+	case 1:
+		c.Policy = router.KVAware
+		c.KVAware.SignalDelay = time.Duration(rapid.SampledFrom([]int64{0, 5e6, 1e9}).Draw(t, "delay"))
+	case 2:
+		c.Policy = router.CacheAwareOracle
+	}
+	return c
 }
 
 // Every request is decoded (or aborted) once on its decode replica and,
@@ -385,4 +399,80 @@ func BenchmarkPD(b *testing.B) {
 		pdRun(b, reps, cfg, recs)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(recs)), "ns/request")
+}
+
+// kv_aware on the prefill pool reads the prefill replicas' KV events. The
+// fleet is a decode replica (0, behind round robin) and two prefill
+// replicas (1 and 2). x (short) goes to prefill replica 1, a at 1 ms (long
+// output, so in flight until about a second) to replica 2, the less
+// loaded; b, a's prompt again, arrives at 300 ms. With no delay, a delay
+// of 100 ms (a's prefill is long done), and with cache_aware_oracle
+// (threshold 0, never imbalanced) the router sees a's prefix on replica 2
+// and b's prefill there hits it; with a 1 s delay nothing of a is seen
+// yet, and b goes to replica 1, the less loaded, and computes its prompt
+// again.
+func TestPDKVAwarePrefillPool(t *testing.T) {
+	pa := seqTokens(1000, 800)
+	recs := []traces.Record{
+		{ID: "x", Arrival: 0, InputLen: 100, Tokens: seqTokens(50000, 100), OutputLen: 1},
+		{ID: "a", Arrival: 1e6, InputLen: len(pa), Tokens: pa, OutputLen: 500},
+		{ID: "b", Arrival: 300e6, InputLen: len(pa), Tokens: pa, OutputLen: 1},
+	}
+	oracle := router.Default()
+	oracle.Policy = router.CacheAwareOracle
+	oracle.CacheAware.CacheThreshold, oracle.CacheAware.BalanceRelThreshold = 0, math.Inf(1)
+	for _, c := range []struct {
+		name    string
+		prefill router.Config
+		replica int
+	}{{"kv_aware", kvRouter(0), 2}, {"kv_aware 100ms", kvRouter(100 * time.Millisecond), 2},
+		{"kv_aware 1s", kvRouter(time.Second), 1}, {"cache_aware_oracle", oracle, 2}} {
+		reps := []fleet.PDReplica{pdServer(fleet.Decode, 4096, -1, 1), pdServer(fleet.Prefill, 4096, -1, 1),
+			pdServer(fleet.Prefill, 4096, -1, 1)}
+		cfg := fleet.DefaultPD()
+		cfg.TransferGbps = 400
+		cfg.Prefill, cfg.Decode = c.prefill, router.Default()
+		cfg.Decode.Policy = router.RoundRobin
+		res, _ := pdRun(t, reps, cfg, recs)
+		got := map[string]int{}
+		for k, r := range res.Requests {
+			got[r.ID] = res.PDRequests[k].Prefill
+		}
+		var cachedB int64
+		for _, r := range res.Replicas[got["b"]].Result.Requests {
+			if r.ID == "b" {
+				cachedB = r.CachedTokens
+			}
+		}
+		if got["x"] != 1 || got["a"] != 2 || got["b"] != c.replica || (cachedB > 0) != (c.replica == 2) {
+			t.Errorf("%s: prefilled on %v, b's prefill cached %d tokens; want b on prefill replica %d", c.name, got, cachedB, c.replica)
+		}
+	}
+}
+
+// A pool behind kv_aware or cache_aware_oracle needs one page size, and
+// both pools behind them the same one (one page-id space): other fleets
+// are refused, naming the replicas.
+func TestPDKVAwareRefusals(t *testing.T) {
+	oracle := router.Default()
+	oracle.Policy = router.CacheAwareOracle
+	for _, c := range []struct {
+		reps            []fleet.PDReplica
+		prefill, decode router.Config
+		want            string
+	}{
+		{[]fleet.PDReplica{pdServer(fleet.Prefill, 4096, -1, 1), pdServer(fleet.Decode, 4096, -1, 1), pdServer(fleet.Prefill, 4096, -1, 4)},
+			kvRouter(0), router.Default(),
+			"fleet: router.prefill.policy kv_aware needs one page size on every prefill replica: replica 0 has 1, replica 2 (prefill) 4"},
+		{[]fleet.PDReplica{pdServer(fleet.Prefill, 4096, -1, 4), pdServer(fleet.Decode, 4096, -1, 1)},
+			kvRouter(0), oracle,
+			"fleet: router.prefill.policy and router.decode.policy read the replicas' KV events with one page size: the prefill replicas have 4, the decode replicas 1"},
+	} {
+		cfg := fleet.DefaultPD()
+		cfg.TransferGbps = 400
+		cfg.Prefill, cfg.Decode = c.prefill, c.decode
+		if _, err := fleet.NewPD(c.reps, cfg, 1); err == nil || err.Error() != c.want {
+			t.Errorf("error %v, want %s", err, c.want)
+		}
+	}
 }

@@ -66,6 +66,11 @@ func (p *pdRun) routeArrivals() error {
 		if _, dup := p.reqs[rec.ID]; dup {
 			return fmt.Errorf("fleet: request %q arrives while a request of the same id is in flight", rec.ID)
 		}
+		for _, kv := range p.pd.kv {
+			if kv != nil {
+				kv.advance(p.now) // kv_aware's view: the events kv_signal_delay old
+			}
+		}
 		req := routeReq(&rec)
 		pair, err := p.pd.router.Route(&req)
 		if err != nil {

@@ -146,3 +146,30 @@ func TestSimFleetPDRadix(t *testing.T) {
 		t.Fatalf("skipped %d pages, replicas %+v", got.PD.Skipped, got.Replicas)
 	}
 }
+
+// kv_aware on the prefill pool and cache_aware_oracle on a radix decode
+// pool run from a fleet file: every request completes, and each pool's
+// decisions are its policy's, some of them hits on the replicas' KV.
+func TestSimFleetPDKVAware(t *testing.T) {
+	path := pdVariant(t, `decode_cache = "chunk"`, `decode_cache = "radix"`)
+	doc := strings.Replace(string(testutil.ReadFile(t, path)), `policy = "round_robin"`, `policy = "cache_aware_oracle"`, 1)
+	writeFile(t, path, doc+"\n[router.prefill]\npolicy = \"kv_aware\"\n")
+	var got struct {
+		Summary struct {
+			Completed int `json:"completed"`
+		} `json:"summary"`
+		Decisions []struct {
+			Reason string `json:"reason"`
+			Count  int64  `json:"count"`
+		} `json:"decisions"`
+	}
+	runQuietJSON(t, &got, "sim", "--config", path, "--trace", fleetTrace, "--json")
+	counts := map[string]int64{}
+	for _, d := range got.Decisions {
+		counts[d.Reason] += d.Count
+	}
+	if got.Summary.Completed != 300 || counts["prefill:kv_hit"] == 0 || counts["prefill:kv_hit"]+counts["prefill:kv_miss"] != 300 ||
+		counts["decode:cache_hit"] == 0 || counts["decode:cache_hit"]+counts["decode:miss"]+counts["decode:imbalanced"] != 300 {
+		t.Fatalf("completed %d, decisions %v", got.Summary.Completed, counts)
+	}
+}
