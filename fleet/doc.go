@@ -13,9 +13,10 @@
 // time, submits it to the chosen replica, advances the replicas with
 // Next/RunUntil in (time, replica index) order, finishes completions at
 // the router, ticks the router's tree eviction in virtual time and polls
-// the replicas' load (requests in the server, Engine.Active) every
-// router.load_poll_interval for power_of_two, so the snapshot's staleness
-// is modelled. It starts no goroutine and reads no clock: the same
+// the replicas' load every router.load_poll_interval (requests in the
+// server for power_of_two; KV token usage for cache_aware's usage
+// triggers, kv_aware's usage score and cache_aware_oracle), so the
+// snapshot's staleness is modelled. It starts no goroutine and reads no clock: the same
 // replicas, router config, seed and trace give byte-identical results.
 //
 // [NewPD] builds a prefill/decode disaggregated fleet (fleet-spec 2):

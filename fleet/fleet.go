@@ -32,7 +32,7 @@ type Fleet struct {
 	engines  []engine.Engine
 	router   *router.Router
 	policy   router.Policy
-	poll     time.Duration // power_of_two's load poll interval; -1: no polling
+	poll     loadPoll // the router's load snapshots (poll.go)
 	ran      bool
 	pd       *pdFleet // prefill/decode disaggregation (pd.go); router is nil then
 	l3       sharedL3s
@@ -71,12 +71,9 @@ func New(replicas []Replica, cfg router.Config, seed uint64) (*Fleet, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &Fleet{replicas: replicas, router: rt, policy: cfg.Policy, poll: -1, kv: kv}
+	f := &Fleet{replicas: replicas, router: rt, policy: cfg.Policy, poll: newLoadPoll(cfg), kv: kv}
 	if kv != nil {
 		f.l3.pager = kv.pager
-	}
-	if cfg.Policy == router.PowerOfTwo {
-		f.poll = cfg.PowerOfTwo.LoadPollInterval
 	}
 	for i, r := range replicas {
 		e, err := f.newReplica(i, r, &f.stats)
@@ -227,13 +224,12 @@ type run struct {
 	// time less its routing time (the same integral as accruing at every
 	// instant, without touching every replica at each); a disaggregated
 	// fleet accrues it at every instant ([run.accrue]).
-	area     []int64
-	maxIn    []int
-	open     []int // requests submitted to each replica and not finished (checkInvariants)
-	start    engine.Time
-	now      engine.Time
-	nextPoll engine.Time
-	pd       *pdRun // a disaggregated fleet's state (pdrun.go); nil otherwise
+	area  []int64
+	maxIn []int
+	open  []int // requests submitted to each replica and not finished (checkInvariants)
+	start engine.Time
+	now   engine.Time
+	pd    *pdRun // a disaggregated fleet's state (pdrun.go); nil otherwise
 	// loop holds back the records of a closed-loop run until their
 	// dependencies finish (closedloop.go); nil: open loop.
 	loop *closedLoop
@@ -352,14 +348,7 @@ func (r *run) routeArrivals() error {
 	f := r.f
 	for r.pending.Len() > 0 && engine.Time(r.pending.Peek().Arrival) == r.now {
 		rec, _ := r.pending.Next()
-		if f.poll >= 0 && (f.poll == 0 || r.now >= r.nextPoll) {
-			for i, e := range f.engines {
-				f.router.SetLoad(i, float64(e.Active()))
-			}
-			if f.poll > 0 {
-				r.nextPoll = (r.now/engine.Time(f.poll) + 1) * engine.Time(f.poll)
-			}
-		}
+		f.poll.maybe(r.now, f.router, f.engines, nil)
 		if f.kv != nil {
 			f.kv.advance(r.now) // kv_aware's view: the events kv_signal_delay old
 		}

@@ -49,6 +49,35 @@ func kvFleet(t *rapid.T, reps []fleet.Replica, cfg router.Config, recs []traces.
 	return o
 }
 
+// runArrivals runs o, every record of recs submitted, to its end. Before
+// each instant at which records arrive, it calls look with the range of
+// recs arriving then, [from, to): the replicas are as the router sees them
+// when it routes those records (nothing has run at that instant yet).
+func runArrivals(t *rapid.T, o *fleet.Online, recs []traces.Record, look func(from, to int)) *fleet.Result {
+	next := 0
+	for {
+		at, ok := o.Next()
+		if !ok {
+			break
+		}
+		from := next
+		for next < len(recs) && engine.Time(recs[next].Arrival) == at {
+			next++
+		}
+		if next > from {
+			look(from, next)
+		}
+		if _, err := o.RunUntil(at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := o.FinishFleet()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
 // resident is what each replica's radix tree holds of each record's
 // prompt, read from the trees themselves: [replica][record]{device, host}
 // in tokens.
@@ -168,36 +197,21 @@ func TestKVAwareRoutesToLongestPrefix(t *testing.T) {
 		o := kvFleet(t, reps, cfg, recs)
 		pages := promptPages(o, recs)
 		best := map[string][]int{} // request -> the replicas holding its longest prefix
-		next := 0
-		for {
-			at, ok := o.Next()
-			if !ok {
-				break
-			}
-			// The trees as the router sees them at at: nothing ran since.
-			if next < len(recs) && engine.Time(recs[next].Arrival) == at {
-				held := resident(o, ps, pages)
-				for ; next < len(recs) && engine.Time(recs[next].Arrival) == at; next++ {
-					top := -1
-					for i := range n {
-						c := held[i][next][0] + held[i][next][1]
-						if c > top {
-							top, best[recs[next].ID] = c, nil
-						}
-						if c == top {
-							best[recs[next].ID] = append(best[recs[next].ID], i)
-						}
+		res := runArrivals(t, o, recs, func(from, to int) {
+			held := resident(o, ps, pages)
+			for next := from; next < to; next++ {
+				top := -1
+				for i := range n {
+					c := held[i][next][0] + held[i][next][1]
+					if c > top {
+						top, best[recs[next].ID] = c, nil
+					}
+					if c == top {
+						best[recs[next].ID] = append(best[recs[next].ID], i)
 					}
 				}
 			}
-			if _, err := o.RunUntil(at); err != nil {
-				t.Fatal(err)
-			}
-		}
-		res, err := o.FinishFleet()
-		if err != nil {
-			t.Fatal(err)
-		}
+		})
 		for k, r := range res.Requests {
 			if !slices.Contains(best[r.ID], res.Replica[k]) {
 				t.Fatalf("request %s routed to replica %d; the longest prefix was on %v", r.ID, res.Replica[k], best[r.ID])
@@ -331,4 +345,75 @@ func BenchmarkFleetKVAware(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(recs)), "ns/request")
 		})
 	}
+}
+
+// The load poll of cache_aware and kv_aware reads each replica's KV token
+// usage, SGLang's token_usage: with a poll at every decision, kv_aware with
+// the usage score alone deciding sends every request to the replica with
+// the lowest usage at its arrival (ties to the lowest index), and
+// cache_aware, with the in-flight test never tripping, counts a request
+// as imbalanced exactly when the hottest replica's usage at its arrival
+// is above overload_token_usage_threshold.
+func TestLoadPollReadsTokenUsage(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.IntRange(2, 4).Draw(t, "replicas")
+		kvAware := rapid.Bool().Draw(t, "kv_aware")
+		cfg := router.Default()
+		cfg.PowerOfTwo.LoadPollInterval = 0
+		overload := rapid.SampledFrom([]float64{0, 0.02, 0.2, 1}).Draw(t, "overload")
+		if kvAware {
+			cfg = kvRouter(0)
+			cfg.KVAware.PrefixWeight, cfg.KVAware.LoadWeight, cfg.KVAware.UsageWeight = 0, 0, 1
+		} else {
+			cfg.CacheAware.BalanceAbsThreshold = 1 << 30
+			cfg.CacheAware.OverloadTokenUsageThreshold = overload
+		}
+		cfg.PowerOfTwo.LoadPollInterval = 0
+		recs := drawTrace(t)
+		reps := make([]fleet.Replica, n)
+		for i := range reps {
+			f := sglangPaged(1).(*sim.Factory)
+			f.Config.Cache.DeviceTokens = int64(rapid.IntRange(1500, 6000).Draw(t, "device"))
+			reps[i] = fleet.Replica{Group: "g", Factory: f}
+		}
+		o := kvFleet(t, reps, cfg, recs)
+		want := map[string]int{} // kv_aware: request -> replica
+		imbalanced := int64(0)
+		res := runArrivals(t, o, recs, func(from, to int) {
+			best, hot := 0, 0.0
+			for i := range n {
+				u := o.Replica(i).(*sim.Online).TokenUsage()
+				if u < 0 || u > 1 {
+					t.Fatalf("replica %d: token usage %g", i, u)
+				}
+				if 1-u > 1-o.Replica(best).(*sim.Online).TokenUsage() {
+					best = i
+				}
+				hot = max(hot, u)
+			}
+			for next := from; next < to; next++ {
+				want[recs[next].ID] = best
+				if hot > overload {
+					imbalanced++
+				}
+			}
+		})
+		if kvAware {
+			for k, r := range res.Requests {
+				if res.Replica[k] != want[r.ID] {
+					t.Fatalf("request %s routed to replica %d; the lowest usage was on %d", r.ID, res.Replica[k], want[r.ID])
+				}
+			}
+			return
+		}
+		got := int64(0)
+		for _, d := range res.Decisions {
+			if d.Reason == router.Imbalanced.String() {
+				got = d.Count
+			}
+		}
+		if got != imbalanced {
+			t.Fatalf("%d decisions imbalanced, want %d (overload %g)", got, imbalanced, overload)
+		}
+	})
 }

@@ -119,6 +119,7 @@ type pdFleet struct {
 	kvBytes  []float64
 	links    []*link     // per replica; nil for decode replicas
 	kv       [2]*kvIndex // per pool: kv_aware's or cache_aware_oracle's index of its replicas' KV events; nil otherwise
+	polls    [2]loadPoll // per pool: its router's load snapshots (poll.go)
 	run      *pdRun      // the run in progress, for the engines' callbacks
 }
 
@@ -132,7 +133,8 @@ func NewPD(replicas []PDReplica, cfg PDConfig, seed uint64) (*Fleet, error) {
 		return nil, err
 	}
 	pd := &pdFleet{cfg: cfg}
-	f := &Fleet{policy: cfg.Prefill.Policy, poll: -1, pd: pd}
+	f := &Fleet{policy: cfg.Prefill.Policy, poll: loadPoll{every: -1}, pd: pd}
+	pd.polls = [2]loadPoll{newLoadPoll(cfg.Prefill), newLoadPoll(cfg.Decode)}
 	for i, r := range replicas {
 		k := 0
 		switch r.Role {

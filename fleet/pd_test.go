@@ -476,3 +476,32 @@ func TestPDKVAwareRefusals(t *testing.T) {
 		}
 	}
 }
+
+// A pool's router is polled as a regular fleet's: with the prefill pool
+// behind cache_aware, its in-flight test never tripping and a poll at every
+// decision, an overload_token_usage_threshold of 0 counts as imbalanced
+// every request that arrives while a prefill replica holds KV, and the
+// default threshold (1) none.
+func TestPDLoadPoll(t *testing.T) {
+	var recs []traces.Record
+	for i := range 10 {
+		toks := seqTokens(1000*i, 300)
+		recs = append(recs, traces.Record{ID: fmt.Sprint("r", i), Arrival: int64(i) * 1e6, InputLen: len(toks), Tokens: toks, OutputLen: 4})
+	}
+	for _, overload := range []float64{0, 1} {
+		cfg := fleet.DefaultPD()
+		cfg.TransferGbps = 400
+		cfg.Prefill.CacheAware.BalanceAbsThreshold = 1 << 30
+		cfg.Prefill.CacheAware.OverloadTokenUsageThreshold = overload
+		cfg.Prefill.PowerOfTwo.LoadPollInterval = 0
+		res, _ := pdRun(t, []fleet.PDReplica{pdServer(fleet.Prefill, 4096, -1, 1), pdServer(fleet.Prefill, 4096, -1, 1),
+			pdServer(fleet.Decode, 4096, -1, 1)}, cfg, recs)
+		counts := map[string]int64{}
+		for _, d := range res.Decisions {
+			counts[d.Reason] = d.Count
+		}
+		if imb := counts["prefill:imbalanced"]; (overload == 0) != (imb > 0) || imb > 9 {
+			t.Errorf("overload_token_usage_threshold %g: decisions %v", overload, counts)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/kvsim/kvsim/fleet/router"
 	"github.com/kvsim/kvsim/sim/engine"
 )
 
@@ -66,10 +67,11 @@ func (p *pdRun) routeArrivals() error {
 		if _, dup := p.reqs[rec.ID]; dup {
 			return fmt.Errorf("fleet: request %q arrives while a request of the same id is in flight", rec.ID)
 		}
-		for _, kv := range p.pd.kv {
+		for k, kv := range p.pd.kv {
 			if kv != nil {
 				kv.advance(p.now) // kv_aware's view: the events kv_signal_delay old
 			}
+			p.pd.polls[k].maybe(p.now, [2]*router.Router{p.pd.router.Prefill, p.pd.router.Decode}[k], p.f.engines, p.pd.global[k])
 		}
 		req := routeReq(&rec)
 		pair, err := p.pd.router.Route(&req)

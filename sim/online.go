@@ -73,6 +73,19 @@ func (o *Online) RunUntil(t engine.Time) ([]engine.Event, error) {
 	return o.base.Events(), nil
 }
 
+// TokenUsage returns SGLang's token_usage, what its scheduler reports to
+// a router's load poll (get_load, /metrics): the share of the device KV
+// pool in use and not freeable by evicting the tree, (pool - free -
+// evictable) / pool, over every lane.
+func (o *Online) TokenUsage() float64 {
+	t := o.s.tree
+	used := t.DeviceTotal() - t.EvictableTotal()
+	for l := 0; l < o.s.lanes; l++ {
+		used += t.Held(l)
+	}
+	return float64(used) / float64(o.s.cfg.Cache.DeviceTokens*int64(o.s.lanes))
+}
+
 // Counters returns the run's counters so far.
 func (o *Online) Counters() engine.Counters { return o.s.counters }
 

@@ -288,3 +288,34 @@ func TestStreamSameInstantSample(t *testing.T) {
 		t.Fatalf("streamed samples differ:\n%+v\nkept:\n%+v", smps, kept.Timeline)
 	}
 }
+
+// TokenUsage is SGLang's token_usage: a request's tokens count from its
+// admission (held outside the tree while it prefills, then locked in it
+// while it decodes), and an idle server's tree, all evictable, counts
+// nothing.
+func TestTokenUsage(t *testing.T) {
+	o, err := NewOnline(Default(1000), linearCost{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := o.TokenUsage(); u != 0 {
+		t.Fatalf("empty server: token usage %g", u)
+	}
+	if err := o.Submit(rec("a", 0, tokens(400, 1), 20)); err != nil {
+		t.Fatal(err)
+	}
+	for _, at := range []engine.Time{0, 50e6} { // prefilling, decoding
+		if _, err := o.RunUntil(at); err != nil {
+			t.Fatal(err)
+		}
+		if u := o.TokenUsage(); u < 0.4 || u > 0.421 {
+			t.Fatalf("at %d ns: token usage %g, want the request's 400 to 421 tokens of 1000", at, u)
+		}
+	}
+	if _, err := o.RunUntil(1e9); err != nil {
+		t.Fatal(err)
+	}
+	if u, w, r := o.TokenUsage(), len(o.s.waiting), len(o.s.running); u != 0 || w+r != 0 {
+		t.Fatalf("idle again: token usage %g (%d waiting, %d running)", u, w, r)
+	}
+}
