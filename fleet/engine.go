@@ -46,7 +46,9 @@ func (f *Fleet) online(collect, closed bool) (*Online, error) {
 		}
 		r.refresh(i)
 	}
-	if f.pd != nil {
+	if f.pd == nil {
+		r.est = newEstimates(f.policy)
+	} else {
 		r.pd = &pdRun{run: r, pd: f.pd, reqs: map[string]*pdReq{}, orphans: map[string]*pdReq{}}
 		f.pd.run = r.pd
 	}

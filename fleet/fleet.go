@@ -207,6 +207,7 @@ type run struct {
 	drop     bool          // keep no requests nor replica indexes ([Online.DropResults])
 	l3Hit    []int64       // prompt tokens each replica's requests took from storage
 	stats    *engine.Stats // the fleet's summary (Fleet.stats)
+	est      *estimates    // the router's expected prefixes against the hits (estimate.go); nil: none
 	// lastTok is, per replica whose latencies the fleet computes
 	// (Fleet.gaps), the time of each streaming request's last token, by
 	// request id (a map per replica: a string key hashes faster than a
@@ -357,6 +358,9 @@ func (r *run) routeArrivals() error {
 		if err != nil {
 			return fmt.Errorf("fleet: request %q: %w", rec.ID, err)
 		}
+		if r.est != nil {
+			r.est.routed(&rec, d)
+		}
 		if r.start == engine.Never {
 			r.start = r.now
 		}
@@ -426,6 +430,9 @@ func (r *run) finished(i int, ev engine.Event) {
 	}
 	delete(r.lastTok[i], ev.ID)
 	r.l3Hit[i] += ev.Result.CachedStorage
+	if r.est != nil {
+		r.est.finished(ev.ID, ev.Result.CachedTokens, ev.Result.Failed != "")
+	}
 	if !r.drop {
 		r.requests = append(r.requests, ev.Result)
 		r.replica = append(r.replica, i)
@@ -452,6 +459,7 @@ func (r *run) result() (*Result, error) {
 	res.L3, res.SharedL3 = f.l3.l3Results(res.Replicas, f.replicas, r.l3Hit)
 	res.Imbalance = imbalance(res.Replicas)
 	res.Decisions = decisionCounts(f.router)
+	res.RouterEstimate = r.est.result()
 	return res, nil
 }
 

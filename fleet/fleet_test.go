@@ -330,6 +330,20 @@ func checkConservation(t *rapid.T, reps []fleet.Replica, cfg router.Config, seed
 	if routed != int64(len(recs)) || completed != routed || decided != routed {
 		t.Fatalf("%d requests: routed %d, finished %d, decided %d", len(recs), routed, completed, decided)
 	}
+	// The router's expectations: one per request routed on a prefix, each
+	// above, below or at its hit.
+	if e := res.RouterEstimate; e != nil {
+		var onPrefix int64
+		for _, d := range res.Decisions {
+			if d.Reason == router.CacheHit.String() || d.Reason == router.KVHit.String() || d.Reason == router.KVMiss.String() {
+				onPrefix += d.Count
+			}
+		}
+		if e.Requests > onPrefix || e.Over+e.Under > e.Requests || e.Expected < 0 || e.Cached < 0 ||
+			e.MeanAbsError*float64(e.Requests) < math.Abs(float64(e.Expected-e.Cached))-1e-6 {
+			t.Fatalf("router estimate %+v over %d decisions on a prefix", *e, onPrefix)
+		}
+	}
 	_, again := runFleet(t, reps, cfg, seed, recs)
 	if a, b := jsonOf(t, res), jsonOf(t, again); a != b {
 		t.Fatalf("two runs differ:\n%s\n%s", a, b)

@@ -417,3 +417,67 @@ func TestLoadPollReadsTokenUsage(t *testing.T) {
 		}
 	})
 }
+
+// The router's expected prefix against the hit: one replica of 1000
+// device tokens and no host tier serves prompt P, then Q, which evicts P,
+// then P again. cache_aware's approximate tree, blind to the eviction,
+// expects all of P (cache_hit, 800 tokens) and the request finds nothing;
+// kv_aware's index saw the eviction and expects nothing (kv_miss on all
+// three). With a pool large enough to keep P both expect 800 tokens and
+// the request finds 784: SGLang matches whole pages (16 tokens here) of
+// at most the prompt's length less one token. So with the prompts as
+// 400-token blocks (a block-hash trace, whose blocks are cache_aware's
+// symbols), P again with a third block: both expect its first 800 tokens,
+// and it finds them.
+func TestRouterEstimate(t *testing.T) {
+	p, q := seqTokens(1000, 800), seqTokens(5000, 800)
+	recs := []traces.Record{
+		{ID: "p", Arrival: 0, InputLen: 800, Tokens: p, OutputLen: 1},
+		{ID: "q", Arrival: 1e9, InputLen: 800, Tokens: q, OutputLen: 1},
+		{ID: "p2", Arrival: 2e9, InputLen: 800, Tokens: p, OutputLen: 1},
+	}
+	for _, c := range []struct {
+		name   string
+		cfg    router.Config
+		device int64
+		want   fleet.RouterEstimate
+	}{
+		{"cache_aware evicted", router.Default(), 1000, fleet.RouterEstimate{Requests: 1, Expected: 800, Over: 1, MeanAbsError: 800}},
+		{"kv_aware evicted", kvRouter(0), 1000, fleet.RouterEstimate{Requests: 3}},
+		{"cache_aware kept", router.Default(), 4000, fleet.RouterEstimate{Requests: 1, Expected: 800, Cached: 784, Over: 1, MeanAbsError: 16}},
+		{"kv_aware kept", kvRouter(0), 4000, fleet.RouterEstimate{Requests: 3, Expected: 800, Cached: 784, Over: 1, MeanAbsError: 16.0 / 3}},
+	} {
+		blocks := slices.Clone(recs)
+		for i, b := range [][]uint64{{1, 2}, {3, 4}, {1, 2, 9}} {
+			blocks[i].Tokens, blocks[i].Blocks, blocks[i].BlockSize, blocks[i].InputLen = nil, b, 400, 400*len(b)
+		}
+		for trace, recs := range map[string][]traces.Record{"tokens": recs, "blocks": blocks} {
+			if trace == "blocks" && c.device < 4000 {
+				continue // the longer prompt is not evicted the same way
+			}
+			sc := sim.Default(c.device)
+			sc.Cache.PageSize = 16
+			f, err := fleet.New([]fleet.Replica{{Group: "g", Factory: &sim.Factory{Config: sc, Cost: &fitted, OpenLoop: true}}}, c.cfg, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := f.Run(engine.NewSliceSource(recs))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := c.want
+			if trace == "blocks" {
+				want.Cached, want.Over, want.MeanAbsError = 800, 0, 0
+			}
+			if res.RouterEstimate == nil || *res.RouterEstimate != want {
+				t.Errorf("%s, %s: %+v, want %+v", c.name, trace, res.RouterEstimate, want)
+			}
+		}
+	}
+	rr := router.Default()
+	rr.Policy = router.RoundRobin
+	f, err := fleet.New([]fleet.Replica{{Group: "g", Factory: sglang()}}, rr, 1)
+	if res := runBuilt(t, f, err, recs); res.RouterEstimate != nil {
+		t.Errorf("round_robin: an estimate %+v", res.RouterEstimate)
+	}
+}

@@ -21,6 +21,10 @@ type Result struct {
 	// Decisions are the router's decision counts by reason, in the order
 	// of router.Reasons, reasons never taken left out.
 	Decisions []DecisionCount `json:"decisions"`
+	// RouterEstimate compares the router's expected prefixes with the
+	// hits (cache_aware, kv_aware, cache_aware_oracle; nil otherwise and in
+	// a disaggregated fleet).
+	RouterEstimate *RouterEstimate `json:"router_estimate,omitempty"`
 	// L3 is the storage tier's activity summed over the replicas; nil when
 	// no replica has one.
 	L3 *L3Result `json:"l3,omitempty"`

@@ -210,6 +210,13 @@ func writeFleetTable(w io.Writer, trace string, groups []string, res *fleet.Resu
 	for _, d := range res.Decisions {
 		line(d.Reason+":", d.Count)
 	}
+	if e := res.RouterEstimate; e != nil && e.Requests > 0 {
+		engine.TableHeading(w, "Router's expected prefix", '-')
+		line("Requests routed on a prefix:", e.Requests)
+		line("Expected / cached tokens:", fmt.Sprintf("%d / %d", e.Expected, e.Cached))
+		line("Found fewer / more:", fmt.Sprintf("%d / %d", e.Over, e.Under))
+		line("Mean |expected - cached|:", fmt.Sprintf("%.1f", e.MeanAbsError))
+	}
 	if res.PD != nil {
 		writePDTable(w, res) // fleetpd.go
 	}
