@@ -44,6 +44,8 @@ type Sim struct {
 	src      engine.Source
 	srcDone  bool
 	sampling bool               // a timeline sample is scheduled
+	sampleAt engine.Time        // when: an evSample at another time is stale
+	sampled  engine.Time        // the last sample's time
 	clockErr error              // set when an event's time would pass int64 ns
 	observe  func(engine.Event) // online runs: reports tokens and completions
 	noTokens bool               // observe gets completions only (OmitTokenEvents)
@@ -220,17 +222,29 @@ func (s *Sim) processNext() error {
 		// starts sampling again. A sample is the state at the end of its
 		// instant: while other events share it, it waits behind them, so
 		// that when a record was submitted (a fleet's replica learns of an
-		// arrival only at its instant) changes no sample.
+		// arrival only at its instant) changes no sample; for the same
+		// reason an event scheduled before a sample that waits for the next
+		// event brings the sample forward (schedule).
+		if s.now != s.sampleAt {
+			break // stale: the sample was brought forward
+		}
+		// This is the one sample due; any other in the queue is stale
+		// and must not stand for an event below.
+		for len(s.events) > 0 && s.events[0].kind == evSample {
+			s.events.pop()
+		}
 		if len(s.events) > 0 && s.events[0].at == s.now {
 			s.schedule(s.now, evSample)
 			break
 		}
 		s.sample()
+		s.sampled = s.now
 		if s.active > 0 {
 			next := s.now + engine.Time(s.cfg.TimelineInterval)
 			if len(s.events) > 0 && s.events[0].at > next {
 				next = s.events[0].at
 			}
+			s.sampleAt = next
 			s.schedule(next, evSample)
 		} else {
 			s.sampling = false
@@ -285,6 +299,15 @@ func (s *Sim) schedule(at engine.Time, kind eventKind) {
 	}
 	s.seq++
 	s.events.push(event{at: at, seq: s.seq, kind: kind})
+	// A sample put off to the next event, which this one now precedes,
+	// comes forward to where it would have been had the event been known
+	// (evSample): a single server knows its arrivals in advance, a fleet's
+	// replica only when they are submitted.
+	if iv := engine.Time(s.cfg.TimelineInterval); kind != evSample && s.sampling && at < s.sampleAt && s.sampleAt > s.sampled+iv {
+		s.sampleAt = max(s.sampled+iv, at)
+		s.seq++
+		s.events.push(event{at: s.sampleAt, seq: s.seq, kind: evSample})
+	}
 }
 
 func (s *Sim) scheduleNextArrival() error {
@@ -353,7 +376,7 @@ func (s *Sim) admit(rec *traces.Record) error {
 	s.addLive(r)
 	s.counters.Requests++
 	if s.cfg.TimelineInterval > 0 && !s.sampling {
-		s.sampling = true
+		s.sampling, s.sampleAt = true, s.now
 		s.schedule(s.now, evSample)
 	}
 	// SGLang rejects a request longer than the model's context or than

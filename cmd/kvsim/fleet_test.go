@@ -121,36 +121,45 @@ func TestSimFleetRefuses(t *testing.T) {
 
 // --timeline on a fleet writes every replica's samples in time order,
 // under a replica column: a fleet of one replica writes its server's
-// timeline, row for row; a fleet of two, both replicas' samples.
+// timeline, row for row (also when a forward outlasts the sampling
+// interval while requests arrive, which a replica learns of only as they
+// are routed); a fleet of two, both replicas' samples.
 func TestSimFleetTimeline(t *testing.T) {
 	server := string(testutil.ReadFile(t, filepath.Join("testdata", "replay", "sim_small.toml")))
 	dir := t.TempDir()
-	timeline := func(cfg string) []string {
+	timeline := func(cfg, trace string) []string {
 		t.Helper()
 		out := filepath.Join(dir, "timeline.csv")
-		runQuiet(t, "sim", "--config", cfg, "--trace", fleetTrace, "--timeline", out)
+		runQuiet(t, "sim", "--config", cfg, "--trace", trace, "--timeline", out)
 		return strings.Split(strings.TrimSuffix(string(testutil.ReadFile(t, out)), "\n"), "\n")
 	}
-	single := filepath.Join(dir, "single.toml")
-	writeFile(t, single, server)
-	want := timeline(single)
-	if len(want) < 10 || want[0] != engine.TimelineHeader {
-		t.Fatalf("the server's timeline: %d lines, header %q", len(want), want[0])
-	}
-	one := filepath.Join(dir, "one.toml")
-	writeFile(t, one, server+"\n[[fleet.groups]]\ncount = 1\n[router]\npolicy = \"round_robin\"\n")
-	got := timeline(one)
-	if len(got) != len(want) || got[0] != "replica,"+want[0] {
-		t.Fatalf("fleet of one: %d lines, header %q; want %d lines under replica,%s", len(got), got[0], len(want), want[0])
-	}
-	for i := 1; i < len(want); i++ {
-		if got[i] != "0,"+want[i] {
-			t.Fatalf("fleet of one, line %d: %q, want 0,%s", i+1, got[i], want[i])
+	// Three 100k-token prompts 1 ns apart, prefilled whole: forwards of
+	// seconds.
+	long := filepath.Join(dir, "long.jsonl")
+	writeFile(t, long, `{"kvsim_trace":1,"format":"mooncake","block_size":512}
+{"id":"a","arrival_ns":0,"input_len":100000,"output_len":1}
+{"id":"b","arrival_ns":1,"input_len":100010,"output_len":1}
+{"id":"c","arrival_ns":2,"input_len":100020,"output_len":1}
+`)
+	unchunked := "seed = 1\n[model]\npreset = \"qwen2.5-14b\"\ncontext_len = 131072\n[gpu]\npreset = \"h200\"\n" +
+		"[server]\ntp_size = 4\nchunked_prefill_size = -1\nmax_prefill_tokens = 200000\nmem_fraction_static = 0.85\n[cache]\nhierarchical = true\n"
+	for _, c := range []struct{ server, trace string }{{server, fleetTrace}, {unchunked, long}} {
+		single := filepath.Join(dir, "single.toml")
+		writeFile(t, single, c.server)
+		want := timeline(single, c.trace)
+		if len(want) < 4 || want[0] != engine.TimelineHeader {
+			t.Fatalf("the server's timeline: %d lines, header %q", len(want), want[0])
+		}
+		one := filepath.Join(dir, "one.toml")
+		writeFile(t, one, c.server+"\n[[fleet.groups]]\ncount = 1\n[router]\npolicy = \"round_robin\"\n")
+		got := timeline(one, c.trace)
+		if strings.Join(got, "\n") != "replica,"+strings.Join(want, "\n0,") {
+			t.Fatalf("%s: fleet of one's timeline\n%s\nwant the server's, under replica,\n%s", c.trace, strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
 	}
 	two := filepath.Join(dir, "two.toml")
 	writeFile(t, two, server+"\n[[fleet.groups]]\ncount = 2\n[router]\npolicy = \"round_robin\"\n")
-	rows := timeline(two)
+	rows := timeline(two, fleetTrace)
 	seen := map[string]int{}
 	last := -1.0
 	for _, r := range rows[1:] {
