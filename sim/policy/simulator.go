@@ -530,10 +530,8 @@ func (s *Simulator) reserveParent(p, v nodeID) bool {
 // over. It reports whether a page was freed.
 func (s *Simulator) evictL2One() bool {
 	if s.cfg.Policy == BoundaryL1L2 {
-		if v := s.minDup(); v != noNode {
-			s.setH(v, false)
-			s.res.L2Evictions++
-			s.res.DedupL2Evictions++
+		if i := s.minUnguarded(0); i >= 0 {
+			s.dropDupCopy(i)
 			return true
 		}
 	}
@@ -584,15 +582,6 @@ func (s *Simulator) minHostOnly() nodeID {
 		}
 	}
 	return found
-}
-
-// minDup returns the first duplicate leaf in eviction order that the
-// current reservation does not protect, or noNode.
-func (s *Simulator) minDup() nodeID {
-	if i := s.minUnguarded(0); i >= 0 {
-		return s.dup.entries[i].id
-	}
-	return noNode
 }
 
 // minUnguarded returns the index in the duplicate heap of the first member
@@ -811,6 +800,32 @@ func (s *Simulator) setHDup(v nodeID, on bool) {
 	}
 	if pn.gap || pn.hChildren == 0 && pn.hasH && !pn.hasD {
 		s.regap(p) // it may have become a gap leaf
+	}
+}
+
+// dropDupCopy is the L2 eviction of the duplicate leaf at entry i of the
+// duplicate heap: the page loses its host copy and stays on the device. It
+// is setH(v, false) and its setHDup for this case, cut down to what can
+// change: v is on the device, so it joins no list and has no gap flag, and
+// so is its parent (device residency is closed under ancestors; the root
+// has no copy), which has no gap flag either and is a duplicate leaf now
+// exactly when v was its last host child.
+func (s *Simulator) dropDupCopy(i int) {
+	v := s.dup.entries[i].id
+	n := &s.nodes[v]
+	pn := &s.nodes[n.parent]
+	n.hasH = false
+	s.hPages--
+	s.dhPages--
+	pn.hChildren--
+	s.res.L2Evictions++
+	s.res.DedupL2Evictions++
+	if pn.hasH && pn.hChildren == 0 {
+		// The parent, usually the next victim, takes v's place: one
+		// sift instead of a removal and a push.
+		s.dup.replaceAt(i, n.parent)
+	} else {
+		s.dup.removeAt(i)
 	}
 }
 
