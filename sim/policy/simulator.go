@@ -670,7 +670,21 @@ func (s *Simulator) deleteHostOnlyLeaf(v nodeID) {
 	if n.hasD || !n.hasH || n.hChildren > 0 {
 		panic("policy: refusing to delete a page that is not a host-only leaf")
 	}
-	s.setH(v, false)
+	// setH(v, false) and its setHDup, cut down to this case: v leaves the
+	// host-only list, and its parent may become a leaf on host.
+	n.hasH = false
+	s.hPages--
+	pn := &s.nodes[n.parent]
+	pn.hChildren--
+	s.dropHostOnly(v)
+	if s.cfg.Policy == BoundaryL1L2 && pn.hasH && pn.hChildren == 0 {
+		// v was the parent's last host child (the root has no copy).
+		if pn.hasD {
+			s.dup.push(n.parent) // a duplicate leaf now
+		} else {
+			s.regap(n.parent) // a host-only leaf now, maybe a gap leaf
+		}
+	}
 	s.res.L2Evictions++
 	s.res.DeletedL2Evictions++
 	s.detachIfEmpty(v)
