@@ -465,7 +465,7 @@ func (s *Simulator) writeThrough(id nodeID) {
 		}
 		s.deleteHostOnlyLeaf(v)
 	}
-	s.setH(id, true)
+	s.addHostCopy(id)
 }
 
 // reserveHost gives every node of nodes, device pages, a host copy, or
@@ -504,7 +504,7 @@ func (s *Simulator) reserveHost(nodes []nodeID, g guard) bool {
 	// each page entering it and leaving when its child follows. The end
 	// state, and so every later choice, is the same in any order.
 	for i := len(missing) - 1; i >= 0; i-- {
-		s.setH(missing[i], true)
+		s.addHostCopy(missing[i])
 	}
 	return true
 }
@@ -520,7 +520,7 @@ func (s *Simulator) reserveParent(p, v nodeID) bool {
 		s.res.FailedHAllocations++
 		return false
 	}
-	s.setH(p, true)
+	s.addHostCopy(p)
 	return true
 }
 
@@ -532,6 +532,8 @@ func (s *Simulator) evictL2One() bool {
 	if s.cfg.Policy == BoundaryL1L2 {
 		if i := s.minUnguarded(0); i >= 0 {
 			s.dropDupCopy(i)
+			s.res.L2Evictions++
+			s.res.DedupL2Evictions++
 			return true
 		}
 	}
@@ -634,7 +636,7 @@ func (s *Simulator) boundaryEvictL1(v nodeID) {
 		case parentOK:
 			s.dropD(v)
 		case !s.hasHostDescendant(v):
-			s.setH(v, false)
+			s.dropDupCopy(s.dup.index(v)) // a duplicate leaf: no children
 			s.res.L2Evictions++
 			s.res.DeletedL2Evictions++
 			s.deleteDeviceOnlyLeaf(v)
@@ -670,8 +672,8 @@ func (s *Simulator) deleteHostOnlyLeaf(v nodeID) {
 	if n.hasD || !n.hasH || n.hChildren > 0 {
 		panic("policy: refusing to delete a page that is not a host-only leaf")
 	}
-	// setH(v, false) and its setHDup, cut down to this case: v leaves the
-	// host-only list, and its parent may become a leaf on host.
+	// v leaves the host-only list, and its parent may become a leaf on
+	// host (a duplicate leaf, or a host-only one and so maybe a gap leaf).
 	n.hasH = false
 	s.hPages--
 	pn := &s.nodes[n.parent]
@@ -758,72 +760,39 @@ func (s *Simulator) dropD(v nodeID) {
 	}
 }
 
-// setH sets v's host residency, as touch and dropD do the device's. A page that becomes host-only joins the
-// host-only list at its young end.
-func (s *Simulator) setH(v nodeID, on bool) {
+// addHostCopy gives device page v, which has none, a host copy: host
+// copies are only ever made of device pages (lru.go), so v joins no list.
+// Under BoundaryL1L2 v becomes a duplicate leaf when it has no host child,
+// and its parent, on the device too (device residency is closed under
+// ancestors; the root has no copy), stops being one when v is its first
+// host child; neither has a gap flag. The heap holds exactly the duplicate
+// leaves, so that follows from the flags and counters, without a look at
+// the heap.
+func (s *Simulator) addHostCopy(v nodeID) {
 	n := &s.nodes[v]
-	if n.hasH == on {
-		return
+	if !n.hasD || n.hasH {
+		panic("policy: host copy made of a page that is not device-only")
 	}
-	n.hasH = on
-	s.count(on, n.hasD, &s.hPages, &s.nodes[n.parent].hChildren)
-	if !n.hasD {
-		if on {
-			s.addHostOnly(v)
-		} else {
-			s.dropHostOnly(v)
-		}
-	}
+	n.hasH = true
+	s.hPages++
+	s.dhPages++
+	pn := &s.nodes[n.parent]
+	pn.hChildren++
 	if s.cfg.Policy == BoundaryL1L2 {
-		s.setHDup(v, on)
-	}
-}
-
-// setHDup keeps the duplicate heap and the gap leaves exact after v's host
-// copy came (on) or went (BoundaryL1L2). The heap holds exactly the
-// duplicate leaves, so whether v and its parent were members follows from
-// their flags and counters, without a look at the heap. The root is never
-// on the device, so it never qualifies.
-func (s *Simulator) setHDup(v nodeID, on bool) {
-	n := &s.nodes[v]
-	p := n.parent
-	pn := &s.nodes[p]
-	pLeaf := pn.hasD && pn.hasH // with no host child, a duplicate leaf
-	if on {
-		if n.hasD && n.hChildren == 0 {
+		if n.hChildren == 0 {
 			s.dup.push(v)
 		}
-		if pLeaf && pn.hChildren == 1 {
-			s.dup.remove(p) // v is its first host child
+		if pn.hasH && pn.hChildren == 1 {
+			s.dup.remove(n.parent)
 		}
-		if pn.gap {
-			s.regap(p)
-		}
-		return
-	}
-	switch was, now := n.hasD && n.hChildren == 0, pLeaf && pn.hChildren == 0; {
-	case was && now:
-		// An L2 eviction of duplicate leaf v: its parent, usually the
-		// next victim, takes v's place in the heap (one sift instead of
-		// a removal and a push).
-		s.dup.replace(v, p)
-	case was:
-		s.dup.remove(v)
-	case now:
-		s.dup.push(p)
-	}
-	if pn.gap || pn.hChildren == 0 && pn.hasH && !pn.hasD {
-		s.regap(p) // it may have become a gap leaf
 	}
 }
 
-// dropDupCopy is the L2 eviction of the duplicate leaf at entry i of the
-// duplicate heap: the page loses its host copy and stays on the device. It
-// is setH(v, false) and its setHDup for this case, cut down to what can
-// change: v is on the device, so it joins no list and has no gap flag, and
-// so is its parent (device residency is closed under ancestors; the root
-// has no copy), which has no gap flag either and is a duplicate leaf now
-// exactly when v was its last host child.
+// dropDupCopy takes the host copy of the duplicate leaf at entry i of the
+// duplicate heap (BoundaryL1L2); the page stays on the device, and the
+// caller counts the L2 eviction. The page joins no list and has no gap
+// flag, and neither has its parent, on the device too, which is a
+// duplicate leaf now exactly when the page was its last host child.
 func (s *Simulator) dropDupCopy(i int) {
 	v := s.dup.entries[i].id
 	n := &s.nodes[v]
@@ -832,8 +801,6 @@ func (s *Simulator) dropDupCopy(i int) {
 	s.hPages--
 	s.dhPages--
 	pn.hChildren--
-	s.res.L2Evictions++
-	s.res.DedupL2Evictions++
 	if pn.hasH && pn.hChildren == 0 {
 		// The parent, usually the next victim, takes v's place: one
 		// sift instead of a removal and a push.
