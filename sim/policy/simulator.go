@@ -530,7 +530,7 @@ func (s *Simulator) reserveParent(p, v nodeID) bool {
 // over. It reports whether a page was freed.
 func (s *Simulator) evictL2One() bool {
 	if s.cfg.Policy == BoundaryL1L2 {
-		if i := s.minUnguarded(0); i >= 0 {
+		if i := s.minDupIndex(); i >= 0 {
 			s.dropDupCopy(i)
 			s.res.L2Evictions++
 			s.res.DedupL2Evictions++
@@ -553,12 +553,15 @@ func (s *Simulator) evictL2One() bool {
 // child) and the first leaf is returned at once. Under BoundaryL1L2 a
 // host-only page can sit below a page without a host copy (see doc.go,
 // "Aborts"), so the members with the same last access, a run of one
-// request's path, are looked at too. Reservations protect only device
+// request's path, are looked at too, when there is a gap leaf (regap);
+// while there is none, the first leaf is the answer there too. Reservations protect only device
 // pages (see reserveHost), so no host-only page is protected; the head is
 // a leaf in practice: a host-only page's host children are older, so they
 // come first.
 func (s *Simulator) minHostOnly() nodeID {
-	if s.cfg.Policy != BoundaryL1L2 {
+	if s.cfg.Policy != BoundaryL1L2 || s.gaps == 0 {
+		// Without gap leaves, the members after the first leaf in its
+		// run are not leaves either.
 		for v := s.hostOnly.head; v != noNode; v = s.nodes[v].next {
 			if s.nodes[v].hChildren == 0 {
 				return v
@@ -568,11 +571,6 @@ func (s *Simulator) minHostOnly() nodeID {
 	}
 	found := noNode
 	for v := s.hostOnly.head; v != noNode; v = s.nodes[v].next {
-		if found != noNode && s.gaps == 0 {
-			// The members after found in its run are not leaves: a
-			// leaf there would be a gap leaf.
-			break
-		}
 		if found != noNode && s.info[v].at != s.info[found].at {
 			break
 		}
@@ -584,6 +582,16 @@ func (s *Simulator) minHostOnly() nodeID {
 		}
 	}
 	return found
+}
+
+// minDupIndex returns the index in the duplicate heap of the first member
+// in eviction order that the current reservation does not protect, or -1:
+// the top entry, usually, else minUnguarded's search.
+func (s *Simulator) minDupIndex() int {
+	if e := s.dup.entries; len(e) > 0 && !s.guards(s.guard, e[0].id, e[0].lastAccess) {
+		return 0
+	}
+	return s.minUnguarded(0)
 }
 
 // minUnguarded returns the index in the duplicate heap of the first member
