@@ -152,7 +152,7 @@ func (s *Simulator) pageKey(v nodeID) uint64 {
 }
 
 // live reports whether the node holds a copy or has live children.
-// Between requests every node in the trie is live: detachIfEmpty frees
+// Between requests every node in the trie is live: detach frees
 // every other one. Within a request, a node created by the walk is in the
 // trie before it gets its copy, but the walk never asks.
 func (n *node) live() bool { return n.hasD || n.hasH || n.nChildren > 0 }
@@ -672,7 +672,7 @@ func (s *Simulator) deleteDeviceOnlyLeaf(v nodeID) {
 		panic(abort("Refusing to delete a non-D-only leaf"))
 	}
 	s.dropD(v)
-	s.detachIfEmpty(v)
+	s.detach(v)
 }
 
 func (s *Simulator) deleteHostOnlyLeaf(v nodeID) {
@@ -697,7 +697,7 @@ func (s *Simulator) deleteHostOnlyLeaf(v nodeID) {
 	}
 	s.res.L2Evictions++
 	s.res.DeletedL2Evictions++
-	s.detachIfEmpty(v)
+	s.detach(v)
 }
 
 // hasHostDescendant reports whether any node below v has a host copy; v
@@ -937,27 +937,30 @@ func (s *Simulator) appendNode(parent nodeID, p uint64) nodeID {
 	return id
 }
 
-// detachIfEmpty removes v, and then each ancestor in turn, while it holds
-// no copy and has no children: it leaves the child index (an entry in the
-// key array goes stale; see childIndex) and its slot goes to the free
-// list. A removed page forgets its hit count.
-func (s *Simulator) detachIfEmpty(v nodeID) {
-	for v != rootID {
+// detach removes v, which holds no copy and has no children, and then
+// each ancestor in turn that this leaves without a copy or children: it
+// leaves the child index (an entry in the key array goes stale; see
+// childIndex) and its slot goes to the free list. A removed page forgets
+// its hit count. (v is known to be empty, so the loop's one test is on
+// the ancestors, which are rarely empty: a test that predicts well.)
+func (s *Simulator) detach(v nodeID) {
+	for {
 		n := &s.nodes[v]
-		if n.hasD || n.hasH || n.nChildren > 0 {
-			return
-		}
-		if invariants.Enabled && s.cfg.Policy == BoundaryL1L2 && s.dup.contains(v) {
-			panic("policy: detaching a node that is still an eviction candidate")
+		if invariants.Enabled && (n.live() || s.cfg.Policy == BoundaryL1L2 && s.dup.contains(v)) {
+			panic("policy: detaching a live node or an eviction candidate")
 		}
 		parent := n.parent
 		if n.inMap {
 			s.index.remove(parent, s.keys[v])
 		}
-		s.nodes[parent].nChildren--
+		pn := &s.nodes[parent]
+		pn.nChildren--
 		s.live--
 		n.parent, n.next = noNode, s.free
 		s.free = v
+		if parent == rootID || pn.live() {
+			return
+		}
 		v = parent
 	}
 }
