@@ -65,8 +65,10 @@ func (h *leafHeap) push(id nodeID) {
 }
 
 // remove takes id out of the heap; id must be a member.
-func (h *leafHeap) remove(id nodeID) {
-	i := h.index(id)
+func (h *leafHeap) remove(id nodeID) { h.removeAt(h.index(id)) }
+
+// removeAt takes entry i out of the heap.
+func (h *leafHeap) removeAt(i int) {
 	n := len(h.entries) - 1
 	if i != n {
 		h.entries[i] = h.entries[n]
@@ -82,8 +84,11 @@ func (h *leafHeap) remove(id nodeID) {
 
 // replace puts id, which must not be a member, in the place of old, a
 // member, and restores the order: remove(old) and push(id) in one sift.
-func (h *leafHeap) replace(old, id nodeID) {
-	i := h.index(old)
+func (h *leafHeap) replace(old, id nodeID) { h.replaceAt(h.index(old), id) }
+
+// replaceAt puts id, which must not be a member, in the place of entry i,
+// and restores the order.
+func (h *leafHeap) replaceAt(i int, id nodeID) {
 	h.entries[i] = heapEntry{lastAccess: (*h.info)[id].at, depth: (*h.info)[id].depth, id: id}
 	(*h.info)[id].pos = int32(i)
 	if !h.down(i) {

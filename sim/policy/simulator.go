@@ -152,7 +152,7 @@ func (s *Simulator) pageKey(v nodeID) uint64 {
 }
 
 // live reports whether the node holds a copy or has live children.
-// Between requests every node in the trie is live: detachIfEmpty frees
+// Between requests every node in the trie is live: detach frees
 // every other one. Within a request, a node created by the walk is in the
 // trie before it gets its copy, but the walk never asks.
 func (n *node) live() bool { return n.hasD || n.hasH || n.nChildren > 0 }
@@ -465,7 +465,7 @@ func (s *Simulator) writeThrough(id nodeID) {
 		}
 		s.deleteHostOnlyLeaf(v)
 	}
-	s.setH(id, true)
+	s.addHostCopy(id)
 }
 
 // reserveHost gives every node of nodes, device pages, a host copy, or
@@ -504,8 +504,23 @@ func (s *Simulator) reserveHost(nodes []nodeID, g guard) bool {
 	// each page entering it and leaving when its child follows. The end
 	// state, and so every later choice, is the same in any order.
 	for i := len(missing) - 1; i >= 0; i-- {
-		s.setH(missing[i], true)
+		s.addHostCopy(missing[i])
 	}
+	return true
+}
+
+// reserveParent is reserveHost for the one page p, the device-only parent
+// of L1 victim v, which has a host copy, protecting p and v: nine in ten
+// of BoundaryL1L2's reservations on the Mooncake traces. The host is never
+// over capacity, so it takes at most one eviction.
+func (s *Simulator) reserveParent(p, v nodeID) bool {
+	s.guard = guard{a: p, b: v}
+	if s.hPages >= s.cfg.L2Pages && !s.evictL2One() {
+		// With L2Pages 0 there is no host page, so nothing to evict.
+		s.res.FailedHAllocations++
+		return false
+	}
+	s.addHostCopy(p)
 	return true
 }
 
@@ -515,8 +530,8 @@ func (s *Simulator) reserveHost(nodes []nodeID, g guard) bool {
 // over. It reports whether a page was freed.
 func (s *Simulator) evictL2One() bool {
 	if s.cfg.Policy == BoundaryL1L2 {
-		if v := s.minDup(); v != noNode {
-			s.setH(v, false)
+		if i := s.minDupIndex(); i >= 0 {
+			s.dropDupCopy(i)
 			s.res.L2Evictions++
 			s.res.DedupL2Evictions++
 			return true
@@ -538,12 +553,15 @@ func (s *Simulator) evictL2One() bool {
 // child) and the first leaf is returned at once. Under BoundaryL1L2 a
 // host-only page can sit below a page without a host copy (see doc.go,
 // "Aborts"), so the members with the same last access, a run of one
-// request's path, are looked at too. Reservations protect only device
+// request's path, are looked at too, when there is a gap leaf (regap);
+// while there is none, the first leaf is the answer there too. Reservations protect only device
 // pages (see reserveHost), so no host-only page is protected; the head is
 // a leaf in practice: a host-only page's host children are older, so they
 // come first.
 func (s *Simulator) minHostOnly() nodeID {
-	if s.cfg.Policy != BoundaryL1L2 {
+	if s.cfg.Policy != BoundaryL1L2 || s.gaps == 0 {
+		// Without gap leaves, the members after the first leaf in its
+		// run are not leaves either.
 		for v := s.hostOnly.head; v != noNode; v = s.nodes[v].next {
 			if s.nodes[v].hChildren == 0 {
 				return v
@@ -553,11 +571,6 @@ func (s *Simulator) minHostOnly() nodeID {
 	}
 	found := noNode
 	for v := s.hostOnly.head; v != noNode; v = s.nodes[v].next {
-		if found != noNode && s.gaps == 0 {
-			// The members after found in its run are not leaves: a
-			// leaf there would be a gap leaf.
-			break
-		}
 		if found != noNode && s.info[v].at != s.info[found].at {
 			break
 		}
@@ -571,13 +584,14 @@ func (s *Simulator) minHostOnly() nodeID {
 	return found
 }
 
-// minDup returns the first duplicate leaf in eviction order that the
-// current reservation does not protect, or noNode.
-func (s *Simulator) minDup() nodeID {
-	if i := s.minUnguarded(0); i >= 0 {
-		return s.dup.entries[i].id
+// minDupIndex returns the index in the duplicate heap of the first member
+// in eviction order that the current reservation does not protect, or -1:
+// the top entry, usually, else minUnguarded's search.
+func (s *Simulator) minDupIndex() int {
+	if e := s.dup.entries; len(e) > 0 && !s.guards(s.guard, e[0].id, e[0].lastAccess) {
+		return 0
 	}
-	return noNode
+	return s.minUnguarded(0)
 }
 
 // minUnguarded returns the index in the duplicate heap of the first member
@@ -624,14 +638,13 @@ func (s *Simulator) boundaryEvictL1(v nodeID) {
 	if s.nodes[v].hasH {
 		parentOK := true
 		if parentNeedsHost {
-			s.one[0] = p
-			parentOK = s.reserveHost(s.one[:1], guard{a: p, b: v})
+			parentOK = s.reserveParent(p, v)
 		}
 		switch {
 		case parentOK:
 			s.dropD(v)
 		case !s.hasHostDescendant(v):
-			s.setH(v, false)
+			s.dropDupCopy(s.dup.index(v)) // a duplicate leaf: no children
 			s.res.L2Evictions++
 			s.res.DeletedL2Evictions++
 			s.deleteDeviceOnlyLeaf(v)
@@ -659,7 +672,7 @@ func (s *Simulator) deleteDeviceOnlyLeaf(v nodeID) {
 		panic(abort("Refusing to delete a non-D-only leaf"))
 	}
 	s.dropD(v)
-	s.detachIfEmpty(v)
+	s.detach(v)
 }
 
 func (s *Simulator) deleteHostOnlyLeaf(v nodeID) {
@@ -667,10 +680,24 @@ func (s *Simulator) deleteHostOnlyLeaf(v nodeID) {
 	if n.hasD || !n.hasH || n.hChildren > 0 {
 		panic("policy: refusing to delete a page that is not a host-only leaf")
 	}
-	s.setH(v, false)
+	// v leaves the host-only list, and its parent may become a leaf on
+	// host (a duplicate leaf, or a host-only one and so maybe a gap leaf).
+	n.hasH = false
+	s.hPages--
+	pn := &s.nodes[n.parent]
+	pn.hChildren--
+	s.dropHostOnly(v)
+	if s.cfg.Policy == BoundaryL1L2 && pn.hasH && pn.hChildren == 0 {
+		// v was the parent's last host child (the root has no copy).
+		if pn.hasD {
+			s.dup.push(n.parent) // a duplicate leaf now
+		} else {
+			s.regap(n.parent) // a host-only leaf now, maybe a gap leaf
+		}
+	}
 	s.res.L2Evictions++
 	s.res.DeletedL2Evictions++
-	s.detachIfEmpty(v)
+	s.detach(v)
 }
 
 // hasHostDescendant reports whether any node below v has a host copy; v
@@ -741,62 +768,53 @@ func (s *Simulator) dropD(v nodeID) {
 	}
 }
 
-// setH sets v's host residency, as touch and dropD do the device's. A page that becomes host-only joins the
-// host-only list at its young end.
-func (s *Simulator) setH(v nodeID, on bool) {
+// addHostCopy gives device page v, which has none, a host copy: host
+// copies are only ever made of device pages (lru.go), so v joins no list.
+// Under BoundaryL1L2 v becomes a duplicate leaf when it has no host child,
+// and its parent, on the device too (device residency is closed under
+// ancestors; the root has no copy), stops being one when v is its first
+// host child; neither has a gap flag. The heap holds exactly the duplicate
+// leaves, so that follows from the flags and counters, without a look at
+// the heap.
+func (s *Simulator) addHostCopy(v nodeID) {
 	n := &s.nodes[v]
-	if n.hasH == on {
-		return
+	if !n.hasD || n.hasH {
+		panic("policy: host copy made of a page that is not device-only")
 	}
-	n.hasH = on
-	s.count(on, n.hasD, &s.hPages, &s.nodes[n.parent].hChildren)
-	if !n.hasD {
-		if on {
-			s.addHostOnly(v)
-		} else {
-			s.dropHostOnly(v)
-		}
-	}
+	n.hasH = true
+	s.hPages++
+	s.dhPages++
+	pn := &s.nodes[n.parent]
+	pn.hChildren++
 	if s.cfg.Policy == BoundaryL1L2 {
-		s.setHDup(v, on)
+		if n.hChildren == 0 {
+			s.dup.push(v)
+		}
+		if pn.hasH && pn.hChildren == 1 {
+			s.dup.remove(n.parent)
+		}
 	}
 }
 
-// setHDup keeps the duplicate heap and the gap leaves exact after v's host
-// copy came (on) or went (BoundaryL1L2). The heap holds exactly the
-// duplicate leaves, so whether v and its parent were members follows from
-// their flags and counters, without a look at the heap. The root is never
-// on the device, so it never qualifies.
-func (s *Simulator) setHDup(v nodeID, on bool) {
+// dropDupCopy takes the host copy of the duplicate leaf at entry i of the
+// duplicate heap (BoundaryL1L2); the page stays on the device, and the
+// caller counts the L2 eviction. The page joins no list and has no gap
+// flag, and neither has its parent, on the device too, which is a
+// duplicate leaf now exactly when the page was its last host child.
+func (s *Simulator) dropDupCopy(i int) {
+	v := s.dup.entries[i].id
 	n := &s.nodes[v]
-	p := n.parent
-	pn := &s.nodes[p]
-	pLeaf := pn.hasD && pn.hasH // with no host child, a duplicate leaf
-	if on {
-		if n.hasD && n.hChildren == 0 {
-			s.dup.push(v)
-		}
-		if pLeaf && pn.hChildren == 1 {
-			s.dup.remove(p) // v is its first host child
-		}
-		if pn.gap {
-			s.regap(p)
-		}
-		return
-	}
-	switch was, now := n.hasD && n.hChildren == 0, pLeaf && pn.hChildren == 0; {
-	case was && now:
-		// An L2 eviction of duplicate leaf v: its parent, usually the
-		// next victim, takes v's place in the heap (one sift instead of
-		// a removal and a push).
-		s.dup.replace(v, p)
-	case was:
-		s.dup.remove(v)
-	case now:
-		s.dup.push(p)
-	}
-	if pn.gap || pn.hChildren == 0 && pn.hasH && !pn.hasD {
-		s.regap(p) // it may have become a gap leaf
+	pn := &s.nodes[n.parent]
+	n.hasH = false
+	s.hPages--
+	s.dhPages--
+	pn.hChildren--
+	if pn.hasH && pn.hChildren == 0 {
+		// The parent, usually the next victim, takes v's place: one
+		// sift instead of a removal and a push.
+		s.dup.replaceAt(i, n.parent)
+	} else {
+		s.dup.removeAt(i)
 	}
 }
 
@@ -919,27 +937,30 @@ func (s *Simulator) appendNode(parent nodeID, p uint64) nodeID {
 	return id
 }
 
-// detachIfEmpty removes v, and then each ancestor in turn, while it holds
-// no copy and has no children: it leaves the child index (an entry in the
-// key array goes stale; see childIndex) and its slot goes to the free
-// list. A removed page forgets its hit count.
-func (s *Simulator) detachIfEmpty(v nodeID) {
-	for v != rootID {
+// detach removes v, which holds no copy and has no children, and then
+// each ancestor in turn that this leaves without a copy or children: it
+// leaves the child index (an entry in the key array goes stale; see
+// childIndex) and its slot goes to the free list. A removed page forgets
+// its hit count. (v is known to be empty, so the loop's one test is on
+// the ancestors, which are rarely empty: a test that predicts well.)
+func (s *Simulator) detach(v nodeID) {
+	for {
 		n := &s.nodes[v]
-		if n.hasD || n.hasH || n.nChildren > 0 {
-			return
-		}
-		if invariants.Enabled && s.cfg.Policy == BoundaryL1L2 && s.dup.contains(v) {
-			panic("policy: detaching a node that is still an eviction candidate")
+		if invariants.Enabled && (n.live() || s.cfg.Policy == BoundaryL1L2 && s.dup.contains(v)) {
+			panic("policy: detaching a live node or an eviction candidate")
 		}
 		parent := n.parent
 		if n.inMap {
 			s.index.remove(parent, s.keys[v])
 		}
-		s.nodes[parent].nChildren--
+		pn := &s.nodes[parent]
+		pn.nChildren--
 		s.live--
 		n.parent, n.next = noNode, s.free
 		s.free = v
+		if parent == rootID || pn.live() {
+			return
+		}
 		v = parent
 	}
 }
