@@ -53,9 +53,13 @@ type bagEntry struct {
 
 // bagBlock is entries in increasing key order. An entry's gap d is its key
 // less the previous entry's (the first entry's: less 0). An entry of count
-// n is the uvarint d<<1 when n is 1, d<<1 | 1 then n-2 when it is more,
-// or, when d is 0 or over 2^63 (where that would not fit), 0 then d then
-// n-1: a value's count costs nothing when it is alone.
+// n is the uvarint d<<1 when n is 1; d<<1 | 1 then the count when it is
+// more, a byte n-2 for n up to 256, else the byte 255 and the uvarint
+// n-257; or, when d is 0 or over 2^63 (where that would not fit), the
+// uvarints 0, d and n-1. A value's count costs nothing when it is alone,
+// and one byte up to 256: a run of inter-token latencies counts the
+// requests of a decode step's batch, 129 to 256 for most of the
+// conversation trace's (two bytes each as a uvarint).
 type bagBlock struct {
 	data    []byte
 	entries int
@@ -167,7 +171,12 @@ func (w *blockWriter) emit() {
 		w.data = binary.AppendUvarint(w.data, d<<1)
 	default:
 		w.data = binary.AppendUvarint(w.data, d<<1|1)
-		w.data = binary.AppendUvarint(w.data, uint64(w.n-2))
+		if c := uint64(w.n - 2); c < countWide {
+			w.data = append(w.data, byte(c))
+		} else {
+			w.data = append(w.data, countWide)
+			w.data = binary.AppendUvarint(w.data, c-countWide)
+		}
 	}
 	w.prev = w.k
 	w.entries++
@@ -203,10 +212,23 @@ func (c *bagCursor) next() bool {
 		c.n = 1
 	default:
 		c.k += t >> 1
-		c.n = int64(c.uvarint()) + 2
+		if c.off >= len(c.data) {
+			panic("engine: corrupt bag block")
+		}
+		b := c.data[c.off]
+		c.off++
+		if b < countWide {
+			c.n = int64(b) + 2
+		} else {
+			c.n = int64(c.uvarint()) + countWide + 2
+		}
 	}
 	return true
 }
+
+// countWide is the count byte (n-2) that says a uvarint of the rest
+// follows: counts of 2 to 256 take the byte alone.
+const countWide = 255
 
 func (c *bagCursor) uvarint() uint64 {
 	x, m := binary.Uvarint(c.data[c.off:])
