@@ -139,7 +139,7 @@ func TestPropBagIsSortedMultiset(t *testing.T) {
 		rng := rand.New(rand.NewPCG(rapid.Uint64().Draw(t, "seed"), 0))
 		wide := rapid.Bool().Draw(t, "wide")
 		// Small caps on a merged block's bytes make blocks that stay apart.
-		b := bag{maxBlock: rapid.SampledFrom([]int{0, 4 << 10, 40 << 10}).Draw(t, "maxBlock")}
+		b := bag{maxBlock: rapid.SampledFrom([]int{0, 4 << 10, 40 << 10}).Draw(t, "maxBlock"), rice: rapid.Bool().Draw(t, "rice")}
 		// Counts mostly small, some either side of what a count byte
 		// holds (256) once equal keys combine, some far larger.
 		counts := rapid.SampledFrom([]int64{3, 300, 1 << 40}).Draw(t, "counts")
@@ -174,7 +174,7 @@ func TestPropBagIsSortedMultiset(t *testing.T) {
 		got := map[uint64]int64{}
 		s := newStream(bagPart{&b, func(k uint64) float64 { return float64(k) }})
 		for _, blk := range b.blocks {
-			c := bagCursor{data: blk.data}
+			c := blk.cursor()
 			for c.next() {
 				got[c.k] += c.n
 			}
