@@ -24,7 +24,7 @@ import (
 //
 // A later record may name any earlier one, so the tracker keeps one entry
 // per record seen, as a replay's pacer does, but a small one: its finish
-// time, 8 bytes in a table indexed by the ID when the IDs are decimal
+// time, 6 bytes in a table indexed by the ID when the IDs are decimal
 // integers numbered densely (Mooncake's and kvsim trace gen's are), a map
 // entry otherwise (see recordEnds). Waiters are kept only for the records
 // someone waits for.
@@ -213,20 +213,31 @@ func (d *DepTracker) Pending() int { return len(d.held) - len(d.free) + len(d.re
 // n only if that keeps it at most four times the IDs seen (plus
 // denseChunk), so scattered integers fall back to named, as every other ID
 // does: the k-th of those is record -2-k, its time in namedEnd[k]. An ID
-// is in exactly one of the two. dense is chunks of denseChunk times (64
-// KiB, little-endian int64s), allocated outside the garbage-collected heap
-// (internal/offheap) as they are first written, never copied. A time is
-// stored as 0 for an ID not seen, 1 for a record not finished, and ^t
-// (negative) for one finished at t >= 0.
+// is in exactly one of the two. A time is 0 for an ID not seen, 1 for a
+// record not finished, and ^t (negative) for one finished at t >= 0.
+//
+// dense is chunks of denseChunk times (64 KiB), allocated outside the
+// garbage-collected heap (internal/offheap) as they are first written,
+// never copied, 6 bytes a time (little-endian): 0 and 1 as above, t+3 for
+// a record finished at t < 2^48-3 ns (78 hours), and 2 for one finished
+// later, its time then in late. A day's trace takes 6 bytes a record, not
+// 8, and every time is exact.
 type recordEnds struct {
 	dense    []*offheap.Bytes
+	late     map[int32]engine.Time // dense records finished at 2^48-3 ns or later
 	named    map[string]int32
 	namedEnd []engine.Time
 	n        int // IDs added
 }
 
 // denseChunk is the number of finish times in a chunk of recordEnds.dense.
-const denseChunk = offheap.MinSize / 8
+const denseChunk = offheap.MinSize / denseSize
+
+// denseSize is the bytes of a finish time in recordEnds.dense.
+const denseSize = 6
+
+// denseLate is the first finish time that recordEnds.dense keeps in late.
+const denseLate = 1<<(8*denseSize) - 3
 
 // noRecord is no record's number (a heldRecord without a Parent).
 const noRecord int32 = -1
@@ -256,7 +267,15 @@ func (r *recordEnds) get(j int32) (engine.Time, bool) {
 	if c >= len(r.dense) || r.dense[c] == nil {
 		return 0, false
 	}
-	return engine.Time(binary.LittleEndian.Uint64(r.dense[c].B[8*(int(j)%denseChunk):])), true
+	b := r.dense[c].B[denseSize*(int(j)%denseChunk):]
+	switch x := uint64(binary.LittleEndian.Uint32(b)) | uint64(binary.LittleEndian.Uint16(b[4:]))<<32; x {
+	case 0, 1:
+		return engine.Time(x), true
+	case 2:
+		return ^r.late[j], true
+	default:
+		return ^engine.Time(x - 3), true
+	}
 }
 
 // set stores record j's time v; j's chunk must exist.
@@ -265,7 +284,21 @@ func (r *recordEnds) set(j int32, v engine.Time) {
 		r.namedEnd[-2-j] = v
 		return
 	}
-	binary.LittleEndian.PutUint64(r.dense[int(j)/denseChunk].B[8*(int(j)%denseChunk):], uint64(v))
+	x := uint64(v) // 0 or 1
+	if v < 0 {
+		if t := ^v; t < denseLate {
+			x = uint64(t) + 3
+		} else {
+			if r.late == nil {
+				r.late = map[int32]engine.Time{}
+			}
+			r.late[j] = t
+			x = 2
+		}
+	}
+	b := r.dense[int(j)/denseChunk].B[denseSize*(int(j)%denseChunk):]
+	binary.LittleEndian.PutUint32(b, uint32(x))
+	binary.LittleEndian.PutUint16(b[4:], uint16(x>>32))
 }
 
 // find returns the record of id, if it was added.
@@ -288,7 +321,7 @@ func (r *recordEnds) add(id string) {
 			r.dense = append(r.dense, make([]*offheap.Bytes, c+1-len(r.dense))...)
 		}
 		if r.dense[c] == nil {
-			r.dense[c] = offheap.New(8 * denseChunk)
+			r.dense[c] = offheap.New(offheap.MinSize) // denseChunk times and 4 bytes to spare
 		}
 		r.set(int32(n), 1)
 		return

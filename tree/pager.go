@@ -1,10 +1,11 @@
 package tree
 
 import (
-	"cmp"
 	"encoding/binary"
 	"fmt"
 	"slices"
+
+	"github.com/kvsim/kvsim/internal/offheap"
 )
 
 // Token is a token id.
@@ -41,18 +42,23 @@ type Pager struct {
 }
 
 // forgetting is the state of a Pager that forgets blocks nobody holds.
+// Its list of the blocks remembered (16 bytes a block) grows with what the
+// user holds, a long run's backlog of queued requests included, so it is
+// kept outside the garbage-collected heap (internal/offheap): it costs its
+// size in resident memory, not the up to four times that a slice grown by
+// append costs under the collector's headroom.
 type forgetting struct {
-	held    func(Marks) // reports every page id the user holds
-	order   []blockRun  // the blocks remembered, by first id (ids are handed out in increasing order)
-	inChunk []int32     // per dense chunk: blocks remembered in it
-	marked  []bool      // by index into order: held, during a sweep
-	every   int         // the fewest blocks remembered before a sweep
-	work    int         // ids and runs reported during the sweep in progress
-	sweepAt int         // sweep when order reaches this length
-	dropped int64       // blocks forgotten
+	held    func(Marks)             // reports every page id the user holds
+	order   offheap.Array[blockRun] // the blocks remembered, by first id (ids are handed out in increasing order)
+	inChunk []int32                 // per dense chunk: blocks remembered in it
+	every   int                     // the fewest blocks remembered before a sweep
+	work    int                     // ids and runs reported during the sweep in progress
+	sweepAt int                     // sweep when order reaches this length
+	dropped int64                   // blocks forgotten
 }
 
-// blockRun is one remembered block: its hash and the first of its ids.
+// blockRun is one remembered block: its hash and the first of its ids,
+// whose top bit (heldMark) says during a sweep that the block is held.
 // Its ids run up to the next remembered block's first, as far as marking
 // goes: that counts the fresh ids handed out in between as the block's,
 // which may keep a block a sweep longer but never forgets a held one.
@@ -60,6 +66,10 @@ type blockRun struct {
 	base PageID
 	hash uint64
 }
+
+// heldMark is the bit of blockRun.base that marks a held block during a
+// sweep (ids are handed out from 1 up: none reaches it).
+const heldMark PageID = 1 << 63
 
 // denseChunk is the number of hashes in one chunk of the dense table.
 const denseChunk = 4096
@@ -213,7 +223,7 @@ func (p *Pager) firstPage(h uint64, per int) PageID {
 		p.blocks[h] = base
 	}
 	if f := p.forget; f != nil {
-		f.order = append(f.order, blockRun{base: base, hash: h})
+		f.order.Append(blockRun{base: base, hash: h})
 		if h < p.denseN {
 			for len(f.inChunk) <= int(h/denseChunk) {
 				f.inChunk = append(f.inChunk, 0)
@@ -261,16 +271,22 @@ type Marks struct{ f *forgetting }
 
 // Run marks the ids first, first+1, ..., first+n-1 as held.
 func (m Marks) Run(first PageID, n int64) {
-	o := m.f.order
+	o := &m.f.order
 	end := first + PageID(n)
 	m.f.work++
 	// The last block starting at or before first, or the first block.
-	i, found := slices.BinarySearchFunc(o, first, func(b blockRun, id PageID) int { return cmp.Compare(b.base, id) })
-	if !found && i > 0 {
-		i--
+	i, j := 0, o.Len() // o.At(i-1).base <= first < o.At(j).base, outside the range
+	for i < j {
+		h := int(uint(i+j) >> 1)
+		if o.At(h).base&^heldMark <= first {
+			i = h + 1
+		} else {
+			j = h
+		}
 	}
-	for ; i < len(o) && o[i].base < end; i++ {
-		m.f.marked[i] = true
+	i = max(i-1, 0)
+	for ; i < o.Len() && o.At(i).base&^heldMark < end; i++ {
+		o.At(i).base |= heldMark
 	}
 }
 
@@ -290,17 +306,18 @@ func (m Marks) Pages(ids []PageID) {
 // maybeSweep forgets the blocks nobody holds, when it is time.
 func (p *Pager) maybeSweep() {
 	f := p.forget
-	if f == nil || len(f.order) < f.sweepAt {
+	if f == nil || f.order.Len() < f.sweepAt {
 		return
 	}
-	f.marked = slices.Grow(f.marked[:0], len(f.order))[:len(f.order)]
-	clear(f.marked)
 	f.work = 0
 	f.held(Marks{f})
-	kept := f.order[:0]
-	for i, b := range f.order {
-		if f.marked[i] {
-			kept = append(kept, b)
+	kept := 0
+	for i := range f.order.Len() {
+		b := *f.order.At(i)
+		if b.base&heldMark != 0 {
+			b.base &^= heldMark
+			*f.order.At(kept) = b
+			kept++
 			continue
 		}
 		f.dropped++
@@ -314,8 +331,7 @@ func (p *Pager) maybeSweep() {
 			p.dense[c] = nil
 		}
 	}
-	clear(f.order[len(kept):])
-	f.order = kept
+	f.order.Truncate(kept)
 	// The next sweep comes after half as many new blocks as were kept
 	// (so that the blocks remembered stay within 1.5 times those held:
 	// order is most of the pager's memory when a backlog of queued
@@ -323,7 +339,7 @@ func (p *Pager) maybeSweep() {
 	// sweepWork ids the user reported, so that sweeps cost a bounded
 	// amount per new block even when the user holds many pages per block
 	// (page size 1 against 512-token blocks).
-	f.sweepAt = len(kept) + max(len(kept)/2, f.work/sweepWork, f.every)
+	f.sweepAt = kept + max(kept/2, f.work/sweepWork, f.every)
 }
 
 // sweepWork is the most ids and runs a sweep reads, amortized, per block it

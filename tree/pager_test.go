@@ -153,7 +153,8 @@ func TestPropForgetKeepsHeldIdentities(t *testing.T) {
 // TestForgetRemembersHalfMoreThanHeld checks how many blocks a forgetting
 // pager remembers between sweeps: with 1,000 blocks held for good and
 // 20,000 fresh ones each let go at once, never more than 1.5 times the
-// blocks held (and one call's blocks more), which is most of its memory.
+// blocks held (and one call's blocks more), which is most of its memory;
+// and once those are let go too, none of them.
 func TestForgetRemembersHalfMoreThanHeld(t *testing.T) {
 	p := NewPager(1)
 	var held []PageID
@@ -171,12 +172,22 @@ func TestForgetRemembersHalfMoreThanHeld(t *testing.T) {
 		if _, err := p.BlockPages([]uint64{keep + h}, 1, 1, nil); err != nil {
 			t.Fatal(err)
 		}
-		most = max(most, len(p.forget.order))
+		most = max(most, p.forget.order.Len())
 	}
 	if most > keep*3/2+1 {
 		t.Fatalf("the pager remembered up to %d blocks with %d held", most, keep)
 	}
 	if p.Forgotten() < 19000 {
 		t.Fatalf("forgot %d blocks of 20,000 let go", p.Forgotten())
+	}
+	// Let go of the 1,000 too: a sweep marks anew, so they go as well.
+	held = nil
+	for h := range uint64(3000) {
+		if _, err := p.BlockPages([]uint64{keep + 20000 + h}, 1, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := p.forget.order.Len(); n > 1 {
+		t.Fatalf("the pager remembers %d blocks with none held (one call's block at most)", n)
 	}
 }

@@ -5,8 +5,9 @@
 // to twice that under the default GOGC, since the collector lets the heap
 // grow to twice what it found live. kvsim's run summaries (engine.Stats)
 // and closed-loop dependency tracker (sim.DepTracker) keep their
-// per-request numbers here, so that a day-long trace's peak resident
-// memory grows by what they hold, not twice it.
+// per-request numbers here, and the forgetting pager (tree.Pager.Forget)
+// its list of remembered blocks, in an [Array], so that a day-long
+// trace's peak resident memory grows by what they hold, not twice it.
 //
 // A [Bytes] owns its memory: it is returned to the system by
 // [Bytes.Free], or by a cleanup (runtime.AddCleanup) once the Bytes is

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"strings"
 	"testing"
 	"unsafe"
@@ -37,13 +38,11 @@ func TestLargeIsMappedThenUnmapped(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("reads /proc/self/maps")
 	}
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	o := New(16 << 20)
-	o.B[len(o.B)-1] = 1
-	runtime.ReadMemStats(&after)
-	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 1<<20 {
+	var o *Bytes
+	if grew := heapGrowth(func() {
+		o = New(16 << 20)
+		o.B[len(o.B)-1] = 1
+	}); grew > 1<<20 {
 		t.Fatalf("the heap grew by %d bytes for 16 MiB off the heap", grew)
 	}
 	addr := uint64(uintptr(unsafe.Pointer(&o.B[0])))
@@ -59,6 +58,22 @@ func TestLargeIsMappedThenUnmapped(t *testing.T) {
 		}
 	}
 	t.Fatalf("the mapping at %#x is still there after the Bytes became unreachable", addr)
+}
+
+// heapGrowth returns how many bytes the heap's objects grew by in f,
+// from a collection before it.
+func heapGrowth(f func()) int64 {
+	runtime.GC()
+	before := heapObjects()
+	f()
+	return heapObjects() - before
+}
+
+// heapObjects is the bytes of the heap's objects, live or not yet swept.
+func heapObjects() int64 {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	return int64(s[0].Value.Uint64())
 }
 
 // mapped reports whether a mapping of the process holds addr.
