@@ -485,6 +485,31 @@ func Parse(data []byte, name string) (*File, error) {
 	return decodeStrict(data, name, ps, f, errs...)
 }
 
+// zeroTuning refuses a [scheduler] constant written as 0: the simulator
+// takes 0 for the key's default (sim.SchedulerTuning), so the run would
+// silently use the default where SGLang would use 0.
+func zeroTuning(raw map[string]any) []error {
+	sch, _ := raw["scheduler"].(map[string]any)
+	d := sim.Default(1).Scheduler.SchedulerTuning
+	var errs []error
+	for _, k := range []struct {
+		key string
+		def any
+	}{
+		{"schedule_conservativeness", d.ScheduleConservativeness}, {"init_new_token_ratio", d.InitNewTokenRatio},
+		{"min_new_token_ratio_factor", d.MinNewTokenRatioFactor}, {"new_token_ratio_decay_steps", d.NewTokenRatioDecaySteps},
+		{"clip_max_new_tokens", d.ClipMaxNewTokens}, {"retract_decode_steps", d.RetractDecodeSteps}, {"lpm_fallback_queue", d.LPMFallbackQueue},
+	} {
+		switch v := sch[k.key].(type) {
+		case int64, float64:
+			if v == int64(0) || v == float64(0) {
+				errs = append(errs, fielderr.New(fielderr.Key("scheduler", k.key), "0 is not supported: the simulator reads 0 as the default (%v); omit the key for the default", k.def))
+			}
+		}
+	}
+	return errs
+}
+
 // decodeStrict decodes data into f over its defaults, refusing unknown
 // keys, and validates it; errors name the file, line and key. It serves
 // both engines: a llama-server file has [engine], [llamacpp] and
@@ -512,7 +537,7 @@ func decodeStrict(data []byte, name string, ps Positions, f *File, errs ...error
 	if err := errors.Join(f.Validate(), f.validateFleet(name, ps)); err != nil {
 		invalid = append(invalid, err)
 	}
-	invalid = append(coefficientErrors(raw, f), invalid...)
+	invalid = append(append(coefficientErrors(raw, f), zeroTuning(raw)...), invalid...)
 	if len(invalid) > 0 {
 		errs = append(errs, ps.Place(name, errors.Join(invalid...), fileKey))
 	}

@@ -116,4 +116,22 @@ lpm_fallback_queue = 9`
 	if err == nil || !strings.Contains(err.Error(), "bad.toml:36:") || !strings.Contains(err.Error(), "scheduler.lpm_fallback_queue") {
 		t.Errorf("lpm_fallback_queue = -1: error %v, want one at bad.toml:36 naming scheduler.lpm_fallback_queue", err)
 	}
+	// 0 would silently be the default, and a huge count overflow the
+	// headroom's products: both refused at the key.
+	for _, line := range strings.Split(keys, "\n") {
+		k, _, _ := strings.Cut(line, " = ")
+		for v, want := range map[string]string{"0": "0 is not supported", "100000000": "must be in ["} {
+			if v == "100000000" && k == "schedule_conservativeness" {
+				continue // any finite scale is fine: the ratio is capped at 1
+			}
+			doc := strings.Replace(string(base), "policy = \"fcfs\"", "policy = \"fcfs\"\n"+k+" = "+v, 1)
+			_, err := Parse([]byte(doc), "bad.toml")
+			if v == "100000000" && strings.Contains(k, "ratio") && !strings.Contains(k, "steps") {
+				want = "must be in (0, 1]" // a ratio's own range
+			}
+			if err == nil || !strings.Contains(err.Error(), "bad.toml:36:1: scheduler."+k+": "+want) {
+				t.Errorf("%s = %s: error %v, want %q at its line", k, v, err, want)
+			}
+		}
+	}
 }

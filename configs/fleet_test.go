@@ -166,7 +166,7 @@ func TestFleetFileErrors(t *testing.T) {
 		{"[workload]\nidle_gap_cap = -5.0\n[[fleet.groups]]\ncount = 1\n",
 			`t.toml:8:1: workload.idle_gap_cap: must be a number of seconds from 0 (none) to 9e9 (got -5)`},
 		{"[scheduler]\nlpm_fallback_queue = -1\n[[fleet.groups]]\ncount = 1\n[[fleet.groups]]\ncount = 2\nset = { \"server.tp_size\" = 2 }\n",
-			`t.toml:8:1: scheduler.lpm_fallback_queue: must be >= 0 (got -1)`},
+			`t.toml:8:1: scheduler.lpm_fallback_queue: must be in [0, 16777216] (got -1)`},
 		{"[[fleet.groups]]\ncount = 1\n\n\nset = { \"server.tp_size\" = \"x\", \"cache.eviction\" = \"lru\" }\n",
 			`t.toml:11:9: fleet.groups[0].set: server.tp_size: expected an integer, found a string ('x')`},
 		{"[[fleet.groups]]\ncount = 1\nset = { \"router.policy\" = \"random\" }\n",

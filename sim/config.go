@@ -348,17 +348,21 @@ func validateScheduler(s SchedulerConfig, pageSize int, bad badField) {
 	if !(s.MinNewTokenRatioFactor > 0 && s.MinNewTokenRatioFactor <= 1) {
 		bad("scheduler.min_new_token_ratio_factor", "in (0, 1]", s.MinNewTokenRatioFactor)
 	}
-	if s.NewTokenRatioDecaySteps < 1 {
-		bad("scheduler.new_token_ratio_decay_steps", ">= 1", s.NewTokenRatioDecaySteps)
+	// The step and token counts are bounded so that products with a
+	// request's length (the retraction headroom, the decode reservation)
+	// stay far inside int64.
+	const maxTuning = 1 << 24
+	if s.NewTokenRatioDecaySteps < 1 || s.NewTokenRatioDecaySteps > maxTuning {
+		bad("scheduler.new_token_ratio_decay_steps", fmt.Sprintf("in [1, %d]", maxTuning), s.NewTokenRatioDecaySteps)
 	}
-	if s.ClipMaxNewTokens < 1 {
-		bad("scheduler.clip_max_new_tokens", ">= 1", s.ClipMaxNewTokens)
+	if s.ClipMaxNewTokens < 1 || s.ClipMaxNewTokens > maxTuning {
+		bad("scheduler.clip_max_new_tokens", fmt.Sprintf("in [1, %d]", maxTuning), s.ClipMaxNewTokens)
 	}
-	if s.RetractDecodeSteps < 1 {
-		bad("scheduler.retract_decode_steps", ">= 1", s.RetractDecodeSteps)
+	if s.RetractDecodeSteps < 1 || s.RetractDecodeSteps > maxTuning {
+		bad("scheduler.retract_decode_steps", fmt.Sprintf("in [1, %d]", maxTuning), s.RetractDecodeSteps)
 	}
-	if s.LPMFallbackQueue < 0 {
-		bad("scheduler.lpm_fallback_queue", ">= 0", s.LPMFallbackQueue)
+	if s.LPMFallbackQueue < 0 || s.LPMFallbackQueue > maxTuning {
+		bad("scheduler.lpm_fallback_queue", fmt.Sprintf("in [0, %d]", maxTuning), s.LPMFallbackQueue)
 	}
 	if s.ContextLen != 0 && s.ContextLen < 2 {
 		bad("scheduler.context_len", "0 (no limit) or >= 2", s.ContextLen)
