@@ -98,6 +98,26 @@ func runFleetSim(f *configs.File, args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	defer closeTrace()
+	// The outputs are created before the run, so that one that cannot be
+	// written fails at once, not after it.
+	var streams []*lineStream
+	var perReqOut, timelineOut *lineStream
+	for _, o := range []struct {
+		flag, path string
+		ls         **lineStream
+	}{{"per-request", *perReq, &perReqOut}, {"timeline", *timeline, &timelineOut}} {
+		if o.path == "" {
+			continue
+		}
+		ls, err := createOutput(o.flag, o.path)
+		if err != nil {
+			finishAll(streams, err)
+			fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
+			return exitFail
+		}
+		*o.ls = ls
+		streams = append(streams, ls)
+	}
 	if code, ok := capTraceGaps(rd, tp, capNs, stderr); !ok { // sim.go
 		return code
 	}
@@ -108,38 +128,13 @@ func runFleetSim(f *configs.File, args []string, stdout, stderr io.Writer) int {
 	res, err := run(rd)
 	if err == nil {
 		warnIgnoredDeps(stderr, res.IgnoredDeps)
+		err = writeFleetOutputs(res, perReqOut, timelineOut)
+	} else {
+		err = traces.InFile(tp, err)
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "kvsim sim: %v\n", traces.InFile(tp, err))
+	if ferr := finishAll(streams, err); err != nil || ferr != nil {
+		fmt.Fprintf(stderr, "kvsim sim: %v\n", cmp.Or(err, ferr))
 		return exitFail
-	}
-	if *perReq != "" {
-		if err := writeAtomic(*perReq, func(w io.Writer) error {
-			enc := json.NewEncoder(w)
-			for i, r := range res.Requests {
-				line := struct {
-					engine.RequestResult
-					Replica int `json:"replica"`
-					*fleet.PDRequest
-				}{r, res.Replica[i], nil}
-				if res.PDRequests != nil {
-					line.PDRequest = &res.PDRequests[i] // the TTFT split (fleetpd.go)
-				}
-				if err := enc.Encode(line); err != nil {
-					return err
-				}
-			}
-			return nil
-		}); err != nil {
-			fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
-			return exitFail
-		}
-	}
-	if *timeline != "" {
-		if err := writeAtomic(*timeline, func(w io.Writer) error { return writeFleetTimeline(w, res) }); err != nil {
-			fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
-			return exitFail
-		}
 	}
 	if *asJSON {
 		out := struct {
@@ -157,6 +152,33 @@ func runFleetSim(f *configs.File, args []string, stdout, stderr io.Writer) int {
 	}
 	writeFleetTable(stdout, tp, b.Describe, res)
 	return exitOK
+}
+
+// writeFleetOutputs writes a fleet run's --per-request lines and its
+// timeline into their streams (each if asked for).
+func writeFleetOutputs(res *fleet.Result, perReq, timeline *lineStream) error {
+	if perReq != nil {
+		enc := json.NewEncoder(perReq.w)
+		for i, r := range res.Requests {
+			line := struct {
+				engine.RequestResult
+				Replica int `json:"replica"`
+				*fleet.PDRequest
+			}{r, res.Replica[i], nil}
+			if res.PDRequests != nil {
+				line.PDRequest = &res.PDRequests[i] // the TTFT split (fleetpd.go)
+			}
+			if err := enc.Encode(line); err != nil {
+				return perReq.named(err)
+			}
+		}
+	}
+	if timeline != nil {
+		if err := writeFleetTimeline(timeline.w, res); err != nil {
+			return timeline.named(err)
+		}
+	}
+	return nil
 }
 
 // writeFleetTimeline writes the replicas' timelines as one CSV file: a

@@ -29,7 +29,8 @@ func init() {
 }
 
 const simUsage = `usage: kvsim sim [--config FILE.toml] [--trace FILE] [--format F] [--seed N]
-                 [--json] [--per-request FILE] [--timeline FILE] [--explain]
+                 [--open-loop] [--idle-gap-cap D] [--json] [--per-request FILE]
+                 [--timeline FILE] [--explain]
 
 Simulates the server described by --config (default: the bundled
 configs/default.toml) on the trace named by --trace or by the config's
@@ -90,11 +91,9 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	res, err := srv.Run(rd)
-	for _, s := range streams {
-		if ferr := s.finish(err); ferr != nil && err == nil {
-			fmt.Fprintf(stderr, "kvsim sim: %v\n", ferr)
-			return exitFail
-		}
+	if ferr := finishAll(streams, err); ferr != nil && err == nil {
+		fmt.Fprintf(stderr, "kvsim sim: %v\n", ferr)
+		return exitFail
 	}
 	if err == nil {
 		warnIgnoredDeps(stderr, res.IgnoredDeps)
@@ -354,6 +353,9 @@ func checkOutputsApart(outs []outputFlag, inputs ...string) error {
 		}
 		for _, p := range outs[:i] {
 			if p.path != "" && sameFile(o.path, p.path) {
+				if p.path != o.path {
+					return fmt.Errorf("--%s %s and --%s %s: both reach %s; give each its own file", p.flag, p.path, o.flag, o.path, reached(o.path))
+				}
 				return fmt.Errorf("--%s and --%s: both name %s; give each its own file", p.flag, o.flag, o.path)
 			}
 		}
@@ -374,9 +376,34 @@ func sameFile(a, b string) bool {
 	if errA == nil && errB == nil {
 		return os.SameFile(fa, fb)
 	}
-	absA, errA := filepath.Abs(a)
-	absB, errB := filepath.Abs(b)
-	return errA == nil && errB == nil && absA == absB
+	return reached(a) == reached(b)
+}
+
+// reached returns the file a write to path reaches, whether or not it
+// exists yet: its absolute form with the symbolic links of its folders
+// and, while it is one, of itself followed (a link to a file not yet
+// written is written through).
+func reached(path string) string {
+	for range 40 { // as the kernel's limit on links followed
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return path
+		}
+		dir, base := filepath.Split(abs)
+		if d, err := filepath.EvalSymlinks(dir); err == nil {
+			dir = d
+		}
+		p := filepath.Join(dir, base)
+		target, err := os.Readlink(p)
+		if err != nil {
+			return p
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(dir, target)
+		}
+		path = target
+	}
+	return path
 }
 
 // outputError is a failure to write an output file while the simulation
@@ -443,7 +470,7 @@ func streamSimOutputs(f engine.Factory, perReq, timeline string) ([]*lineStream,
 	var streams []*lineStream
 	setResult(func(engine.RequestResult) error { return nil })
 	if perReq != "" {
-		ls, err := createLineStream(perReq)
+		ls, err := createOutput("per-request", perReq)
 		if err != nil {
 			return nil, err
 		}
@@ -457,11 +484,9 @@ func streamSimOutputs(f engine.Factory, perReq, timeline string) ([]*lineStream,
 		})
 	}
 	if timeline != "" {
-		ls, err := createLineStream(timeline)
+		ls, err := createOutput("timeline", timeline)
 		if err != nil {
-			for _, s := range streams {
-				s.finish(err)
-			}
+			finishAll(streams, err)
 			return nil, err
 		}
 		streams = append(streams, ls)
@@ -507,6 +532,9 @@ func writeSimOutputs(res *engine.Result, perReq, timeline string) error {
 type lineStream struct {
 	f *atomicfile.File
 	w *bufio.Writer
+	// flag and path name the output in errors (createOutput); empty for
+	// createLineStream's.
+	flag, path string
 }
 
 func createLineStream(path string) (*lineStream, error) {
@@ -515,6 +543,48 @@ func createLineStream(path string) (*lineStream, error) {
 		return nil, err
 	}
 	return &lineStream{f: f, w: bufio.NewWriterSize(f, 1<<16)}, nil
+}
+
+// createOutput is createLineStream for the output of flag (--flag path),
+// whose errors name the flag.
+func createOutput(flag, path string) (*lineStream, error) {
+	ls, err := createLineStream(path)
+	if err != nil {
+		return nil, &outputError{flag, path, err}
+	}
+	ls.flag, ls.path = flag, path
+	return ls, nil
+}
+
+// finishAll completes every stream if err (the run's) is nil and every
+// one flushes, and removes them all otherwise, so that a run that fails
+// to write one output leaves none it has not already finished. It returns
+// the first error, naming its output's flag.
+func finishAll(streams []*lineStream, err error) error {
+	if err == nil {
+		for _, s := range streams {
+			if ferr := s.w.Flush(); ferr != nil {
+				err = s.named(ferr)
+				break
+			}
+		}
+	}
+	first := err
+	for _, s := range streams {
+		if ferr := s.f.Finish(err); ferr != nil && first == nil {
+			first = s.named(ferr)
+		}
+	}
+	return first
+}
+
+// named returns err as an error of the stream's output flag, if it has one.
+func (s *lineStream) named(err error) error {
+	var oe *outputError
+	if s.flag == "" || errors.As(err, &oe) {
+		return err
+	}
+	return &outputError{s.flag, s.path, err}
 }
 
 // finish completes the file if err (the run's) is nil and removes it

@@ -110,12 +110,17 @@ func TestSimOutputsCheckedBeforeTheRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "out")
+	link := filepath.Join(dir, "link") // to out, which does not exist yet
+	if err := os.Symlink("out", link); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"--per-request", dir}, "--per-request: cannot write " + dir + ": it is a folder"},
 		{[]string{"--per-request", out, "--timeline", out}, "--per-request and --timeline: both name " + out},
+		{[]string{"--per-request", out, "--timeline", link}, "--per-request " + out + " and --timeline " + link + ": both reach " + out},
 		{[]string{"--per-request", trace}, "--per-request " + trace + ": that is an input of this run"},
 		{[]string{"--timeline", cfg}, "--timeline " + cfg + ": that is an input of this run"},
 	} {

@@ -108,3 +108,38 @@ func fullDisk(t *testing.T, room int) (string, run) {
 	}
 	return t.TempDir(), run{fsize: int64(max(room, 512))}
 }
+
+// Two outputs of one run, one of them on /dev/full: the run exits 1
+// naming that output's flag and keeps neither, for one server and for a
+// fleet (a fleet used to open its outputs only after the run, and either
+// kind kept the output written first).
+func TestOneOutputFullKeepsNone(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skipf("no /dev/full: %v", err)
+	}
+	cfg, chat := testdata("small.toml"), testdata("chat.jsonl")
+	server, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fleetCfg := filepath.Join(t.TempDir(), "fleet.toml")
+	if err := os.WriteFile(fleetCfg, append(server, "\n[[fleet.groups]]\ncount = 2\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{cfg, fleetCfg} {
+		for _, full := range []string{"per-request", "timeline"} {
+			d := t.TempDir()
+			per, tl := filepath.Join(d, "per.jsonl"), filepath.Join(d, "tl.csv")
+			if full == "per-request" {
+				per = "/dev/full"
+			} else {
+				tl = "/dev/full"
+			}
+			o := kvsim(t, run{args: []string{"sim", "--config", c, "--trace", chat, "--per-request", per, "--timeline", tl}})
+			check(t, o, expect{code: 1, stderr: []string{`--` + full + ` /dev/full: no space left on device`}})
+			if names, _ := filepath.Glob(filepath.Join(d, "*")); len(names) != 0 {
+				t.Errorf("%s, --%s on /dev/full: left %v", filepath.Base(c), full, names)
+			}
+		}
+	}
+}

@@ -307,7 +307,7 @@ func (z *Sizing) memorySettings(m Model, g GPU, s Server) error {
 		z.ReservedMiB = reserved
 		z.MemFractionStatic = roundPy((gpuMem-reserved)/gpuMem, 3)
 		if !(z.MemFractionStatic > 0) {
-			return fmt.Errorf("hw: %s on %s: %w: the automatic reserve of %.0f MiB leaves no static memory of %d MiB (set hw.server.mem_fraction_static)",
+			return fmt.Errorf("hw: %s on %s: %w: the automatic reserve of %.0f MiB leaves no static memory of %d MiB (set server.mem_fraction_static)",
 				m.Name, g.Name, ErrDoesNotFit, reserved, g.MemoryMiB)
 		}
 	}
