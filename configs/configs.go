@@ -651,8 +651,8 @@ func (f *File) validateWorkload() error {
 	if _, err := traces.ParseFormat(f.Workload.Format); err != nil {
 		errs = append(errs, fielderr.New(fielderr.Dotted("workload.format"), "must be one of %s, or empty to detect it (got %q)", strings.Join(traces.FormatNames(), ", "), f.Workload.Format))
 	}
-	if c := f.Workload.IdleGapCap; !(c >= 0 && c <= 9e9) {
-		errs = append(errs, fielderr.New(fielderr.Dotted("workload.idle_gap_cap"), "must be a number of seconds from 0 (none) to 9e9 (got %v)", c))
+	if c := f.Workload.IdleGapCap; !(c == 0 || c >= 1e-9 && c <= 9e9) {
+		errs = append(errs, fielderr.New(fielderr.Dotted("workload.idle_gap_cap"), "must be a number of seconds from 1e-9 to 9e9, or 0 for none (got %v)", c))
 	}
 	if k := f.Workload.RateScale; !(k >= 0 && k <= 1e6) {
 		errs = append(errs, fielderr.New(fielderr.Dotted("workload.rate_scale"), "must be a rate multiplier from 0 (the trace's rate) to 1e6 (got %v)", k))
