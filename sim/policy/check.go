@@ -10,7 +10,7 @@ import "fmt"
 // capacities, device residency closed under ancestors, the policy's host
 // invariant (MainWriteThrough: host residency closed under ancestors;
 // BoundaryL1L2 has none: see doc.go, "Aborts"), the gap leaves of
-// BoundaryL1L2 (see regap), no empty node kept, the
+// BoundaryL1L2 (see regap), every node holding a copy, the
 // two recency lists holding exactly the device and the host-only pages in
 // (last access, deeper first) order, and the duplicate heap holding
 // exactly the valid candidates in heap order.
@@ -54,8 +54,8 @@ func (s *Simulator) checkInvariants() {
 		if got := s.index.lookup(s.nodes, n.parent, key); got != id {
 			fail("node %d (page %d below %d) indexed as %d", id, key, n.parent, got)
 		}
-		if !n.live() {
-			fail("empty node %d kept", id)
+		if !n.hasD && !n.hasH {
+			fail("node %d holds no copy (see detach)", id)
 		}
 		nc[n.parent]++
 		if n.hasD {

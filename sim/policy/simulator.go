@@ -152,9 +152,9 @@ func (s *Simulator) pageKey(v nodeID) uint64 {
 }
 
 // live reports whether the node holds a copy or has live children.
-// Between requests every node in the trie is live: detach frees
-// every other one. Within a request, a node created by the walk is in the
-// trie before it gets its copy, but the walk never asks.
+// Between requests every node in the trie holds a copy (see detach).
+// Within a request, a node created by the walk is in the trie before it
+// gets its copy, but the walk never asks.
 func (n *node) live() bool { return n.hasD || n.hasH || n.nChildren > 0 }
 
 // nodeInfo is the cold part of a node, 16 bytes: what only BoundaryL1L2's
@@ -251,8 +251,7 @@ func New(cfg Config) (*Simulator, error) {
 }
 
 // arenaSlack is how many slots past L1Pages + L2Pages [Run] allocates up
-// front: the device holds a request's new pages before L1 eviction, and
-// BoundaryL1L2 can keep a few pages without a copy above host-only ones.
+// front: the device holds a request's new pages before L1 eviction.
 const arenaSlack = 1024
 
 // newSimulator returns an empty simulator for a valid online cfg, with
@@ -937,30 +936,40 @@ func (s *Simulator) appendNode(parent nodeID, p uint64) nodeID {
 	return id
 }
 
-// detach removes v, which holds no copy and has no children, and then
-// each ancestor in turn that this leaves without a copy or children: it
-// leaves the child index (an entry in the key array goes stale; see
-// childIndex) and its slot goes to the free list. A removed page forgets
-// its hit count. (v is known to be empty, so the loop's one test is on
-// the ancestors, which are rarely empty: a test that predicts well.)
+// detach removes v, which holds no copy and has no children: it leaves
+// the child index (an entry in the key array goes stale; see childIndex)
+// and its slot goes to the free list. A removed page forgets its hit
+// count.
+//
+// SGLang's simulator then removes each ancestor in turn left without a
+// copy or children; here there is never one, since every page in the trie
+// holds a copy, on the device or on host, whenever no operation is under
+// way (checkInvariants checks it after every request). Proof: the walk
+// puts each page it creates on the device at once, and a page loses its
+// last copy only in deleteDeviceOnlyLeaf or deleteHostOnlyLeaf, which
+// detach it; no other page loses a copy there. The page has no children:
+// deleteDeviceOnlyLeaf refuses a page with any (hasHostDescendant), and a
+// host-only leaf has no child on host and, being off the device, none on
+// the device, so none that holds a copy, that is none. Its parent, unless
+// it is the root, keeps its copy and stays. (A device page's parent is on
+// the device, and a host-only page's parent has a copy by the same
+// invariant.) So the walk up is left out, and -tags invariants checks
+// the parent.
 func (s *Simulator) detach(v nodeID) {
-	for {
-		n := &s.nodes[v]
-		if invariants.Enabled && (n.live() || s.cfg.Policy == BoundaryL1L2 && s.dup.contains(v)) {
-			panic("policy: detaching a live node or an eviction candidate")
-		}
-		parent := n.parent
-		if n.inMap {
-			s.index.remove(parent, s.keys[v])
-		}
-		pn := &s.nodes[parent]
-		pn.nChildren--
-		s.live--
-		n.parent, n.next = noNode, s.free
-		s.free = v
-		if parent == rootID || pn.live() {
-			return
-		}
-		v = parent
+	n := &s.nodes[v]
+	if invariants.Enabled && (n.live() || s.cfg.Policy == BoundaryL1L2 && s.dup.contains(v)) {
+		panic("policy: detaching a live node or an eviction candidate")
+	}
+	parent := n.parent
+	if n.inMap {
+		s.index.remove(parent, s.keys[v])
+	}
+	pn := &s.nodes[parent]
+	pn.nChildren--
+	s.live--
+	n.parent, n.next = noNode, s.free
+	s.free = v
+	if invariants.Enabled && parent != rootID && !pn.hasD && !pn.hasH {
+		panic("policy: detach left a page without a copy in the trie")
 	}
 }
