@@ -9,8 +9,9 @@ import "fmt"
 // Checked: the page and child counters, the child index, the free list,
 // capacities, device residency closed under ancestors, the policy's host
 // invariant (MainWriteThrough: host residency closed under ancestors;
-// BoundaryL1L2 has none: see doc.go, "Aborts"), the gap leaves of
-// BoundaryL1L2 (see regap), no empty node kept, the
+// BoundaryL1L2 has none: see doc.go, "Aborts"), every node holding a
+// copy, no host-only leaf sharing its predecessor's last access (see
+// minHostOnly), the
 // two recency lists holding exactly the device and the host-only pages in
 // (last access, deeper first) order, and the duplicate heap holding
 // exactly the valid candidates in heap order.
@@ -54,8 +55,8 @@ func (s *Simulator) checkInvariants() {
 		if got := s.index.lookup(s.nodes, n.parent, key); got != id {
 			fail("node %d (page %d below %d) indexed as %d", id, key, n.parent, got)
 		}
-		if !n.live() {
-			fail("empty node %d kept", id)
+		if !n.hasD && !n.hasH {
+			fail("node %d holds no copy (see detach)", id)
 		}
 		nc[n.parent]++
 		if n.hasD {
@@ -65,23 +66,13 @@ func (s *Simulator) checkInvariants() {
 			hc[n.parent]++
 		}
 	}
-	var d, h, dh, live, hostOnly, gaps int
+	var d, h, dh, live, hostOnly int
 	for id := range s.nodes {
 		n := &s.nodes[id]
 		if nc[id] != n.nChildren || dc[id] != n.dChildren || hc[id] != n.hChildren {
 			fail("node %d: children %d/%d/%d, counted %d/%d/%d", id, n.nChildren, n.dChildren, n.hChildren, nc[id], dc[id], hc[id])
 		}
-		if id == int(rootID) {
-			continue
-		}
-		gap := boundary && n.hasH && !n.hasD && n.hChildren == 0 && n.prev != noNode && s.info[n.prev].at == s.info[id].at
-		if gap != n.gap {
-			fail("node %d: gap flag %v, gap leaf %v", id, n.gap, gap)
-		}
-		if gap {
-			gaps++
-		}
-		if free[id] {
+		if id == int(rootID) || free[id] {
 			continue
 		}
 		live++
@@ -100,6 +91,9 @@ func (s *Simulator) checkInvariants() {
 		}
 		if n.hasH && !n.hasD {
 			hostOnly++
+			if s.stamp && n.hChildren == 0 && n.prev != noNode && s.info[n.prev].at == s.info[id].at {
+				fail("host-only leaf %d has the last access of %d before it in the host-only list (see minHostOnly)", id, n.prev)
+			}
 		}
 		if s.cfg.Policy == MainWriteThrough && n.hasH && n.parent != rootID && !par.hasH {
 			fail("write-through: node %d on host below parent %d that is not", id, n.parent)
@@ -110,9 +104,6 @@ func (s *Simulator) checkInvariants() {
 				fail("node %d: in the duplicate heap = %v, candidate = %v", id, in, valid)
 			}
 		}
-	}
-	if gaps != s.gaps {
-		fail("%d gap leaves, %d counted", s.gaps, gaps)
 	}
 	if live != s.live {
 		fail("%d live nodes, %d counted", s.live, live)

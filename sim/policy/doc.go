@@ -22,7 +22,9 @@
 // the key sequence up to it. (With Mooncake's prefix hashes, equal keys mean
 // equal prefixes anyway.) A trie node can be on the device, on the host,
 // both (a duplicate), or neither; a node holding neither and having no
-// children is removed, so its hit count is forgotten.
+// children is removed, so its hit count is forgotten. (Between requests no
+// node holds neither: a page loses its last copy only when it has no
+// children, and then it is removed; its parent keeps a copy.)
 //
 // Device residency is closed under ancestors: a page on the device always
 // has its parent on the device.
@@ -218,8 +220,7 @@
 // the trie: a page that leaves the cache entirely gives its slot back, and
 // the next new page takes it. Memory therefore follows the cache, not the
 // trace: about L1Pages + L2Pages slots at most (more only for requests
-// longer than that, or pages without a copy that boundary_l1_l2 keeps above
-// host-only ones). A slot is a 32-byte node that every request reads and
+// longer than that: every page in the trie holds a copy). A slot is a 32-byte node that every request reads and
 // writes (links, child counters, residency, the key when it is below
 // 2^32-1); boundary_l1_l2 adds a 16-byte record of last access, depth and
 // duplicate-heap position; a write-through threshold above 1 adds a 4-byte

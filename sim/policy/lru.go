@@ -21,9 +21,9 @@ package policy
 //     host-only by L1 eviction (host copies are only made for device
 //     pages), L1 victims leave in device-list order, and a host-only page
 //     keeps its last access until a request brings it back to the device,
-//     so this list too is in (last access, deeper first) order, and by the
-//     same argument its first unprotected member is the oldest host-only
-//     leaf.
+//     so this list too is in (last access, deeper first) order, and its
+//     first unprotected leaf is the oldest host-only leaf (host-only
+//     leaves never share a last access: see minHostOnly).
 //
 // Every operation is O(1) and touches only the node and its two
 // neighbours. A node is in at most one list at a time (device, or

@@ -133,7 +133,6 @@ type node struct {
 	// full key is then in Simulator.keys; see childIndex).
 	key        uint32
 	hasD, hasH bool // resident on device (L1) / host (L2)
-	gap        bool // a gap leaf (BoundaryL1L2; see regap)
 	inMap      bool // indexed in childIndex.other, key in Simulator.keys
 }
 
@@ -152,9 +151,9 @@ func (s *Simulator) pageKey(v nodeID) uint64 {
 }
 
 // live reports whether the node holds a copy or has live children.
-// Between requests every node in the trie is live: detach frees
-// every other one. Within a request, a node created by the walk is in the
-// trie before it gets its copy, but the walk never asks.
+// Between requests every node in the trie holds a copy (see detach).
+// Within a request, a node created by the walk is in the trie before it
+// gets its copy, but the walk never asks.
 func (n *node) live() bool { return n.hasD || n.hasH || n.nChildren > 0 }
 
 // nodeInfo is the cold part of a node, 16 bytes: what only BoundaryL1L2's
@@ -213,7 +212,6 @@ type Simulator struct {
 	err   error // the abort that stopped the simulator, or nil
 
 	dPages, hPages, dhPages int
-	gaps                    int // gap leaves (BoundaryL1L2; see regap)
 	res                     Result
 
 	// SGLang's three candidate sets (see doc.go, "Eviction order and
@@ -251,8 +249,7 @@ func New(cfg Config) (*Simulator, error) {
 }
 
 // arenaSlack is how many slots past L1Pages + L2Pages [Run] allocates up
-// front: the device holds a request's new pages before L1 eviction, and
-// BoundaryL1L2 can keep a few pages without a copy above host-only ones.
+// front: the device holds a request's new pages before L1 eviction.
 const arenaSlack = 1024
 
 // newSimulator returns an empty simulator for a valid online cfg, with
@@ -546,42 +543,23 @@ func (s *Simulator) evictL2One() bool {
 
 // minHostOnly returns the first host-only leaf in eviction order, or
 // noNode. The host-only list is in (last access, deeper first) order
-// (lru.go), and its first leaf is the answer, but for a tie on last access,
-// which SGLang breaks shallower first. Under MainWriteThrough host
-// residency is closed under ancestors, so two host-only leaves never share
-// a last access (they would lie on one path, the shallower with a host
-// child) and the first leaf is returned at once. Under BoundaryL1L2 a
-// host-only page can sit below a page without a host copy (see doc.go,
-// "Aborts"), so the members with the same last access, a run of one
-// request's path, are looked at too, when there is a gap leaf (regap);
-// while there is none, the first leaf is the answer there too. Reservations protect only device
-// pages (see reserveHost), so no host-only page is protected; the head is
-// a leaf in practice: a host-only page's host children are older, so they
-// come first.
+// (lru.go), and its first leaf is the answer, SGLang's tie-break
+// (shallower first) included: two host-only leaves never share a last
+// access. Pages with one last access lie on one request's path; below the
+// shallower leaf on that path would be a page that is not on host (the
+// leaf has no child on host) nor on the device (the leaf is not), a page
+// without a copy, and there is none (see detach). checkInvariants checks
+// that no host-only leaf shares its predecessor's last access.
+// Reservations protect only device pages (see reserveHost), so no
+// host-only page is protected; the head is a leaf in practice: a
+// host-only page's host children are older, so they come first.
 func (s *Simulator) minHostOnly() nodeID {
-	if s.cfg.Policy != BoundaryL1L2 || s.gaps == 0 {
-		// Without gap leaves, the members after the first leaf in its
-		// run are not leaves either.
-		for v := s.hostOnly.head; v != noNode; v = s.nodes[v].next {
-			if s.nodes[v].hChildren == 0 {
-				return v
-			}
-		}
-		return noNode
-	}
-	found := noNode
 	for v := s.hostOnly.head; v != noNode; v = s.nodes[v].next {
-		if found != noNode && s.info[v].at != s.info[found].at {
-			break
-		}
-		if s.nodes[v].hChildren > 0 {
-			continue
-		}
-		if found == noNode || s.info[v].depth < s.info[found].depth {
-			found = v
+		if s.nodes[v].hChildren == 0 {
+			return v
 		}
 	}
-	return found
+	return noNode
 }
 
 // minDupIndex returns the index in the duplicate heap of the first member
@@ -681,19 +659,15 @@ func (s *Simulator) deleteHostOnlyLeaf(v nodeID) {
 		panic("policy: refusing to delete a page that is not a host-only leaf")
 	}
 	// v leaves the host-only list, and its parent may become a leaf on
-	// host (a duplicate leaf, or a host-only one and so maybe a gap leaf).
+	// host: a duplicate leaf, or a host-only one (which needs no update).
 	n.hasH = false
 	s.hPages--
 	pn := &s.nodes[n.parent]
 	pn.hChildren--
-	s.dropHostOnly(v)
-	if s.cfg.Policy == BoundaryL1L2 && pn.hasH && pn.hChildren == 0 {
-		// v was the parent's last host child (the root has no copy).
-		if pn.hasD {
-			s.dup.push(n.parent) // a duplicate leaf now
-		} else {
-			s.regap(n.parent) // a host-only leaf now, maybe a gap leaf
-		}
+	s.hostOnly.remove(s.nodes, v)
+	if s.cfg.Policy == BoundaryL1L2 && pn.hasD && pn.hasH && pn.hChildren == 0 {
+		// v was the parent's last host child: a duplicate leaf now.
+		s.dup.push(n.parent)
 	}
 	s.res.L2Evictions++
 	s.res.DeletedL2Evictions++
@@ -735,7 +709,7 @@ func (s *Simulator) touch(v, parent nodeID) {
 		n.hasD = true
 		s.count(true, n.hasH, &s.dPages, &s.nodes[n.parent].dChildren)
 		if n.hasH {
-			s.dropHostOnly(v)
+			s.hostOnly.remove(s.nodes, v)
 		}
 		s.device.insertBefore(s.nodes, at, v)
 	}
@@ -761,7 +735,7 @@ func (s *Simulator) dropD(v nodeID) {
 	s.count(false, n.hasH, &s.dPages, &s.nodes[n.parent].dChildren)
 	s.device.remove(s.nodes, v)
 	if n.hasH {
-		s.addHostOnly(v)
+		s.hostOnly.pushBack(s.nodes, v)
 		if s.cfg.Policy == BoundaryL1L2 && n.hChildren == 0 {
 			s.dup.remove(v) // a duplicate leaf until now
 		}
@@ -773,7 +747,7 @@ func (s *Simulator) dropD(v nodeID) {
 // Under BoundaryL1L2 v becomes a duplicate leaf when it has no host child,
 // and its parent, on the device too (device residency is closed under
 // ancestors; the root has no copy), stops being one when v is its first
-// host child; neither has a gap flag. The heap holds exactly the duplicate
+// host child. The heap holds exactly the duplicate
 // leaves, so that follows from the flags and counters, without a look at
 // the heap.
 func (s *Simulator) addHostCopy(v nodeID) {
@@ -798,9 +772,9 @@ func (s *Simulator) addHostCopy(v nodeID) {
 
 // dropDupCopy takes the host copy of the duplicate leaf at entry i of the
 // duplicate heap (BoundaryL1L2); the page stays on the device, and the
-// caller counts the L2 eviction. The page joins no list and has no gap
-// flag, and neither has its parent, on the device too, which is a
-// duplicate leaf now exactly when the page was its last host child.
+// caller counts the L2 eviction. The page joins no list, and its parent,
+// on the device too, is a duplicate leaf now exactly when the page was its
+// last host child.
 func (s *Simulator) dropDupCopy(i int) {
 	v := s.dup.entries[i].id
 	n := &s.nodes[v]
@@ -831,48 +805,6 @@ func (s *Simulator) count(on, both bool, pages *int, parentChildren *int32) {
 		s.dhPages += d
 	}
 	*parentChildren += int32(d)
-}
-
-// addHostOnly appends v, which has just become host-only, to the host-only
-// list.
-func (s *Simulator) addHostOnly(v nodeID) {
-	s.hostOnly.pushBack(s.nodes, v)
-	if s.cfg.Policy == BoundaryL1L2 {
-		s.regap(v)
-	}
-}
-
-// dropHostOnly takes v, which has just stopped being host-only, out of the
-// host-only list.
-func (s *Simulator) dropHostOnly(v nodeID) {
-	next := s.nodes[v].next
-	s.hostOnly.remove(s.nodes, v)
-	if s.cfg.Policy == BoundaryL1L2 {
-		s.regap(v)
-		s.regap(next)
-	}
-}
-
-// regap refreshes v's gap flag and the count of gap leaves (BoundaryL1L2
-// only). A gap leaf is a host-only leaf (no child on host) that is not the
-// first of its run in the host-only list: its predecessor there has the
-// same last access. While there are none, the first host-only leaf is the
-// L2 victim without a look at the rest of its run (see minHostOnly).
-func (s *Simulator) regap(v nodeID) {
-	if v == noNode || v == rootID {
-		return
-	}
-	n := &s.nodes[v]
-	g := n.hasH && !n.hasD && n.hChildren == 0 && n.prev != noNode && s.info[n.prev].at == s.info[v].at
-	if g == n.gap {
-		return
-	}
-	n.gap = g
-	if g {
-		s.gaps++
-	} else {
-		s.gaps--
-	}
 }
 
 // newChild creates the trie node for page p below parent, in the first
@@ -937,30 +869,40 @@ func (s *Simulator) appendNode(parent nodeID, p uint64) nodeID {
 	return id
 }
 
-// detach removes v, which holds no copy and has no children, and then
-// each ancestor in turn that this leaves without a copy or children: it
-// leaves the child index (an entry in the key array goes stale; see
-// childIndex) and its slot goes to the free list. A removed page forgets
-// its hit count. (v is known to be empty, so the loop's one test is on
-// the ancestors, which are rarely empty: a test that predicts well.)
+// detach removes v, which holds no copy and has no children: it leaves
+// the child index (an entry in the key array goes stale; see childIndex)
+// and its slot goes to the free list. A removed page forgets its hit
+// count.
+//
+// SGLang's simulator then removes each ancestor in turn left without a
+// copy or children; here there is never one, since every page in the trie
+// holds a copy, on the device or on host, whenever no operation is under
+// way (checkInvariants checks it after every request). Proof: the walk
+// puts each page it creates on the device at once, and a page loses its
+// last copy only in deleteDeviceOnlyLeaf or deleteHostOnlyLeaf, which
+// detach it; no other page loses a copy there. The page has no children:
+// deleteDeviceOnlyLeaf refuses a page with any (hasHostDescendant), and a
+// host-only leaf has no child on host and, being off the device, none on
+// the device, so none that holds a copy, that is none. Its parent, unless
+// it is the root, keeps its copy and stays. (A device page's parent is on
+// the device, and a host-only page's parent has a copy by the same
+// invariant.) So the walk up is left out, and -tags invariants checks
+// the parent.
 func (s *Simulator) detach(v nodeID) {
-	for {
-		n := &s.nodes[v]
-		if invariants.Enabled && (n.live() || s.cfg.Policy == BoundaryL1L2 && s.dup.contains(v)) {
-			panic("policy: detaching a live node or an eviction candidate")
-		}
-		parent := n.parent
-		if n.inMap {
-			s.index.remove(parent, s.keys[v])
-		}
-		pn := &s.nodes[parent]
-		pn.nChildren--
-		s.live--
-		n.parent, n.next = noNode, s.free
-		s.free = v
-		if parent == rootID || pn.live() {
-			return
-		}
-		v = parent
+	n := &s.nodes[v]
+	if invariants.Enabled && (n.live() || s.cfg.Policy == BoundaryL1L2 && s.dup.contains(v)) {
+		panic("policy: detaching a live node or an eviction candidate")
+	}
+	parent := n.parent
+	if n.inMap {
+		s.index.remove(parent, s.keys[v])
+	}
+	pn := &s.nodes[parent]
+	pn.nChildren--
+	s.live--
+	n.parent, n.next = noNode, s.free
+	s.free = v
+	if invariants.Enabled && parent != rootID && !pn.hasD && !pn.hasH {
+		panic("policy: detach left a page without a copy in the trie")
 	}
 }
