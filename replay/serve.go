@@ -103,9 +103,10 @@ type command struct {
 // job is one request inside the server: the handler fills the input, the
 // loop publishes progress under mu.
 type job struct {
-	prompt []int32
-	n      int
-	out    []int32
+	prompt  []int32
+	n       int
+	out     []int32
+	session string // the routing key of a fleet behind the server (sessionKey)
 
 	mu      sync.Mutex
 	tokens  int  // tokens generated so far
@@ -316,7 +317,7 @@ func (l *serveLoop) submit(j *job) error {
 	l.seq++
 	id := fmt.Sprintf("r%d", l.seq)
 	j.arrival = int64(l.base + o.Now())
-	rec := traces.Record{ID: id, Arrival: int64(o.Now()), InputLen: len(j.prompt), Tokens: j.prompt, OutputLen: j.n, OutputTokens: j.out}
+	rec := traces.Record{ID: id, Arrival: int64(o.Now()), InputLen: len(j.prompt), Tokens: j.prompt, OutputLen: j.n, OutputTokens: j.out, Session: j.session}
 	if err := o.Submit(rec); err != nil {
 		return err
 	}

@@ -472,9 +472,23 @@ func (s *Server) rid(prefix string) string {
 	return prefix + strconv.FormatUint(n, 16)
 }
 
+// SMGRoutingKeyHeader is SGLang's model gateway's routing-key header,
+// consistent_hash's key there (fleet-spec 1.5).
+const SMGRoutingKeyHeader = "X-SMG-Routing-Key"
+
+// sessionKey is a request's session for a fleet's router: the
+// X-Session-Id header that kvsim replay sends and nginx_hash hashes, else
+// SMG's X-SMG-Routing-Key; empty without either.
+func sessionKey(r *http.Request) string {
+	if k := r.Header.Get(SessionHeader); k != "" {
+		return k
+	}
+	return r.Header.Get(SMGRoutingKeyHeader)
+}
+
 // serveGen submits a generation and streams (or returns) its result.
 func (s *Server) serveGen(w http.ResponseWriter, r *http.Request, prompt []int32, n int, g *genStream) {
-	j := &job{prompt: prompt, n: n, out: OutputTokens(prompt, n, s.cfg.Sim.OutputVocab), notify: make(chan struct{}, 1)}
+	j := &job{prompt: prompt, n: n, out: OutputTokens(prompt, n, s.cfg.Sim.OutputVocab), session: sessionKey(r), notify: make(chan struct{}, 1)}
 	ctx := r.Context()
 	if err := s.submit(ctx, j); err != nil {
 		return // the client went away

@@ -164,11 +164,12 @@ func OutputTokens(prompt []int32, n int, v traces.Vocab) []int32 {
 }
 
 // simRecord is the simulator's record for a request: exact prompt and
-// output ids, so that both are cached.
+// output ids, so that both are cached, and the session, a fleet router's
+// key (consistent_hash, nginx_hash), as an HTTP target sends it.
 func simRecord(id string, at int64, req *Request, out []int32) traces.Record {
 	return traces.Record{
 		ID: id, Arrival: at, InputLen: len(req.Tokens), Tokens: req.Tokens,
-		OutputLen: req.MaxNewTokens, OutputTokens: out,
+		OutputLen: req.MaxNewTokens, OutputTokens: out, Session: req.Session,
 	}
 }
 

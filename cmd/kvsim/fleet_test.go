@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -323,4 +326,54 @@ func checkFleetFileRefused(t *testing.T, doc string, want ...string) {
 	f := filepath.Join(t.TempDir(), "f.toml")
 	writeFile(t, f, doc)
 	checkRefused(t, []string{"sim", "--config", f, "--trace", fleetTrace}, want...)
+}
+
+// The session of a replayed record and a served request's X-Session-Id
+// (or SMG's X-SMG-Routing-Key) reach a fleet's router: behind
+// consistent_hash every request of a session goes to one replica, so a
+// session that sends its prompt again hits it every time after the first.
+func TestFleetSessionKey(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "hash.toml")
+	writeFile(t, cfg, string(testutil.ReadFile(t, simConfig))+"\n[[fleet.groups]]\ncount = 4\n[router]\npolicy = \"consistent_hash\"\n")
+	trace := filepath.Join(dir, "sessions.jsonl")
+	var b strings.Builder
+	b.WriteString(`{"kvsim_trace":1}` + "\n")
+	for i := range 24 {
+		s := i % 6
+		fmt.Fprintf(&b, `{"id":"r%d","arrival_ns":%d,"session":"s%d","tokens":[%s],"input_len":300,"output_len":2}`+"\n",
+			i, i*1e6, s, strings.TrimSuffix(strings.Repeat(strconv.Itoa(1000*s+1)+",", 300), ","))
+	}
+	writeFile(t, trace, b.String())
+	per := filepath.Join(dir, "per.jsonl")
+	runOK(t, "replay", "--trace", trace, "--target", "sim", "--config", cfg, "--max-concurrency", "1", "--warmup=false", "--per-request", per)
+	_, recs := readTrace(t, per)
+	for _, r := range recs {
+		if n, _ := strconv.Atoi(strings.TrimPrefix(r.ID, "r")); r.Observed == nil || (n >= 6) != (r.Observed.CachedTokens > 0) {
+			t.Errorf("replay: request %s observed %+v; want a hit from each session's second request on", r.ID, r.Observed)
+		}
+	}
+	url := startServe(t, "--config", cfg, "--time-scale", "0")
+	for i, h := range []string{"X-Session-Id", "X-SMG-Routing-Key", "X-Session-Id", ""} {
+		req, _ := http.NewRequest("POST", url+"/generate", strings.NewReader(`{"input_ids":[1,2,3],"sampling_params":{"max_new_tokens":1}}`))
+		if h != "" {
+			req.Header.Set(h, fmt.Sprint("k", i))
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	m, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{`kvsim_router_decisions_total{reason="hash_ring"} 3`, `kvsim_router_decisions_total{reason="no_key"} 1`} {
+		if !strings.Contains(string(m), want+"\n") {
+			t.Errorf("serve: /metrics lacks %s", want)
+		}
+	}
 }
