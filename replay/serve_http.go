@@ -787,8 +787,10 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	st.Extra = append([]metric(nil), s.stats.Extra...)
 	s.statsMu.Unlock()
 	var b bytes.Buffer
+	described := map[string]bool{} // the names whose HELP and TYPE are written
 	put := func(name, help, kind, labels string, v float64) {
-		if labels == "" || !strings.Contains(b.String(), "# HELP "+name+" ") {
+		if labels == "" || !described[name] {
+			described[name] = true
 			fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, kind)
 		}
 		fmt.Fprintf(&b, "%s%s %s\n", name, labels, strconv.FormatFloat(v, 'g', -1, 64))
