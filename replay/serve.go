@@ -324,7 +324,6 @@ func (l *serveLoop) submit(j *job) error {
 	l.jobs[id] = j
 	s.statsMu.Lock()
 	s.stats.Requests++
-	s.stats.PromptTokens += int64(len(j.prompt))
 	s.stats.InSystem++
 	s.stats.Waiting++
 	s.statsMu.Unlock()
@@ -428,6 +427,7 @@ func (s *Server) account(e engine.Event) {
 		}
 		return
 	}
+	s.stats.PromptTokens += r.PromptTokens
 	s.stats.Cached += r.CachedTokens
 	s.stats.CachedDevice += r.CachedDevice
 	s.stats.CachedHost += r.CachedHost

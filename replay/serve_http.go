@@ -211,14 +211,14 @@ type refuser interface {
 	Refuse(input int) string
 }
 
-// rejected answers a request with a prompt of input tokens that the
+// rejected answers a request with a prompt that the
 // simulated server would refuse (tooLong), as serveGen does, and counts it
-// in /metrics as the simulator would have.
-func (s *Server) rejected(w http.ResponseWriter, input int, why string) {
+// in /metrics as the simulator would have: a request that failed, whose
+// prompt tokens are not counted.
+func (s *Server) rejected(w http.ResponseWriter, why string) {
 	s.statsMu.Lock()
 	s.stats.Requests++
 	s.stats.Failed++
-	s.stats.PromptTokens += int64(input)
 	s.statsMu.Unlock()
 	apiError(w, http.StatusBadRequest, "the simulated server rejected the request: "+why)
 }
@@ -284,7 +284,7 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case len(body.InputIDs) > 0 && string(body.InputIDs) != "null":
 		if n := idCount(body.InputIDs); body.InputIDs[0] == '[' && body.InputIDs[1] != '[' && s.tooLong(n) != "" {
-			s.rejected(w, n, s.tooLong(n))
+			s.rejected(w, s.tooLong(n))
 			return
 		}
 		prompt, err = tokenIDs(body.InputIDs, "input_ids")
@@ -295,7 +295,7 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		if n := countWords(text); s.tooLong(n) != "" {
-			s.rejected(w, n, s.tooLong(n))
+			s.rejected(w, s.tooLong(n))
 			return
 		}
 		prompt = textTokens(text, v, nil)
@@ -364,7 +364,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 			words += countWords([]byte("<|"+m.Role+"|>")) + countWords(text)
 		}
 		if err == nil && s.tooLong(words) != "" {
-			s.rejected(w, words, s.tooLong(words))
+			s.rejected(w, s.tooLong(words))
 			return
 		}
 		if err == nil {
@@ -386,13 +386,13 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 			err = errors.New("prompt: required")
 		case isText:
 			if n := countWords(text); s.tooLong(n) != "" {
-				s.rejected(w, n, s.tooLong(n))
+				s.rejected(w, s.tooLong(n))
 				return
 			}
 			prompt = textTokens(text, v, nil)
 		default:
 			if n := idCount(body.Prompt); body.Prompt[0] == '[' && body.Prompt[1] != '[' && body.Prompt[1] != '"' && s.tooLong(n) != "" {
-				s.rejected(w, n, s.tooLong(n))
+				s.rejected(w, s.tooLong(n))
 				return
 			}
 			prompt, err = tokenIDs(body.Prompt, "prompt")
@@ -797,7 +797,7 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	}
 	put("kvsim_requests_total", "Generation requests received.", "counter", "", float64(st.Requests))
 	put("kvsim_requests_failed_total", "Requests the simulated server rejected.", "counter", "", float64(st.Failed))
-	put("kvsim_prompt_tokens_total", "Prompt tokens received.", "counter", "", float64(st.PromptTokens))
+	put("kvsim_prompt_tokens_total", "Prompt tokens of the requests served (a refused or failed request's not counted, as SGLang counts them at the end of a request).", "counter", "", float64(st.PromptTokens))
 	put("kvsim_generation_tokens_total", "Output tokens generated.", "counter", "", float64(st.GenTokens))
 	put("kvsim_cached_tokens_total", "Prompt tokens served from the prefix cache (SGLang's cached_tokens), over finished requests.", "counter", "", float64(st.Cached))
 	put("kvsim_cache_hit_tokens_total", "Cached prompt tokens by the tier they were found in.", "counter", `{tier="device"}`, float64(st.CachedDevice))
