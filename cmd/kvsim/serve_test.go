@@ -234,7 +234,7 @@ func TestServeCLIFleet(t *testing.T) {
 	defer resp.Body.Close()
 	b, _ = io.ReadAll(resp.Body)
 	for _, want := range []string{
-		"kvsim_requests_total 5\n", // the refused one too
+		"kvsim_requests_total 5\n",         // the refused one too
 		"kvsim_prompt_tokens_total 2000\n", // but not its prompt
 		"kvsim_requests_failed_total 1\n",
 		`kvsim_router_decisions_total{reason="round_robin"} 4` + "\n",
