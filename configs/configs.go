@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -490,21 +491,12 @@ func Parse(data []byte, name string) (*File, error) {
 // silently use the default where SGLang would use 0.
 func zeroTuning(raw map[string]any) []error {
 	sch, _ := raw["scheduler"].(map[string]any)
-	d := sim.Default(1).Scheduler.SchedulerTuning
+	d := reflect.ValueOf(sim.Default(1).Scheduler.SchedulerTuning) // the defaults
 	var errs []error
-	for _, k := range []struct {
-		key string
-		def any
-	}{
-		{"schedule_conservativeness", d.ScheduleConservativeness}, {"init_new_token_ratio", d.InitNewTokenRatio},
-		{"min_new_token_ratio_factor", d.MinNewTokenRatioFactor}, {"new_token_ratio_decay_steps", d.NewTokenRatioDecaySteps},
-		{"clip_max_new_tokens", d.ClipMaxNewTokens}, {"retract_decode_steps", d.RetractDecodeSteps}, {"lpm_fallback_queue", d.LPMFallbackQueue},
-	} {
-		switch v := sch[k.key].(type) {
-		case int64, float64:
-			if v == int64(0) || v == float64(0) {
-				errs = append(errs, fielderr.New(fielderr.Key("scheduler", k.key), "0 is not supported: the simulator reads 0 as the default (%v); omit the key for the default", k.def))
-			}
+	for i := range d.NumField() {
+		key, _, _ := strings.Cut(d.Type().Field(i).Tag.Get("toml"), ",")
+		if v := sch[key]; v == int64(0) || v == float64(0) {
+			errs = append(errs, fielderr.New(fielderr.Key("scheduler", key), "0 is not supported: the simulator reads 0 as the default (%v); omit the key for the default", d.Field(i)))
 		}
 	}
 	return errs
@@ -534,7 +526,8 @@ func decodeStrict(data []byte, name string, ps Positions, f *File, errs ...error
 	}
 	f.data = data
 	var invalid []error
-	if err := errors.Join(f.Validate(), f.validateFleet(name, ps)); err != nil {
+	base := f.Validate()
+	if err := errors.Join(base, f.validateFleet(name, ps, base)); err != nil {
 		invalid = append(invalid, err)
 	}
 	invalid = append(append(coefficientErrors(raw, f), zeroTuning(raw)...), invalid...)

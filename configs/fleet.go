@@ -145,8 +145,9 @@ func groupName(i int, g FleetGroup) string {
 // and overridden keys, and the server each group's overrides make (its
 // errors named under the group's set, at the key in the file), and the
 // router's keys. name and ps are the file's name and key positions, for
-// the errors it places itself.
-func (f *File) validateFleet(name string, ps Positions) error {
+// the errors it places itself; base is Validate's error, which reports the
+// keys written outside the groups.
+func (f *File) validateFleet(name string, ps Positions, base error) error {
 	var errs []error
 	// at places err at where path is written (or its group, or nowhere).
 	at := func(path fielderr.Path, err error) error {
@@ -169,7 +170,7 @@ func (f *File) validateFleet(name string, ps Positions) error {
 	total := 0
 	keys := schemaKeys()
 	baseErrs := map[string]bool{} // Validate's errors: the file's keys outside the groups
-	for _, e := range fielderr.Flatten(f.Validate()) {
+	for _, e := range fielderr.Flatten(base) {
 		baseErrs[e.Error()] = true
 	}
 	names := map[string]int{}
