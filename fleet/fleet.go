@@ -57,12 +57,8 @@ func New(replicas []Replica, cfg router.Config, seed uint64) (*Fleet, error) {
 	deps := router.Deps{Rand: rand.New(rand.NewPCG(seed, 0x666c656574))} // "fleet"
 	var kv *kvIndex
 	if cfg.Policy == router.KVAware || cfg.Policy == router.CacheAwareOracle {
-		delay := engine.Time(cfg.KVAware.SignalDelay)
-		if cfg.Policy == router.CacheAwareOracle {
-			delay = 0 // the replicas' caches as they are
-		}
 		var err error
-		if kv, err = newKVIndex(replicas, delay, cfg.Policy); err != nil {
+		if kv, err = newKVIndex(cfg, replicas, nil, "router.policy", "replica"); err != nil {
 			return nil, err
 		}
 		deps.Oracle = kv

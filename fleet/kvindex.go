@@ -83,23 +83,39 @@ type kvUpdate struct {
 
 var _ router.CacheOracle = (*kvIndex)(nil)
 
-// newKVIndex returns an empty index over replicas, whose servers must all
-// have one page size, answering from a view delay old, for the router's
-// policy.
-func newKVIndex(replicas []Replica, delay engine.Time, policy router.Policy) (*kvIndex, error) {
-	ps := replicas[0].Factory.Info().PageSize
-	for i, r := range replicas {
-		if p := r.Factory.Info().PageSize; p != ps {
-			return nil, fmt.Errorf("fleet: router.policy %v needs one page size on every replica: replica 0 has %d, replica %d (%s) %d", policy, ps, i, r.Group, p)
+// newKVIndex returns an empty index for a router of cfg over the replicas
+// at idx of replicas (nil: every one), whose servers must have one page
+// size: kv_aware's view is kv_signal_delay old, cache_aware_oracle's the
+// caches as they are. Errors name the router's policy key (key:
+// "router.policy", "router.prefill.policy") and the replicas (what:
+// "replica", "prefill replica"), by their index in replicas.
+func newKVIndex(cfg router.Config, replicas []Replica, idx []int, key, what string) (*kvIndex, error) {
+	if idx == nil {
+		idx = make([]int, len(replicas))
+		for i := range idx {
+			idx[i] = i
+		}
+	}
+	first := idx[0]
+	ps := replicas[first].Factory.Info().PageSize
+	for _, i := range idx {
+		if p := replicas[i].Factory.Info().PageSize; p != ps {
+			return nil, fmt.Errorf("fleet: %s %v needs one page size on every %s: replica %d has %d, replica %d (%s) %d",
+				key, cfg.Policy, what, first, ps, i, replicas[i].Group, p)
 		}
 	}
 	if ps < 1 {
-		return nil, fmt.Errorf("fleet: router.policy %v needs the replicas' page size", policy)
+		return nil, fmt.Errorf("fleet: %s %v needs the replicas' page size", key, cfg.Policy)
 	}
+	delay := engine.Time(cfg.KVAware.SignalDelay)
+	if cfg.Policy == router.CacheAwareOracle {
+		delay = 0 // the replicas' caches as they are
+	}
+	n := len(idx)
 	return &kvIndex{
 		pager: tree.NewPager(ps), ps: ps, delay: delay, child: map[kvEdge]int32{}, nodes: 1,
-		kidPage: []tree.PageID{0}, kidID: []int32{0}, policy: policy, count: make([]int, len(replicas)),
-		held: make([][]uint8, len(replicas)), ends: make([]map[tree.NodeID]int32, len(replicas)),
+		kidPage: []tree.PageID{0}, kidID: []int32{0}, policy: cfg.Policy, count: make([]int, n),
+		held: make([][]uint8, n), ends: make([]map[tree.NodeID]int32, n),
 	}, nil
 }
 

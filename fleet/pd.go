@@ -208,20 +208,8 @@ func (pd *pdFleet) kvIndexes(f *Fleet, deps *[2]router.Deps) error {
 		if cfg.Policy != router.KVAware && cfg.Policy != router.CacheAwareOracle {
 			continue
 		}
-		delay := engine.Time(cfg.KVAware.SignalDelay)
-		if cfg.Policy == router.CacheAwareOracle {
-			delay = 0
-		}
 		role := Role(k + 1)
-		pool := make([]Replica, len(pd.global[k]))
-		for j, i := range pd.global[k] {
-			pool[j] = f.replicas[i]
-			if first := pd.global[k][0]; pd.pageSize[i] != pd.pageSize[first] {
-				return fmt.Errorf("fleet: router.%v.policy %v needs one page size on every %v replica: replica %d has %d, replica %d (%s) %d",
-					role, cfg.Policy, role, first, pd.pageSize[first], i, f.replicas[i].Group, pd.pageSize[i])
-			}
-		}
-		kv, err := newKVIndex(pool, delay, cfg.Policy)
+		kv, err := newKVIndex(cfg, f.replicas, pd.global[k], fmt.Sprintf("router.%v.policy", role), role.String()+" replica")
 		if err != nil {
 			return err
 		}

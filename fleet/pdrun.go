@@ -62,6 +62,7 @@ func (p *pdRun) instant() error {
 // routeArrivals routes every request arriving now to a pair and submits
 // it to the decode replica.
 func (p *pdRun) routeArrivals() error {
+	pools := [2]*router.Router{p.pd.router.Prefill, p.pd.router.Decode}
 	for p.pending.Len() > 0 && engine.Time(p.pending.Peek().Arrival) == p.now {
 		rec, _ := p.pending.Next()
 		if _, dup := p.reqs[rec.ID]; dup {
@@ -71,7 +72,7 @@ func (p *pdRun) routeArrivals() error {
 			if kv != nil {
 				kv.advance(p.now) // kv_aware's view: the events kv_signal_delay old
 			}
-			p.pd.polls[k].maybe(p.now, [2]*router.Router{p.pd.router.Prefill, p.pd.router.Decode}[k], p.f.engines, p.pd.global[k])
+			p.pd.polls[k].maybe(p.now, pools[k], p.f.engines, p.pd.global[k])
 		}
 		req := routeReq(&rec)
 		pair, err := p.pd.router.Route(&req)
