@@ -100,23 +100,10 @@ func runFleetSim(f *configs.File, args []string, stdout, stderr io.Writer) int {
 	defer closeTrace()
 	// The outputs are created before the run, so that one that cannot be
 	// written fails at once, not after it.
-	var streams []*lineStream
-	var perReqOut, timelineOut *lineStream
-	for _, o := range []struct {
-		flag, path string
-		ls         **lineStream
-	}{{"per-request", *perReq, &perReqOut}, {"timeline", *timeline, &timelineOut}} {
-		if o.path == "" {
-			continue
-		}
-		ls, err := createOutput(o.flag, o.path)
-		if err != nil {
-			finishAll(streams, err)
-			fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
-			return exitFail
-		}
-		*o.ls = ls
-		streams = append(streams, ls)
+	streams, err := createOutputs(outs...) // sim.go
+	if err != nil {
+		fmt.Fprintf(stderr, "kvsim sim: %v\n", err)
+		return exitFail
 	}
 	if code, ok := capTraceGaps(rd, tp, capNs, stderr); !ok { // sim.go
 		return code
@@ -128,7 +115,7 @@ func runFleetSim(f *configs.File, args []string, stdout, stderr io.Writer) int {
 	res, err := run(rd)
 	if err == nil {
 		warnIgnoredDeps(stderr, res.IgnoredDeps)
-		err = writeFleetOutputs(res, perReqOut, timelineOut)
+		err = writeFleetOutputs(res, streams[0], streams[1])
 	} else {
 		err = traces.InFile(tp, err)
 	}
@@ -174,9 +161,7 @@ func writeFleetOutputs(res *fleet.Result, perReq, timeline *lineStream) error {
 		}
 	}
 	if timeline != nil {
-		if err := writeFleetTimeline(timeline.w, res); err != nil {
-			return timeline.named(err)
-		}
+		writeFleetTimeline(timeline.w, res) // its error is the stream's, at its flush
 	}
 	return nil
 }
@@ -184,7 +169,7 @@ func writeFleetOutputs(res *fleet.Result, perReq, timeline *lineStream) error {
 // writeFleetTimeline writes the replicas' timelines as one CSV file: a
 // replica column, then engine.TimelineHeader's, the rows in time order
 // (ties in replica order).
-func writeFleetTimeline(w io.Writer, res *fleet.Result) error {
+func writeFleetTimeline(w *bufio.Writer, res *fleet.Result) {
 	type row struct {
 		replica int
 		engine.Sample
@@ -198,15 +183,12 @@ func writeFleetTimeline(w io.Writer, res *fleet.Result) error {
 		}
 	}
 	slices.SortStableFunc(rows, func(a, b row) int { return cmp.Compare(a.Time, b.Time) })
-	bw := bufio.NewWriter(w)
-	bw.WriteString("replica," + engine.TimelineHeader + "\n")
+	w.WriteString("replica," + engine.TimelineHeader + "\n")
 	var b []byte
 	for _, r := range rows {
 		b = strconv.AppendInt(b[:0], int64(r.replica), 10)
-		b = append(r.AppendCSV(append(b, ',')), '\n')
-		bw.Write(b)
+		w.Write(append(r.AppendCSV(append(b, ',')), '\n'))
 	}
-	return bw.Flush()
 }
 
 // writeFleetTable prints a fleet run: the fleet's serving metrics and

@@ -467,37 +467,22 @@ func streamSimOutputs(f engine.Factory, perReq, timeline string) ([]*lineStream,
 	default:
 		return nil, nil
 	}
-	var streams []*lineStream
-	setResult(func(engine.RequestResult) error { return nil })
-	if perReq != "" {
-		ls, err := createOutput("per-request", perReq)
-		if err != nil {
-			return nil, err
-		}
-		streams = append(streams, ls)
-		enc := json.NewEncoder(ls.w)
-		setResult(func(r engine.RequestResult) error {
-			if err := enc.Encode(r); err != nil {
-				return &outputError{"per-request", perReq, err}
-			}
-			return nil
-		})
+	streams, err := createOutputs(outputFlag{"per-request", perReq}, outputFlag{"timeline", timeline})
+	if err != nil {
+		return nil, err
 	}
-	if timeline != "" {
-		ls, err := createOutput("timeline", timeline)
-		if err != nil {
-			finishAll(streams, err)
-			return nil, err
-		}
-		streams = append(streams, ls)
+	setResult(func(engine.RequestResult) error { return nil })
+	if ls := streams[0]; ls != nil {
+		enc := json.NewEncoder(ls.w)
+		setResult(func(r engine.RequestResult) error { return ls.named(enc.Encode(r)) })
+	}
+	if ls := streams[1]; ls != nil {
 		ls.w.WriteString(engine.TimelineHeader + "\n")
 		var row []byte
 		setSample(func(x engine.Sample) error {
 			row = append(x.AppendCSV(row[:0]), '\n')
-			if _, err := ls.w.Write(row); err != nil {
-				return &outputError{"timeline", timeline, err}
-			}
-			return nil
+			_, err := ls.w.Write(row)
+			return ls.named(err)
 		})
 	}
 	return streams, nil
@@ -532,7 +517,7 @@ func writeSimOutputs(res *engine.Result, perReq, timeline string) error {
 type lineStream struct {
 	f *atomicfile.File
 	w *bufio.Writer
-	// flag and path name the output in errors (createOutput); empty for
+	// flag and path name the output in errors (createOutputs); empty for
 	// createLineStream's.
 	flag, path string
 }
@@ -545,32 +530,46 @@ func createLineStream(path string) (*lineStream, error) {
 	return &lineStream{f: f, w: bufio.NewWriterSize(f, 1<<16)}, nil
 }
 
-// createOutput is createLineStream for the output of flag (--flag path),
-// whose errors name the flag.
-func createOutput(flag, path string) (*lineStream, error) {
-	ls, err := createLineStream(path)
-	if err != nil {
-		return nil, &outputError{flag, path, err}
+// createOutputs creates a stream for each output asked for (nil for one
+// whose path is empty), in the order of outs; their errors name their
+// flags. If one cannot be created, those created are removed.
+func createOutputs(outs ...outputFlag) ([]*lineStream, error) {
+	streams := make([]*lineStream, len(outs))
+	for i, o := range outs {
+		if o.path == "" {
+			continue
+		}
+		ls, err := createLineStream(o.path)
+		if err != nil {
+			err = &outputError{o.flag, o.path, err}
+			finishAll(streams, err)
+			return nil, err
+		}
+		ls.flag, ls.path = o.flag, o.path
+		streams[i] = ls
 	}
-	ls.flag, ls.path = flag, path
-	return ls, nil
+	return streams, nil
 }
 
-// finishAll completes every stream if err (the run's) is nil and every
-// one flushes, and removes them all otherwise, so that a run that fails
-// to write one output leaves none it has not already finished. It returns
-// the first error, naming its output's flag.
+// finishAll completes every stream (nil ones left out) if err (the run's)
+// is nil and every one flushes, and removes them all otherwise, so that a
+// run that fails to write one output leaves none it has not already
+// finished. It returns the first error, naming its output's flag.
 func finishAll(streams []*lineStream, err error) error {
 	if err == nil {
 		for _, s := range streams {
-			if ferr := s.w.Flush(); ferr != nil {
-				err = s.named(ferr)
-				break
+			if s != nil {
+				if err = s.named(s.w.Flush()); err != nil {
+					break
+				}
 			}
 		}
 	}
 	first := err
 	for _, s := range streams {
+		if s == nil {
+			continue
+		}
 		if ferr := s.f.Finish(err); ferr != nil && first == nil {
 			first = s.named(ferr)
 		}
@@ -578,10 +577,11 @@ func finishAll(streams []*lineStream, err error) error {
 	return first
 }
 
-// named returns err as an error of the stream's output flag, if it has one.
+// named returns err (nil for nil) as an error of the stream's output flag,
+// if it has one.
 func (s *lineStream) named(err error) error {
 	var oe *outputError
-	if s.flag == "" || errors.As(err, &oe) {
+	if err == nil || s.flag == "" || errors.As(err, &oe) {
 		return err
 	}
 	return &outputError{s.flag, s.path, err}
