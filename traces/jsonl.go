@@ -131,27 +131,6 @@ func scalarString(raw json.RawMessage) (string, bool) {
 	return n.String(), true
 }
 
-// jsonKind names the kind of a JSON value for error messages.
-func jsonKind(raw json.RawMessage) string {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
-		return "nothing"
-	}
-	switch raw[0] {
-	case '{':
-		return "an object"
-	case '[':
-		return "an array"
-	case '"':
-		return "a string"
-	case 't', 'f':
-		return "a boolean"
-	case 'n':
-		return "null"
-	}
-	return "the number " + string(raw)
-}
-
 // fmtMs prints nanoseconds as milliseconds without trailing zeros.
 func fmtMs(ns int64) string {
 	return strconv.FormatFloat(float64(ns)/1e6, 'f', -1, 64)

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"encoding/json"
 	"strconv"
+
+	"github.com/kvsim/kvsim/internal/jsonerr"
 )
 
 // MooncakeBlockSize is the number of tokens behind each Mooncake hash id
@@ -107,7 +109,7 @@ func (d *mooncakeFormat) record(l jsonLine) (Record, error) {
 	if len(m.SessionID) > 0 && string(m.SessionID) != "null" {
 		s, ok := scalarString(m.SessionID)
 		if !ok {
-			return Record{}, bad("session_id", "expected a string or integer, found %s", jsonKind(m.SessionID))
+			return Record{}, bad("session_id", "expected a string or integer, found %s", jsonerr.Kind(m.SessionID))
 		}
 		rec.Session = s
 	}

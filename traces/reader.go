@@ -10,7 +10,6 @@ import (
 	"io"
 	"maps"
 	"os"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -588,7 +587,7 @@ func jsonError(path string, line int, data []byte, err error) *ParseError {
 		}
 		pe.Col = start + 1
 		pe.Field = field
-		pe.Err = fmt.Errorf("expected %s, found %s", describeType(te.Type), describeFound(te.Value))
+		pe.Err = fmt.Errorf("expected %s, found %s", jsonerr.Expected(te.Type), jsonerr.Found(te.Value))
 	default:
 		pe.Col = 1
 		pe.Err = fmt.Errorf("expected a JSON object, found %s", err.Error())
@@ -626,15 +625,6 @@ func syntaxError(msg string) error {
 		}
 	}
 	return fmt.Errorf("invalid JSON: %s", msg)
-}
-
-// describeFound rewords an UnmarshalTypeError's Value as jsonerr.Found
-// does, except that trace messages call a boolean "a boolean".
-func describeFound(v string) string {
-	if v == "bool" {
-		return "a boolean"
-	}
-	return jsonerr.Found(v)
 }
 
 // locateValue finds the JSON value that ends at or just after byte offset
@@ -704,34 +694,6 @@ func locateValue(data []byte, off int64) (string, int) {
 		}
 		done()
 	}
-}
-
-func describeType(t reflect.Type) string {
-	if t == nil {
-		return "a value"
-	}
-	switch t.Kind() {
-	case reflect.Pointer:
-		return describeType(t.Elem())
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return "an integer"
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "a non-negative integer"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.String:
-		if t == reflect.TypeFor[json.Number]() {
-			return "a number"
-		}
-		return "a string"
-	case reflect.Bool:
-		return "a boolean"
-	case reflect.Slice, reflect.Array:
-		return "an array of " + strings.TrimPrefix(strings.TrimPrefix(describeType(t.Elem()), "a "), "an ") + "s"
-	case reflect.Struct, reflect.Map:
-		return "a JSON object"
-	}
-	return t.String()
 }
 
 // numberToNs converts a JSON number in units of unit nanoseconds (integer

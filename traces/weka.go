@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/kvsim/kvsim/internal/jsonerr"
 )
 
 // WEKA kv-cache-tester traces (callanjfox/kv-cache-tester) hold one
@@ -167,7 +169,7 @@ func (f *wekaFile) jsonErrAt(off int64, prefix string, err error) *ParseError {
 		} else if prefix != "" {
 			field = prefix
 		}
-		return f.errAt(off+int64(start), field, "expected %s, found %s", describeType(te.Type), describeFound(te.Value))
+		return f.errAt(off+int64(start), field, "expected %s, found %s", jsonerr.Expected(te.Type), jsonerr.Found(te.Value))
 	}
 	return f.errAt(off, prefix, "expected a JSON object, found %v", err)
 }
@@ -219,7 +221,7 @@ func secToNs(s float64) int64 {
 func (f *wekaFile) walk(raw json.RawMessage, base int64, field string, sess *wekaSession, spawnedBy string, tOffset int64) (int64, error) {
 	elems, offs, err := arrayElems(raw)
 	if err != nil {
-		return 0, f.errAt(base, field, "expected an array of requests, found %s", jsonKind(raw))
+		return 0, f.errAt(base, field, "expected an array of requests, found %s", jsonerr.Kind(raw))
 	}
 	var running []subagentRun // launched and not yet joined
 	latest := int64(-1)

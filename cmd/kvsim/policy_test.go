@@ -129,7 +129,7 @@ func TestPolicyErrors(t *testing.T) {
 		{"bad_format", []string{"--trace", policySmall, "--l1-pages", "1", "--l2-pages", "1", "--format", "csv"}, exitUsage, "--format: unknown trace format"},
 		{"extra_arg", []string{"--trace", policySmall, "--l1-pages", "1", "--l2-pages", "1", "x"}, exitUsage, "unexpected argument \"x\""},
 		{"bad_record", []string{"--trace", filepath.Join(dir, "bad.jsonl"), "--l1-pages", "1", "--l2-pages", "1"}, exitFail,
-			"kvsim policy: " + filepath.Join(dir, "bad.jsonl") + ":2:76: hash_ids[1]: expected a non-negative integer, found a string\n"},
+			"kvsim policy: " + filepath.Join(dir, "bad.jsonl") + ":2:76: hash_ids[1]: expected an integer >= 0, found a string\n"},
 		{"no_blocks", []string{"--trace", filepath.Join(dir, "tokens.jsonl"), "--l1-pages", "1", "--l2-pages", "1"}, exitFail,
 			"no block hashes: policy mode needs a block-hash trace (tokens has none)"},
 		{"missing_file", []string{"--trace", filepath.Join(dir, "nope.jsonl"), "--l1-pages", "1", "--l2-pages", "1"}, exitFail, "nope.jsonl"},

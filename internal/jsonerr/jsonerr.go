@@ -4,10 +4,10 @@
 // an integer, found a string"), or the byte where the syntax broke. It
 // never names a Go type, struct or field.
 //
-// The traces package keeps its own, richer version (it places type errors
-// at the value's column by walking the line) and shares only Found; this
-// one serves documents read whole: HTTP bodies, study results lines, plan
-// snapshots.
+// Explain serves documents read whole: HTTP bodies, study results lines,
+// plan snapshots. The traces package places type errors itself (at the
+// value's column, by walking the line) and shares the words: Expected,
+// Found and Kind.
 package jsonerr
 
 import (
@@ -71,7 +71,10 @@ func Explain(err error) Problem {
 	return Problem{Offset: -1, Msg: strings.TrimPrefix(err.Error(), "json: ")}
 }
 
-var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+var (
+	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+	jsonNumber      = reflect.TypeFor[json.Number]()
+)
 
 // Elem returns t without its pointers, and whether a value of it is
 // written as a string: a Go string, or a value that decodes itself from
@@ -87,7 +90,13 @@ func Elem(t reflect.Type) (elem reflect.Type, str bool) {
 // Expected says what JSON value decodes into a Go value of type t: "an
 // integer", "an array of objects".
 func Expected(t reflect.Type) string {
+	if t == nil {
+		return "a value"
+	}
 	t, str := Elem(t)
+	if t == jsonNumber {
+		return "a number"
+	}
 	if str {
 		return "a string"
 	}

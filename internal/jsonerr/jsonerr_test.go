@@ -16,10 +16,11 @@ type body struct {
 	Messages []struct {
 		Role string `json:"role"`
 	} `json:"messages"`
-	Stream bool    `json:"stream"`
-	Seed   uint64  `json:"seed"`
-	Temp   float64 `json:"temperature"`
-	Flags  []bool  `json:"flags"`
+	Stream bool        `json:"stream"`
+	Seed   uint64      `json:"seed"`
+	Temp   float64     `json:"temperature"`
+	Flags  []bool      `json:"flags"`
+	Number json.Number `json:"number"`
 }
 
 // Every encoding/json error comes back in the document's terms, never
@@ -38,6 +39,7 @@ func TestDescribe(t *testing.T) {
 		{"uint", `{"seed":-1}`, "seed: expected an integer >= 0, found -1"},
 		{"float", `{"temperature":{}}`, "temperature: expected a number, found an object"},
 		{"bools", `{"flags":3}`, "flags: expected an array of true or false values, found a number"},
+		{"json.Number", `{"number":true}`, "number: expected a number, found true or false"},
 		{"syntax", `{"a":}`, "at byte 6: invalid character '}' looking for beginning of value"},
 		{"truncated", `{"a":`, "at byte 5: the document ends before its JSON value does"},
 	} {
