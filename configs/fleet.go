@@ -73,6 +73,10 @@ type RouterKeys struct {
 	KVStorageWeight             *float64 `toml:"kv_storage_weight"`
 	KVSignalDelay               *float64 `toml:"kv_signal_delay"`
 	OracleStorage               *bool    `toml:"oracle_storage"`
+	PrefixTokenCount            *int     `toml:"prefix_token_count"`
+	PrefixHashLoadFactor        *float64 `toml:"prefix_hash_load_factor"`
+	AssignmentMode              string   `toml:"assignment_mode"`
+	MaxIdle                     *float64 `toml:"max_idle"`
 	// Upstreams are nginx_hash's server names, one per replica
 	// (router.Nginx.Upstreams).
 	Upstreams []string `toml:"upstreams"`
@@ -381,13 +385,20 @@ func (r RouterKeys) apply(c *router.Config, key func(string) fielderr.Path) []er
 	var errs []error
 	if r.Policy != "" {
 		if err := c.Policy.UnmarshalText([]byte(r.Policy)); err != nil {
-			errs = append(errs, fielderr.New(key("policy"), `must be "cache_aware", "round_robin", "random", "power_of_two", "consistent_hash", "kv_aware", "nginx_round_robin", "nginx_hash" or "cache_aware_oracle" (got %q)`, r.Policy))
+			errs = append(errs, fielderr.New(key("policy"), `must be "cache_aware", "round_robin", "random", "power_of_two", "consistent_hash", "kv_aware", "nginx_round_robin", "nginx_hash", "cache_aware_oracle", "prefix_hash" or "manual" (got %q)`, r.Policy))
 		}
 	}
 	if r.MissRule != "" {
 		if err := c.CacheAware.MissRule.UnmarshalText([]byte(r.MissRule)); err != nil {
 			errs = append(errs, fielderr.New(key("miss_rule"), `must be "min_load" or "smallest_tree" (got %q)`, r.MissRule))
 		}
+	}
+	if r.AssignmentMode != "" {
+		m, err := router.ParseAssignmentMode(r.AssignmentMode)
+		if err != nil {
+			errs = append(errs, fielderr.Wrap(key("assignment_mode"), err))
+		}
+		c.Manual.MinLoad = m
 	}
 	setF := func(dst *float64, v *float64) {
 		if v != nil {
@@ -431,6 +442,9 @@ func (r RouterKeys) apply(c *router.Config, key func(string) fielderr.Path) []er
 	setF(&kv.HostWeight, r.KVHostWeight)
 	setF(&kv.StorageWeight, r.KVStorageWeight)
 	setD(&kv.SignalDelay, r.KVSignalDelay, "kv_signal_delay")
+	setI(&c.PrefixHash.TokenCount, r.PrefixTokenCount)
+	setF(&c.PrefixHash.LoadFactor, r.PrefixHashLoadFactor)
+	setD(&c.Manual.MaxIdle, r.MaxIdle, "max_idle")
 	if r.Upstreams != nil {
 		c.Nginx.Upstreams = slices.Clone(r.Upstreams)
 	}

@@ -291,16 +291,14 @@ func (r *run) accrue(t engine.Time) {
 	r.now = t
 }
 
-// advance moves the clock to the instant t and runs the router's tree
-// eviction if it is due. The router's events come first at an instant; a
+// advance moves the clock to the instant t and tells the routers, which
+// run their evictions if due. The router's events come first at an instant; a
 // tick due between two instants happens at the later one: nothing was
 // routed in between and no replica's state changed.
 func (r *run) advance(t engine.Time) {
 	r.accrue(t)
 	for _, rt := range r.f.routers() {
-		if at, has := rt.NextTick(); has && time.Duration(r.now) >= at {
-			rt.Tick(time.Duration(r.now))
-		}
+		rt.Tick(time.Duration(r.now))
 	}
 }
 

@@ -50,7 +50,9 @@ func drawTrace(t *rapid.T) []traces.Record {
 // thresholds, intervals and tree budgets small enough to matter.
 func drawRouter(t *rapid.T) router.Config {
 	c := router.Default()
-	c.Policy = rapid.SampledFrom([]router.Policy{router.CacheAware, router.RoundRobin, router.Random, router.PowerOfTwo, router.ConsistentHash}).Draw(t, "policy")
+	c.Policy = rapid.SampledFrom([]router.Policy{router.CacheAware, router.RoundRobin, router.Random, router.PowerOfTwo, router.ConsistentHash, router.PrefixHash, router.Manual}).Draw(t, "policy")
+	c.PrefixHash.TokenCount = rapid.SampledFrom([]int{1, 256}).Draw(t, "prefix_tokens")
+	c.Manual.MinLoad = rapid.Bool().Draw(t, "min_load")
 	c.CacheAware.CacheThreshold = rapid.SampledFrom([]float64{0, 0.3, 0.9}).Draw(t, "threshold")
 	c.CacheAware.BalanceAbsThreshold = rapid.IntRange(0, 4).Draw(t, "abs")
 	c.CacheAware.BalanceRelThreshold = rapid.SampledFrom([]float64{1, 1.5, math.Inf(1)}).Draw(t, "rel")
@@ -60,6 +62,16 @@ func drawRouter(t *rapid.T) router.Config {
 	c.PowerOfTwo.LoadPollInterval = time.Duration(rapid.SampledFrom([]int64{0, 5e7, 1e9}).Draw(t, "poll"))
 	c.ConsistentHash.VirtualNodes = rapid.IntRange(1, 200).Draw(t, "vnodes")
 	return c
+}
+
+// identical returns n replicas of one group, each with its own factory
+// from newFac.
+func identical(n int, newFac func() engine.Factory) []fleet.Replica {
+	var reps []fleet.Replica
+	for range n {
+		reps = append(reps, fleet.Replica{Group: "g", Factory: newFac()})
+	}
+	return reps
 }
 
 func runFleet(t *rapid.T, reps []fleet.Replica, cfg router.Config, seed uint64, recs []traces.Record) (*fleet.Fleet, *fleet.Result) {
@@ -234,10 +246,7 @@ func TestRoundRobinIsSubTraces(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		newFac := rapid.SampledFrom([]func() engine.Factory{sglang, llama}).Draw(t, "model")
 		n := rapid.IntRange(1, 4).Draw(t, "replicas")
-		var reps []fleet.Replica
-		for range n {
-			reps = append(reps, fleet.Replica{Group: "g", Factory: newFac()})
-		}
+		reps := identical(n, newFac)
 		cfg := drawRouter(t)
 		cfg.Policy = router.RoundRobin
 		recs := drawTrace(t)
@@ -399,4 +408,33 @@ func routes(res *fleet.Result) map[string]int {
 		m[r.ID] = res.Replica[i]
 	}
 	return m
+}
+
+// Under manual, every request of a session runs on one replica: all
+// replicas stay available and the trace is shorter than max_idle, so a
+// session's first replica keeps it (compare consistent_hash, which would
+// also, but moves sessions when the fleet grows).
+func TestManualKeepsSessions(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		cfg := drawRouter(t)
+		cfg.Policy = router.Manual
+		recs := drawTrace(t)
+		reps := identical(rapid.IntRange(1, 4).Draw(t, "replicas"), sglang)
+		_, res := runFleet(t, reps, cfg, rapid.Uint64().Draw(t, "seed"), recs)
+		session := map[string]string{}
+		for _, r := range recs {
+			session[r.ID] = r.Session
+		}
+		home := map[string]int{}
+		for i, rr := range res.Requests {
+			s := session[rr.ID]
+			if s == "" {
+				continue
+			}
+			if h, ok := home[s]; ok && h != res.Replica[i] {
+				t.Fatalf("session %q ran on replicas %d and %d", s, h, res.Replica[i])
+			}
+			home[s] = res.Replica[i]
+		}
+	})
 }

@@ -55,7 +55,7 @@ func (constOracle) CachedPrefix(r int, req *Request) Cached {
 // turn is) and the tree stays at its steady size; it reports the hit ratio
 // of the timed decisions.
 func BenchmarkRoute(b *testing.B) {
-	for _, policy := range []Policy{CacheAware, RoundRobin, Random, PowerOfTwo, ConsistentHash, KVAware} {
+	for _, policy := range []Policy{CacheAware, RoundRobin, Random, PowerOfTwo, ConsistentHash, KVAware, PrefixHash, Manual} {
 		for _, n := range []int{8, 64} {
 			b.Run("policy="+policy.String()+"/replicas="+strconv.Itoa(n), func(b *testing.B) {
 				cfg := Default()

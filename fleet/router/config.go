@@ -38,12 +38,31 @@ const (
 	// the [CacheOracle], instead of the approximate tree: fleet-spec 5.11,
 	// to measure the approximation's cost.
 	CacheAwareOracle
+	// PrefixHash is SMG's prefix_hash: a hash ring on the prompt's first
+	// router.prefix_token_count tokens, bounded by a load factor.
+	PrefixHash
+	// Manual is SMG's manual: a sticky map from the session key (SMG's
+	// X-SMG-Routing-Key) to up to two replicas.
+	Manual
 )
+
+// countsLoad says whether SGLang's router counts requests in flight under
+// policy p outside PD mode: cache_aware and manual in HTTP mode (SMG),
+// kvsim's cache-state policies, and prefix_hash, whose load test needs the
+// count (SMG serves it over gRPC; kvsim counts as HTTP mode does for
+// manual).
+func (p Policy) countsLoad() bool {
+	switch p {
+	case CacheAware, KVAware, CacheAwareOracle, PrefixHash, Manual:
+		return true
+	}
+	return false
+}
 
 var policyNames = enum.New[Policy]("Policy", "policy",
 	"cache_aware", "round_robin", "random", "power_of_two", "consistent_hash", "kv_aware",
 	"nginx_round_robin", "nginx_hash",
-	"cache_aware_oracle")
+	"cache_aware_oracle", "prefix_hash", "manual")
 
 // String returns the policy's configuration name, e.g. "cache_aware".
 func (p Policy) String() string { return policyNames.String(p) }
@@ -81,6 +100,21 @@ var missRuleNames = enum.New[MissRule]("MissRule", "miss rule", "min_load", "sma
 // String returns the rule's configuration name.
 func (m MissRule) String() string { return missRuleNames.String(m) }
 
+// ParseAssignmentMode reads router.assignment_mode, how manual maps a new
+// routing key (SMG's --assignment-mode): "random" (false) or "min_load"
+// (true, [ManualConfig].MinLoad). SMG's third mode, min_group (fewest
+// routing keys with requests in flight), is refused with that
+// explanation: a [Router.Finish] does not say which key ended.
+func ParseAssignmentMode(name string) (minLoad bool, err error) {
+	switch name {
+	case "random", "min_load":
+		return name == "min_load", nil
+	case "min_group":
+		return false, errors.New(`"min_group" is not modelled (kvsim does not track which routing keys are in flight); use "random" or "min_load"`)
+	}
+	return false, fmt.Errorf(`unknown assignment mode %q (want random or min_load)`, name)
+}
+
 // UnmarshalText parses "min_load" or "smallest_tree".
 func (m *MissRule) UnmarshalText(b []byte) error {
 	v, err := missRuleNames.Parse(string(b))
@@ -109,6 +143,37 @@ type Config struct {
 	KVAware KVAwareConfig
 	// Nginx configures nginx_hash.
 	Nginx NginxConfig
+	// PrefixHash configures prefix_hash (its ring has
+	// ConsistentHash.VirtualNodes points per replica, as SMG's shared ring).
+	PrefixHash PrefixHashConfig
+	// Manual configures manual (its idle keys are dropped at
+	// CacheAware.EvictionInterval ticks, SMG's shared --eviction-interval).
+	Manual ManualConfig
+}
+
+// PrefixHashConfig holds prefix_hash's parameters (SMG's defaults).
+type PrefixHashConfig struct {
+	// TokenCount is router.prefix_token_count: how many leading prompt
+	// tokens are hashed (or the blocks that hold them, or as many
+	// characters of the routing text). Range [1, 2^24]; default 256.
+	TokenCount int
+	// LoadFactor is router.prefix_hash_load_factor: the ring's replica
+	// keeps a request while its in-flight count is at most this times the
+	// mean with the request counted. Range > 0, finite; default 1.25.
+	LoadFactor float64
+}
+
+// ManualConfig holds manual's parameters (SMG's defaults).
+type ManualConfig struct {
+	// MinLoad is router.assignment_mode = "min_load": a new key draws
+	// among the replicas with the fewest requests in flight. Default false,
+	// "random": a uniform draw from the router's seeded stream (SMG's
+	// default).
+	MinLoad bool
+	// MaxIdle is router.max_idle, in virtual time: a routing key unused
+	// for longer is forgotten at the next eviction tick. Range > 0;
+	// default 4 h (SMG's --max-idle-secs 14400).
+	MaxIdle time.Duration
 }
 
 // CacheAwareConfig holds cache_aware's parameters. Defaults are the
@@ -235,6 +300,8 @@ func Default() Config {
 			OverloadTokenUsageThreshold: 1,
 		},
 		PowerOfTwo:     PowerOfTwoConfig{LoadPollInterval: 10 * time.Second},
+		PrefixHash:     PrefixHashConfig{TokenCount: 256, LoadFactor: 1.25},
+		Manual:         ManualConfig{MaxIdle: 4 * time.Hour},
 		ConsistentHash: ConsistentHashConfig{VirtualNodes: 150},
 		KVAware: KVAwareConfig{
 			PrefixWeight:  3,
@@ -262,7 +329,9 @@ func (c Config) validate(prefix string) error {
 		c.PowerOfTwo.validate(prefix),
 		c.ConsistentHash.validate(prefix),
 		c.KVAware.validate(prefix),
-		c.Nginx.validate(prefix))
+		c.Nginx.validate(prefix),
+		c.PrefixHash.validate(prefix),
+		c.Manual.validate(prefix))
 	return errors.Join(errs...)
 }
 
@@ -373,4 +442,26 @@ func (c KVAwareConfig) validate(p string) error {
 		errs = append(errs, fmt.Errorf("%s.kv_signal_delay: must be >= 0 (got %v)", p, c.SignalDelay))
 	}
 	return errors.Join(errs...)
+}
+
+// maxPrefixTokens bounds router.prefix_token_count, as the trace
+// generators bound a length.
+const maxPrefixTokens = 1 << 24
+
+func (c PrefixHashConfig) validate(p string) error {
+	var errs []error
+	if c.TokenCount < 1 || c.TokenCount > maxPrefixTokens {
+		errs = append(errs, fmt.Errorf("%s.prefix_token_count: must be in [1, %d] (got %d)", p, maxPrefixTokens, c.TokenCount))
+	}
+	if !(c.LoadFactor > 0) || math.IsInf(c.LoadFactor, 1) {
+		errs = append(errs, fmt.Errorf("%s.prefix_hash_load_factor: must be finite and > 0 (got %v)", p, c.LoadFactor))
+	}
+	return errors.Join(errs...)
+}
+
+func (c ManualConfig) validate(p string) error {
+	if c.MaxIdle <= 0 {
+		return fmt.Errorf("%s.max_idle: must be > 0 (got %v)", p, c.MaxIdle)
+	}
+	return nil
 }

@@ -84,12 +84,12 @@ func TestInfiniteRelThresholdIsValid(t *testing.T) {
 }
 
 func TestPolicyText(t *testing.T) {
-	for p := CacheAware; p <= CacheAwareOracle; p++ {
+	for p := CacheAware; p <= Manual; p++ {
 		testutil.TextRoundTrip(t, p)
 	}
 	var p Policy
 	err := p.UnmarshalText([]byte("least_load"))
-	want := `unknown policy "least_load" (want one of cache_aware, round_robin, random, power_of_two, consistent_hash, kv_aware, nginx_round_robin, nginx_hash, cache_aware_oracle)`
+	want := `unknown policy "least_load" (want one of cache_aware, round_robin, random, power_of_two, consistent_hash, kv_aware, nginx_round_robin, nginx_hash, cache_aware_oracle, prefix_hash, manual)`
 	if err == nil || err.Error() != want {
 		t.Fatalf("UnmarshalText(least_load) = %v, want %q", err, want)
 	}

@@ -38,6 +38,11 @@
 //     points per server name ([Config].Nginx.Upstreams) keyed by the
 //     session's CRC-32, round robin for a request without a session.
 //     docs/model.md restates both in the fleet specification's terms.
+//   - prefix_hash, manual: SMG's. A ring on the hash of the prompt's
+//     first prefix_token_count tokens, kept while the ring's replica is
+//     within a load factor of the mean; and a sticky map from the session
+//     key to up to two replicas, new keys by a seeded draw (or among the
+//     least loaded), idle keys forgotten at the eviction ticks.
 //
 // [PD] pairs a prefill router and a decode router, each with its own
 // policy, as SGLang's PD router does.
@@ -65,6 +70,6 @@
 //
 // The router does not send anything, queue requests, model
 // router-to-replica latency, or know what a replica really caches except
-// through the caller's oracle. SMG's prefix_hash, manual, least_load and
-// event-driven (KV events) cache_aware are not modelled yet.
+// through the caller's oracle. SMG's least_load, manual's min_group
+// assignment and event-driven (KV events) cache_aware are not modelled.
 package router

@@ -30,6 +30,12 @@ func hashKey(s string) uint64 {
 	for i := 0; i < len(s); i++ {
 		x = (x ^ uint64(s[i])) * fnvPrime
 	}
+	return splitmix(x)
+}
+
+// splitmix is splitmix64's finalizer: every bit of x reaches every bit of
+// the result.
+func splitmix(x uint64) uint64 {
 	x ^= x >> 30
 	x *= 0xbf58476d1ce4e5b9
 	x ^= x >> 27
@@ -56,7 +62,11 @@ func newRing(replicas, virtualNodes int) *ring {
 // clockwise from its hash whose replica is available. At least one replica
 // must be available.
 func (g *ring) lookup(key string, available []bool) int {
-	h := hashKey(key)
+	return g.lookupHash(hashKey(key), available)
+}
+
+// lookupHash returns the replica for a key hashed to h, as lookup.
+func (g *ring) lookupHash(h uint64, available []bool) int {
 	for range g.m.Size() {
 		k, v := g.m.Ceiling(h)
 		if k == nil {

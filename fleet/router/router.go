@@ -62,7 +62,9 @@ const (
 	PowerOfTwoChoice
 	// HashRing: consistent_hash, the session key's point on the ring.
 	HashRing
-	// NoKey: consistent_hash for a request without a session key; random.
+	// NoKey: consistent_hash or manual for a request without a session
+	// key, random; prefix_hash for a request with no tokens, blocks or
+	// text, the least loaded.
 	NoKey
 	// KVHit: kv_aware chose a replica that holds part of the prompt.
 	KVHit
@@ -73,12 +75,27 @@ const (
 	SmoothRR
 	// Ketama: nginx_hash, the session key's point on nginx's ring.
 	Ketama
+	// PrefixRing: prefix_hash, the replica at the prompt prefix's point on
+	// the ring (its load passed the load-factor test).
+	PrefixRing
+	// PrefixBalanced: prefix_hash, the ring's replica was over the load
+	// factor; the least loaded replica under it (or the ring's if none is).
+	PrefixBalanced
+	// StickyHit: manual, a replica the session key is mapped to.
+	StickyHit
+	// StickyNew: manual, a session key seen for the first time (or again
+	// after max_idle); a replica by assignment_mode.
+	StickyNew
+	// StickyMoved: manual, none of the key's replicas is available; a new
+	// one by assignment_mode, which the key remembers.
+	StickyMoved
 	numReasons
 )
 
 var reasonNames = enum.New[Reason]("Reason", "reason",
 	"cache_hit", "imbalanced", "miss", "match_unavailable", "round_robin", "random",
-	"power_of_two", "hash_ring", "no_key", "kv_hit", "kv_miss", "smooth_round_robin", "ketama")
+	"power_of_two", "hash_ring", "no_key", "kv_hit", "kv_miss", "smooth_round_robin", "ketama",
+	"prefix_ring", "prefix_balanced", "sticky_hit", "sticky_new", "sticky_moved")
 
 // String returns the reason's name as results files print it.
 func (r Reason) String() string { return reasonNames.String(r) }
@@ -153,13 +170,16 @@ type Router struct {
 	ring      *ring
 	swrr      *smoothRR
 	ketama    *ketama
+	sticky    *sticky
 	nextEvict time.Duration
+	now       time.Duration // the last Tick's time
 	reasons   [numReasons]int64
 
 	cand   []int
 	key    []symbol
 	scores []float64
 	cached []int
+	ties   []int
 }
 
 // New returns a router over replicas replicas (indices 0 to replicas-1),
@@ -176,7 +196,7 @@ func newRouter(cfg Config, replicas int, d Deps, prefix string, countAll bool) (
 		return nil, fmt.Errorf("router: replicas must be >= 1 (got %d)", replicas)
 	}
 	switch cfg.Policy {
-	case Random, PowerOfTwo, ConsistentHash:
+	case Random, PowerOfTwo, ConsistentHash, Manual:
 		if d.Rand == nil {
 			return nil, fmt.Errorf("%s.policy: %v needs a seeded random stream", prefix, cfg.Policy)
 		}
@@ -192,7 +212,7 @@ func newRouter(cfg Config, replicas int, d Deps, prefix string, countAll bool) (
 		available: make([]bool, replicas),
 		inflight:  make([]int, replicas),
 		processed: make([]int64, replicas),
-		countLoad: countAll || cfg.Policy == CacheAware || cfg.Policy == KVAware || cfg.Policy == CacheAwareOracle,
+		countLoad: countAll || cfg.Policy.countsLoad(),
 		snap:      make([]float64, replicas),
 		snapOK:    make([]bool, replicas),
 	}
@@ -203,8 +223,11 @@ func newRouter(cfg Config, replicas int, d Deps, prefix string, countAll bool) (
 	case CacheAware:
 		r.tree = newApproxTree(replicas)
 		r.nextEvict = cfg.CacheAware.EvictionInterval
-	case ConsistentHash:
+	case ConsistentHash, PrefixHash:
 		r.ring = newRing(replicas, cfg.ConsistentHash.VirtualNodes)
+	case Manual:
+		r.sticky = newSticky()
+		r.nextEvict = cfg.CacheAware.EvictionInterval
 	case NginxRoundRobin, NginxHash:
 		r.swrr = newSmoothRR(replicas)
 	}
@@ -272,20 +295,30 @@ func (r *Router) TreeSize(i int) int {
 	return r.tree.size[i]
 }
 
-// NextTick returns the virtual time of the next approximate-tree eviction,
-// and false when the policy keeps no tree. A caller schedules a Tick then.
-func (r *Router) NextTick() (time.Duration, bool) { return r.nextEvict, r.tree != nil }
+// NextTick returns the virtual time of the next eviction (cache_aware's
+// approximate tree, manual's idle keys), and false when the policy keeps
+// neither. A caller schedules a Tick then.
+func (r *Router) NextTick() (time.Duration, bool) {
+	return r.nextEvict, r.tree != nil || r.sticky != nil
+}
 
-// Tick tells the router the virtual time now. At or after each multiple of
-// router.eviction_interval, cache_aware cuts every replica's part of the
-// approximate tree to router.max_tree_size symbols (one eviction however
-// many multiples passed; a second would change nothing). Other policies
-// ignore it.
+// Tick tells the router the virtual time now; the caller calls it before
+// routing at a new instant (manual stamps each key's use with it). At or
+// after each multiple of router.eviction_interval, cache_aware cuts every
+// replica's part of the approximate tree to router.max_tree_size symbols
+// and manual drops the keys idle for more than router.max_idle (one
+// eviction however many multiples passed; a second would change nothing).
 func (r *Router) Tick(now time.Duration) {
-	if r.tree == nil || now < r.nextEvict {
+	r.now = now
+	if r.tree == nil && r.sticky == nil || now < r.nextEvict {
 		return
 	}
-	r.tree.evict(r.cfg.CacheAware.MaxTreeSize)
+	if r.tree != nil {
+		r.tree.evict(r.cfg.CacheAware.MaxTreeSize)
+	}
+	if r.sticky != nil {
+		r.sticky.evict(now, r.cfg.Manual.MaxIdle)
+	}
 	iv := r.cfg.CacheAware.EvictionInterval
 	r.nextEvict = (now/iv + 1) * iv
 }
@@ -332,6 +365,10 @@ func (r *Router) Route(req *Request) (Decision, error) {
 		} else {
 			d = Decision{Replica: r.ketama.lookup(req.Session, r.available), Reason: Ketama}
 		}
+	case PrefixHash:
+		d = r.prefixHash(req)
+	case Manual:
+		d = r.manual(req)
 	}
 	r.inflight[d.Replica]++
 	r.processed[d.Replica]++
