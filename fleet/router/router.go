@@ -347,33 +347,38 @@ func (r *Router) Route(req *Request) (Decision, error) {
 		d = Decision{Replica: r.cand[r.rng.IntN(len(r.cand))], Reason: Drawn}
 	case PowerOfTwo:
 		d = Decision{Replica: r.powerOfTwo(), Reason: PowerOfTwoChoice}
-	case ConsistentHash:
-		if req.Session == "" {
-			d = Decision{Replica: r.cand[r.rng.IntN(len(r.cand))], Reason: NoKey}
-		} else {
-			d = Decision{Replica: r.ring.lookup(req.Session, r.available), Reason: HashRing}
-		}
+	case ConsistentHash, NginxHash, Manual:
+		d = r.bySession(req)
 	case KVAware:
 		d = r.kvAware(req)
 	case CacheAwareOracle:
 		d = r.cacheAwareOracle(req)
 	case NginxRoundRobin:
 		d = Decision{Replica: r.swrr.pick(r.cand), Reason: SmoothRR}
-	case NginxHash:
-		if req.Session == "" {
-			d = Decision{Replica: r.swrr.pick(r.cand), Reason: SmoothRR}
-		} else {
-			d = Decision{Replica: r.ketama.lookup(req.Session, r.available), Reason: Ketama}
-		}
 	case PrefixHash:
 		d = r.prefixHash(req)
-	case Manual:
-		d = r.manual(req)
 	}
 	r.inflight[d.Replica]++
 	r.processed[d.Replica]++
 	r.reasons[d.Reason]++
 	return d, nil
+}
+
+// bySession routes under the policies keyed by the request's session:
+// consistent_hash's ring, nginx_hash's ketama ring, manual's sticky map. A
+// request without a key is drawn at random (nginx: round robin).
+func (r *Router) bySession(req *Request) Decision {
+	switch {
+	case req.Session == "" && r.cfg.Policy == NginxHash:
+		return Decision{Replica: r.swrr.pick(r.cand), Reason: SmoothRR}
+	case req.Session == "":
+		return Decision{Replica: r.cand[r.rng.IntN(len(r.cand))], Reason: NoKey}
+	case r.cfg.Policy == ConsistentHash:
+		return Decision{Replica: r.ring.lookup(req.Session, r.available), Reason: HashRing}
+	case r.cfg.Policy == NginxHash:
+		return Decision{Replica: r.ketama.lookup(req.Session, r.available), Reason: Ketama}
+	}
+	return r.manual(req)
 }
 
 // Finish records that a request routed to replica i has ended (its last

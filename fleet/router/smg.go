@@ -181,12 +181,10 @@ func (r *Router) Keys() int {
 	return len(r.sticky.keys)
 }
 
-// manual routes by the sticky routing map (see sticky). A request without
-// a session key is drawn at random, as SMG's fallback.
+// manual routes a request with a session key by the sticky routing map
+// (see sticky); bySession draws one without a key at random, as SMG's
+// fallback.
 func (r *Router) manual(req *Request) Decision {
-	if req.Session == "" {
-		return Decision{Replica: r.cand[r.rng.IntN(len(r.cand))], Reason: NoKey}
-	}
 	e := r.sticky.touch(req.Session, r.now)
 	for _, i := range e.cand[:e.n] {
 		if r.available[i] {
