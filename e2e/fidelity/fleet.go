@@ -127,11 +127,8 @@ func route(args []string, w io.Writer) error {
 	policy := fs.String("policy", "", "nginx_hash or nginx_round_robin")
 	ups := fs.String("upstreams", "", "the upstream server names, comma-separated, in the upstream block's order")
 	n := fs.Int("n", 2000, "requests")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, "url", "upstreams"); err != nil {
 		return err
-	}
-	if *url == "" || *ups == "" {
-		return errors.New("route: -url and -upstreams are required")
 	}
 	cfg := router.Default()
 	if err := cfg.Policy.UnmarshalText([]byte(*policy)); err != nil {
@@ -175,11 +172,8 @@ func chain(args []string) error {
 	fs := flag.NewFlagSet("chain", flag.ContinueOnError)
 	in := fs.String("trace", "", "the trace")
 	out := fs.String("out", "", "the trace to write")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, "trace", "out"); err != nil {
 		return err
-	}
-	if *in == "" || *out == "" {
-		return errors.New("chain: -trace and -out are required")
 	}
 	recs, err := traces.ReadAll(*in, traces.FormatAuto, 0)
 	if err != nil {
@@ -306,11 +300,11 @@ func simtrace(args []string) error {
 	gap := fs.Duration("gap", 0, "the send gap: the least time between two arrivals")
 	c := fs.Int("closed", 0, "the replay's concurrency (0: none, records arrive gap apart)")
 	simPath := fs.String("sim", "", "with -closed: the fleet simulator's per-request output of the previous round, whose end times free the slots")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, "trace", "out"); err != nil {
 		return err
 	}
-	if *in == "" || *out == "" || *gap <= 0 || *c < 0 {
-		return errors.New("simtrace: -trace, -out and -gap are required")
+	if *gap <= 0 || *c < 0 {
+		return errors.New("simtrace: -gap must be > 0 and -closed >= 0")
 	}
 	recs, err := traces.ReadAll(*in, traces.FormatAuto, 0)
 	if err != nil {
@@ -404,11 +398,8 @@ func fleetcmp(args []string, w io.Writer) error {
 	maxPP := fs.Float64("max-hit-pp", -1, "fail when the hit rates differ by more than this many points (-1: no gate)")
 	accessPath := fs.String("access", "", "nginx's access log: one $upstream_addr line per request (concurrency 1)")
 	ups := fs.String("upstreams", "", "with -access: the replicas' upstream names, comma-separated")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, "real", "sim"); err != nil {
 		return err
-	}
-	if *realPath == "" || *simPath == "" {
-		return errors.New("fleetcmp: -real and -sim are required")
 	}
 	real, err := replay.ReadResults(*realPath)
 	if err != nil {

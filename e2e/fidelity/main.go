@@ -111,16 +111,31 @@ func main() {
 	}
 }
 
+// parseFlags parses args into fs and fails, naming them, when a flag in
+// required is left empty.
+func parseFlags(fs *flag.FlagSet, args []string, required ...string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var missing []string
+	for _, name := range required {
+		if fs.Lookup(name).Value.String() == "" {
+			missing = append(missing, "-"+name)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%s: %s required (see -h)", fs.Name(), strings.Join(missing, ", "))
+	}
+	return nil
+}
+
 func realize(args []string) error {
 	fs := flag.NewFlagSet("realize", flag.ContinueOnError)
 	url := fs.String("url", "", "llama-server base URL")
 	in := fs.String("in", "", "generated chat trace")
 	out := fs.String("out", "", "realized trace to write")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, "url", "in", "out"); err != nil {
 		return err
-	}
-	if *url == "" || *in == "" || *out == "" {
-		return errors.New("realize: -url, -in and -out are required")
 	}
 	recs, err := traces.ReadAll(*in, traces.FormatAuto, 0)
 	if err != nil {
