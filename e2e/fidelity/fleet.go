@@ -39,7 +39,6 @@ package main
 
 import (
 	"cmp"
-	"container/heap"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -53,6 +52,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/emirpasic/gods/trees/binaryheap"
 	"github.com/kvsim/kvsim/fleet/router"
 	"github.com/kvsim/kvsim/replay"
 	"github.com/kvsim/kvsim/traces"
@@ -218,8 +218,8 @@ func simTrace(recs []traces.Record, prev map[string]simRequest, c int, gap time.
 		}
 	}
 	out := slices.Clone(recs)
-	var ends endHeap // requests in flight, by end time
-	var outbox []int // granted, waiting for the send gap
+	ends := binaryheap.NewWith(byEnd) // requests in flight, by end time (gods)
+	var outbox []int                  // granted, waiting for the send gap
 	inUse, sent := 0, 0
 	last := int64(math.MinInt64 / 2) // the previous send
 	grant := func() {
@@ -236,8 +236,9 @@ func simTrace(recs []traces.Record, prev map[string]simRequest, c int, gap time.
 		if len(outbox) > 0 {
 			send = max(now, last+int64(gap))
 		}
-		if ends.Len() > 0 && ends[0].at <= send {
-			e := heap.Pop(&ends).(end)
+		if top, ok := ends.Peek(); ok && top.(end).at <= send {
+			ends.Pop()
+			e := top.(end)
 			now = e.at
 			inUse--
 			grant() // the freed slot goes to the queue first
@@ -263,7 +264,7 @@ func simTrace(recs []traces.Record, prev map[string]simRequest, c int, gap time.
 		if p, ok := prev[r.ID]; ok {
 			took = max(p.Finish-p.Arrival, 0)
 		}
-		heap.Push(&ends, end{at: send + took, i: i})
+		ends.Push(end{at: send + took, i: i})
 	}
 	// A trace is in arrival order; a record sent after a later one (it
 	// waited for its Parent) moves behind it.
@@ -277,20 +278,10 @@ type end struct {
 	i  int
 }
 
-// endHeap orders ends by time, then record order.
-type endHeap []end
-
-func (h endHeap) Len() int { return len(h) }
-func (h endHeap) Less(a, b int) bool {
-	return h[a].at < h[b].at || (h[a].at == h[b].at && h[a].i < h[b].i)
-}
-func (h endHeap) Swap(a, b int) { h[a], h[b] = h[b], h[a] }
-func (h *endHeap) Push(x any)   { *h = append(*h, x.(end)) }
-func (h *endHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+// byEnd orders ends by time, then record order.
+func byEnd(a, b any) int {
+	x, y := a.(end), b.(end)
+	return cmp.Or(cmp.Compare(x.at, y.at), cmp.Compare(x.i, y.i))
 }
 
 func simtrace(args []string) error {
