@@ -115,9 +115,7 @@ func (c LlamaCalibrationConfig) validate() error {
 	if c.Repeats < 1 || c.Repeats > 1000 {
 		errs = append(errs, fmt.Errorf("repeats: must be from 1 to 1000 (got %d)", c.Repeats))
 	}
-	if err := c.Vocab.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("vocab: %w", err))
-	}
+	errs = append(errs, c.Vocab.Validate()) // nil when valid: errors.Join drops it
 	return errors.Join(errs...)
 }
 

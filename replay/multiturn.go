@@ -81,9 +81,7 @@ func (c *MultiTurnConfig) Validate() error {
 	if c.ReadyQueue != "" && c.ReadyQueue != "random" && c.ReadyQueue != "fifo" {
 		errs = append(errs, fmt.Errorf("ready-queue-policy: must be random or fifo (got %q)", c.ReadyQueue))
 	}
-	if err := c.Vocab.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("vocab: %w", err))
-	}
+	errs = append(errs, c.Vocab.Validate()) // nil when valid: errors.Join drops it
 	return errors.Join(errs...)
 }
 

@@ -113,9 +113,7 @@ func (c *Config) Validate() error {
 	if c.Drain < 0 {
 		errs = append(errs, fmt.Errorf("drain: must be >= 0 (got %v)", c.Drain))
 	}
-	if err := c.Vocab.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("vocab: %w", err))
-	}
+	errs = append(errs, c.Vocab.Validate()) // nil when valid: errors.Join drops it
 	return errors.Join(errs...)
 }
 

@@ -257,7 +257,7 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 	if err == nil {
 		t.Fatal("Validate() = nil")
 	}
-	for _, want := range []string{"rate:", "distribution:", "speedup:", "max-concurrency:", "timeout:", "vocab:"} {
+	for _, want := range []string{"rate:", "distribution:", "speedup:", "max-concurrency:", "timeout:", "vocab [5, 5)"} {
 		if !contains(err.Error(), want) {
 			t.Errorf("Validate() = %q, lacks %q", err, want)
 		}

@@ -72,9 +72,7 @@ func (c *ChatConfig) Validate() error {
 	if c.Order != "" && c.Order != "random" && c.Order != "fifo" {
 		errs = append(errs, fmt.Errorf("order: must be random or fifo (got %q)", c.Order))
 	}
-	if err := c.Vocab.Validate(); err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, c.Vocab.Validate()) // nil when valid: errors.Join drops it
 	return errors.Join(errs...)
 }
 
@@ -277,9 +275,7 @@ func (c *RoundRobinConfig) Validate() error {
 		return n
 	})
 	checkArrivals(&errs, c.Rate, c.Distribution)
-	if err := c.Vocab.Validate(); err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, c.Vocab.Validate()) // nil when valid: errors.Join drops it
 	return errors.Join(errs...)
 }
 
@@ -357,9 +353,7 @@ func (c *SharedPrefixConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("order: must be grouped or shuffled (got %q)", c.Order))
 	}
 	checkArrivals(&errs, c.Rate, c.Distribution)
-	if err := c.Vocab.Validate(); err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, c.Vocab.Validate()) // nil when valid: errors.Join drops it
 	return errors.Join(errs...)
 }
 
@@ -425,9 +419,7 @@ func (c *WarmCacheConfig) Validate() error {
 			errs = append(errs, fmt.Errorf("pcts[%d]: must be in [0, 100] (got %d)", i, p))
 		}
 	}
-	if err := c.Vocab.Validate(); err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, c.Vocab.Validate()) // nil when valid: errors.Join drops it
 	return errors.Join(errs...)
 }
 
