@@ -782,9 +782,14 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
+	reply := make(chan simMetrics, 1)
+	sm, err := ask(r.Context(), s, command{kind: cmdMetrics, metrics: reply}, reply)
+	if err != nil {
+		apiError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
 	s.statsMu.Lock()
 	st := s.stats
-	st.Extra = append([]metric(nil), s.stats.Extra...)
 	s.statsMu.Unlock()
 	var b bytes.Buffer
 	described := map[string]bool{} // the names whose HELP and TYPE are written
@@ -806,10 +811,10 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	put("kvsim_requests_in_server", "Requests submitted and not finished.", "gauge", "", float64(st.InSystem))
 	put("kvsim_requests_before_first_token", "Requests queued or in prefill (no token yet).", "gauge", "", float64(st.Waiting))
 	put("kvsim_cache_flushes_total", "Successful /flush_cache calls.", "counter", "", float64(st.Flushes))
-	put("kvsim_virtual_time_seconds", "The simulated clock.", "gauge", "", float64(st.VirtualNs)/1e9)
+	put("kvsim_virtual_time_seconds", "The simulated clock.", "gauge", "", float64(sm.virtualNs)/1e9)
 	// By name; a fleet's series of one name stay in replica order.
-	sort.SliceStable(st.Extra, func(i, j int) bool { return st.Extra[i].name < st.Extra[j].name })
-	for _, m := range st.Extra {
+	sort.SliceStable(sm.extra, func(i, j int) bool { return sm.extra[i].name < sm.extra[j].name })
+	for _, m := range sm.extra {
 		put(m.name, m.help, m.kind, m.labels, m.value)
 	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
