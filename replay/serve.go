@@ -30,8 +30,9 @@ type ServeConfig struct {
 	// MaxBodyBytes bounds a request body (default 64 MiB).
 	MaxBodyBytes int64
 	// ShutdownTimeout bounds how long Serve waits for requests in flight
-	// once its context is cancelled (default 10 s); past it connections
-	// are closed.
+	// once its context is cancelled (0: the default, 10 s; negative: no
+	// wait); past it connections are closed and Serve returns a
+	// [*CutError].
 	ShutdownTimeout time.Duration
 	// WriteStall bounds how long one write to a client may block (a client
 	// that stopped reading; default 30 s): past it the connection is
@@ -143,8 +144,11 @@ func NewServer(cfg ServeConfig) (*Server, error) {
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = 64 << 20
 	}
-	if cfg.ShutdownTimeout == 0 {
+	switch {
+	case cfg.ShutdownTimeout == 0:
 		cfg.ShutdownTimeout = 10 * time.Second
+	case cfg.ShutdownTimeout < 0:
+		cfg.ShutdownTimeout = 0
 	}
 	if cfg.WriteStall == 0 {
 		cfg.WriteStall = 30 * time.Second
@@ -153,9 +157,10 @@ func NewServer(cfg ServeConfig) (*Server, error) {
 }
 
 // Serve runs the simulator loop and serves HTTP on ln until ctx is
-// cancelled; then it stops accepting, lets requests in flight finish for
-// ShutdownTimeout, closes what is left and returns nil. Other errors of
-// the listener are returned.
+// cancelled; then it stops accepting and lets requests in flight finish
+// for ShutdownTimeout. It returns nil when they all finished, else closes
+// their connections and returns a [*CutError] counting them. Other errors
+// of the listener are returned.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	loopCtx, stopLoop := context.WithCancel(context.Background())
 	loopDone := make(chan error, 1)
@@ -172,7 +177,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 		sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 		if hs.Shutdown(sctx) != nil {
+			cut := s.inFlight.Load()
 			hs.Close()
+			if cut > 0 {
+				err = &CutError{Requests: cut, Timeout: s.cfg.ShutdownTimeout}
+			}
 		}
 		cancel()
 	case err = <-served:
@@ -189,6 +198,22 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		err = nil
 	}
 	return err
+}
+
+// CutError is Serve's error when generation requests were still in
+// flight at the end of the shutdown timeout: their connections were
+// closed, their streams cut.
+type CutError struct {
+	Requests int64         // requests cut
+	Timeout  time.Duration // the shutdown timeout they did not finish in
+}
+
+func (e *CutError) Error() string {
+	noun := "requests"
+	if e.Requests == 1 {
+		noun = "request"
+	}
+	return fmt.Sprintf("%d %s in flight cut: not finished within the shutdown timeout of %v", e.Requests, noun, e.Timeout)
 }
 
 // loop owns the simulator.

@@ -488,6 +488,8 @@ func sessionKey(r *http.Request) string {
 
 // serveGen submits a generation and streams (or returns) its result.
 func (s *Server) serveGen(w http.ResponseWriter, r *http.Request, prompt []int32, n int, g *genStream) {
+	s.inFlight.Add(1)
+	defer s.inFlight.Add(-1)
 	j := &job{prompt: prompt, n: n, out: OutputTokens(prompt, n, s.cfg.Sim.OutputVocab), session: sessionKey(r), notify: make(chan struct{}, 1)}
 	ctx := r.Context()
 	if err := s.submit(ctx, j); err != nil {

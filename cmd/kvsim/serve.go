@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -29,7 +30,9 @@ Answers SGLang's and OpenAI's HTTP APIs from the simulated server of --config
 ids are a deterministic function of the prompt, so clients that echo them get
 exact cache hits. --time-scale 1 streams tokens at their simulated times; 0
 answers as fast as possible (virtual time stands still between requests).
-Ctrl-C stops accepting, lets requests in flight finish, and exits.
+Ctrl-C (or SIGTERM) stops accepting and lets requests in flight finish for
+--shutdown-timeout, then exits 0; requests still in flight then are cut, their
+number said on stderr, and it exits 1.
 See docs/replay.md.
 `
 
@@ -48,7 +51,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	cfgPath := fs.String("config", "", "the simulated server (TOML); default: the bundled default")
 	addr := fs.String("addr", "127.0.0.1:30000", "address to listen on")
 	scale := fs.Float64("time-scale", 1, "wall seconds per simulated second: 1 real time, 0 as fast as possible")
-	shutdown := fs.Duration("shutdown-timeout", 10*time.Second, "on Ctrl-C, how long requests in flight may finish")
+	shutdown := fs.Duration("shutdown-timeout", 10*time.Second, "on Ctrl-C, how long requests in flight may finish (0: cut them at once); those still in flight are cut and the exit code is 1")
 	if code, ok := fs.parse(args); !ok {
 		return code
 	}
@@ -76,6 +79,11 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	serveReady(ln.Addr().String())
 	if err := srv.Serve(ctx, ln); err != nil {
+		var cut *replay.CutError
+		if errors.As(err, &cut) {
+			fmt.Fprintf(stderr, "kvsim serve: stopped; %v (--shutdown-timeout)\n", err)
+			return exitFail
+		}
 		fmt.Fprintf(stderr, "kvsim serve: %v\n", err)
 		return exitFail
 	}
@@ -88,6 +96,9 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 // fleet behind its router as one engine. banner describes it.
 func buildServe(path string, scale float64, shutdown time.Duration) (*replay.Server, string, error) {
 	cfg := replay.ServeConfig{TimeScale: scale, Version: version, ShutdownTimeout: shutdown}
+	if shutdown == 0 {
+		cfg.ShutdownTimeout = -1 // no wait (ServeConfig's 0 is its default)
+	}
 	f, err := loadFile(path)
 	if err != nil {
 		return nil, "", err

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"net"
 	"net/http"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -246,5 +248,48 @@ func TestServeCLIFleet(t *testing.T) {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("/metrics lacks %q:\n%s", want, b)
 		}
+	}
+}
+
+// Ctrl-C lets a stream in flight finish within --shutdown-timeout and
+// exits 0; a stream that does not finish in it is cut, counted on stderr,
+// and the exit code is 1 (it used to be 0, with "stopped" alone).
+func TestServeCLIShutdownCutsStreams(t *testing.T) {
+	for _, tc := range []struct {
+		name, timeout string
+		tokens        int
+		code          int
+		stderr        string
+	}{
+		// 50 tokens at real time: ~0.1 s of decode steps.
+		{"finished", "30s", 50, exitOK, "kvsim serve: stopped\n"},
+		// 10,000 tokens: ~20 s.
+		{"cut", "200ms", 10000, exitFail, "stopped; 1 request in flight cut: not finished within the shutdown timeout of 200ms"},
+		{"cut-at-once", "0s", 10000, exitFail, "stopped; 1 request in flight cut: not finished within the shutdown timeout of 0s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr, stop := startListening(t, "serve", listenHooks{&serveSignalContext, &serveListen, &serveReady},
+				"--config", simConfig, "--time-scale", "1", "--shutdown-timeout", tc.timeout)
+			defer stop()
+			resp, err := http.Post("http://"+addr+"/generate", "application/json",
+				strings.NewReader(`{"input_ids":[1,2,3],"stream":true,"sampling_params":{"max_new_tokens":`+strconv.Itoa(tc.tokens)+`}}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			br := bufio.NewReader(resp.Body)
+			if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "data: {") {
+				t.Fatalf("the stream's first line: %q, %v", line, err)
+			}
+			bodyc := make(chan string, 1)
+			go func() { b, _ := io.ReadAll(br); bodyc <- string(b) }()
+			code, stderr := stop()
+			if code != tc.code || !strings.Contains(stderr, tc.stderr) {
+				t.Errorf("exit %d, stderr %q; want %d and %q", code, stderr, tc.code, tc.stderr)
+			}
+			if body := <-bodyc; strings.Contains(body, "[DONE]") != (tc.code == exitOK) {
+				t.Errorf("stream ended with [DONE] = %v, want %v", strings.Contains(body, "[DONE]"), tc.code == exitOK)
+			}
+		})
 	}
 }
