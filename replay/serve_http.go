@@ -20,8 +20,8 @@ import (
 )
 
 // Handler returns the server's HTTP handler: SGLang's POST /generate,
-// /flush_cache, GET /server_info, /get_server_info, /health,
-// /health_generate; OpenAI's POST /v1/completions, /v1/chat/completions and
+// /flush_cache, GET /server_info, /get_server_info, /get_model_info,
+// /health, /health_generate; OpenAI's POST /v1/completions, /v1/chat/completions and
 // GET /v1/models; and GET /metrics (Prometheus text format).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -34,6 +34,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {})
 	mux.HandleFunc("GET /health_generate", func(w http.ResponseWriter, r *http.Request) {})
 	mux.HandleFunc("GET /v1/models", s.handleModels)
+	mux.HandleFunc("GET /get_model_info", s.handleModelInfo)
 	mux.HandleFunc("GET /metrics", s.handleMetrics)
 	return mux
 }
@@ -780,6 +781,19 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 	b.WriteString(`,"object":"model","created":0,"owned_by":"kvsim","root":`)
 	appendJSONString(&b, s.model())
 	b.WriteString("}]}\n")
+	w.Write(b.Bytes())
+}
+
+// handleModelInfo answers SGLang's /get_model_info: the served model's
+// name as its path and tokenizer's path, a generation model.
+func (s *Server) handleModelInfo(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	var b bytes.Buffer
+	b.WriteString(`{"model_path":`)
+	appendJSONString(&b, s.model())
+	b.WriteString(`,"tokenizer_path":`)
+	appendJSONString(&b, s.model())
+	b.WriteString(`,"is_generation":true}` + "\n")
 	w.Write(b.Bytes())
 }
 

@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"time"
 
+	"github.com/kvsim/kvsim/configs"
+	"github.com/kvsim/kvsim/internal/fielderr"
 	"github.com/kvsim/kvsim/replay"
 )
 
@@ -26,7 +29,7 @@ Answers SGLang's and OpenAI's HTTP APIs from the simulated server of --config
 (default: the bundled configs/default.toml), or, for a fleet file
 ([[fleet.groups]]), from the whole fleet behind its router, one endpoint: POST /generate, /v1/completions,
 /v1/chat/completions (streaming or not), /flush_cache, GET /server_info,
-/get_server_info, /health, /v1/models and /metrics (Prometheus). Output token
+/get_server_info, /get_model_info, /health, /v1/models and /metrics (Prometheus). Output token
 ids are a deterministic function of the prompt, so clients that echo them get
 exact cache hits. --time-scale 1 streams tokens at their simulated times; 0
 answers as fast as possible (virtual time stands still between requests).
@@ -109,6 +112,9 @@ func buildServe(path string, scale float64, shutdown time.Duration) (*replay.Ser
 		if err != nil {
 			return nil, "", err
 		}
+		if err := oneModel(path, b.Groups); err != nil {
+			return nil, "", err
+		}
 		cfg.Sim = sc
 		cfg.Info = map[string]any{"kvsim_config": path, "kvsim_fleet": b.Describe, "kvsim_router_policy": b.Factory.Router.Policy.String()}
 		policy := b.Factory.Router.Policy.String()
@@ -134,4 +140,38 @@ func buildServe(path string, scale float64, shutdown time.Duration) (*replay.Ser
 func validHostPort(addr string) bool {
 	_, _, err := net.SplitHostPort(addr)
 	return err == nil
+}
+
+// oneModel refuses a fleet whose groups run different models, at the
+// first group (of the file at path) whose model differs from the first
+// group's. SGLang's router sends a request that names a model only to
+// that model's workers, under a policy of its own (fleet-spec 1.1), while
+// kvsim's fleet routes every request over every replica; kvsim serve
+// would serve them all under one name.
+func oneModel(path string, groups []configs.FleetGroupFile) error {
+	first := groups[0]
+	for i, g := range groups {
+		if g.File.Model.Name == first.File.Model.Name {
+			continue
+		}
+		key := fielderr.Key("fleet", "groups").At(i).Key("set")
+		err := fielderr.New(key, "group %q runs model %q, group %q model %q: kvsim serve serves one model (its /v1/models, the \"model\" of its responses); SGLang's router sends a request naming a model to that model's replicas only, which kvsim's fleet does not model (it routes over every replica). Serve each model's groups from a fleet file of their own",
+			g.Name, g.File.Model.Name, first.Name, first.File.Model.Name)
+		return placeKey(path, key, err)
+	}
+	return nil
+}
+
+// placeKey returns err at the line and column where key is written in the
+// TOML file at path (at the file alone when it cannot say).
+func placeKey(path string, key fielderr.Path, err error) error {
+	at := &fielderr.At{File: path, Err: err}
+	if data, rerr := os.ReadFile(path); rerr == nil {
+		if ps, perr := configs.KeyPositions(data); perr == nil {
+			if p, ok := ps.Find(key); ok {
+				at.Line, at.Col = p.Line, p.Col
+			}
+		}
+	}
+	return at
 }
