@@ -137,7 +137,7 @@ func TestServeFlushKeepsCounters(t *testing.T) {
 // 0, through HTTP: its cost should barely grow with n (routing scans the
 // replicas; serve used to read every replica's metrics at every step).
 func BenchmarkServeFleetRequest(b *testing.B) {
-	for _, n := range []int{16, 1024} {
+	for _, n := range []int{16, 1024, 4096} {
 		b.Run(fmt.Sprintf("replicas=%d", n), func(b *testing.B) {
 			url, _ := startFleetServer(b, n)
 			i := 0
