@@ -229,13 +229,8 @@ func (s *Server) loop(ctx context.Context) error {
 		}
 	}()
 	for {
-		// Virtual time now.
-		if l.scale > 0 {
-			if v := l.vOf(time.Now()) - l.base; v > l.o.Now() {
-				if err := l.runUntil(v); err != nil {
-					return err
-				}
-			}
+		if err := l.catchUp(); err != nil {
+			return err
 		}
 		if err := l.drain(); err != nil {
 			return err
@@ -277,6 +272,17 @@ func (l *serveLoop) vOf(w time.Time) engine.Time {
 // wallOf maps an absolute virtual time to its wall time.
 func (l *serveLoop) wallOf(v engine.Time) time.Time {
 	return l.wall0.Add(time.Duration(float64(v) * l.scale))
+}
+
+// catchUp runs the engine to the virtual time the wall clock stands for
+// (TimeScale > 0; at 0 virtual time moves only with events).
+func (l *serveLoop) catchUp() error {
+	if l.scale > 0 {
+		if v := l.vOf(time.Now()) - l.base; v > l.o.Now() {
+			return l.runUntil(v)
+		}
+	}
+	return nil
 }
 
 // runUntil advances the engine to virtual time v (of the engine) and
@@ -337,6 +343,9 @@ func (l *serveLoop) handle(c command) error {
 	case cmdFlush:
 		c.reply <- l.flush()
 	case cmdMetrics:
+		if err := l.catchUp(); err != nil {
+			return err
+		}
 		c.metrics <- simMetrics{extra: l.carried.apply(engineMetrics(l.o)), virtualNs: int64(l.base + l.o.Now())}
 	}
 	return nil
