@@ -36,7 +36,7 @@ func (f *Fleet) online(collect, closed bool) (*Online, error) {
 	f.ran = true
 	r := &run{
 		f: f, collect: collect, stats: &f.stats, lastTok: make([]map[string]engine.Time, len(f.engines)),
-		due: make([]engine.Time, len(f.engines)), area: make([]int64, len(f.engines)), l3Hit: make([]int64, len(f.engines)), maxIn: make([]int, len(f.engines)), open: make([]int, len(f.engines)), start: engine.Never,
+		due: newDueTimes(len(f.engines)), area: make([]int64, len(f.engines)), l3Hit: make([]int64, len(f.engines)), maxIn: make([]int, len(f.engines)), open: make([]int, len(f.engines)), start: engine.Never,
 	}
 	for i, e := range f.engines {
 		if f.gaps[i] {

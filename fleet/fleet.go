@@ -212,10 +212,12 @@ type run struct {
 	// due is each replica's next event time (engine.Never when it has
 	// none) as its engine's Next gave it after the fleet's last call that
 	// could change it (a Submit, a RunUntil), so that finding the next
-	// instant reads one slice instead of asking every engine. A
-	// disaggregated fleet's replicas are driven from more places
-	// (pdrun.go): it asks them all at every instant ([run.nextInstant]).
-	due []engine.Time
+	// instant asks no engine (due.go). A disaggregated fleet's replicas
+	// are driven from more places (pdrun.go): it asks them all at every
+	// instant ([run.nextInstant]).
+	due *dueTimes
+	// running is runReplicas' list of the replicas due now (reused).
+	running []int
 	// area is the in-flight count x ns per replica. A regular fleet keeps
 	// it as its requests are routed and finish, each adding its finish
 	// time less its routing time (the same integral as accruing at every
@@ -240,14 +242,12 @@ func (r *run) nextInstant() (engine.Time, bool) {
 		t, ok = engine.Time(r.pending.Peek().Arrival), true
 	}
 	if r.pd != nil {
-		for i := range r.due {
+		for i := range r.due.at {
 			r.refresh(i)
 		}
 	}
-	for _, at := range r.due {
-		if at < t {
-			t, ok = at, true
-		}
+	if at, has := r.due.next(); has && at < t {
+		t, ok = at, true
 	}
 	if r.loop != nil {
 		if at, has := r.loop.next(); has && at < t {
@@ -277,7 +277,7 @@ func (r *run) refresh(i int) {
 	if !has {
 		at = engine.Never
 	}
-	r.due[i] = at
+	r.due.set(i, at)
 }
 
 // accrue moves the clock to t, accruing each replica's in-flight area
@@ -374,10 +374,8 @@ func (r *run) routeArrivals() error {
 // their token gaps and completions, tells the router of the latter and
 // passes every event on to the caller of RunUntil.
 func (r *run) runReplicas() error {
-	for i, at := range r.due {
-		if at > r.now {
-			continue
-		}
+	r.running = r.due.takeDue(r.now, r.running[:0])
+	for _, i := range r.running {
 		evs, err := r.f.engines[i].RunUntil(r.now)
 		if err != nil {
 			return fmt.Errorf("fleet: replica %d: %w", i, err)

@@ -41,8 +41,8 @@ func (r *run) checkInvariants() {
 			if !has {
 				at = engine.Never
 			}
-			if r.due[i] != at {
-				panic(fmt.Sprintf("fleet: at %d ns replica %d's next event is at %d ns, the fleet has it at %d ns", r.now, i, at, r.due[i]))
+			if r.due.at[i] != at {
+				panic(fmt.Sprintf("fleet: at %d ns replica %d's next event is at %d ns, the fleet has it at %d ns", r.now, i, at, r.due.at[i]))
 			}
 		}
 		if in, open := r.f.inFlight(i), r.open[i]; r.pd == nil && in != open {

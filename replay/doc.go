@@ -98,7 +98,10 @@
 // their simulated times scaled to the wall clock, or as fast as possible;
 // output ids are [OutputTokens] of the prompt, as in SimTarget, so a
 // closed-loop replay against it reproduces the in-process target's cached
-// tokens exactly. [Proxy] forwards to a server and writes every
+// tokens exactly. Its /metrics asks the loop for the engine's series when
+// a client reads them (never at a step), and its counters survive
+// /flush_cache; a shutdown that cuts requests returns a [CutError].
+// [Proxy] forwards to a server and writes every
 // generation request, with what it measured, to a kvsim trace.
 // [Compare] sets two runs side by side (every metric, per-request MAPE
 // and Pearson r, hit-rate difference); [ResultsFromTrace] reads a

@@ -7,9 +7,9 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	"github.com/kvsim/kvsim/fleet"
 	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/traces"
 )
@@ -30,8 +30,9 @@ type ServeConfig struct {
 	// MaxBodyBytes bounds a request body (default 64 MiB).
 	MaxBodyBytes int64
 	// ShutdownTimeout bounds how long Serve waits for requests in flight
-	// once its context is cancelled (default 10 s); past it connections
-	// are closed.
+	// once its context is cancelled (0: the default, 10 s; negative: no
+	// wait); past it connections are closed and Serve returns a
+	// [*CutError].
 	ShutdownTimeout time.Duration
 	// WriteStall bounds how long one write to a client may block (a client
 	// that stopped reading; default 30 s): past it the connection is
@@ -66,6 +67,12 @@ type Server struct {
 	statsMu sync.Mutex
 	stats   serverStats
 
+	// inFlight counts the generation handlers running (serveGen), so that
+	// a shutdown can say how many it cut.
+	inFlight atomic.Int64
+	// loopDone is closed when the simulator loop has returned.
+	loopDone chan struct{}
+
 	nextRID uint64
 	ridMu   sync.Mutex
 }
@@ -76,15 +83,6 @@ type serverStats struct {
 	PromptTokens, GenTokens                         int64
 	Cached, CachedDevice, CachedHost, CachedStorage int64
 	InSystem, Waiting                               int64
-	VirtualNs                                       int64
-	// From the simulator, when it offers them (see extraStats).
-	Extra []metric
-}
-
-type metric struct {
-	name, help, kind string
-	labels           string // `{k="v",...}` or ""
-	value            float64
 }
 
 type commandKind int
@@ -92,12 +90,14 @@ type commandKind int
 const (
 	cmdSubmit commandKind = 1 + iota
 	cmdFlush
+	cmdMetrics
 )
 
 type command struct {
-	kind  commandKind
-	job   *job
-	reply chan error
+	kind    commandKind
+	job     *job
+	reply   chan error
+	metrics chan simMetrics // cmdMetrics
 }
 
 // job is one request inside the server: the handler fills the input, the
@@ -144,23 +144,31 @@ func NewServer(cfg ServeConfig) (*Server, error) {
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = 64 << 20
 	}
-	if cfg.ShutdownTimeout == 0 {
+	switch {
+	case cfg.ShutdownTimeout == 0:
 		cfg.ShutdownTimeout = 10 * time.Second
+	case cfg.ShutdownTimeout < 0:
+		cfg.ShutdownTimeout = 0
 	}
 	if cfg.WriteStall == 0 {
 		cfg.WriteStall = 30 * time.Second
 	}
-	return &Server{cfg: cfg, cmds: make(chan command, 1024)}, nil
+	return &Server{cfg: cfg, cmds: make(chan command, 1024), loopDone: make(chan struct{})}, nil
 }
 
 // Serve runs the simulator loop and serves HTTP on ln until ctx is
-// cancelled; then it stops accepting, lets requests in flight finish for
-// ShutdownTimeout, closes what is left and returns nil. Other errors of
-// the listener are returned.
+// cancelled; then it stops accepting and lets requests in flight finish
+// for ShutdownTimeout. It returns nil when they all finished, else closes
+// their connections and returns a [*CutError] counting them. Other errors
+// of the listener are returned.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	loopCtx, stopLoop := context.WithCancel(context.Background())
 	loopDone := make(chan error, 1)
-	go func() { loopDone <- s.loop(loopCtx) }()
+	go func() {
+		err := s.loop(loopCtx)
+		close(s.loopDone)
+		loopDone <- err
+	}()
 	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 30 * time.Second, ReadTimeout: serveReadTimeout, IdleTimeout: serveIdleTimeout}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
@@ -169,7 +177,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 		sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 		if hs.Shutdown(sctx) != nil {
+			cut := s.inFlight.Load()
 			hs.Close()
+			if cut > 0 {
+				err = &CutError{Requests: cut, Timeout: s.cfg.ShutdownTimeout}
+			}
 		}
 		cancel()
 	case err = <-served:
@@ -188,31 +200,41 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
+// CutError is Serve's error when generation requests were still in
+// flight at the end of the shutdown timeout: their connections were
+// closed, their streams cut.
+type CutError struct {
+	Requests int64         // requests cut
+	Timeout  time.Duration // the shutdown timeout they did not finish in
+}
+
+func (e *CutError) Error() string {
+	noun := "requests"
+	if e.Requests == 1 {
+		noun = "request"
+	}
+	return fmt.Sprintf("%d %s in flight cut: not finished within the shutdown timeout of %v", e.Requests, noun, e.Timeout)
+}
+
 // loop owns the simulator.
 func (s *Server) loop(ctx context.Context) error {
 	o, err := newEngine(s.cfg.Sim.Engine)
 	if err != nil {
 		return err
 	}
-	l := &serveLoop{s: s, o: o, jobs: map[string]*job{}, touched: map[*job]bool{}, scale: s.cfg.TimeScale, wall0: time.Now()}
+	l := &serveLoop{s: s, o: o, jobs: map[string]*job{}, touched: map[*job]bool{}, scale: s.cfg.TimeScale, wall0: time.Now(), carried: newCarried()}
 	defer func() {
 		if l.timer != nil {
 			l.timer.Stop()
 		}
 	}()
 	for {
-		// Virtual time now.
-		if l.scale > 0 {
-			if v := l.vOf(time.Now()) - l.base; v > l.o.Now() {
-				if err := l.runUntil(v); err != nil {
-					return err
-				}
-			}
+		if err := l.catchUp(); err != nil {
+			return err
 		}
 		if err := l.drain(); err != nil {
 			return err
 		}
-		l.noteTime()
 		next, ok := l.o.Next()
 		var done bool
 		if l.scale == 0 {
@@ -238,6 +260,8 @@ type serveLoop struct {
 	scale   float64
 	wall0   time.Time
 	timer   *time.Timer
+	// carried holds the counters of the engines /flush_cache replaced.
+	carried *carried
 }
 
 // vOf maps a wall time to the virtual time it stands for.
@@ -248,6 +272,17 @@ func (l *serveLoop) vOf(w time.Time) engine.Time {
 // wallOf maps an absolute virtual time to its wall time.
 func (l *serveLoop) wallOf(v engine.Time) time.Time {
 	return l.wall0.Add(time.Duration(float64(v) * l.scale))
+}
+
+// catchUp runs the engine to the virtual time the wall clock stands for
+// (TimeScale > 0; at 0 virtual time moves only with events).
+func (l *serveLoop) catchUp() error {
+	if l.scale > 0 {
+		if v := l.vOf(time.Now()) - l.base; v > l.o.Now() {
+			return l.runUntil(v)
+		}
+	}
+	return nil
 }
 
 // runUntil advances the engine to virtual time v (of the engine) and
@@ -307,6 +342,11 @@ func (l *serveLoop) handle(c command) error {
 		return l.submit(c.job)
 	case cmdFlush:
 		c.reply <- l.flush()
+	case cmdMetrics:
+		if err := l.catchUp(); err != nil {
+			return err
+		}
+		c.metrics <- simMetrics{extra: l.carried.apply(engineMetrics(l.o)), virtualNs: int64(l.base + l.o.Now())}
 	}
 	return nil
 }
@@ -332,6 +372,8 @@ func (l *serveLoop) submit(j *job) error {
 
 // flush replaces the engine by a fresh one (an empty cache) that starts
 // at the current virtual time; it refuses while requests run or wait.
+// The old engine's counters are carried on (l.carried): no counter of
+// /metrics goes back at a flush.
 func (l *serveLoop) flush() error {
 	if len(l.jobs) > 0 {
 		return fmt.Errorf("%d requests running or waiting", len(l.jobs))
@@ -340,21 +382,13 @@ func (l *serveLoop) flush() error {
 	if err != nil {
 		return err
 	}
+	l.carried.add(engineMetrics(l.o))
 	l.base += l.o.Now()
 	l.o = fresh
 	l.s.statsMu.Lock()
 	l.s.stats.Flushes++
 	l.s.statsMu.Unlock()
 	return nil
-}
-
-// noteTime publishes the virtual time and the engine's own counters.
-func (l *serveLoop) noteTime() {
-	s := l.s
-	s.statsMu.Lock()
-	s.stats.VirtualNs = int64(l.base + l.o.Now())
-	s.extraStats(l.o)
-	s.statsMu.Unlock()
 }
 
 // waitFast is a step of the loop at time scale 0 (as fast as possible):
@@ -434,76 +468,6 @@ func (s *Server) account(e engine.Event) {
 	s.stats.CachedStorage += r.CachedStorage
 }
 
-// What /metrics reports of an engine that offers it (sim.Online does):
-// its counters, its evictions (device tokens deleted, demoted to host,
-// host tokens evicted) and its queues.
-type (
-	counterer  interface{ Counters() engine.Counters }
-	evictioner interface {
-		Evictions() (deviceDeleted, demoted, hostEvicted int64)
-	}
-	queuer interface{ Queue() (waiting, running int) }
-	// fleeter is a fleet of engines behind a router (fleet.Online).
-	fleeter interface {
-		Replicas() int
-		Replica(i int) engine.Engine
-		Group(i int) string
-		Routed(i int) int64
-		InFlight(i int) int
-		Decisions() []fleet.DecisionCount
-	}
-)
-
-// extraStats refreshes the metrics taken from the simulator itself, those
-// it offers (statsMu held).
-func (s *Server) extraStats(o engine.Engine) {
-	s.stats.Extra = s.stats.Extra[:0]
-	f, ok := o.(fleeter)
-	if !ok {
-		s.engineStats(o, "")
-		return
-	}
-	// A fleet: the router's series, and each replica's under its labels.
-	for _, d := range f.Decisions() {
-		s.stats.Extra = append(s.stats.Extra, metric{"kvsim_router_decisions_total", "Routing decisions by the branch of the policy that decided.", "counter", fmt.Sprintf("{reason=%q}", d.Reason), float64(d.Count)})
-	}
-	for i := range f.Replicas() {
-		labels := fmt.Sprintf("{replica=\"%d\",group=%q}", i, f.Group(i))
-		s.stats.Extra = append(s.stats.Extra,
-			metric{"kvsim_replica_requests_routed_total", "Requests the router sent to the replica.", "counter", labels, float64(f.Routed(i))},
-			metric{"kvsim_replica_requests_in_flight", "The router's in-flight count to the replica.", "gauge", labels, float64(f.InFlight(i))})
-		s.engineStats(f.Replica(i), labels)
-	}
-}
-
-// engineStats adds the metrics one engine offers, under labels (statsMu
-// held).
-func (s *Server) engineStats(o engine.Engine, labels string) {
-	add := func(name, help, kind string, v float64) {
-		s.stats.Extra = append(s.stats.Extra, metric{name, help, kind, labels, v})
-	}
-	if o, ok := o.(counterer); ok {
-		k := o.Counters()
-		add("kvsim_load_back_tokens_total", "Tokens loaded back from host to device since the last flush.", "counter", float64(k.LoadBackTokens))
-		add("kvsim_write_through_tokens_total", "Tokens copied device to host by write-through since the last flush.", "counter", float64(k.WriteThroughTokens))
-		add("kvsim_write_back_tokens_total", "Tokens written back to host at eviction since the last flush.", "counter", float64(k.WriteBackTokens))
-		add("kvsim_retractions_total", "Decode retractions since the last flush.", "counter", float64(k.Retractions))
-		add("kvsim_prefill_batches_total", "Prefill forwards since the last flush.", "counter", float64(k.PrefillBatches))
-		add("kvsim_decode_steps_total", "Decode steps since the last flush.", "counter", float64(k.DecodeSteps))
-	}
-	if o, ok := o.(evictioner); ok {
-		del, dem, host := o.Evictions()
-		add("kvsim_device_evicted_tokens_total", "Device tokens evicted (deleted or demoted to host) since the last flush.", "counter", float64(del+dem))
-		add("kvsim_demoted_tokens_total", "Device tokens evicted to a host copy since the last flush.", "counter", float64(dem))
-		add("kvsim_host_evicted_tokens_total", "Host tokens evicted since the last flush.", "counter", float64(host))
-	}
-	if o, ok := o.(queuer); ok {
-		w, r := o.Queue()
-		add("kvsim_queue_waiting", "Requests in the scheduler's waiting queue.", "gauge", float64(w))
-		add("kvsim_queue_running", "Requests in the running (decode) batch.", "gauge", float64(r))
-	}
-}
-
 // submit hands a job to the loop.
 func (s *Server) submit(ctx context.Context, j *job) error {
 	select {
@@ -517,15 +481,9 @@ func (s *Server) submit(ctx context.Context, j *job) error {
 // flush asks the loop for a fresh simulator.
 func (s *Server) flush(ctx context.Context) error {
 	reply := make(chan error, 1)
-	select {
-	case s.cmds <- command{kind: cmdFlush, reply: reply}:
-	case <-ctx.Done():
-		return ctx.Err()
+	err, aerr := ask(ctx, s, command{kind: cmdFlush, reply: reply}, reply)
+	if aerr != nil {
+		return aerr
 	}
-	select {
-	case err := <-reply:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return err
 }

@@ -20,8 +20,8 @@ import (
 )
 
 // Handler returns the server's HTTP handler: SGLang's POST /generate,
-// /flush_cache, GET /server_info, /get_server_info, /health,
-// /health_generate; OpenAI's POST /v1/completions, /v1/chat/completions and
+// /flush_cache, GET /server_info, /get_server_info, /get_model_info,
+// /health, /health_generate; OpenAI's POST /v1/completions, /v1/chat/completions and
 // GET /v1/models; and GET /metrics (Prometheus text format).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -34,6 +34,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {})
 	mux.HandleFunc("GET /health_generate", func(w http.ResponseWriter, r *http.Request) {})
 	mux.HandleFunc("GET /v1/models", s.handleModels)
+	mux.HandleFunc("GET /get_model_info", s.handleModelInfo)
 	mux.HandleFunc("GET /metrics", s.handleMetrics)
 	return mux
 }
@@ -488,6 +489,8 @@ func sessionKey(r *http.Request) string {
 
 // serveGen submits a generation and streams (or returns) its result.
 func (s *Server) serveGen(w http.ResponseWriter, r *http.Request, prompt []int32, n int, g *genStream) {
+	s.inFlight.Add(1)
+	defer s.inFlight.Add(-1)
 	j := &job{prompt: prompt, n: n, out: OutputTokens(prompt, n, s.cfg.Sim.OutputVocab), session: sessionKey(r), notify: make(chan struct{}, 1)}
 	ctx := r.Context()
 	if err := s.submit(ctx, j); err != nil {
@@ -781,10 +784,28 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 	w.Write(b.Bytes())
 }
 
+// handleModelInfo answers SGLang's /get_model_info: the served model's
+// name as its path and tokenizer's path, a generation model.
+func (s *Server) handleModelInfo(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	var b bytes.Buffer
+	b.WriteString(`{"model_path":`)
+	appendJSONString(&b, s.model())
+	b.WriteString(`,"tokenizer_path":`)
+	appendJSONString(&b, s.model())
+	b.WriteString(`,"is_generation":true}` + "\n")
+	w.Write(b.Bytes())
+}
+
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
+	reply := make(chan simMetrics, 1)
+	sm, err := ask(r.Context(), s, command{kind: cmdMetrics, metrics: reply}, reply)
+	if err != nil {
+		apiError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
 	s.statsMu.Lock()
 	st := s.stats
-	st.Extra = append([]metric(nil), s.stats.Extra...)
 	s.statsMu.Unlock()
 	var b bytes.Buffer
 	described := map[string]bool{} // the names whose HELP and TYPE are written
@@ -806,10 +827,10 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	put("kvsim_requests_in_server", "Requests submitted and not finished.", "gauge", "", float64(st.InSystem))
 	put("kvsim_requests_before_first_token", "Requests queued or in prefill (no token yet).", "gauge", "", float64(st.Waiting))
 	put("kvsim_cache_flushes_total", "Successful /flush_cache calls.", "counter", "", float64(st.Flushes))
-	put("kvsim_virtual_time_seconds", "The simulated clock.", "gauge", "", float64(st.VirtualNs)/1e9)
+	put("kvsim_virtual_time_seconds", "The simulated clock.", "gauge", "", float64(sm.virtualNs)/1e9)
 	// By name; a fleet's series of one name stay in replica order.
-	sort.SliceStable(st.Extra, func(i, j int) bool { return st.Extra[i].name < st.Extra[j].name })
-	for _, m := range st.Extra {
+	sort.SliceStable(sm.extra, func(i, j int) bool { return sm.extra[i].name < sm.extra[j].name })
+	for _, m := range sm.extra {
 		put(m.name, m.help, m.kind, m.labels, m.value)
 	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")

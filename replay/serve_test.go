@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvsim/kvsim/replay/replaytest"
 	"github.com/kvsim/kvsim/sim"
 	"github.com/kvsim/kvsim/traces"
 )
@@ -129,23 +130,8 @@ func TestServeEchoedOutputIDsHit(t *testing.T) {
 	}
 }
 
-func httpDo(t testing.TB, method, url, body string) (int, string) {
-	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.StatusCode, string(b)
-}
+// httpDo is replaytest.Do.
+var httpDo = replaytest.Do
 
 // waitMetrics polls the server's /metrics every 10 ms until it contains
 // every line of want, failing with why and the last metrics after timeout.

@@ -2,12 +2,16 @@ package main
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"time"
 
+	"github.com/kvsim/kvsim/configs"
+	"github.com/kvsim/kvsim/internal/fielderr"
 	"github.com/kvsim/kvsim/replay"
 )
 
@@ -25,11 +29,13 @@ Answers SGLang's and OpenAI's HTTP APIs from the simulated server of --config
 (default: the bundled configs/default.toml), or, for a fleet file
 ([[fleet.groups]]), from the whole fleet behind its router, one endpoint: POST /generate, /v1/completions,
 /v1/chat/completions (streaming or not), /flush_cache, GET /server_info,
-/get_server_info, /health, /v1/models and /metrics (Prometheus). Output token
+/get_server_info, /get_model_info, /health, /v1/models and /metrics (Prometheus). Output token
 ids are a deterministic function of the prompt, so clients that echo them get
 exact cache hits. --time-scale 1 streams tokens at their simulated times; 0
 answers as fast as possible (virtual time stands still between requests).
-Ctrl-C stops accepting, lets requests in flight finish, and exits.
+Ctrl-C (or SIGTERM) stops accepting and lets requests in flight finish for
+--shutdown-timeout, then exits 0; requests still in flight then are cut, their
+number said on stderr, and it exits 1.
 See docs/replay.md.
 `
 
@@ -48,7 +54,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	cfgPath := fs.String("config", "", "the simulated server (TOML); default: the bundled default")
 	addr := fs.String("addr", "127.0.0.1:30000", "address to listen on")
 	scale := fs.Float64("time-scale", 1, "wall seconds per simulated second: 1 real time, 0 as fast as possible")
-	shutdown := fs.Duration("shutdown-timeout", 10*time.Second, "on Ctrl-C, how long requests in flight may finish")
+	shutdown := fs.Duration("shutdown-timeout", 10*time.Second, "on Ctrl-C, how long requests in flight may finish (0: cut them at once); those still in flight are cut and the exit code is 1")
 	if code, ok := fs.parse(args); !ok {
 		return code
 	}
@@ -76,6 +82,11 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	serveReady(ln.Addr().String())
 	if err := srv.Serve(ctx, ln); err != nil {
+		var cut *replay.CutError
+		if errors.As(err, &cut) {
+			fmt.Fprintf(stderr, "kvsim serve: stopped; %v (--shutdown-timeout)\n", err)
+			return exitFail
+		}
 		fmt.Fprintf(stderr, "kvsim serve: %v\n", err)
 		return exitFail
 	}
@@ -88,6 +99,9 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 // fleet behind its router as one engine. banner describes it.
 func buildServe(path string, scale float64, shutdown time.Duration) (*replay.Server, string, error) {
 	cfg := replay.ServeConfig{TimeScale: scale, Version: version, ShutdownTimeout: shutdown}
+	if shutdown == 0 {
+		cfg.ShutdownTimeout = -1 // no wait (ServeConfig's 0 is its default)
+	}
 	f, err := loadFile(path)
 	if err != nil {
 		return nil, "", err
@@ -96,6 +110,9 @@ func buildServe(path string, scale float64, shutdown time.Duration) (*replay.Ser
 	if f.IsFleet() {
 		sc, b, err := fleetEngine(f, path)
 		if err != nil {
+			return nil, "", err
+		}
+		if err := oneModel(path, b.Groups); err != nil {
 			return nil, "", err
 		}
 		cfg.Sim = sc
@@ -123,4 +140,38 @@ func buildServe(path string, scale float64, shutdown time.Duration) (*replay.Ser
 func validHostPort(addr string) bool {
 	_, _, err := net.SplitHostPort(addr)
 	return err == nil
+}
+
+// oneModel refuses a fleet whose groups run different models, at the
+// first group (of the file at path) whose model differs from the first
+// group's. SGLang's router sends a request that names a model only to
+// that model's workers, under a policy of its own (fleet-spec 1.1), while
+// kvsim's fleet routes every request over every replica; kvsim serve
+// would serve them all under one name.
+func oneModel(path string, groups []configs.FleetGroupFile) error {
+	first := groups[0]
+	for i, g := range groups {
+		if g.File.Model.Name == first.File.Model.Name {
+			continue
+		}
+		key := fielderr.Key("fleet", "groups").At(i).Key("set")
+		err := fielderr.New(key, "group %q runs model %q, group %q model %q: kvsim serve serves one model (its /v1/models, the \"model\" of its responses); SGLang's router sends a request naming a model to that model's replicas only, which kvsim's fleet does not model (it routes over every replica). Serve each model's groups from a fleet file of their own",
+			g.Name, g.File.Model.Name, first.Name, first.File.Model.Name)
+		return placeKey(path, key, err)
+	}
+	return nil
+}
+
+// placeKey returns err at the line and column where key is written in the
+// TOML file at path (at the file alone when it cannot say).
+func placeKey(path string, key fielderr.Path, err error) error {
+	at := &fielderr.At{File: path, Err: err}
+	if data, rerr := os.ReadFile(path); rerr == nil {
+		if ps, perr := configs.KeyPositions(data); perr == nil {
+			if p, ok := ps.Find(key); ok {
+				at.Line, at.Col = p.Line, p.Col
+			}
+		}
+	}
+	return at
 }

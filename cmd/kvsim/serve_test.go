@@ -1,16 +1,21 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kvsim/kvsim/internal/testutil"
+	"github.com/kvsim/kvsim/replay/replaytest"
 )
 
 const simConfig = "testdata/replay/sim_small.toml"
@@ -207,32 +212,17 @@ func TestServeCLIFleet(t *testing.T) {
 	}
 	// A prompt no replica's KV pool holds is refused as one server
 	// refuses it; /server_info has a replica's arguments and the fleet's.
-	resp, err := http.Post(url+"/generate", "application/json", strings.NewReader(`{"input_ids":[`+strings.Repeat("7,", 30000)+`7]}`))
-	if err != nil {
-		t.Fatal(err)
+	code, b := replaytest.Do(t, "POST", url+"/generate", `{"input_ids":[`+strings.Repeat("7,", 30000)+`7]}`)
+	if code != http.StatusBadRequest || !strings.Contains(b, "exceeds the KV pool of 20000 tokens") {
+		t.Errorf("too long a prompt: %d %s", code, b)
 	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "exceeds the KV pool of 20000 tokens") {
-		t.Errorf("too long a prompt: %d %s", resp.StatusCode, b)
-	}
-	resp, err = http.Get(url + "/server_info")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ = io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_, b = replaytest.Do(t, "GET", url+"/server_info", "")
 	for _, want := range []string{`"kvsim_replicas":2`, `"max_total_num_tokens":20000`, `"kvsim_router_policy":"round_robin"`, `"kvsim_fleet":["pair: 2 x `} {
-		if !strings.Contains(string(b), want) {
+		if !strings.Contains(b, want) {
 			t.Errorf("/server_info lacks %s: %s", want, b)
 		}
 	}
-	resp, err = http.Get(url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ = io.ReadAll(resp.Body)
+	_, b = replaytest.Do(t, "GET", url+"/metrics", "")
 	for _, want := range []string{
 		"kvsim_requests_total 5\n",         // the refused one too
 		"kvsim_prompt_tokens_total 2000\n", // but not its prompt
@@ -243,8 +233,86 @@ func TestServeCLIFleet(t *testing.T) {
 		`kvsim_replica_requests_in_flight{replica="1",group="pair"} 0` + "\n",
 		`kvsim_decode_steps_total{replica="0",group="pair"}`,
 	} {
-		if !strings.Contains(string(b), want) {
+		if !strings.Contains(b, want) {
 			t.Errorf("/metrics lacks %q:\n%s", want, b)
 		}
+	}
+}
+
+// Ctrl-C lets a stream in flight finish within --shutdown-timeout and
+// exits 0; a stream that does not finish in it is cut, counted on stderr,
+// and the exit code is 1 (it used to be 0, with "stopped" alone).
+func TestServeCLIShutdownCutsStreams(t *testing.T) {
+	for _, tc := range []struct {
+		name, timeout string
+		tokens        int
+		code          int
+		stderr        string
+	}{
+		// 50 tokens at real time: ~0.1 s of decode steps.
+		{"finished", "30s", 50, exitOK, "kvsim serve: stopped\n"},
+		// 10,000 tokens: ~20 s.
+		{"cut", "200ms", 10000, exitFail, "stopped; 1 request in flight cut: not finished within the shutdown timeout of 200ms"},
+		{"cut-at-once", "0s", 10000, exitFail, "stopped; 1 request in flight cut: not finished within the shutdown timeout of 0s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr, stop := startListening(t, "serve", listenHooks{&serveSignalContext, &serveListen, &serveReady},
+				"--config", simConfig, "--time-scale", "1", "--shutdown-timeout", tc.timeout)
+			defer stop()
+			resp, err := http.Post("http://"+addr+"/generate", "application/json",
+				strings.NewReader(`{"input_ids":[1,2,3],"stream":true,"sampling_params":{"max_new_tokens":`+strconv.Itoa(tc.tokens)+`}}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			br := bufio.NewReader(resp.Body)
+			if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "data: {") {
+				t.Fatalf("the stream's first line: %q, %v", line, err)
+			}
+			bodyc := make(chan string, 1)
+			go func() { b, _ := io.ReadAll(br); bodyc <- string(b) }()
+			code, stderr := stop()
+			if code != tc.code || !strings.Contains(stderr, tc.stderr) {
+				t.Errorf("exit %d, stderr %q; want %d and %q", code, stderr, tc.code, tc.stderr)
+			}
+			if body := <-bodyc; strings.Contains(body, "[DONE]") != (tc.code == exitOK) {
+				t.Errorf("stream ended with [DONE] = %v, want %v", strings.Contains(body, "[DONE]"), tc.code == exitOK)
+			}
+		})
+	}
+}
+
+// kvsim serve refuses a fleet whose groups run different models, at the
+// group's key: it would serve them all under the first one's name, and
+// SGLang's router routes a request naming a model to that model's
+// replicas only. A fleet of one model in groups of different settings is
+// served under the model's name, and a request naming another model gets
+// 404 naming it.
+func TestServeCLIFleetModels(t *testing.T) {
+	base := string(testutil.ReadFile(t, simConfig))
+	mixed := filepath.Join(t.TempDir(), "mixed.toml")
+	groups := "\n[[fleet.groups]]\nname = \"qwen\"\ncount = 2\n\n[[fleet.groups]]\nname = \"llama\"\ncount = 1\n"
+	writeFile(t, mixed, base+groups+"set = { \"model.preset\" = \"llama-3.1-8b\" }\n")
+	line := strings.Count(base+groups, "\n") + 1
+	_, _, err := buildServe(mixed, 0, time.Second)
+	want := fmt.Sprintf(`mixed.toml:%d:1: fleet.groups[1].set: group "llama" runs model "llama-3.1-8b", group "qwen" model "qwen2.5-14b": kvsim serve serves one model`, line)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("a fleet of two models: %v\nwant %s", err, want)
+	}
+
+	one := filepath.Join(t.TempDir(), "one.toml")
+	writeFile(t, one, base+groups+"set = { \"server.hicache_ratio\" = 4.0 }\n")
+	url := startServe(t, "--config", one, "--time-scale", "0")
+	code, b := replaytest.Do(t, "GET", url+"/v1/models", "")
+	if code != http.StatusOK || !strings.Contains(b, `"id":"qwen2.5-14b"`) {
+		t.Errorf("/v1/models: %d %s", code, b)
+	}
+	code, b = replaytest.Do(t, "GET", url+"/get_model_info", "")
+	if code != http.StatusOK || !strings.Contains(b, `{"model_path":"qwen2.5-14b","tokenizer_path":"qwen2.5-14b","is_generation":true}`) {
+		t.Errorf("/get_model_info: %d %s", code, b)
+	}
+	code, b = replaytest.Do(t, "POST", url+"/v1/completions", `{"model":"llama-3.1-8b","prompt":[1,2,3],"max_tokens":2}`)
+	if code != http.StatusNotFound || !strings.Contains(b, "llama-3.1-8b") || !strings.Contains(b, "qwen2.5-14b") {
+		t.Errorf("a request naming another model: %d %s", code, b)
 	}
 }
