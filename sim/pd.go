@@ -297,7 +297,7 @@ func (s *Sim) pdEvent() {
 	s.pd.sent = s.pd.sent[:0]
 	k := 0
 	for _, a := range s.pd.aborts {
-		if s.busy && !s.decode && contains(s.batch, a.r) {
+		if s.busy && !s.decode && slices.Contains(s.batch, a.r) {
 			s.pd.aborts[k] = a
 			k++
 			continue

@@ -7,7 +7,6 @@ import (
 	"math"
 	"math/rand/v2"
 
-	"github.com/kvsim/kvsim/internal/invariants"
 	"github.com/kvsim/kvsim/planner"
 	"github.com/kvsim/kvsim/sim/engine"
 	"github.com/kvsim/kvsim/sim/hw"
@@ -626,87 +625,4 @@ func (s *Sim) release(r *request, lanes []int64) {
 			panic("sim: request holds negative tokens")
 		}
 	}
-}
-
-func (s *Sim) checkInvariants() {
-	if !invariants.Enabled {
-		return
-	}
-	if err := s.tree.Check(); err != nil {
-		panic("sim: " + err.Error())
-	}
-	held := make([]int64, s.lanes)
-	add := func(r *request) {
-		for o, v := range r.held {
-			held[o] += v
-		}
-		if r.last != nil && r.last.Parent() == nil && !r.last.IsRoot() {
-			panic(fmt.Sprintf("sim: request %q holds a lock on a deleted node", r.id))
-		}
-	}
-	for _, r := range s.running {
-		add(r)
-	}
-	for _, r := range s.batch {
-		if !s.decode {
-			add(r)
-		}
-	}
-	if s.chunked != nil && !contains(s.batch, s.chunked) {
-		add(s.chunked)
-	}
-	s.pdHeld(add)
-	for o := 0; o < s.lanes; o++ {
-		if held[o] != s.tree.Held(o) {
-			panic(fmt.Sprintf("sim: lane %d: requests hold %d tokens, the pool says %d (KV not conserved)", o, held[o], s.tree.Held(o)))
-		}
-	}
-	for _, r := range s.waiting {
-		if r.last != nil || sumLanes(r.held) != 0 {
-			panic(fmt.Sprintf("sim: waiting request %q holds KV", r.id))
-		}
-	}
-	if s.st != nil {
-		// Host reservations and the rate-limit account are exactly the
-		// prefetches in flight, all of them for waiting requests.
-		res := make([]int64, s.lanes)
-		var occ int64
-		for _, r := range s.waiting {
-			if op := r.prefetch; op != nil {
-				addLanesTo(res, op.lanes)
-				occ += op.hit
-			}
-		}
-		for o := 0; o < s.lanes; o++ {
-			if res[o] != s.tree.HostReserved(o) {
-				panic(fmt.Sprintf("sim: lane %d: prefetches reserve %d host tokens, the tree says %d", o, res[o], s.tree.HostReserved(o)))
-			}
-		}
-		if occ != s.st.occupied {
-			panic(fmt.Sprintf("sim: prefetches occupy %d tokens, the account says %d", occ, s.st.occupied))
-		}
-	}
-}
-
-func addLanesTo(dst, lanes []int64) {
-	for o, v := range lanes {
-		dst[o] += v
-	}
-}
-
-func contains(rs []*request, r *request) bool {
-	for _, x := range rs {
-		if x == r {
-			return true
-		}
-	}
-	return false
-}
-
-func sumLanes(l []int64) int64 {
-	var s int64
-	for _, v := range l {
-		s += v
-	}
-	return s
 }
