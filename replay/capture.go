@@ -11,6 +11,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -116,6 +117,23 @@ type Proxy struct {
 	closed  bool
 	err     error
 	failed  chan struct{} // closed when err is first set
+	lost    []Unrecorded  // finished after err, in arrival order
+}
+
+// Unrecorded is a generation request the proxy forwarded but did not
+// record, because the trace could no longer be written (Err): the client
+// may have had its answer, and the trace lacks it.
+type Unrecorded struct {
+	// ID is the id its record would have had: records are numbered in
+	// arrival order, so it falls among (or after) the ids of the trace.
+	ID string
+	// Arrival is its arrival_ns: ns since the proxy started.
+	Arrival int64
+	// Kind is generate, completions or chat.
+	Kind string
+	// Status is its record's observed status: "ok" when the client got
+	// the whole answer, else why not ("http 503", "interrupted", ...).
+	Status string
 }
 
 // captured is one recorded request.
@@ -208,7 +226,8 @@ func (p *Proxy) probe(ctx context.Context) (server, version string) {
 
 // Failed is closed as soon as a record cannot be written (a full disk, an
 // I/O error). From then on the proxy refuses every new request with 503
-// and a reason rather than forward what it cannot record; Err says why.
+// and a reason rather than forward what it cannot record; Err says why,
+// and Unrecorded names the requests forwarded that the trace lacks.
 func (p *Proxy) Failed() <-chan struct{} { return p.failed }
 
 // Err returns the first error writing the trace, if any.
@@ -236,6 +255,19 @@ func (p *Proxy) Records() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.written
+}
+
+// Unrecorded returns, in arrival order, the generation requests forwarded
+// and finished (or recorded as interrupted by Close) that were not
+// recorded because the trace could not be written: the record whose
+// write failed, and every one after it. Requests are forwarded until the
+// failure is known, and a record waits for every earlier request to
+// finish, so a client can have had several answers that no record holds;
+// these name them.
+func (p *Proxy) Unrecorded() []Unrecorded {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.lost)
 }
 
 // Close writes the records still pending (requests in flight are recorded
@@ -284,8 +316,9 @@ func (p *Proxy) leave(c *captured) {
 func (p *Proxy) writeReady() {
 	k := 0
 	for k < len(p.pending) && p.pending[k].done {
+		rec := &p.pending[k].rec
 		if p.err == nil {
-			err := p.w.Write(p.pending[k].rec)
+			err := p.w.Write(*rec)
 			if err == nil {
 				err = p.w.Flush()
 			}
@@ -295,6 +328,13 @@ func (p *Proxy) writeReady() {
 			} else {
 				p.written++
 			}
+		}
+		if p.err != nil {
+			u := Unrecorded{ID: rec.ID, Arrival: rec.Arrival, Kind: rec.Kind}
+			if rec.Observed != nil {
+				u.Status = rec.Observed.Status
+			}
+			p.lost = append(p.lost, u)
 		}
 		p.pending[k] = nil
 		k++

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -270,23 +271,35 @@ func TestCaptureDiskFull(t *testing.T) {
 	if ok == 0 || ok >= 20 {
 		t.Fatalf("%d requests forwarded, want some before the disk filled and none after", ok)
 	}
+	waitInFlight(t, p, 0)
 	if err := p.Close(); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("Close = %v, want the disk's error", err)
 	}
 	if p.Records() >= ok {
 		t.Fatalf("%d records written of %d forwarded: the failed one was counted", p.Records(), ok)
 	}
+	// Every answer is in the trace or named as missing from it.
+	lost := p.Unrecorded()
+	if p.Records()+len(lost) != ok {
+		t.Fatalf("%d answered, %d recorded, %d named unrecorded (%+v)", ok, p.Records(), len(lost), lost)
+	}
+	for i, u := range lost {
+		if u.Status != "ok" || u.Kind != "generate" || u.ID != strconv.Itoa(p.Records()+1+i) {
+			t.Errorf("unrecorded %d: %+v, want id %d, generate, ok", i, u, p.Records()+1+i)
+		}
+	}
 }
 
-// Records are written in arrival order as soon as all earlier ones are
-// done; Close records what is still in flight as interrupted, and the file
-// reads back at every step.
-func TestCaptureOrderAndInterrupt(t *testing.T) {
-	release, arrived := make(chan struct{}), make(chan struct{})
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// slowUpstream is a fake SGLang server that answers every /generate at
+// once but the one whose body holds "slow": arrived is closed when that
+// one comes, and it is answered when release is closed (or dropped when
+// its client goes). The server closes when the test ends.
+func slowUpstream(t *testing.T) (up *httptest.Server, arrived <-chan struct{}, release chan struct{}) {
+	release, came := make(chan struct{}), make(chan struct{})
+	up = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		if bytes.Contains(b, []byte(`"slow"`)) {
-			close(arrived)
+			close(came)
 			select {
 			case <-release:
 			case <-r.Context().Done():
@@ -295,7 +308,67 @@ func TestCaptureOrderAndInterrupt(t *testing.T) {
 		}
 		fmt.Fprint(w, `{"text":"x","output_ids":[1],"meta_info":{"prompt_tokens":1,"completion_tokens":1,"cached_tokens":0,"finish_reason":{"type":"length"}}}`)
 	}))
-	defer up.Close()
+	t.Cleanup(up.Close)
+	return up, came, release
+}
+
+// A record waits for every earlier request, so a disk found full only
+// when a slow first request finishes had let later ones be answered
+// already: the proxy names each request it answered and did not record
+// (it used to drop them silently), then refuses the next.
+func TestCaptureDiskFullNamesAnsweredRequests(t *testing.T) {
+	up, arrived, release := slowUpstream(t)
+	out := &fullWriter{room: 1 << 20}
+	p, err := NewProxy(t.Context(), CaptureConfig{Upstream: up.URL}, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.mu.Lock()
+	out.room = 0 // the header fits, no record does
+	out.mu.Unlock()
+	srv := httptest.NewServer(p)
+	defer srv.Close()
+	slow := make(chan int, 1)
+	go func() {
+		res, err := http.Post(srv.URL+"/generate", "application/json", strings.NewReader(`{"input_ids":[1],"rid":"slow"}`))
+		if err != nil {
+			slow <- 0
+			return
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		slow <- res.StatusCode
+	}()
+	<-arrived
+	for range 2 {
+		if code, body := httpDo(t, "POST", srv.URL+"/generate", `{"input_ids":[2]}`); code != 200 {
+			t.Fatalf("fast request: %d %s", code, body)
+		}
+	}
+	waitInFlight(t, p, 1)
+	close(release)
+	if code := <-slow; code != 200 {
+		t.Fatalf("slow request: %d", code)
+	}
+	<-p.Failed()
+	if code, _ := httpDo(t, "POST", srv.URL+"/generate", `{"input_ids":[3]}`); code != http.StatusServiceUnavailable {
+		t.Fatalf("a request after the failure: %d, want 503", code)
+	}
+	p.Close()
+	var got []string
+	for _, u := range p.Unrecorded() {
+		got = append(got, u.ID+" "+u.Kind+" "+u.Status)
+	}
+	if want := []string{"1 generate ok", "2 generate ok", "3 generate ok"}; p.Records() != 0 || !slices.Equal(got, want) {
+		t.Fatalf("%d records, unrecorded %q, want 0 and %q", p.Records(), got, want)
+	}
+}
+
+// Records are written in arrival order as soon as all earlier ones are
+// done; Close records what is still in flight as interrupted, and the file
+// reads back at every step.
+func TestCaptureOrderAndInterrupt(t *testing.T) {
+	up, arrived, release := slowUpstream(t)
 	defer close(release)
 	url, p, out := startProxy(t, up.URL)
 	ctx, cancel := context.WithCancel(t.Context())

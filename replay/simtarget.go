@@ -45,7 +45,9 @@ type SimConfig struct {
 //
 // Like a server, the target keeps its cache from one Run to the next (a
 // warm-up then the measured run), and Flush replaces the simulator with a
-// fresh one (virtual time goes on). Generated output ids are a
+// fresh one (virtual time goes on). A Run ends at its last completion, as
+// kvsim serve goes idle: the simulator's own work still pending (a backup
+// to the storage tier) goes on in the next Run. Generated output ids are a
 // deterministic function of the prompt ([OutputTokens]) and are cached
 // with it, so a client that echoes them in its next turn hits them, as it
 // would on kvsim serve.
@@ -406,11 +408,18 @@ func (t *SimTarget) replay(ctx context.Context, cfg Config, p *pacer, st *runSta
 		st.emit(now, false)
 		// The next instant: a simulator event, a pacer wake or a deadline.
 		w, wok := p.nextWake()
-		next, ok := run.next(w, wok && !stopped)
-		if !ok {
+		if len(run.flights) == 0 && (stopped || !wok) {
+			// Nothing in flight and nothing more to send: the run ends
+			// at its last completion, as kvsim serve goes idle then.
+			// The simulator's own work still pending (a backup to the
+			// storage tier, a write-through) is left for the next run,
+			// which a client sends at once after this one (the measured
+			// run after the warm-up): running it here would have the
+			// next run start later, on a cache a server would not have.
 			break
 		}
-		if stopped && len(run.flights) == 0 {
+		next, ok := run.next(w, wok && !stopped)
+		if !ok {
 			break
 		}
 		now = next

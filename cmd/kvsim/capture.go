@@ -126,6 +126,31 @@ func runCapture(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvsim capture: %v\n", err)
 		code = exitFail
 	}
+	reportUnrecorded(stderr, p.Unrecorded())
 	fmt.Fprintf(stderr, "kvsim capture: %d requests recorded to %s\n", p.Records(), *out)
 	return code
+}
+
+// maxUnrecordedShown bounds the requests reportUnrecorded lists one by one.
+const maxUnrecordedShown = 20
+
+// reportUnrecorded tells the user which requests were forwarded, and
+// maybe answered, but are missing from the trace (replay.Proxy.Unrecorded).
+func reportUnrecorded(stderr io.Writer, lost []replay.Unrecorded) {
+	if len(lost) == 0 {
+		return
+	}
+	answered := 0
+	for _, u := range lost {
+		if u.Status == "ok" {
+			answered++
+		}
+	}
+	fmt.Fprintf(stderr, "kvsim capture: %d requests forwarded but not recorded (%d answered in full); the trace lacks them:\n", len(lost), answered)
+	for _, u := range lost[:min(len(lost), maxUnrecordedShown)] {
+		fmt.Fprintf(stderr, "  id %s: %s, arrival_ns %d, %s\n", u.ID, u.Kind, u.Arrival, u.Status)
+	}
+	if n := len(lost) - maxUnrecordedShown; n > 0 {
+		fmt.Fprintf(stderr, "  and %d more\n", n)
+	}
 }
