@@ -77,6 +77,9 @@ type RouterKeys struct {
 	PrefixHashLoadFactor        *float64 `toml:"prefix_hash_load_factor"`
 	AssignmentMode              string   `toml:"assignment_mode"`
 	MaxIdle                     *float64 `toml:"max_idle"`
+	LeastLoadKVPressureWeight   *float64 `toml:"least_load_kv_pressure_weight"`
+	LeastLoadDefaultThroughput  *float64 `toml:"least_load_default_throughput"`
+	LeastLoadMeanPrefillTokens  *int     `toml:"least_load_mean_prefill_tokens"`
 	// Upstreams are nginx_hash's server names, one per replica
 	// (router.Nginx.Upstreams).
 	Upstreams []string `toml:"upstreams"`
@@ -385,7 +388,7 @@ func (r RouterKeys) apply(c *router.Config, key func(string) fielderr.Path) []er
 	var errs []error
 	if r.Policy != "" {
 		if err := c.Policy.UnmarshalText([]byte(r.Policy)); err != nil {
-			errs = append(errs, fielderr.New(key("policy"), `must be "cache_aware", "round_robin", "random", "power_of_two", "consistent_hash", "kv_aware", "nginx_round_robin", "nginx_hash", "cache_aware_oracle", "prefix_hash" or "manual" (got %q)`, r.Policy))
+			errs = append(errs, fielderr.New(key("policy"), `must be "cache_aware", "round_robin", "random", "power_of_two", "consistent_hash", "kv_aware", "nginx_round_robin", "nginx_hash", "cache_aware_oracle", "prefix_hash", "manual" or "least_load" (got %q)`, r.Policy))
 		}
 	}
 	if r.MissRule != "" {
@@ -445,6 +448,10 @@ func (r RouterKeys) apply(c *router.Config, key func(string) fielderr.Path) []er
 	setI(&c.PrefixHash.TokenCount, r.PrefixTokenCount)
 	setF(&c.PrefixHash.LoadFactor, r.PrefixHashLoadFactor)
 	setD(&c.Manual.MaxIdle, r.MaxIdle, "max_idle")
+	ll := &c.LeastLoad
+	setF(&ll.KVPressureWeight, r.LeastLoadKVPressureWeight)
+	setF(&ll.DefaultThroughput, r.LeastLoadDefaultThroughput)
+	setI(&ll.MeanPrefillTokens, r.LeastLoadMeanPrefillTokens)
 	if r.Upstreams != nil {
 		c.Nginx.Upstreams = slices.Clone(r.Upstreams)
 	}

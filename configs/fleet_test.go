@@ -68,7 +68,7 @@ func TestFleetErrors(t *testing.T) {
 		`testdata/fleet/bad.toml:10:9: fleet.groups[0].set: unknown key "gpu.presett"`,
 		`testdata/fleet/bad.toml:10:37: fleet.groups[0].set.workload.trace: [workload] is the fleet's, not a group's`,
 		`testdata/fleet/bad.toml:14:9: fleet.groups[1].set: server.tp_size: must be >= 1 (got -3)`,
-		`testdata/fleet/bad.toml:17:1: router.policy: must be "cache_aware", "round_robin", "random", "power_of_two", "consistent_hash", "kv_aware", "nginx_round_robin", "nginx_hash", "cache_aware_oracle", "prefix_hash" or "manual" (got "kv-aware")`,
+		`testdata/fleet/bad.toml:17:1: router.policy: must be "cache_aware", "round_robin", "random", "power_of_two", "consistent_hash", "kv_aware", "nginx_round_robin", "nginx_hash", "cache_aware_oracle", "prefix_hash", "manual" or "least_load" (got "kv-aware")`,
 		`testdata/fleet/bad.toml:20:1: router.miss_rule: must be "min_load" or "smallest_tree" (got "x")`,
 		`testdata/fleet/bad.toml:19:1: router.eviction_interval: must be seconds in [0, 31536000] (got -1)`,
 		`testdata/fleet/bad.toml:21:1: router.kv_signal_delay: must be seconds in [0, 31536000] (got -2)`,
@@ -285,7 +285,7 @@ func TestPDErrors(t *testing.T) {
 			`t.toml:17:1: disaggregation.decode_cache: must be "chunk" or "radix" (got "lru")`},
 		{groups + "[disaggregation]\nprefill = \"p\"\ndecode = \"d\"\ntransfer_gbps = 1\n[router.prefill]\ncache_threshold = 2.0\n[router.decode]\npolicy = \"nope\"\n",
 			"t.toml:18:1: router.prefill.cache_threshold: must be in [0, 1] (got 2)\n" +
-				`t.toml:20:1: router.decode.policy: must be "cache_aware", "round_robin", "random", "power_of_two", "consistent_hash", "kv_aware", "nginx_round_robin", "nginx_hash", "cache_aware_oracle", "prefix_hash" or "manual" (got "nope")`},
+				`t.toml:20:1: router.decode.policy: must be "cache_aware", "round_robin", "random", "power_of_two", "consistent_hash", "kv_aware", "nginx_round_robin", "nginx_hash", "cache_aware_oracle", "prefix_hash", "manual" or "least_load" (got "nope")`},
 		{groups + "[disaggregation]\nprefill = \"p\"\ndecode = \"d\"\ntransfer_gbps = 1\n[[fleet.groups]]\ncount = 1\nset = { \"disaggregation.transfer_gbps\" = 2 }\n",
 			"t.toml:13:1: disaggregation: group \"group2\" serves neither prefill nor decode: name it in disaggregation.prefill or disaggregation.decode\n" +
 				`t.toml:19:9: fleet.groups[2].set.disaggregation.transfer_gbps: [disaggregation] is the fleet's, not a group's`},

@@ -50,7 +50,7 @@ func drawTrace(t *rapid.T) []traces.Record {
 // thresholds, intervals and tree budgets small enough to matter.
 func drawRouter(t *rapid.T) router.Config {
 	c := router.Default()
-	c.Policy = rapid.SampledFrom([]router.Policy{router.CacheAware, router.RoundRobin, router.Random, router.PowerOfTwo, router.ConsistentHash, router.PrefixHash, router.Manual}).Draw(t, "policy")
+	c.Policy = rapid.SampledFrom([]router.Policy{router.CacheAware, router.RoundRobin, router.Random, router.PowerOfTwo, router.ConsistentHash, router.PrefixHash, router.Manual, router.LeastLoad}).Draw(t, "policy")
 	c.PrefixHash.TokenCount = rapid.SampledFrom([]int{1, 256}).Draw(t, "prefix_tokens")
 	c.Manual.MinLoad = rapid.Bool().Draw(t, "min_load")
 	c.CacheAware.CacheThreshold = rapid.SampledFrom([]float64{0, 0.3, 0.9}).Draw(t, "threshold")

@@ -8,13 +8,25 @@ import (
 	"pgregory.net/rapid"
 )
 
-// opaque is a factory whose engines show nothing but engine.Engine: the
-// fleet cannot have them record their inter-token latencies in its summary
-// and computes those from their token events.
+// opaque is a factory whose engines show nothing but engine.Engine and
+// the load report a router polls: the fleet cannot have them record their
+// inter-token latencies in its summary and computes those from their token
+// events.
 type opaque struct{ engine.Factory }
+
+// loadReporter is what least_load's poll reads of an SGLang replica.
+type loadReporter interface {
+	LoadReport() (usage float64, queued, generated int64)
+}
 
 func (o opaque) New() (engine.Engine, error) {
 	e, err := o.Factory.New()
+	if lr, ok := e.(loadReporter); ok {
+		return struct {
+			engine.Engine
+			loadReporter
+		}{e, lr}, err
+	}
 	return struct{ engine.Engine }{e}, err
 }
 

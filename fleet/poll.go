@@ -12,12 +12,16 @@ import (
 // snapshot does not move. power_of_two's snapshot is the requests in a
 // replica's server; cache_aware's (its KV-usage triggers), kv_aware's (its
 // usage score) and cache_aware_oracle's is the replica's KV token usage,
-// SGLang's token_usage. Other policies read no snapshot and are not
-// polled.
+// SGLang's token_usage; least_load's is a whole load report (usage, the
+// uncached tokens waiting, and the generation rate since the previous
+// poll). Other policies read no snapshot and are not polled.
 type loadPoll struct {
-	every engine.Time // -1: no polling
-	usage bool        // token usage, not requests
-	next  engine.Time // the first instant of the next interval
+	every  engine.Time // -1: no polling
+	usage  bool        // token usage, not requests
+	report bool        // least_load's load reports
+	next   engine.Time // the first instant of the next interval
+	last   engine.Time // the previous poll (report)
+	gen    []int64     // each replica's output tokens at the previous poll (report)
 }
 
 // newLoadPoll returns the load poll of a router of cfg.
@@ -28,8 +32,19 @@ func newLoadPoll(cfg router.Config) loadPoll {
 		p.every = engine.Time(cfg.PowerOfTwo.LoadPollInterval)
 	case router.CacheAware, router.CacheAwareOracle, router.KVAware:
 		p.every, p.usage = engine.Time(cfg.PowerOfTwo.LoadPollInterval), true
+	case router.LeastLoad:
+		p.every, p.report = engine.Time(cfg.PowerOfTwo.LoadPollInterval), true
 	}
 	return p
+}
+
+// loadReporter is a replica engine that reports what least_load reads
+// (sim.Online): its token usage, the uncached prompt tokens waiting, and
+// the output tokens generated so far (the poll turns them into a rate). A
+// replica that cannot (llama-server) gets no report: least_load scores it
+// by its requests in flight.
+type loadReporter interface {
+	LoadReport() (usage float64, queued, generated int64)
 }
 
 // tokenUsager is a replica engine that reports its KV token usage to a
@@ -53,13 +68,39 @@ func (p *loadPoll) maybe(now engine.Time, rt *router.Router, engines []engine.En
 		if pool != nil {
 			e = engines[pool[j]]
 		}
-		if !p.usage {
+		switch {
+		case p.report:
+			p.sendReport(now, rt, j, e)
+		case !p.usage:
 			rt.SetLoad(j, float64(e.Active()))
-		} else if u, ok := e.(tokenUsager); ok {
-			rt.SetLoad(j, u.TokenUsage())
+		default:
+			if u, ok := e.(tokenUsager); ok {
+				rt.SetLoad(j, u.TokenUsage())
+			}
 		}
 	}
+	p.last = now
 	if p.every > 0 {
 		p.next = (now/p.every + 1) * p.every
 	}
+}
+
+// sendReport hands rt replica j's load report, its generation rate being
+// the output tokens since the previous poll over the time since (0 at the
+// first poll or an instant after no time: least_load's default).
+func (p *loadPoll) sendReport(now engine.Time, rt *router.Router, j int, e engine.Engine) {
+	lr, ok := e.(loadReporter)
+	if !ok {
+		return
+	}
+	if p.gen == nil {
+		p.gen = make([]int64, rt.Replicas())
+	}
+	usage, queued, gen := lr.LoadReport()
+	rep := router.LoadReport{Usage: usage, QueuedTokens: queued}
+	if now > p.last {
+		rep.GenThroughput = float64(gen-p.gen[j]) / (float64(now-p.last) / 1e9)
+	}
+	p.gen[j] = gen
+	rt.SetLoadReport(j, rep)
 }

@@ -86,6 +86,22 @@ func (o *Online) TokenUsage() float64 {
 	return float64(used) / float64(o.s.cfg.Cache.DeviceTokens*int64(o.s.lanes))
 }
 
+// LoadReport returns what SGLang's scheduler reports to SMG's least_load
+// (/v1/loads): token_usage (TokenUsage), num_waiting_uncached_tokens (the
+// waiting requests' prompt tokens beyond the prefix found cached when they
+// were last matched, all of them for one never matched, and the rest of a
+// chunked prefill), and the output tokens generated so far.
+func (o *Online) LoadReport() (usage float64, queued, generated int64) {
+	s := o.s
+	for _, r := range s.waiting {
+		queued += max(0, r.input-r.prefix)
+	}
+	if r := s.chunked; r != nil {
+		queued += max(0, r.input-r.kv)
+	}
+	return o.TokenUsage(), queued, s.counters.OutputTokens
+}
+
 // Counters returns the run's counters so far.
 func (o *Online) Counters() engine.Counters { return o.s.counters }
 

@@ -319,3 +319,39 @@ func TestTokenUsage(t *testing.T) {
 		t.Fatalf("idle again: token usage %g (%d waiting, %d running)", u, w, r)
 	}
 }
+
+// LoadReport: a request waiting for memory counts its whole prompt as
+// queued until it is admitted, the generated tokens only grow, and an
+// idle server queues nothing.
+func TestLoadReport(t *testing.T) {
+	o, err := NewOnline(Default(1000), linearCost{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []traces.Record{rec("a", 0, tokens(700, 1), 20), rec("b", 0, tokens(600, 2), 20)} {
+		if err := o.Submit(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := o.RunUntil(0); err != nil {
+		t.Fatal(err)
+	}
+	// a (700) is admitted; b (600) cannot fit beside it in 1000 tokens and waits
+	if _, q, _ := o.LoadReport(); q != 600 {
+		t.Fatalf("queued %d tokens, want b's 600 while a runs", q)
+	}
+	var last int64
+	for _, at := range []engine.Time{50e6, 1e9, 5e9} {
+		if _, err := o.RunUntil(at); err != nil {
+			t.Fatal(err)
+		}
+		_, q, gen := o.LoadReport()
+		if gen < last {
+			t.Fatalf("at %d: generated %d < %d", at, gen, last)
+		}
+		last = gen
+		if at == 5e9 && (q != 0 || gen != 40) {
+			t.Fatalf("idle: queued %d, generated %d, want 0 and 40", q, gen)
+		}
+	}
+}

@@ -44,6 +44,9 @@ const (
 	// Manual is SMG's manual: a sticky map from the session key (SMG's
 	// X-SMG-Routing-Key) to up to two replicas.
 	Manual
+	// LeastLoad is SMG's least_load: the least expected wait from polled
+	// load reports ([Router.SetLoadReport]).
+	LeastLoad
 )
 
 // countsLoad says whether SGLang's router counts requests in flight under
@@ -53,7 +56,7 @@ const (
 // manual).
 func (p Policy) countsLoad() bool {
 	switch p {
-	case CacheAware, KVAware, CacheAwareOracle, PrefixHash, Manual:
+	case CacheAware, KVAware, CacheAwareOracle, PrefixHash, Manual, LeastLoad:
 		return true
 	}
 	return false
@@ -62,7 +65,7 @@ func (p Policy) countsLoad() bool {
 var policyNames = enum.New[Policy]("Policy", "policy",
 	"cache_aware", "round_robin", "random", "power_of_two", "consistent_hash", "kv_aware",
 	"nginx_round_robin", "nginx_hash",
-	"cache_aware_oracle", "prefix_hash", "manual")
+	"cache_aware_oracle", "prefix_hash", "manual", "least_load")
 
 // String returns the policy's configuration name, e.g. "cache_aware".
 func (p Policy) String() string { return policyNames.String(p) }
@@ -149,6 +152,26 @@ type Config struct {
 	// Manual configures manual (its idle keys are dropped at
 	// CacheAware.EvictionInterval ticks, SMG's shared --eviction-interval).
 	Manual ManualConfig
+	// LeastLoad configures least_load (polled every
+	// PowerOfTwo.LoadPollInterval, SMG's load monitor).
+	LeastLoad LeastLoadConfig
+}
+
+// LeastLoadConfig holds least_load's parameters (SMG's defaults).
+type LeastLoadConfig struct {
+	// KVPressureWeight is router.least_load_kv_pressure_weight, seconds:
+	// the weight of the k / (1 - k) KV barrier. Range >= 0, finite;
+	// default 0.15.
+	KVPressureWeight float64
+	// DefaultThroughput is router.least_load_default_throughput, tokens/s:
+	// a replica reporting no generation rate is assumed to drain at this.
+	// Range > 0, finite; default 2000.
+	DefaultThroughput float64
+	// MeanPrefillTokens is router.least_load_mean_prefill_tokens: a
+	// request of unknown length counts this many tokens, and a replica
+	// without a report this many per request in flight. Range [1, 2^24];
+	// default 1024.
+	MeanPrefillTokens int
 }
 
 // PrefixHashConfig holds prefix_hash's parameters (SMG's defaults).
@@ -302,6 +325,7 @@ func Default() Config {
 		PowerOfTwo:     PowerOfTwoConfig{LoadPollInterval: 10 * time.Second},
 		PrefixHash:     PrefixHashConfig{TokenCount: 256, LoadFactor: 1.25},
 		Manual:         ManualConfig{MaxIdle: 4 * time.Hour},
+		LeastLoad:      LeastLoadConfig{KVPressureWeight: 0.15, DefaultThroughput: 2000, MeanPrefillTokens: 1024},
 		ConsistentHash: ConsistentHashConfig{VirtualNodes: 150},
 		KVAware: KVAwareConfig{
 			PrefixWeight:  3,
@@ -331,7 +355,8 @@ func (c Config) validate(prefix string) error {
 		c.KVAware.validate(prefix),
 		c.Nginx.validate(prefix),
 		c.PrefixHash.validate(prefix),
-		c.Manual.validate(prefix))
+		c.Manual.validate(prefix),
+		c.LeastLoad.validate(prefix))
 	return errors.Join(errs...)
 }
 
@@ -464,4 +489,18 @@ func (c ManualConfig) validate(p string) error {
 		return fmt.Errorf("%s.max_idle: must be > 0 (got %v)", p, c.MaxIdle)
 	}
 	return nil
+}
+
+func (c LeastLoadConfig) validate(p string) error {
+	var errs []error
+	if !(c.KVPressureWeight >= 0) || math.IsInf(c.KVPressureWeight, 1) {
+		errs = append(errs, fmt.Errorf("%s.least_load_kv_pressure_weight: must be finite and >= 0 (got %v)", p, c.KVPressureWeight))
+	}
+	if !(c.DefaultThroughput > 0) || math.IsInf(c.DefaultThroughput, 1) {
+		errs = append(errs, fmt.Errorf("%s.least_load_default_throughput: must be finite and > 0 (got %v)", p, c.DefaultThroughput))
+	}
+	if c.MeanPrefillTokens < 1 || c.MeanPrefillTokens > maxPrefixTokens {
+		errs = append(errs, fmt.Errorf("%s.least_load_mean_prefill_tokens: must be in [1, %d] (got %d)", p, maxPrefixTokens, c.MeanPrefillTokens))
+	}
+	return errors.Join(errs...)
 }

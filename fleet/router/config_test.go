@@ -84,14 +84,14 @@ func TestInfiniteRelThresholdIsValid(t *testing.T) {
 }
 
 func TestPolicyText(t *testing.T) {
-	for p := CacheAware; p <= Manual; p++ {
+	for p := CacheAware; p <= LeastLoad; p++ {
 		testutil.TextRoundTrip(t, p)
 	}
 	var p Policy
-	err := p.UnmarshalText([]byte("least_load"))
-	want := `unknown policy "least_load" (want one of cache_aware, round_robin, random, power_of_two, consistent_hash, kv_aware, nginx_round_robin, nginx_hash, cache_aware_oracle, prefix_hash, manual)`
+	err := p.UnmarshalText([]byte("bucket"))
+	want := `unknown policy "bucket" (want one of cache_aware, round_robin, random, power_of_two, consistent_hash, kv_aware, nginx_round_robin, nginx_hash, cache_aware_oracle, prefix_hash, manual, least_load)`
 	if err == nil || err.Error() != want {
-		t.Fatalf("UnmarshalText(least_load) = %v, want %q", err, want)
+		t.Fatalf("UnmarshalText(bucket) = %v, want %q", err, want)
 	}
 	var m MissRule
 	if err := m.UnmarshalText([]byte("smallest_tree")); err != nil || m != SmallestTree {

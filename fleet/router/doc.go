@@ -43,6 +43,9 @@
 //     within a load factor of the mean; and a sticky map from the session
 //     key to up to two replicas, new keys by a seeded draw (or among the
 //     least loaded), idle keys forgotten at the eviction ticks.
+//   - least_load: SMG's least expected wait from polled load reports
+//     ([Router.SetLoadReport]): queued and recently routed tokens over the
+//     generation rate, plus a KV-usage barrier.
 //
 // [PD] pairs a prefill router and a decode router, each with its own
 // policy, as SGLang's PD router does.
@@ -70,6 +73,6 @@
 //
 // The router does not send anything, queue requests, model
 // router-to-replica latency, or know what a replica really caches except
-// through the caller's oracle. SMG's least_load, manual's min_group
-// assignment and event-driven (KV events) cache_aware are not modelled.
+// through the caller's oracle. SMG's manual min_group assignment and
+// event-driven (KV events) cache_aware are not modelled.
 package router

@@ -89,13 +89,15 @@ const (
 	// StickyMoved: manual, none of the key's replicas is available; a new
 	// one by assignment_mode, which the key remembers.
 	StickyMoved
+	// LeastWait: least_load, the least expected wait.
+	LeastWait
 	numReasons
 )
 
 var reasonNames = enum.New[Reason]("Reason", "reason",
 	"cache_hit", "imbalanced", "miss", "match_unavailable", "round_robin", "random",
 	"power_of_two", "hash_ring", "no_key", "kv_hit", "kv_miss", "smooth_round_robin", "ketama",
-	"prefix_ring", "prefix_balanced", "sticky_hit", "sticky_new", "sticky_moved")
+	"prefix_ring", "prefix_balanced", "sticky_hit", "sticky_new", "sticky_moved", "least_wait")
 
 // String returns the reason's name as results files print it.
 func (r Reason) String() string { return reasonNames.String(r) }
@@ -165,6 +167,8 @@ type Router struct {
 	countLoad bool    // whether Load reports in-flight counts (SGLang's rule)
 	snap      []float64
 	snapOK    []bool
+	reports   []LoadReport // least_load's polled reports
+	sincePoll []int64      // least_load: prompt tokens routed since each report
 	rr        uint64
 	tree      *approxTree
 	ring      *ring
@@ -215,6 +219,8 @@ func newRouter(cfg Config, replicas int, d Deps, prefix string, countAll bool) (
 		countLoad: countAll || cfg.Policy.countsLoad(),
 		snap:      make([]float64, replicas),
 		snapOK:    make([]bool, replicas),
+		reports:   make([]LoadReport, replicas),
+		sincePoll: make([]int64, replicas),
 	}
 	for i := range r.available {
 		r.available[i] = true
@@ -357,6 +363,8 @@ func (r *Router) Route(req *Request) (Decision, error) {
 		d = Decision{Replica: r.swrr.pick(r.cand), Reason: SmoothRR}
 	case PrefixHash:
 		d = r.prefixHash(req)
+	case LeastLoad:
+		d = r.leastLoad(req)
 	}
 	r.inflight[d.Replica]++
 	r.processed[d.Replica]++
@@ -366,19 +374,20 @@ func (r *Router) Route(req *Request) (Decision, error) {
 
 // bySession routes under the policies keyed by the request's session:
 // consistent_hash's ring, nginx_hash's ketama ring, manual's sticky map. A
-// request without a key is drawn at random (nginx: round robin).
+// request without a key is drawn at random (nginx: round robin; manual: by
+// its assignment mode).
 func (r *Router) bySession(req *Request) Decision {
 	switch {
+	case r.cfg.Policy == Manual:
+		return r.manual(req)
 	case req.Session == "" && r.cfg.Policy == NginxHash:
 		return Decision{Replica: r.swrr.pick(r.cand), Reason: SmoothRR}
 	case req.Session == "":
 		return Decision{Replica: r.cand[r.rng.IntN(len(r.cand))], Reason: NoKey}
 	case r.cfg.Policy == ConsistentHash:
 		return Decision{Replica: r.ring.lookup(req.Session, r.available), Reason: HashRing}
-	case r.cfg.Policy == NginxHash:
-		return Decision{Replica: r.ketama.lookup(req.Session, r.available), Reason: Ketama}
 	}
-	return r.manual(req)
+	return Decision{Replica: r.ketama.lookup(req.Session, r.available), Reason: Ketama}
 }
 
 // Finish records that a request routed to replica i has ended (its last

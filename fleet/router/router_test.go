@@ -138,7 +138,7 @@ func TestPropRouteFinishConservation(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		n := rapid.IntRange(1, 5).Draw(rt, "replicas")
 		cfg := Default()
-		cfg.Policy = rapid.SampledFrom([]Policy{CacheAware, RoundRobin, Random, PowerOfTwo, ConsistentHash, KVAware, CacheAwareOracle, PrefixHash, Manual}).Draw(rt, "policy")
+		cfg.Policy = rapid.SampledFrom([]Policy{CacheAware, RoundRobin, Random, PowerOfTwo, ConsistentHash, KVAware, CacheAwareOracle, PrefixHash, Manual, LeastLoad}).Draw(rt, "policy")
 		cfg.CacheAware.BalanceAbsThreshold = rapid.IntRange(0, 4).Draw(rt, "abs")
 		cfg.CacheAware.MaxTreeSize = rapid.IntRange(0, 30).Draw(rt, "max_tree_size")
 		cfg.CacheAware.EvictionInterval = time.Second

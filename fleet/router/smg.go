@@ -182,9 +182,12 @@ func (r *Router) Keys() int {
 }
 
 // manual routes a request with a session key by the sticky routing map
-// (see sticky); bySession draws one without a key at random, as SMG's
-// fallback.
+// (see sticky), and one without a key by the assignment mode, remembering
+// nothing, as SMG's select_new_worker.
 func (r *Router) manual(req *Request) Decision {
+	if req.Session == "" {
+		return Decision{Replica: r.assign(), Reason: NoKey}
+	}
 	e := r.sticky.touch(req.Session, r.now)
 	for _, i := range e.cand[:e.n] {
 		if r.available[i] {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"gonum.org/v1/gonum/stat"
 	"pgregory.net/rapid"
 )
 
@@ -188,6 +189,9 @@ func TestPropManualSticky(t *testing.T) {
 				if d.Reason != NoKey {
 					rt.Fatalf("keyless request: reason %v", d.Reason)
 				}
+				if cfg.Manual.MinLoad && r.InFlight(d.Replica)-1 != least {
+					rt.Fatalf("min_load sent a keyless request to replica %d with %d in flight, least was %d", d.Replica, r.InFlight(d.Replica)-1, least)
+				}
 			} else {
 				e := model[session]
 				want := -1
@@ -228,4 +232,114 @@ func TestPropManualSticky(t *testing.T) {
 			}
 		}
 	})
+}
+
+// least_load against a direct reading of SMG's rule: each decision goes to
+// the first replica of least expected wait, where a replica with a report
+// waits (queued + tokens routed to it since the report) / throughput (its
+// own, or the default) + weight * k / (1 - k), one without a report while
+// another has one waits in flight * mean prefill / the mean reported
+// throughput, and with no report at all the fewest in flight wins.
+func TestPropLeastLoadExpectedWait(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		n := rapid.IntRange(1, 5).Draw(rt, "replicas")
+		ll := LeastLoadConfig{
+			KVPressureWeight:  rapid.SampledFrom([]float64{0, 0.15, 2}).Draw(rt, "weight"),
+			DefaultThroughput: rapid.SampledFrom([]float64{100, 2000}).Draw(rt, "default_tp"),
+			MeanPrefillTokens: rapid.IntRange(1, 2048).Draw(rt, "mean_prefill"),
+		}
+		r, _ := smgRouter(rt, LeastLoad, n, 0, func(c *Config) { c.LeastLoad = ll })
+		reports := make([]*LoadReport, n)
+		since := make([]int64, n)
+		for range rapid.IntRange(1, 40).Draw(rt, "steps") {
+			if rapid.IntRange(0, 2).Draw(rt, "poll") == 0 {
+				i := rapid.IntRange(0, n-1).Draw(rt, "polled")
+				rep := LoadReport{
+					Usage:         rapid.SampledFrom([]float64{0, 0.5, 0.9, 1, 1.2}).Draw(rt, "usage"),
+					QueuedTokens:  rapid.Int64Range(0, 5000).Draw(rt, "queued"),
+					GenThroughput: rapid.SampledFrom([]float64{0, 50, 1000}).Draw(rt, "tp"),
+				}
+				r.SetLoadReport(i, rep)
+				reports[i], since[i] = &rep, 0
+			}
+			var rates []float64 // the positive reported throughputs
+			any := slices.ContainsFunc(reports, func(r *LoadReport) bool { return r != nil })
+			for _, rep := range reports {
+				if rep != nil && rep.GenThroughput > 0 {
+					rates = append(rates, rep.GenThroughput)
+				}
+			}
+			nominal := ll.DefaultThroughput
+			if len(rates) > 0 {
+				nominal = stat.Mean(rates, nil)
+			}
+			wait := func(i int) float64 {
+				rep := reports[i]
+				switch {
+				case rep != nil:
+					tp := rep.GenThroughput
+					if tp == 0 {
+						tp = ll.DefaultThroughput
+					}
+					u := min(max(rep.Usage, 0), 0.999)
+					return float64(rep.QueuedTokens+since[i])/tp + ll.KVPressureWeight*u/(1-u)
+				case any:
+					return float64(r.InFlight(i)*ll.MeanPrefillTokens) / nominal
+				}
+				return float64(r.InFlight(i))
+			}
+			want := 0
+			for i := 1; i < n; i++ {
+				if wait(i) < wait(want) {
+					want = i
+				}
+			}
+			length := rapid.IntRange(0, 3000).Draw(rt, "len")
+			d, err := r.Route(&Request{Len: length})
+			if err != nil {
+				rt.Fatal(err)
+			}
+			if d.Replica != want || d.Reason != LeastWait {
+				rt.Fatalf("routed to %d (%v), want %d: waits %v", d.Replica, d.Reason, want, func() (w []float64) {
+					for i := range n {
+						w = append(w, wait(i))
+					}
+					return
+				}())
+			}
+			if length == 0 {
+				length = ll.MeanPrefillTokens
+			}
+			since[want] += int64(length)
+			if rapid.Bool().Draw(rt, "finish") {
+				if err := r.Finish(d.Replica); err != nil {
+					rt.Fatal(err)
+				}
+			}
+		}
+	})
+}
+
+// Between two polls least_load water-fills: equal replicas take equal
+// requests in turn, and a replica near a full KV pool is avoided however
+// short its queue.
+func TestLeastLoadSpreadsBetweenPolls(t *testing.T) {
+	r, _ := smgRouter(t, LeastLoad, 3, 0, func(*Config) {})
+	for i := range 3 {
+		r.SetLoadReport(i, LoadReport{GenThroughput: 1000})
+	}
+	var got []int
+	for range 6 {
+		got = append(got, mustRoute(t, r, &Request{Len: 100}).Replica)
+	}
+	if want := []int{0, 1, 2, 0, 1, 2}; !slices.Equal(got, want) {
+		t.Errorf("equal replicas took %v, want %v", got, want)
+	}
+	r.SetLoadReport(0, LoadReport{GenThroughput: 1000, Usage: 0.99})
+	r.SetLoadReport(1, LoadReport{GenThroughput: 1000, QueuedTokens: 4000})
+	r.SetLoadReport(2, LoadReport{GenThroughput: 1000, QueuedTokens: 8000})
+	// waits: 0.15*99 = 14.85 s, 4 s, 8 s
+	if d := mustRoute(t, r, &Request{Len: 100}); d.Replica != 1 {
+		t.Errorf("routed to %d, want 1 (replica 0's KV is 99%% full)", d.Replica)
+	}
 }
