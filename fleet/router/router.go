@@ -186,6 +186,10 @@ type Router struct {
 	ties   []int
 }
 
+// maxRingPoints bounds a hash ring (replicas x router.virtual_nodes): a
+// point costs about 64 bytes in the tree map, so the bound is some 270 MB.
+const maxRingPoints = 1 << 22
+
 // New returns a router over replicas replicas (indices 0 to replicas-1),
 // all available, with no load snapshot.
 func New(cfg Config, replicas int, d Deps) (*Router, error) {
@@ -198,6 +202,10 @@ func newRouter(cfg Config, replicas int, d Deps, prefix string, countAll bool) (
 	}
 	if replicas < 1 {
 		return nil, fmt.Errorf("router: replicas must be >= 1 (got %d)", replicas)
+	}
+	if p := cfg.Policy; (p == ConsistentHash || p == PrefixHash) && replicas*cfg.ConsistentHash.VirtualNodes > maxRingPoints {
+		return nil, fmt.Errorf("%s.virtual_nodes: %d points for each of %d replicas make a ring of %d points; at most %d (about 64 bytes each)",
+			prefix, cfg.ConsistentHash.VirtualNodes, replicas, replicas*cfg.ConsistentHash.VirtualNodes, maxRingPoints)
 	}
 	switch cfg.Policy {
 	case Random, PowerOfTwo, ConsistentHash, Manual:

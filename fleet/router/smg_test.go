@@ -2,6 +2,7 @@ package router
 
 import (
 	"slices"
+	"strings"
 	"strconv"
 	"testing"
 	"time"
@@ -341,5 +342,21 @@ func TestLeastLoadSpreadsBetweenPolls(t *testing.T) {
 	// waits: 0.15*99 = 14.85 s, 4 s, 8 s
 	if d := mustRoute(t, r, &Request{Len: 100}); d.Replica != 1 {
 		t.Errorf("routed to %d, want 1 (replica 0's KV is 99%% full)", d.Replica)
+	}
+}
+
+// A hash ring is bounded: replicas x virtual_nodes over 2^22 points is
+// refused at router.virtual_nodes, for both ring policies.
+func TestRingBound(t *testing.T) {
+	for _, p := range []Policy{ConsistentHash, PrefixHash} {
+		cfg := Default()
+		cfg.Policy, cfg.ConsistentHash.VirtualNodes = p, 65536
+		if _, err := New(cfg, 64, Deps{Rand: newRNG(1)}); err != nil {
+			t.Errorf("%v: 64 x 65536 points refused: %v", p, err)
+		}
+		_, err := New(cfg, 65, Deps{Rand: newRNG(1)})
+		if err == nil || !strings.Contains(err.Error(), "router.virtual_nodes") {
+			t.Errorf("%v: 65 x 65536 points: %v, want an error at router.virtual_nodes", p, err)
+		}
 	}
 }
