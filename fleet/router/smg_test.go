@@ -2,8 +2,8 @@ package router
 
 import (
 	"slices"
-	"strings"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -346,14 +346,12 @@ func TestLeastLoadSpreadsBetweenPolls(t *testing.T) {
 }
 
 // A hash ring is bounded: replicas x virtual_nodes over 2^22 points is
-// refused at router.virtual_nodes, for both ring policies.
+// refused at router.virtual_nodes, for both ring policies, before any is
+// built (64 x 65536 would pass, but takes seconds to build).
 func TestRingBound(t *testing.T) {
 	for _, p := range []Policy{ConsistentHash, PrefixHash} {
 		cfg := Default()
 		cfg.Policy, cfg.ConsistentHash.VirtualNodes = p, 65536
-		if _, err := New(cfg, 64, Deps{Rand: newRNG(1)}); err != nil {
-			t.Errorf("%v: 64 x 65536 points refused: %v", p, err)
-		}
 		_, err := New(cfg, 65, Deps{Rand: newRNG(1)})
 		if err == nil || !strings.Contains(err.Error(), "router.virtual_nodes") {
 			t.Errorf("%v: 65 x 65536 points: %v, want an error at router.virtual_nodes", p, err)
