@@ -22,6 +22,7 @@ type loadPoll struct {
 	next   engine.Time // the first instant of the next interval
 	last   engine.Time // the previous poll (report)
 	gen    []int64     // each replica's output tokens at the previous poll (report)
+	rate   []float64   // each replica's generation rate as last computed (report)
 }
 
 // newLoadPoll returns the load poll of a router of cfg.
@@ -87,20 +88,20 @@ func (p *loadPoll) maybe(now engine.Time, rt *router.Router, engines []engine.En
 
 // sendReport hands rt replica j's load report, its generation rate being
 // the output tokens since the previous poll over the time since (0 at the
-// first poll or an instant after no time: least_load's default).
+// first poll: least_load's default). A second poll at the same instant
+// (load_poll_interval 0) keeps the rate the first one computed.
 func (p *loadPoll) sendReport(now engine.Time, rt *router.Router, j int, e engine.Engine) {
 	lr, ok := e.(loadReporter)
 	if !ok {
 		return
 	}
 	if p.gen == nil {
-		p.gen = make([]int64, rt.Replicas())
+		p.gen, p.rate = make([]int64, rt.Replicas()), make([]float64, rt.Replicas())
 	}
 	usage, queued, gen := lr.LoadReport()
-	rep := router.LoadReport{Usage: usage, QueuedTokens: queued}
 	if now > p.last {
-		rep.GenThroughput = float64(gen-p.gen[j]) / (float64(now-p.last) / 1e9)
+		p.rate[j] = float64(gen-p.gen[j]) / (float64(now-p.last) / 1e9)
+		p.gen[j] = gen
 	}
-	p.gen[j] = gen
-	rt.SetLoadReport(j, rep)
+	rt.SetLoadReport(j, router.LoadReport{Usage: usage, QueuedTokens: queued, GenThroughput: p.rate[j]})
 }
